@@ -1,0 +1,47 @@
+"""One exception tree for envkit. Each class carries the exit code the CLI turns it into.
+
+Library code raises these; only ``envkit.cli`` prints them and exits.
+"""
+
+from __future__ import annotations
+
+
+class EnvkitError(Exception):
+    """Base of every error envkit reports to a user: one clear sentence, optionally a next step."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class BadInputError(EnvkitError):
+    """The user gave envkit something it cannot use: a manifest, a profile, a name, an option value."""
+
+    exit_code = 2
+
+
+class ManifestError(BadInputError):
+    """A manifest or table in the manifests directory is broken. Names the file, the build and the field."""
+
+    def __init__(self, path: str, problem: str, build: str | None = None, field: str | None = None) -> None:
+        where = path
+        if build:
+            where += f", build {build}"
+        if field:
+            where += f", field {field!r}"
+        super().__init__(f"{where}: {problem}", hint="Fix the manifest, or point --manifests at a good copy.")
+        self.path = path
+        self.build = build
+        self.field = field
+        self.problem = problem
+
+
+class ProfileError(BadInputError):
+    """A machine profile file (or a --cuda / --gpu-arch override) cannot be read."""
+
+
+class UnknownNameError(BadInputError):
+    """A manifest or build name that does not exist."""

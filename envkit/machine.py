@@ -1,0 +1,204 @@
+"""The machine profile: what a machine's NVIDIA driver and GPUs can run.
+
+One shape serves three purposes: ``envkit detect --json`` prints it, a profile file (another machine, a Slurm
+partition) is read back from it, and resolution takes it as input. The file contract (extra keys allowed)::
+
+    name: deepnine                 # optional label
+    driver_version: "550.54.14"    # optional
+    cuda_driver: "12.4"            # highest CUDA the driver supports; absent or null without an NVIDIA driver
+    gpus:                          # empty list when there is no GPU
+      - name: NVIDIA GeForce RTX 2070
+        compute_capability: "7.5"
+        memory_mib: 8192           # optional
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from envkit.errors import ProfileError
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
+
+# Keys of MachineProfile.sources: which probe (or file, or option) gave each fact.
+DRIVER_VERSION = "driver_version"
+CUDA_DRIVER = "cuda_driver"
+GPUS = "gpus"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    compute_capability: Optional[ComputeCapability]  # None: no probe could tell
+    memory_mib: Optional[int] = None
+    source: str = ""
+
+    @property
+    def label(self) -> str:
+        arch = self.compute_capability.sm if self.compute_capability else "unknown architecture"
+        return f"GPU {self.index}, {self.name} ({arch})"
+
+
+@dataclass(frozen=True)
+class MachineProfile:
+    gpus: tuple[Gpu, ...] = ()
+    cuda_driver: Optional[CudaVersion] = None
+    driver_version: Optional[DriverVersion] = None
+    name: Optional[str] = None
+    sources: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def has_driver(self) -> bool:
+        return self.cuda_driver is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``envkit detect --json`` form, readable again by :func:`profile_from_dict`."""
+        return {
+            "name": self.name,
+            "driver_version": str(self.driver_version) if self.driver_version else None,
+            "cuda_driver": str(self.cuda_driver) if self.cuda_driver else None,
+            "gpus": [
+                {
+                    "index": gpu.index,
+                    "name": gpu.name,
+                    "compute_capability": str(gpu.compute_capability) if gpu.compute_capability else None,
+                    "memory_mib": gpu.memory_mib,
+                    "source": gpu.source,
+                }
+                for gpu in self.gpus
+            ],
+            "sources": dict(self.sources),
+            "notes": list(self.notes),
+        }
+
+
+def _parse_field(origin: str, where: str, parser: Any, value: Any) -> Any:
+    try:
+        return parser(value)
+    except ValueError as exc:
+        raise ProfileError(f"machine profile {origin}: {where}: {exc}") from None
+
+
+def profile_from_dict(data: Any, origin: str) -> MachineProfile:
+    """Validate a profile read from a file (or detect's JSON). ``origin`` names it in errors and in sources."""
+    if not isinstance(data, Mapping):
+        raise ProfileError(f"machine profile {origin}: expected a mapping with 'cuda_driver' and 'gpus' keys")
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        raise ProfileError(f"machine profile {origin}: name: expected text, got {name!r}")
+    driver = data.get("driver_version")
+    driver_version = None if driver is None else _parse_field(origin, "driver_version", DriverVersion.parse, driver)
+    cuda = data.get("cuda_driver")
+    cuda_driver = None if cuda is None else _parse_field(origin, "cuda_driver", CudaVersion.parse, cuda)
+    raw_gpus = data.get("gpus", [])
+    if raw_gpus is None:
+        raw_gpus = []
+    if not isinstance(raw_gpus, list):
+        raise ProfileError(f"machine profile {origin}: gpus: expected a list, got {type(raw_gpus).__name__}")
+    gpus = tuple(_gpu_from_dict(entry, position, origin) for position, entry in enumerate(raw_gpus))
+    if gpus and cuda_driver is None:
+        raise ProfileError(
+            f"machine profile {origin}: lists GPUs but no cuda_driver",
+            hint="Add cuda_driver (the 'CUDA Version' that nvidia-smi prints on that machine).",
+        )
+    source = f"file {origin}"
+    sources = {key: source for key, value in ((DRIVER_VERSION, driver_version), (CUDA_DRIVER, cuda_driver)) if value}
+    if gpus:
+        sources[GPUS] = source
+    return MachineProfile(
+        gpus=gpus, cuda_driver=cuda_driver, driver_version=driver_version, name=name, sources=sources
+    )
+
+
+def _gpu_from_dict(entry: Any, position: int, origin: str) -> Gpu:
+    where = f"gpus[{position}]"
+    if not isinstance(entry, Mapping):
+        raise ProfileError(f"machine profile {origin}: {where}: expected a mapping with name and compute_capability")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ProfileError(f"machine profile {origin}: {where}.name: missing or not text")
+    if entry.get("compute_capability") is None:
+        raise ProfileError(f"machine profile {origin}: {where}.compute_capability: missing (e.g. '7.5')")
+    capability = _parse_field(
+        origin, f"{where}.compute_capability", ComputeCapability.parse, entry["compute_capability"]
+    )
+    memory = entry.get("memory_mib")
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory < 0):
+        raise ProfileError(f"machine profile {origin}: {where}.memory_mib: expected a whole number, got {memory!r}")
+    index = entry.get("index", position)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise ProfileError(f"machine profile {origin}: {where}.index: expected a whole number, got {index!r}")
+    return Gpu(index=index, name=name.strip(), compute_capability=capability, memory_mib=memory,
+               source=f"file {origin}")
+
+
+def read_profile(path: Path) -> MachineProfile:
+    """Read a machine profile file (YAML or JSON: the output of ``envkit detect --json`` works as is)."""
+    import yaml  # lazy: keeps start-up fast for commands that never read a profile
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(f"cannot read machine profile {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ProfileError(f"machine profile {path} is not valid YAML or JSON{at}") from None
+    return profile_from_dict(data, str(path))
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """``--cuda X.Y`` and ``--gpu-arch X.Y`` (repeatable), parsed before any probe runs."""
+
+    cuda: Optional[CudaVersion] = None
+    gpu_archs: tuple[ComputeCapability, ...] = ()
+
+
+def parse_overrides(cuda: Optional[str] = None, gpu_archs: Sequence[str] = ()) -> Overrides:
+    try:
+        cuda_driver = CudaVersion.parse(cuda) if cuda is not None else None
+    except ValueError as exc:
+        raise ProfileError(f"--cuda: {exc}") from None
+    archs = []
+    for value in gpu_archs:
+        try:
+            archs.append(ComputeCapability.parse(value))
+        except ValueError as exc:
+            raise ProfileError(f"--gpu-arch: {exc}") from None
+    return Overrides(cuda=cuda_driver, gpu_archs=tuple(archs))
+
+
+def apply_overrides(profile: MachineProfile, overrides: Overrides) -> MachineProfile:
+    """Apply the overrides to a profile.
+
+    ``--cuda`` replaces the driver's CUDA; the driver version is then unknown (its floor is taken from the CUDA
+    table). ``--gpu-arch`` makes the machine one GPU per value: where the count matches the detected GPUs, their
+    names and memory are kept, otherwise the GPUs are named after the option.
+    """
+    sources = dict(profile.sources)
+    notes = list(profile.notes)
+    if overrides.cuda is not None:
+        sources[CUDA_DRIVER] = "--cuda option"
+        sources.pop(DRIVER_VERSION, None)
+        profile = replace(profile, cuda_driver=overrides.cuda, driver_version=None)
+    archs = overrides.gpu_archs
+    if archs:
+        keep_names = len(archs) == len(profile.gpus)
+        gpus = tuple(
+            replace(profile.gpus[i], compute_capability=arch, source="--gpu-arch option")
+            if keep_names
+            else Gpu(index=i, name=f"GPU with {arch.sm} (from --gpu-arch)", compute_capability=arch,
+                     source="--gpu-arch option")
+            for i, arch in enumerate(archs)
+        )
+        sources[GPUS] = "--gpu-arch option"
+        profile = replace(profile, gpus=gpus)
+        if profile.cuda_driver is None:
+            notes.append("--gpu-arch gives GPUs but nothing gives the driver's CUDA: add --cuda X.Y")
+    return replace(profile, sources=sources, notes=tuple(notes))

@@ -1,0 +1,151 @@
+"""Text and JSON renderings of profiles and resolutions. Pure: each returns a str or a JSON-ready dict."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, MachineProfile
+from envkit.resolve import Candidate, Resolution
+
+
+def profile_text(profile: MachineProfile) -> str:
+    """What ``envkit detect`` prints: every fact with the probe that gave it, then what the probes said."""
+    sources = profile.sources
+    lines = []
+    if profile.name:
+        lines.append(f"Machine: {profile.name}")
+    if profile.cuda_driver is None:
+        lines.append("No NVIDIA driver found: this machine can run CPU builds only.")
+    else:
+        driver = f"{profile.driver_version} ({sources.get(DRIVER_VERSION, '?')})" if profile.driver_version else "unknown"
+        lines.append(f"NVIDIA driver: {driver}")
+        lines.append(f"Highest CUDA the driver supports: {profile.cuda_driver} ({sources.get(CUDA_DRIVER, '?')})")
+    if profile.gpus:
+        lines.append(f"GPUs ({sources.get(GPUS, '?')}):")
+        for gpu in profile.gpus:
+            capability = (
+                f"compute capability {gpu.compute_capability} ({gpu.compute_capability.sm})"
+                if gpu.compute_capability
+                else "compute capability unknown"
+            )
+            memory = f", {gpu.memory_mib} MiB" if gpu.memory_mib is not None else ""
+            lines.append(f"  GPU {gpu.index}: {gpu.name}, {capability}{memory}")
+    elif profile.cuda_driver is not None:
+        lines.append("GPUs: none")
+    if profile.notes:
+        lines.append("Probes:")
+        lines.extend(f"  {note}" for note in profile.notes)
+    return "\n".join(lines)
+
+
+def machine_line(profile: MachineProfile) -> str:
+    """One line naming the machine a listing was resolved for."""
+    label = f"{profile.name}: " if profile.name else ""
+    if profile.cuda_driver is None:
+        driver = "no NVIDIA driver"
+    else:
+        version = f"driver {profile.driver_version}, " if profile.driver_version else ""
+        driver = f"{version}CUDA {profile.cuda_driver} ({profile.sources.get(CUDA_DRIVER, '?')})"
+    if not profile.gpus:
+        return f"Machine: {label}{driver}, no GPU"
+    counts: dict[str, int] = {}
+    for gpu in profile.gpus:
+        arch = gpu.compute_capability.sm if gpu.compute_capability else "unknown arch"
+        key = f"{gpu.name} ({arch})"
+        counts[key] = counts.get(key, 0) + 1
+    gpus = ", ".join(f"{n}x {key}" if n > 1 else key for key, n in counts.items())
+    return f"Machine: {label}{driver}; {gpus}"
+
+
+_HEADERS = ("BUILD", "VERSION", "VARIANT", "CUDA", "PYTHON")
+
+
+def listing_text(profile: MachineProfile, resolutions: Sequence[Resolution], show_all: bool) -> str:
+    """The ``envkit list`` table: per manifest the selected build (*), the compatible ones, and with ``show_all``
+    the incompatible ones with their reasons."""
+    blocks = [machine_line(profile)]
+    for resolution in resolutions:
+        blocks.append(_manifest_block(resolution, show_all))
+    return "\n\n".join(blocks)
+
+
+def _manifest_block(resolution: Resolution, show_all: bool) -> str:
+    manifest = resolution.manifest
+    lines = [f"{manifest.name}: {manifest.summary}"]
+    if manifest.retired:
+        lines.append(f"  retired: {manifest.retired}")
+    rows = list(resolution.compatible)
+    hidden = resolution.incompatible
+    if show_all:
+        rows += hidden
+    if not resolution.compatible:
+        lines.append(f"  No build of {manifest.name} fits this machine.")
+    if rows:
+        cells = [_cells(c) for c in rows]
+        widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(_HEADERS)]
+        lines.append("    " + "  ".join(h.ljust(w) for h, w in zip(_HEADERS, widths)) + "  NOTES")
+        selected = resolution.selected
+        indent = " " * (4 + sum(widths) + 2 * len(widths))
+        for candidate, row in zip(rows, cells):
+            mark = "  * " if candidate is selected else "    "
+            notes = _notes(candidate)
+            lines.append(mark + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + notes[0])
+            lines.extend(indent + note for note in notes[1:])
+    if hidden and not show_all:
+        lines.append(
+            f"  {len(hidden)} more build{'s' if len(hidden) != 1 else ''} do not fit this machine: "
+            f"`envkit list {manifest.name} --all` says why."
+        )
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _cells(candidate: Candidate) -> list[str]:
+    build = candidate.build
+    return [
+        build.id,
+        str(build.version),
+        build.variant,
+        str(build.cuda) if build.cuda else "-",
+        str(candidate.python) if candidate.python else "-",
+    ]
+
+
+def _notes(candidate: Candidate) -> list[str]:
+    if not candidate.compatible:
+        return [f"no: {reason}" for reason in candidate.reasons] or ["no"]
+    if not candidate.build.is_gpu:
+        return ["CPU only"]
+    return ["native" if candidate.native else "minor-version compatibility (SASS only)"]
+
+
+def listing_json(profile: MachineProfile, resolutions: Sequence[Resolution]) -> dict[str, Any]:
+    return {
+        "machine": profile.to_dict(),
+        "manifests": [
+            {
+                "name": r.manifest.name,
+                "summary": r.manifest.summary,
+                "framework": r.manifest.framework,
+                "retired": r.manifest.retired,
+                "selected": r.selected.build.id if r.selected else None,
+                "builds": [candidate_json(c) for c in r.candidates],
+            }
+            for r in resolutions
+        ],
+    }
+
+
+def candidate_json(candidate: Candidate) -> dict[str, Any]:
+    build = candidate.build
+    return {
+        "id": build.id,
+        "version": str(build.version),
+        "variant": build.variant,
+        "cuda": str(build.cuda) if build.cuda else None,
+        "compatible": candidate.compatible,
+        "native": candidate.native,
+        "python": str(candidate.python) if candidate.python else None,
+        "python_requires": str(build.python),
+        "reasons": list(candidate.reasons),
+        "notes": build.notes,
+    }

@@ -1,0 +1,241 @@
+"""Which builds of a manifest run on a machine, and which one to pick. Pure functions: no I/O.
+
+A GPU build is compatible only when (1) the driver supports its CUDA, natively or through CUDA minor-version
+compatibility (then from SASS only: an older driver cannot JIT the newer toolkit's PTX), (2) EVERY GPU is covered by
+its SASS (same major, lower-or-equal minor) or PTX (lower-or-equal arch), and (3) it publishes a Python envkit can
+provide. Every verdict carries its reasons in words a user understands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+
+from envkit.catalog.model import ArchSet, Build, Manifest, PythonTable, Tables
+from envkit.errors import BadInputError
+from envkit.machine import Gpu, MachineProfile
+from envkit.versions import ComputeCapability
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for beyond the machine: today, a Python version (``--python X.Y``)."""
+
+    python: Optional[Version] = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    build: Build
+    compatible: bool
+    native: Optional[bool]  # True: the driver runs the build's CUDA as is; False: only via minor-version compat
+    python: Optional[Version]  # the Python the environment would get
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Resolution:
+    manifest: Manifest
+    candidates: tuple[Candidate, ...]  # compatible ones first, the preferred one first of all
+
+    @property
+    def selected(self) -> Optional[Candidate]:
+        first = self.candidates[0] if self.candidates else None
+        return first if first is not None and first.compatible else None
+
+    @property
+    def compatible(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if c.compatible)
+
+    @property
+    def incompatible(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if not c.compatible)
+
+
+def parse_python_request(text: Optional[str], table: PythonTable) -> Request:
+    """Validate ``--python X.Y`` against the Pythons envkit can provide."""
+    if text is None:
+        return Request()
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        version = Version(text.strip())
+    except InvalidVersion:
+        version = None
+    if version is None or len(version.release) != 2:
+        raise BadInputError(f"--python {text}: expected a Python version like 3.12")
+    if version not in table.versions:
+        raise BadInputError(
+            f"--python {text}: envkit provides Python {_span(table.versions)}",
+            hint="Pick one of those, or add the version to python.yaml in the manifests directory.",
+        )
+    return Request(python=version)
+
+
+def resolve(manifest: Manifest, profile: MachineProfile, tables: Tables, request: Request = Request()) -> Resolution:
+    """Every build of the manifest judged for this machine, ranked by preference."""
+    candidates = [assess(build, profile, tables, request) for build in manifest.builds]
+    return Resolution(manifest=manifest, candidates=tuple(rank(candidates, has_gpus=bool(profile.gpus))))
+
+
+def rank(candidates: Iterable[Candidate], has_gpus: bool) -> list[Candidate]:
+    """Compatible before incompatible; on a machine with GPUs every GPU build before every CPU build; then the newest
+    framework version; then a build the driver runs natively before one needing minor-version compatibility; then
+    the newest CUDA. Stable sorts, least important key first."""
+    ordered = sorted(candidates, key=lambda c: c.build.cuda or (0, 0), reverse=True)
+    ordered.sort(key=lambda c: c.native is False)
+    ordered.sort(key=lambda c: c.build.version, reverse=True)
+    ordered.sort(key=lambda c: has_gpus and not c.build.is_gpu)
+    ordered.sort(key=lambda c: not c.compatible)
+    return ordered
+
+
+def assess(build: Build, profile: MachineProfile, tables: Tables, request: Request = Request()) -> Candidate:
+    """One build against one machine: compatible or not, and why."""
+    python, python_problem = _python(build.python, tables.python, request)
+    if not build.is_gpu:
+        reasons = [python_problem] if python_problem else []
+        if profile.gpus and not python_problem:
+            reasons.append("CPU only: does not use this machine's GPUs")
+        return Candidate(build, not python_problem, None, python, tuple(reasons))
+
+    assert build.cuda is not None and build.arch is not None  # guaranteed by the catalog for GPU builds
+    native, driver_ok, driver_reason = _driver(build, profile, tables)
+    problems = [] if driver_ok else [driver_reason]
+    notes = [driver_reason] if driver_ok else []
+    if not profile.gpus:
+        problems.append("needs an NVIDIA GPU; this machine has none")
+    for gpus, verdict, ok in _coverage(build.arch, profile.gpus, sass_only=native is False, cuda=build.cuda):
+        (notes if ok else problems).append(f"{_gpu_group(gpus)}: {verdict}")
+    if python_problem:
+        problems.append(python_problem)
+    compatible = not problems
+    return Candidate(build, compatible, native, python, tuple(notes if compatible else problems))
+
+
+# --- the driver -------------------------------------------------------------------------------------------------
+
+def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Optional[bool], bool, str]:
+    """(native, runs, reason). native is None when there is no driver to judge."""
+    cuda = build.cuda
+    have = profile.cuda_driver
+    if have is None:
+        return None, False, f"needs an NVIDIA driver for CUDA >= {cuda}; none found"
+    if have >= cuda:
+        return True, True, f"driver CUDA {have} runs CUDA {cuda} natively"
+    floor = tables.cuda.minor_compat_floor.get(cuda.major)
+    plain = f"needs driver CUDA >= {cuda}, this machine has {have}"
+    if floor is None or have.major != cuda.major:
+        return False, False, plain
+    driver = profile.driver_version
+    if driver is None:
+        lowest = tables.cuda.driver_floor(have)
+        if lowest is None or lowest < floor:
+            return False, False, (
+                f"{plain}; minor-version compatibility needs driver >= {floor}, and this machine's driver version "
+                f"is unknown"
+            )
+        driver_text = f"any driver for CUDA {have} is >= {lowest}"
+    elif driver < floor:
+        return False, False, f"{plain}; minor-version compatibility needs driver >= {floor}, this one is {driver}"
+    else:
+        driver_text = f"driver {driver}"
+    return False, True, (
+        f"runs CUDA {cuda} on driver CUDA {have} through minor-version compatibility ({driver_text}, "
+        f">= {floor}); SASS only"
+    )
+
+
+# --- the GPUs ----------------------------------------------------------------------------------------------------
+
+def _coverage(
+    arch: ArchSet, gpus: Sequence[Gpu], sass_only: bool, cuda: object
+) -> list[tuple[list[Gpu], str, bool]]:
+    """For each group of identical GPUs: (the GPUs, what the build has for them, whether that runs)."""
+    out = []
+    for group in _groups(gpus):
+        capability = group[0].compute_capability
+        if capability is None:
+            out.append((group, "compute capability unknown; pass --gpu-arch X.Y", False))
+            continue
+        sass = max((s for s in arch.sass if s.major == capability.major and s.minor <= capability.minor), default=None)
+        ptx = max((p for p in arch.ptx if p <= capability), default=None)
+        if sass is not None:
+            out.append((group, f"runs {sass.sm} code", True))
+        elif ptx is not None and sass_only:
+            out.append((group, (
+                f"only {ptx.compute} PTX, which this driver cannot JIT-compile for a CUDA {cuda} build "
+                f"(minor-version compatibility runs SASS only)"), False))
+        elif ptx is not None:
+            out.append((group, f"JIT-compiles {ptx.compute} PTX (slow first start)", True))
+        else:
+            out.append((group, f"no kernels for {capability.sm}: this build has {describe_arch(arch, capability)}",
+                        False))
+    return out
+
+
+def describe_arch(arch: ArchSet, missing: Optional[ComputeCapability] = None) -> str:
+    """The build's GPU code, in the words most useful for a GPU it does not cover."""
+    every = sorted({*arch.sass, *arch.ptx})
+    ptx = f" and PTX {', '.join(p.compute for p in arch.ptx)}" if arch.ptx else ""
+    if missing is not None and every and missing < every[0]:
+        return f"{every[0].sm} and newer"
+    if missing is not None and arch.sass and missing > arch.sass[-1] and not arch.ptx:
+        return f"{arch.sass[0].sm} to {arch.sass[-1].sm} and no PTX for newer GPUs"
+    return (", ".join(s.sm for s in arch.sass) or "no SASS") + ptx
+
+
+def _groups(gpus: Sequence[Gpu]) -> list[list[Gpu]]:
+    groups: dict[tuple[str, Optional[ComputeCapability]], list[Gpu]] = {}
+    for gpu in gpus:
+        groups.setdefault((gpu.name, gpu.compute_capability), []).append(gpu)
+    return list(groups.values())
+
+
+def _gpu_group(gpus: Sequence[Gpu]) -> str:
+    gpu = gpus[0]
+    arch = gpu.compute_capability.sm if gpu.compute_capability else "unknown arch"
+    if len(gpus) == 1:
+        return f"GPU {gpu.index}, {gpu.name} ({arch})"
+    return f"GPUs {_index_ranges([g.index for g in gpus])}, {gpu.name} ({arch})"
+
+
+def _index_ranges(indices: Sequence[int]) -> str:
+    parts: list[str] = []
+    start = previous = indices[0]
+    for index in [*indices[1:], None]:
+        if index is not None and index == previous + 1:
+            previous = index
+            continue
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+        if index is not None:
+            start = previous = index
+    return ", ".join(parts)
+
+
+# --- Python -----------------------------------------------------------------------------------------------------
+
+def _python(spec: SpecifierSet, table: PythonTable, request: Request) -> tuple[Optional[Version], Optional[str]]:
+    """(the Python the environment gets, or None with the problem)."""
+    offered = [v for v in table.versions if spec.contains(v)]
+    if request.python is not None:
+        if request.python in offered:
+            return request.python, None
+        return None, f"publishes Python {_span(offered) if offered else spec}, not {request.python}"
+    if not offered:
+        return None, f"publishes Python {spec}, which envkit cannot provide (it provides {_span(table.versions)})"
+    return choose_python(offered, table.default), None
+
+
+def choose_python(offered: Sequence[Version], default: Version) -> Version:
+    """The default if offered, else the newest offered below it, else the oldest above it."""
+    below = [v for v in offered if v <= default]
+    return max(below) if below else min(offered)
+
+
+def _span(versions: Sequence[Version]) -> str:
+    return str(versions[0]) if len(versions) == 1 else f"{versions[0]}-{versions[-1]}"

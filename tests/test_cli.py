@@ -1,0 +1,169 @@
+"""The command line, run as a user runs it: a real subprocess, real manifests, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROFILES = Path(__file__).parent / "profiles"
+
+
+def envkit(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")}
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=environment, cwd=cwd, timeout=60
+    )
+
+
+def assert_clean_error(result: subprocess.CompletedProcess, code: int, *words: str) -> None:
+    assert result.returncode == code, result
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("envkit: error: ")
+    for word in words:
+        assert word in result.stderr, (word, result.stderr)
+
+
+def test_help_teaches_the_commands():
+    result = envkit("--help")
+    assert result.returncode == 0
+    for word in ("detect", "list", "compute capability"):
+        assert word in result.stdout
+    list_help = envkit("list", "--help").stdout
+    for option in ("--machine", "--cuda", "--gpu-arch", "--manifests", "--all", "--json", "--python"):
+        assert option in list_help
+
+
+def test_list_json_contract():
+    result = envkit("list", "torch", "--json", "--machine", str(PROFILES / "v100x8-cuda130.yaml"))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["machine"]["cuda_driver"] == "13.0"
+    assert len(data["machine"]["gpus"]) == 8
+    [torch] = data["manifests"]
+    assert torch["name"] == "torch"
+    assert torch["selected"] == "torch-2.14-cu126"
+    builds = {b["id"]: b for b in torch["builds"]}
+    assert builds["torch-2.14-cu126"] == {
+        **builds["torch-2.14-cu126"],
+        "version": "2.14", "variant": "cu126", "compatible": True, "native": True,
+    }
+    assert builds["torch-2.14-cu130"]["compatible"] is False
+    assert any("sm_70" in reason for reason in builds["torch-2.14-cu130"]["reasons"])
+    assert builds["torch-2.14-cpu"]["variant"] == "cpu" and builds["torch-2.14-cpu"]["native"] is None
+    assert torch["builds"][0]["id"] == torch["selected"]
+
+
+def test_list_text_marks_the_selected_build_and_hides_incompatible_ones():
+    result = envkit("list", "torch", "--machine", str(PROFILES / "rtx5090-cuda128.yaml"))
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("Machine: blackwell-desk: driver 570.133.07, CUDA 12.8")
+    selected = [line for line in lines if line.startswith("  * ")]
+    assert len(selected) == 1 and "torch-2.11-cu128" in selected[0]
+    assert "torch-2.14-cu130" not in result.stdout
+    assert "do not fit this machine: `envkit list torch --all` says why." in result.stdout
+
+
+def test_list_all_shows_reasons():
+    result = envkit("list", "torch", "--all", "--machine", str(PROFILES / "rtx5090-cuda128.yaml"))
+    assert "torch-2.14-cu130" in result.stdout
+    assert "no: needs driver CUDA >= 13.0, this machine has 12.8" in result.stdout
+    assert "no kernels for sm_120" in result.stdout
+
+
+def test_overrides_resolve_for_a_login_node():
+    result = envkit("list", "torch", "--json", "--machine", str(PROFILES / "no-gpu.yaml"),
+                    "--cuda", "11.2", "--gpu-arch", "6.1")
+    data = json.loads(result.stdout)
+    assert data["manifests"][0]["selected"] == "torch-2.7-cu118"
+    assert data["machine"]["sources"] == {"cuda_driver": "--cuda option", "gpus": "--gpu-arch option"}
+
+
+def test_python_option():
+    result = envkit("list", "torch", "--json", "--python", "3.8", "--machine", str(PROFILES / "no-gpu.yaml"))
+    assert json.loads(result.stdout)["manifests"][0]["selected"] == "torch-2.4-cpu"
+
+
+def test_unknown_manifest_exits_2_with_the_names_that_exist():
+    result = envkit("list", "pytorch", "--machine", str(PROFILES / "no-gpu.yaml"))
+    assert_clean_error(result, 2, "'pytorch'", "torch", "tensorflow", "jax", "mxnet")
+
+
+def test_bad_option_values_exit_2():
+    assert_clean_error(envkit("list", "torch", "--python", "2.7"), 2, "--python 2.7")
+    assert_clean_error(envkit("list", "torch", "--cuda", "twelve"), 2, "--cuda")
+    assert_clean_error(envkit("list", "torch", "--gpu-arch", "ampere", "--cuda", "12.4"), 2, "--gpu-arch")
+
+
+def test_malformed_profile_exits_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cuda_driver: '12.4'\ngpus: [{name: A100}]\n")
+    assert_clean_error(envkit("list", "--machine", str(bad)), 2, str(bad), "compute_capability")
+    assert_clean_error(envkit("list", "--machine", str(tmp_path / "absent.yaml")), 2, "cannot read")
+
+
+def copy_envs(tmp_path: Path) -> Path:
+    from envkit.catalog import default_manifests_dir
+
+    copy = tmp_path / "envs"
+    shutil.copytree(default_manifests_dir(), copy, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
+    return copy
+
+
+def test_broken_manifest_exits_2_naming_file_build_and_field(tmp_path):
+    envs = copy_envs(tmp_path)
+    path = envs / "torch.yaml"
+    path.write_text(path.read_text().replace('{variant: cu130, cuda: "13.0"', '{variant: cu130, cuda: "13.7"', 1))
+    result = envkit("list", "torch", "--manifests", str(envs), "--machine", str(PROFILES / "no-gpu.yaml"))
+    assert_clean_error(result, 2, str(path), "build torch-2.14-cu130", "field 'cuda'", "13.7")
+
+
+def test_manifests_directory_from_the_environment(tmp_path):
+    envs = copy_envs(tmp_path)
+    path = envs / "torch.yaml"
+    path.write_text(path.read_text().replace("summary: PyTorch", "summary: EDITED PyTorch"))
+    result = envkit("list", "torch", "--machine", str(PROFILES / "no-gpu.yaml"), env={"ENVKIT_MANIFESTS": str(envs)})
+    assert result.returncode == 0
+    assert "torch: EDITED PyTorch" in result.stdout
+    missing = envkit("list", env={"ENVKIT_MANIFESTS": str(tmp_path / "nowhere")})
+    assert_clean_error(missing, 2, "does not exist")
+
+
+def test_debug_shows_the_traceback():
+    result = envkit("--debug", "list", "pytorch")
+    assert result.returncode != 0
+    assert "Traceback" in result.stderr and "UnknownNameError" in result.stderr
+
+
+def test_detect_on_this_machine_without_a_driver():
+    # These machines have no NVIDIA driver: the real NVML library is missing, which is a normal outcome.
+    result = envkit("detect", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["gpus"] == [] and data["cuda_driver"] is None
+    assert any("NVML" in note for note in data["notes"])
+    text = envkit("detect")
+    assert text.returncode == 0
+    assert "No NVIDIA driver found" in text.stdout
+
+
+def test_detect_json_is_a_profile_that_list_reads_back(tmp_path):
+    saved = tmp_path / "here.json"
+    saved.write_text(envkit("detect", "--json").stdout)
+    result = envkit("list", "torch", "--json", "--machine", str(saved))
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["manifests"][0]["selected"] == "torch-2.14-cpu"
+
+
+@pytest.mark.skipif(shutil.which("envkit") is None, reason="console script not on PATH")
+def test_console_script_runs_from_another_directory(tmp_path):
+    result = subprocess.run(["envkit", "list", "torch", "--machine", str(PROFILES / "no-gpu.yaml")],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert result.returncode == 0 and "torch-2.14-cpu" in result.stdout
