@@ -8,7 +8,7 @@ partition) is read back from it, and resolution takes it as input. The file cont
     cuda_driver: "12.4"            # highest CUDA the driver supports; absent or null without an NVIDIA driver
     gpus:                          # empty list when there is no GPU
       - name: NVIDIA GeForce RTX 2070
-        compute_capability: "7.5"
+        compute_capability: "7.5"  # null when unknown (detect could not tell; pass --gpu-arch)
         memory_mib: 8192           # optional
 """
 
@@ -120,10 +120,12 @@ def _gpu_from_dict(entry: Any, position: int, origin: str) -> Gpu:
     name = entry.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ProfileError(f"machine profile {origin}: {where}.name: missing or not text")
-    if entry.get("compute_capability") is None:
+    if "compute_capability" not in entry:
         raise ProfileError(f"machine profile {origin}: {where}.compute_capability: missing (e.g. '7.5')")
-    capability = _parse_field(
-        origin, f"{where}.compute_capability", ComputeCapability.parse, entry["compute_capability"]
+    # An explicit null is what detect prints for a GPU no probe could place; resolution then asks for --gpu-arch.
+    raw_capability = entry["compute_capability"]
+    capability = None if raw_capability is None else _parse_field(
+        origin, f"{where}.compute_capability", ComputeCapability.parse, raw_capability
     )
     memory = entry.get("memory_mib")
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory < 0):

@@ -29,6 +29,12 @@ def test_the_documented_contract_reads(tmp_path):
     assert profile.sources == {"driver_version": f"file {path}", "cuda_driver": f"file {path}", "gpus": f"file {path}"}
 
 
+def test_unknown_compute_capability_from_detect_reads_back_as_unknown():
+    data = {"cuda_driver": "12.4", "gpus": [{"name": "NVIDIA Future GPU", "compute_capability": None}]}
+    [gpu] = profile_from_dict(data, "x").gpus
+    assert gpu.compute_capability is None and gpu.name == "NVIDIA Future GPU"
+
+
 def test_no_driver_profile():
     profile = profile_from_dict({"cuda_driver": None, "gpus": []}, "x")
     assert profile.gpus == () and profile.cuda_driver is None and not profile.has_driver

@@ -1,0 +1,146 @@
+"""The NVML probe (nvidia-ml-py): driver version, the driver's CUDA, and every GPU's name, architecture, memory.
+
+NVML is what nvidia-smi itself is built on and the one interface NVIDIA keeps stable across driver branches, so
+it is asked first. This module does not impose a time limit; ``envkit.detect`` runs it in a thread that has one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from envkit.detect.sources import NVML, gpu_from_name
+from envkit.gpu_names import GpuNameTable
+from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
+
+_MIB = 1024 * 1024
+
+
+def probe_nvml(gpu_names: GpuNameTable, nvml: Any = None) -> MachineProfile:
+    """Ask NVML. Returns a partial profile: ``sources`` names the facts NVML gave, ``notes`` what went wrong.
+
+    ``nvml`` is the pynvml module, or an object with the same functions (tests); None imports pynvml, here and
+    not when envkit is imported, so commands that never detect do not pay for it.
+    """
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return MachineProfile(notes=("NVML: nvidia-ml-py (module pynvml) is not installed",))
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        return MachineProfile(notes=(f"NVML: {_describe(nvml, exc)}",))
+    try:
+        return _read(nvml, gpu_names)
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass  # the facts are read; a failed shutdown changes none of them
+
+
+def _describe(nvml: Any, exc: Exception) -> str:
+    code = getattr(exc, "value", None)
+    if code == nvml.NVML_ERROR_LIBRARY_NOT_FOUND:
+        return "library libnvidia-ml.so.1 not found"
+    if code == nvml.NVML_ERROR_DRIVER_NOT_LOADED:
+        return "NVIDIA driver not loaded"
+    return str(exc)  # pynvml's own wording: "Insufficient Permissions", "GPU is lost", ...
+
+
+def _text(value: Any) -> str:
+    # pynvml returns str in recent releases and bytes in older ones.
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return str(value).strip()
+
+
+class _Reader:
+    """Calls NVML functions one by one, keeping a note for each that fails instead of giving up."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        self.notes: list[str] = []
+
+    def call(self, what: str, function: Callable[..., Any], *args: Any) -> Optional[Any]:
+        try:
+            return function(*args)
+        except self.nvml.NVMLError as exc:
+            self.notes.append(f"NVML: {what}: {_describe(self.nvml, exc)}")
+            return None
+
+
+def _read(nvml: Any, gpu_names: GpuNameTable) -> MachineProfile:
+    reader = _Reader(nvml)
+    sources = {}
+    driver_version = _driver_version(reader)
+    if driver_version is not None:
+        sources[DRIVER_VERSION] = NVML
+    cuda_driver = _cuda_driver(reader)
+    if cuda_driver is not None:
+        sources[CUDA_DRIVER] = NVML
+    gpus: tuple[Gpu, ...] = ()
+    count = reader.call("GPU count", nvml.nvmlDeviceGetCount)
+    if count is not None:
+        gpus = tuple(_gpu(reader, index, gpu_names) for index in range(count))
+        sources[GPUS] = NVML
+    return MachineProfile(
+        gpus=gpus, cuda_driver=cuda_driver, driver_version=driver_version, sources=sources, notes=tuple(reader.notes)
+    )
+
+
+def _driver_version(reader: _Reader) -> Optional[DriverVersion]:
+    raw = reader.call("driver version", reader.nvml.nvmlSystemGetDriverVersion)
+    if raw is None:
+        return None
+    try:
+        return DriverVersion.parse(_text(raw))
+    except ValueError:
+        reader.notes.append(f"NVML: driver version {_text(raw)!r} not understood")
+        return None
+
+
+def _cuda_driver(reader: _Reader) -> Optional[CudaVersion]:
+    nvml = reader.nvml
+    try:
+        # _v2 asks libcuda itself: the most accurate answer, but an error where libcuda.so.1 is missing.
+        value = nvml.nvmlSystemGetCudaDriverVersion_v2()
+    except nvml.NVMLError as exc:
+        code = getattr(exc, "value", None)
+        why = "libcuda.so.1 not found" if code == nvml.NVML_ERROR_LIBRARY_NOT_FOUND else str(exc)
+        try:
+            # The first version answers without libcuda, with the CUDA the NVML library was built for.
+            value = nvml.nvmlSystemGetCudaDriverVersion()
+        except nvml.NVMLError as older:
+            reader.notes.append(f"NVML: CUDA driver version unavailable ({why}; {_describe(nvml, older)})")
+            return None
+        reader.notes.append(f"NVML: CUDA driver version from the NVML library, not from libcuda ({why})")
+    try:
+        return CudaVersion.from_driver_int(int(value))
+    except (TypeError, ValueError):
+        reader.notes.append(f"NVML: CUDA driver version {value!r} not understood")
+        return None
+
+
+def _gpu(reader: _Reader, index: int, gpu_names: GpuNameTable) -> Gpu:
+    """One GPU; what NVML cannot tell about it stays unknown, and the other GPUs are read all the same."""
+    nvml = reader.nvml
+    handle = reader.call(f"GPU {index}", nvml.nvmlDeviceGetHandleByIndex, index)
+    if handle is None:
+        return Gpu(index=index, name="unknown GPU", compute_capability=None, source=NVML)
+    raw_name = reader.call(f"GPU {index} name", nvml.nvmlDeviceGetName, handle)
+    name = _text(raw_name) if raw_name is not None else "unknown GPU"
+    memory = reader.call(f"GPU {index} memory", nvml.nvmlDeviceGetMemoryInfo, handle)
+    memory_mib = int(memory.total) // _MIB if memory is not None else None
+    capability = reader.call(f"GPU {index} compute capability", nvml.nvmlDeviceGetCudaComputeCapability, handle)
+    if capability is None:
+        return gpu_from_name(index, name, gpu_names, NVML, memory_mib)
+    major, minor = capability
+    return Gpu(
+        index=index,
+        name=name,
+        compute_capability=ComputeCapability(int(major), int(minor)),
+        memory_mib=memory_mib,
+        source=NVML,
+    )

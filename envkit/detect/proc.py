@@ -1,0 +1,84 @@
+"""The /proc probe: what the loaded NVIDIA kernel module says about itself, readable by anyone, without NVML.
+
+It knows the driver version and each GPU's model name, not the CUDA version nor the compute capability: those
+come from envs/cuda.yaml and envs/gpus.yaml.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Optional
+
+from envkit.detect.sources import PROC_GPUS, PROC_VERSION, gpu_from_name
+from envkit.gpu_names import GpuNameTable
+from envkit.machine import DRIVER_VERSION, GPUS, MachineProfile
+from envkit.versions import DriverVersion
+
+_VERSION_TOKEN = re.compile(r"^\d+\.\d+(\.\d+){0,2}$")
+
+
+def parse_driver_version(text: str) -> Optional[DriverVersion]:
+    """The driver version in /proc/driver/nvidia/version, or None when the text has none.
+
+    The "NVRM version:" line differs by kernel module flavour and architecture, e.g.
+    ``NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 ...`` and
+    ``NVIDIA UNIX Open Kernel Module for aarch64  570.124.06  Release Build  (dvs-builder@...)  Wed ...``;
+    the version is the first word on it shaped like one (the date's "18:56:32" and "x86_64" are not).
+    """
+    for line in text.splitlines():
+        if line.strip().startswith("NVRM version:"):
+            for word in line.split()[2:]:
+                if _VERSION_TOKEN.match(word):
+                    return DriverVersion.parse(word)
+            return None
+    return None
+
+
+def parse_gpu_model(text: str) -> Optional[str]:
+    """The "Model:" of a /proc/driver/nvidia/gpus/<bus id>/information file, or None when it has none."""
+    for line in text.splitlines():
+        key, colon, value = line.partition(":")
+        if colon and key.strip().lower() == "model":
+            return " ".join(value.split()) or None
+    return None
+
+
+def probe_proc(proc_root: Path, gpu_names: GpuNameTable) -> MachineProfile:
+    """Read the driver version and the GPU models. A partial profile: ``sources`` names what was found."""
+    nvidia = proc_root / "driver" / "nvidia"
+    try:
+        version_text = (nvidia / "version").read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return MachineProfile(notes=(f"{PROC_VERSION}: not present (no NVIDIA kernel module loaded)",))
+    except OSError as exc:
+        return MachineProfile(notes=(f"{PROC_VERSION}: cannot be read: {exc.strerror or exc}",))
+    notes = []
+    sources = {}
+    driver_version = parse_driver_version(version_text)
+    if driver_version is not None:
+        sources[DRIVER_VERSION] = PROC_VERSION
+    else:
+        notes.append(f"{PROC_VERSION}: no driver version in it")
+    gpus = ()
+    try:
+        bus_ids = sorted(os.listdir(nvidia / "gpus"))  # PCI bus order: the order NVML numbers GPUs in
+    except OSError as exc:
+        notes.append(f"{PROC_GPUS}: cannot be read: {exc.strerror or exc}")
+    else:
+        gpus = tuple(
+            gpu_from_name(index, _model(nvidia / "gpus" / bus_id, bus_id), gpu_names, PROC_GPUS)
+            for index, bus_id in enumerate(bus_ids)
+        )
+        sources[GPUS] = PROC_GPUS
+    return MachineProfile(gpus=gpus, driver_version=driver_version, sources=sources, notes=tuple(notes))
+
+
+def _model(directory: Path, bus_id: str) -> str:
+    try:
+        text = (directory / "information").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    # A GPU whose file is unreadable still counts: every GPU must be covered by the build that is chosen.
+    return parse_gpu_model(text) or f"unknown GPU at PCI {bus_id}"

@@ -1,0 +1,273 @@
+"""The nvidia-smi probe: the last resort, for when NVML cannot be loaded from Python.
+
+nvidia-smi's output is not a stable interface (NVIDIA says so), so the parsers here are pure functions tested on
+text in the formats of several driver branches, and read it defensively: values of "[N/A]", extra whitespace,
+fields that older branches do not know.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
+
+from envkit.detect.sources import GPU_TABLE, SMI, gpu_from_name
+from envkit.detect.timeout import ProbeTimeout
+from envkit.gpu_names import GpuNameTable
+from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
+
+if TYPE_CHECKING:
+    import subprocess  # at run time only where nvidia-smi is really run: it is slow to import
+
+QUERY_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version")
+# Older nvidia-smi (R470 and before) rejects the whole query when it names compute_cap.
+LEGACY_QUERY_FIELDS = tuple(field for field in QUERY_FIELDS if field != "compute_cap")
+NO_DEVICES = "No devices were found"
+
+_CUDA_VERSION = re.compile(r"CUDA Version\s*:\s*(\d+\.\d+)")
+_DRIVER_VERSION = re.compile(r"Driver Version\s*:\s*(\d+(?:\.\d+)+)")
+_LEADING_NUMBER = re.compile(r"^\s*(\d+)")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SmiQuery:
+    """What one ``--query-gpu`` run said."""
+
+    gpus: tuple[Gpu, ...]  # compute_capability None where the query had no compute_cap (or it was "[N/A]")
+    driver_version: Optional[DriverVersion]
+
+
+@dataclass(frozen=True)
+class SmiHeader:
+    """What the header of plain ``nvidia-smi`` says; None where it says "N/A" or nothing."""
+
+    driver_version: Optional[DriverVersion]
+    cuda_driver: Optional[CudaVersion]
+
+
+def parse_query(text: str, fields: Sequence[str] = QUERY_FIELDS) -> SmiQuery:
+    """Parse ``--query-gpu=<fields> --format=csv,noheader,nounits`` output. Raises ValueError on anything else."""
+    if NO_DEVICES in text:
+        return SmiQuery(gpus=(), driver_version=None)
+    gpus = []
+    drivers = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        values = [value.strip() for value in line.split(",")]
+        if len(values) > len(fields) and "name" in fields:
+            # A name with a comma in it: the extra values belong to the name.
+            at = fields.index("name")
+            extra = len(values) - len(fields)
+            values[at : at + extra + 1] = [", ".join(values[at : at + extra + 1])]
+        if len(values) != len(fields):
+            raise ValueError(f"line {number}: expected {len(fields)} comma-separated values, got {line.strip()!r}")
+        row = dict(zip(fields, values))
+        try:
+            index = int(row["index"])
+        except ValueError:
+            raise ValueError(f"line {number}: GPU index {row['index']!r} is not a number") from None
+        name = _known(row["name"])
+        if name is None:
+            raise ValueError(f"line {number}: no GPU name")
+        gpus.append(
+            Gpu(
+                index=index,
+                name=" ".join(name.split()),
+                compute_capability=_parsed(ComputeCapability.parse, row.get("compute_cap")),
+                memory_mib=_mib(row.get("memory.total")),
+                source=SMI,
+            )
+        )
+        drivers.append(_parsed(DriverVersion.parse, row.get("driver_version")))
+    if not gpus:
+        raise ValueError("no output")
+    return SmiQuery(gpus=tuple(gpus), driver_version=next((d for d in drivers if d is not None), None))
+
+
+def parse_header(text: str) -> SmiHeader:
+    """Parse the banner of plain ``nvidia-smi``.
+
+    ``| NVIDIA-SMI 550.54.14              Driver Version: 550.54.14      CUDA Version: 12.4     |``
+    """
+    driver = _DRIVER_VERSION.search(text)
+    cuda = _CUDA_VERSION.search(text)
+    return SmiHeader(
+        driver_version=_parsed(DriverVersion.parse, driver[1] if driver else None),
+        cuda_driver=_parsed(CudaVersion.parse, cuda[1] if cuda else None),
+    )
+
+
+def _known(value: Optional[str]) -> Optional[str]:
+    # nvidia-smi prints "[N/A]", "N/A" or "[Not Supported]" for what it cannot tell.
+    if not value or value.startswith("[") or value.upper() == "N/A":
+        return None
+    return value
+
+
+def _parsed(parse: Callable[[str], T], value: Optional[str]) -> Optional[T]:
+    value = _known(value)
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except ValueError:
+        return None
+
+
+def _mib(value: Optional[str]) -> Optional[int]:
+    # With nounits the value is "16384"; a branch that ignores nounits prints "16384 MiB".
+    match = _LEADING_NUMBER.match(_known(value) or "")
+    return int(match[1]) if match else None
+
+
+class SmiError(Exception):
+    """nvidia-smi ran but did not give an answer; the message says what it did instead."""
+
+
+class _NoComputeCap(Exception):
+    """This nvidia-smi does not know the compute_cap query field."""
+
+
+def probe_smi(
+    gpu_names: GpuNameTable, *, command: str = "nvidia-smi", timeout: float = 10.0, want_cuda: bool = True
+) -> MachineProfile:
+    """Run nvidia-smi (at most ``timeout`` seconds in all). A partial profile: ``sources`` names what it gave.
+
+    ``want_cuda`` runs plain ``nvidia-smi`` for the "CUDA Version" of its header, which no query field gives.
+    """
+    import shutil
+
+    executable = shutil.which(command)
+    if executable is None:
+        missing = "not found on PATH" if os.sep not in command else f"{command} not found or not executable"
+        return MachineProfile(notes=(f"{SMI}: {missing}",))
+    deadline = time.monotonic() + timeout
+    notes = []
+
+    def failure(exc: Exception) -> str:
+        return f"{SMI}: timed out after {timeout:g} s" if isinstance(exc, ProbeTimeout) else f"{SMI}: {exc}"
+
+    try:
+        try:
+            query = _query(executable, QUERY_FIELDS, deadline)
+        except _NoComputeCap:
+            notes.append(f"{SMI}: this nvidia-smi has no compute_cap field; compute capability from {GPU_TABLE}")
+            query = _query(executable, LEGACY_QUERY_FIELDS, deadline)
+    except (ProbeTimeout, SmiError) as exc:
+        return MachineProfile(notes=(*notes, failure(exc)))
+    gpus = tuple(
+        gpu
+        if gpu.compute_capability is not None
+        else gpu_from_name(gpu.index, gpu.name, gpu_names, SMI, gpu.memory_mib)
+        for gpu in query.gpus
+    )
+    sources = {GPUS: SMI}
+    driver_version = query.driver_version
+    cuda_driver = None
+    if want_cuda:
+        try:
+            header = _header(executable, deadline)
+        except (ProbeTimeout, SmiError) as exc:
+            notes.append(failure(exc))
+        else:
+            cuda_driver = header.cuda_driver
+            driver_version = driver_version or header.driver_version
+            if cuda_driver is None:
+                notes.append(f"{SMI}: no CUDA Version in its header")
+    if driver_version is not None:
+        sources[DRIVER_VERSION] = SMI
+    if cuda_driver is not None:
+        sources[CUDA_DRIVER] = SMI
+    return MachineProfile(
+        gpus=gpus, cuda_driver=cuda_driver, driver_version=driver_version, sources=sources, notes=tuple(notes)
+    )
+
+
+def _query(executable: str, fields: Sequence[str], deadline: float) -> SmiQuery:
+    """One ``--query-gpu`` run."""
+    argv = [executable, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+    status, output, errors = _run(argv, deadline)
+    if "compute_cap" in fields and "compute_cap" in output + errors:
+        # 'Field "compute_cap" is not a valid field to query.' (some branches still exit 0 after it)
+        raise _NoComputeCap()
+    if status != 0 and NO_DEVICES not in output:
+        raise SmiError(_failure(status, output, errors))
+    try:
+        return parse_query(output, fields)
+    except ValueError as exc:
+        raise SmiError(f"output not understood ({exc})") from None
+
+
+def _header(executable: str, deadline: float) -> SmiHeader:
+    status, output, errors = _run([executable], deadline)
+    if status != 0:
+        raise SmiError(_failure(status, output, errors))
+    return parse_header(output)
+
+
+def _run(argv: Sequence[str], deadline: float) -> tuple[int, str, str]:
+    """Run nvidia-smi: its exit status, standard output and error. SmiError if it cannot start, ProbeTimeout
+    past the deadline (the process and its children are killed)."""
+    import subprocess
+
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise ProbeTimeout(0)
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_environment(),
+            # Its own process group, so a timeout can kill whatever it started too (and close our pipes).
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise SmiError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    try:
+        stdout, stderr = process.communicate(timeout=remaining)
+    except subprocess.TimeoutExpired:
+        _kill(process)
+        raise ProbeTimeout(remaining) from None
+    return process.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
+
+
+def _failure(status: int, output: str, errors: str) -> str:
+    message = _first_line(output) or _first_line(errors)
+    return f"exited with status {status}" + (f": {message}" if message else "")
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    import signal
+    import subprocess
+
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        pass  # already gone
+    try:
+        process.communicate(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        # Stuck in the kernel (a hung driver) even past SIGKILL: nothing more can be done from here.
+        pass
+
+
+def _environment() -> dict[str, str]:
+    # A clean environment: the C locale for the output format the parsers expect; PATH and LD_LIBRARY_PATH kept
+    # because some installations find nvidia-smi's libnvidia-ml.so.1 only through them.
+    env = {"LC_ALL": "C", "LANG": "C", "PATH": os.environ.get("PATH", os.defpath)}
+    if "LD_LIBRARY_PATH" in os.environ:
+        env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
+    return env
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -1,0 +1,25 @@
+"""The names facts are recorded as coming from (MachineProfile.sources, Gpu.source), shared by the probes."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from envkit.gpu_names import GpuNameTable
+from envkit.machine import Gpu
+
+NVML = "nvml"
+PROC_VERSION = "/proc/driver/nvidia/version"
+PROC_GPUS = "/proc/driver/nvidia/gpus"
+SMI = "nvidia-smi"
+# The highest CUDA a driver supports, taken from its version and cuda.yaml's table when no probe reports it.
+DERIVED_CUDA = "driver version + envs/cuda.yaml"
+GPU_TABLE = "envs/gpus.yaml"
+
+
+def gpu_from_name(
+    index: int, name: str, gpu_names: GpuNameTable, probe: str, memory_mib: Optional[int] = None
+) -> Gpu:
+    """A GPU whose probe knows only its name: the compute capability comes from the GPU name table, if listed."""
+    capability = gpu_names.lookup(name)
+    source = f"{probe} + {GPU_TABLE}" if capability is not None else probe
+    return Gpu(index=index, name=name, compute_capability=capability, memory_mib=memory_mib, source=source)
