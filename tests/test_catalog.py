@@ -111,6 +111,8 @@ BREAKAGES = [
     ("CUDA not in the table", lambda d: first_build(d).update(cuda="12.7"), "torch-2.14-cu132", "cuda",
      "not in cuda.yaml"),
     ("bad variant", lambda d: first_build(d).update(variant="gpu"), "torch-2.14-gpu", "variant", "'gpu'"),
+    ("variant names another CUDA", lambda d: first_build(d).update(variant="cu130"), "torch-2.14-cu130", "variant",
+     "does not name CUDA 13.2"),
     ("cpu with cuda", lambda d: d["releases"][0]["builds"][-1].update(cuda="12.6"), "torch-2.14-cpu", "cuda",
      "cpu build"),
     ("GPU build without arch", lambda d: first_build(d).pop("arch"), "torch-2.14-cu132", "arch",

@@ -254,3 +254,52 @@ def test_resolution_of_an_empty_compatible_set_selects_nothing(catalog):
     manifest = Manifest(name="x", summary="x", framework="torch", path="x.yaml",
                         builds=(gpu_build("13.0", ["7.5"]),))
     assert resolve(manifest, machine("12.4", "7.5"), catalog.tables).selected is None
+
+
+# (machine, manifest) -> selected build, worked out by hand from the manifests' sources.
+OTHER_SELECTIONS = [
+    # CUDA 10.1 has no minor-version compatibility: only builds bundling CUDA <= 10.1 run.
+    ("gtx1080ti-cuda101", "tensorflow", "tensorflow-2.4.1-cu101"),
+    ("gtx1080ti-cuda101", "mxnet", "mxnet-1.9.1-cu101"),
+    ("gtx1080ti-cuda101", "jax", "jax-0.12-cpu"),
+    # pip tensorflow[and-cuda] 2.14 (CUDA 11.8) through CUDA 11 minor-version compat beats the older conda builds.
+    ("gtx1080ti-cuda112", "tensorflow", "tensorflow-2.14-cu118"),
+    ("gtx1080ti-cuda112", "mxnet", "mxnet-1.9.1-cu112"),
+    # JAX's CUDA 13 plugin needs sm_75 or newer: V100 gets the CUDA 12 one.
+    ("v100x8-cuda130", "jax", "jax-0.12-cu12"),
+    ("v100x8-cuda130", "tensorflow", "tensorflow-2.21-cu125"),
+    ("b200-cuda130", "jax", "jax-0.12-cu13"),
+    # MXNet has no Hopper code and no PTX: CPU only.
+    ("h100-cuda128", "mxnet", "mxnet-1.9.1-cpu"),
+    ("h100-cuda128", "jax", "jax-0.12-cu12"),
+    ("no-gpu", "tensorflow", "tensorflow-2.21-cpu"),
+    ("no-gpu", "mxnet", "mxnet-1.9.1-cpu"),
+]
+
+
+@pytest.mark.parametrize("machine_name, manifest, expected", OTHER_SELECTIONS)
+def test_other_framework_selection(catalog, load_profile, machine_name, manifest, expected):
+    resolution = resolve(catalog.manifests[manifest], load_profile(machine_name), catalog.tables)
+    assert resolution.selected is not None and resolution.selected.build.id == expected
+
+
+def test_legacy_tensorflow_is_a_conda_build_with_its_cudatoolkit(catalog, load_profile):
+    selected = resolve(catalog.manifests["tensorflow"], load_profile("gtx1080ti-cuda101"), catalog.tables).selected
+    assert selected.build.conda is not None and selected.build.pip is None
+    assert "cudatoolkit=10.1" in selected.build.conda.packages
+    assert selected.python == Version("3.9")  # the newest the build publishes below the default 3.12
+
+
+def test_tensorflow_jit_on_blackwell_is_said(catalog, load_profile):
+    selected = resolve(catalog.manifests["tensorflow"], load_profile("rtx5090-cuda128"), catalog.tables).selected
+    assert any("JIT-compiles compute_90 PTX" in reason for reason in selected.reasons)
+
+
+def test_retired_mxnet_says_why_hopper_gets_no_gpu_build(catalog, load_profile):
+    manifest = catalog.manifests["mxnet"]
+    assert manifest.retired and "Attic" in manifest.retired
+    builds = {c.build.id: c for c in resolve(manifest, load_profile("h100-cuda128"), catalog.tables).candidates}
+    assert builds["mxnet-1.9.1-cu112"].reasons == (
+        "GPU 0, NVIDIA H100 80GB HBM3 (sm_90): no kernels for sm_90: this build has sm_50 to sm_86 and no PTX for "
+        "newer GPUs",
+    )

@@ -365,6 +365,9 @@ def _parse_build(
         if arch is None:
             node.fail("a GPU build needs its architecture list (sass and/or ptx)", "arch")
         _check_cuda(node, cuda, arch, tables.cuda)
+        if variant not in (cuda.tag, f"cu{cuda.major}"):
+            node.fail(f"{variant!r} does not name CUDA {cuda}: expected {cuda.tag} (or cu{cuda.major} for a build "
+                      f"that serves the whole CUDA {cuda.major} line)", "variant")
 
     install = _merge(inherited, _install_defaults(node))
     pip = _pip(node, install.get("pip"), variant) if "pip" in install else None
