@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import site
 import subprocess
 import sys
 import venv
@@ -41,10 +42,14 @@ def test_wheel_carries_every_manifest(wheel):
 
 
 def test_installed_envkit_lists_from_any_directory(wheel, tmp_path):
-    # A venv that sees this interpreter's packages (typer, pyyaml, ...) but gets envkit only from the wheel.
+    # A venv that gets envkit only from the wheel, and its dependencies (typer, pyyaml, ...) from the environment
+    # running the tests, through a .pth file (system_site_packages would reach the base interpreter, not a venv).
     env = tmp_path / "venv"
-    venv.create(env, system_site_packages=True, with_pip=False)
+    venv.create(env, with_pip=False)
     python = env / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (Path(purelib) / "_test_dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
                     "-q", str(wheel)], check=True, capture_output=True, timeout=300)
     elsewhere = tmp_path / "elsewhere"
