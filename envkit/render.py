@@ -91,6 +91,8 @@ def _manifest_block(resolution: Resolution, show_all: bool) -> str:
             notes = _notes(candidate)
             lines.append(mark + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + notes[0])
             lines.extend(indent + note for note in notes[1:])
+    if resolution.selected is not None and resolution.selected.build.notes:
+        lines.append(f"  note on {resolution.selected.build.id}: {resolution.selected.build.notes}")
     if hidden and not show_all:
         lines.append(
             f"  {len(hidden)} more build{'s' if len(hidden) != 1 else ''} do not fit this machine: "

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 from envkit.catalog.model import ArchSet, Build, Manifest, PythonTable, Tables
 from envkit.errors import BadInputError
 from envkit.machine import Gpu, MachineProfile
-from envkit.versions import ComputeCapability
+from envkit.versions import ComputeCapability, CudaVersion
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -105,10 +105,13 @@ def assess(build: Build, profile: MachineProfile, tables: Tables, request: Reque
 
     assert build.cuda is not None and build.arch is not None  # guaranteed by the catalog for GPU builds
     native, driver_ok, driver_reason = _driver(build, profile, tables)
+    if not profile.gpus:  # one plain reason: the driver does not matter without a GPU
+        problems = ["needs an NVIDIA GPU; this machine has none"]
+        if python_problem:
+            problems.append(python_problem)
+        return Candidate(build, False, native, python, tuple(problems))
     problems = [] if driver_ok else [driver_reason]
     notes = [driver_reason] if driver_ok else []
-    if not profile.gpus:
-        problems.append("needs an NVIDIA GPU; this machine has none")
     for gpus, verdict, ok in _coverage(build.arch, profile.gpus, sass_only=native is False, cuda=build.cuda):
         (notes if ok else problems).append(f"{_gpu_group(gpus)}: {verdict}")
     if python_problem:
@@ -153,7 +156,7 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Opti
 # --- the GPUs ----------------------------------------------------------------------------------------------------
 
 def _coverage(
-    arch: ArchSet, gpus: Sequence[Gpu], sass_only: bool, cuda: object
+    arch: ArchSet, gpus: Sequence[Gpu], sass_only: bool, cuda: CudaVersion
 ) -> list[tuple[list[Gpu], str, bool]]:
     """For each group of identical GPUs: (the GPUs, what the build has for them, whether that runs)."""
     out = []

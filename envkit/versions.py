@@ -22,19 +22,22 @@ class MajorMinor(NamedTuple):
         return f"{self.major}.{self.minor}"
 
 
+def _parse_major_minor(value: Union[str, int, float], patterns: tuple[re.Pattern[str], ...], wanted: str) -> MajorMinor:
+    """Shared parsing of "X.Y" forms (YAML may hand over 7.5 as a float); ``wanted`` completes the error."""
+    if not isinstance(value, bool) and isinstance(value, (str, int, float)):
+        for pattern in patterns:
+            match = pattern.match(str(value))
+            if match:
+                return MajorMinor(int(match[1]), int(match[2]))
+    raise ValueError(f"{value!r} is not {wanted}")
+
+
 class CudaVersion(MajorMinor):
     """A CUDA version such as 12.4: a toolkit a build targets, or the highest one a driver supports."""
 
     @classmethod
     def parse(cls, value: Union[str, int, float]) -> CudaVersion:
-        if isinstance(value, bool):
-            raise ValueError(f"{value!r} is not a CUDA version like '12.4'")
-        if isinstance(value, (int, float)):
-            value = str(value)
-        match = _MAJOR_MINOR.match(value) if isinstance(value, str) else None
-        if not match:
-            raise ValueError(f"{value!r} is not a CUDA version like '12.4'")
-        return cls(int(match[1]), int(match[2]))
+        return cls(*_parse_major_minor(value, (_MAJOR_MINOR,), "a CUDA version like '12.4'"))
 
     @classmethod
     def from_driver_int(cls, value: int) -> CudaVersion:
@@ -54,15 +57,7 @@ class ComputeCapability(MajorMinor):
 
     @classmethod
     def parse(cls, value: Union[str, int, float]) -> ComputeCapability:
-        if isinstance(value, bool):
-            raise ValueError(f"{value!r} is not a compute capability like '7.5'")
-        if isinstance(value, (int, float)):
-            value = str(value)
-        if isinstance(value, str):
-            match = _MAJOR_MINOR.match(value) or _SM.match(value)
-            if match:
-                return cls(int(match[1]), int(match[2]))
-        raise ValueError(f"{value!r} is not a compute capability like '7.5' or 'sm_75'")
+        return cls(*_parse_major_minor(value, (_MAJOR_MINOR, _SM), "a compute capability like '7.5' or 'sm_75'"))
 
     @property
     def sm(self) -> str:

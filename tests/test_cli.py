@@ -167,3 +167,9 @@ def test_console_script_runs_from_another_directory(tmp_path):
     result = subprocess.run(["envkit", "list", "torch", "--machine", str(PROFILES / "no-gpu.yaml")],
                             capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert result.returncode == 0 and "torch-2.14-cpu" in result.stdout
+
+
+def test_the_selected_builds_note_is_shown():
+    result = envkit("list", "mxnet", "--machine", str(PROFILES / "no-gpu.yaml"))
+    assert "note on mxnet-1.9.1-cpu: numpy is pinned below 1.24" in result.stdout
+    assert "retired: retired to the Apache Attic" in result.stdout
