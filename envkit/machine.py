@@ -131,7 +131,7 @@ def _gpu_from_dict(entry: Any, position: int, origin: str) -> Gpu:
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory < 0):
         raise ProfileError(f"machine profile {origin}: {where}.memory_mib: expected a whole number, got {memory!r}")
     index = entry.get("index", position)
-    if isinstance(index, bool) or not isinstance(index, int):
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise ProfileError(f"machine profile {origin}: {where}.index: expected a whole number, got {index!r}")
     return Gpu(index=index, name=name.strip(), compute_capability=capability, memory_mib=memory,
                source=f"file {origin}")
@@ -145,6 +145,8 @@ def read_profile(path: Path) -> MachineProfile:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ProfileError(f"cannot read machine profile {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ProfileError(f"machine profile {path} is not UTF-8 text (YAML or JSON)") from None
     try:
         data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:

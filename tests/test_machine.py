@@ -63,6 +63,7 @@ MALFORMED = [
     ("gpus: [{name: A100, compute_capability: '8.0'}]", "lists GPUs but no cuda_driver"),
     ("driver_version: five\ncuda_driver: '12.4'", "driver_version"),
     ("cuda_driver: [12, 4", "not valid YAML or JSON (line"),
+    ("cuda_driver: '12.4'\ngpus: [{name: A100, compute_capability: '8.0', index: -1}]", "gpus[0].index"),
 ]
 
 
@@ -75,6 +76,13 @@ def test_malformed_profiles_are_reported_with_the_field(tmp_path, text, words):
     assert words in caught.value.message
     assert str(path) in caught.value.message
     assert caught.value.exit_code == 2
+
+
+def test_profile_that_is_not_text(tmp_path):
+    path = tmp_path / "binary.yaml"
+    path.write_bytes(b"\xff\xfe\x00cuda")
+    with pytest.raises(ProfileError, match="not UTF-8 text"):
+        read_profile(path)
 
 
 def test_missing_profile_file(tmp_path):

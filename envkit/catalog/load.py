@@ -411,7 +411,7 @@ def _pip(node: _Node, values: Mapping[str, Any], variant: str) -> PipInstall:
     if index_url is not None:
         index_url = index_url.replace("{variant}", variant)
         if not index_url.startswith("https://"):
-            pip.fail(f"{index_url!r}: index URLs are https (map them to a mirror in envkit's config)", "index_url")
+            pip.fail(f"{index_url!r}: index URLs are the upstream https URLs", "index_url")
     return PipInstall(packages=packages, index_url=index_url)
 
 
