@@ -52,8 +52,10 @@ def _reported_errors() -> Iterator[None]:
     try:
         yield
     except EnvkitError as error:
-        if _debug:
-            raise
+        if _debug:  # the traceback, and still the exit code scripts rely on
+            import traceback
+
+            traceback.print_exc()
         typer.echo(f"envkit: error: {error.message}", err=True)
         if error.hint:
             typer.echo(f"  {error.hint}", err=True)
@@ -109,15 +111,30 @@ PythonOption = Annotated[
     typer.Option("--python", metavar="X.Y", help="Only builds that publish this Python version.", show_default=False),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+def _probe_timeout(value: float) -> float:
+    import math
+
+    if not math.isfinite(value) or not 0.1 <= value <= 600:
+        raise typer.BadParameter("give seconds between 0.1 and 600")
+    return value
+
+
 TimeoutOption = Annotated[
-    float, typer.Option("--timeout", min=0.1, help="Seconds each hardware probe may take before it is cut off.")
+    float,
+    typer.Option("--timeout", callback=_probe_timeout, help="Seconds each hardware probe may take before it is cut off."),
 ]
 
 
 def _manifests_dir(manifests: Optional[Path]) -> Path:
     from envkit.catalog import default_manifests_dir
 
-    return manifests if manifests is not None else default_manifests_dir()
+    if manifests is None:
+        return default_manifests_dir()
+    if not str(manifests).strip() or manifests == Path(""):
+        from envkit.errors import BadInputError
+
+        raise BadInputError("--manifests (or ENVKIT_MANIFESTS) is empty: give a manifests directory")
+    return manifests
 
 
 def _machine(tables, machine: Optional[Path], cuda: Optional[str], gpu_archs: Optional[List[str]], timeout: float):

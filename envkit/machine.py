@@ -36,9 +36,13 @@ class Gpu:
     source: str = ""
 
     @property
-    def label(self) -> str:
+    def description(self) -> str:
         arch = self.compute_capability.sm if self.compute_capability else "unknown architecture"
-        return f"GPU {self.index}, {self.name} ({arch})"
+        return f"{self.name} ({arch})"
+
+    @property
+    def label(self) -> str:
+        return f"GPU {self.index}, {self.description}"
 
 
 @dataclass(frozen=True)
@@ -99,11 +103,6 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     if not isinstance(raw_gpus, list):
         raise ProfileError(f"machine profile {origin}: gpus: expected a list, got {type(raw_gpus).__name__}")
     gpus = tuple(_gpu_from_dict(entry, position, origin) for position, entry in enumerate(raw_gpus))
-    if gpus and cuda_driver is None:
-        raise ProfileError(
-            f"machine profile {origin}: lists GPUs but no cuda_driver",
-            hint="Add cuda_driver (the 'CUDA Version' that nvidia-smi prints on that machine).",
-        )
     source = f"file {origin}"
     sources = {key: source for key, value in ((DRIVER_VERSION, driver_version), (CUDA_DRIVER, cuda_driver)) if value}
     if gpus:
@@ -139,7 +138,7 @@ def _gpu_from_dict(entry: Any, position: int, origin: str) -> Gpu:
 
 def read_profile(path: Path) -> MachineProfile:
     """Read a machine profile file (YAML or JSON: the output of ``envkit detect --json`` works as is)."""
-    import yaml  # lazy: keeps start-up fast for commands that never read a profile
+    from envkit.yamltext import parse_yaml
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -148,11 +147,9 @@ def read_profile(path: Path) -> MachineProfile:
     except UnicodeDecodeError:
         raise ProfileError(f"machine profile {path} is not UTF-8 text (YAML or JSON)") from None
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ProfileError(f"machine profile {path} is not valid YAML or JSON{at}") from None
+        data = parse_yaml(text)
+    except ValueError as exc:
+        raise ProfileError(f"machine profile {path} is not valid YAML or JSON: {exc}") from None
     return profile_from_dict(data, str(path))
 
 
@@ -197,7 +194,7 @@ def apply_overrides(profile: MachineProfile, overrides: Overrides) -> MachinePro
         gpus = tuple(
             replace(profile.gpus[i], compute_capability=arch, source="--gpu-arch option")
             if keep_names
-            else Gpu(index=i, name=f"GPU with {arch.sm} (from --gpu-arch)", compute_capability=arch,
+            else Gpu(index=i, name="GPU from --gpu-arch", compute_capability=arch,
                      source="--gpu-arch option")
             for i, arch in enumerate(archs)
         )

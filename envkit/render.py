@@ -50,9 +50,7 @@ def machine_line(profile: MachineProfile) -> str:
         return f"Machine: {label}{driver}, no GPU"
     counts: dict[str, int] = {}
     for gpu in profile.gpus:
-        arch = gpu.compute_capability.sm if gpu.compute_capability else "unknown arch"
-        key = f"{gpu.name} ({arch})"
-        counts[key] = counts.get(key, 0) + 1
+        counts[gpu.description] = counts.get(gpu.description, 0) + 1
     gpus = ", ".join(f"{n}x {key}" if n > 1 else key for key, n in counts.items())
     return f"Machine: {label}{driver}; {gpus}"
 
@@ -95,7 +93,7 @@ def _manifest_block(resolution: Resolution, show_all: bool) -> str:
         lines.append(f"  note on {resolution.selected.build.id}: {resolution.selected.build.notes}")
     if hidden and not show_all:
         lines.append(
-            f"  {len(hidden)} more build{'s' if len(hidden) != 1 else ''} do not fit this machine: "
+            f"  {len(hidden)} more {'builds do' if len(hidden) != 1 else 'build does'} not fit this machine: "
             f"`envkit list {manifest.name} --all` says why."
         )
     return "\n".join(line.rstrip() for line in lines)

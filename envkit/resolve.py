@@ -127,6 +127,11 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Opti
     cuda = build.cuda
     have = profile.cuda_driver
     if have is None:
+        if profile.driver_version is not None or profile.gpus:
+            return None, False, (
+                f"needs driver CUDA >= {cuda}; this machine's driver CUDA is unknown (pass --cuda X.Y, the "
+                f"'CUDA Version' nvidia-smi prints)"
+            )
         return None, False, f"needs an NVIDIA driver for CUDA >= {cuda}; none found"
     if have >= cuda:
         return True, True, f"driver CUDA {have} runs CUDA {cuda} natively"
@@ -200,11 +205,9 @@ def _groups(gpus: Sequence[Gpu]) -> list[list[Gpu]]:
 
 
 def _gpu_group(gpus: Sequence[Gpu]) -> str:
-    gpu = gpus[0]
-    arch = gpu.compute_capability.sm if gpu.compute_capability else "unknown arch"
     if len(gpus) == 1:
-        return f"GPU {gpu.index}, {gpu.name} ({arch})"
-    return f"GPUs {_index_ranges([g.index for g in gpus])}, {gpu.name} ({arch})"
+        return gpus[0].label
+    return f"GPUs {_index_ranges([g.index for g in gpus])}, {gpus[0].description}"
 
 
 def _index_ranges(indices: Sequence[int]) -> str:

@@ -133,6 +133,10 @@ BREAKAGES = [
      "admits none"),
     ("build python override", lambda d: first_build(d).update(python="latest"), "torch-2.14-cu132", "python",
      "version range"),
+    ("unquoted version", lambda d: d["releases"][0].update(version=2.10), None, "releases[0].version",
+     "quote it ('2.1')"),
+    ("unquoted cuda", lambda d: first_build(d).update(cuda=13.2), "torch-2.14-cu132", "cuda", "quote it"),
+    ("empty python range", lambda d: d["releases"][0].update(python=""), None, "releases[0].python", "empty"),
     ("duplicate id", lambda d: d["releases"][0]["builds"].append(dict(first_build(d))), None,
      "releases[0].builds[4].id", "duplicate build id 'torch-2.14-cu132'"),
     ("name is not the file's", lambda d: d.update(name="pytorch"), None, "name", "file's name"),
@@ -169,6 +173,13 @@ def test_missing_table_says_which_files_a_directory_needs(envs_copy):
     assert "cuda.yaml, python.yaml, gpus.yaml" in error.problem
 
 
+def test_unquoted_table_key_is_refused_by_its_name(envs_copy):
+    path = envs_copy / "cuda.yaml"
+    path.write_text(path.read_text().replace('"12.8": "570.26"', '12.8: "570.26"'))
+    error = broken(envs_copy)
+    assert error.field == "min_driver.12.8" and "quote it" in error.problem
+
+
 def test_broken_table_names_its_field(envs_copy):
     edit(envs_copy, "cuda.yaml", lambda d: d["min_driver"].update({"12.4": "five-fifty"}))
     error = broken(envs_copy)
@@ -185,3 +196,65 @@ def test_manifest_level_install_defaults_and_variant_placeholder(envs_copy):
     torch = load_catalog(envs_copy, ["torch"]).manifests["torch"]
     urls = {b.variant: b.pip.index_url for b in torch.builds if str(b.version) == "2.14"}
     assert urls == {v: f"https://mirror.example/whl/{v}" for v in ("cu132", "cu130", "cu126", "cpu")}
+
+
+# shared/reference/compat-data.md, restated row by row (not derived from torch.yaml): release -> (Pythons,
+# CUDA variants on the PyTorch index, torchvision, torchaudio).
+TORCH_RELEASES = {
+    "2.0": ("3.8-3.11", {"cu117", "cu118"}, "0.15", "2.0"),
+    "2.1": ("3.8-3.11", {"cu118", "cu121"}, "0.16", "2.1"),
+    "2.2": ("3.8-3.11", {"cu118", "cu121"}, "0.17", "2.2"),
+    "2.3": ("3.8-3.11", {"cu118", "cu121"}, "0.18", "2.3"),
+    "2.4": ("3.8-3.12", {"cu118", "cu121", "cu124"}, "0.19", "2.4"),
+    "2.5": ("3.9-3.12", {"cu118", "cu121", "cu124"}, "0.20", "2.5"),
+    "2.6": ("3.9-3.13", {"cu118", "cu124", "cu126"}, "0.21", "2.6"),
+    "2.7": ("3.9-3.13", {"cu118", "cu126", "cu128"}, "0.22", "2.7"),
+    "2.8": ("3.9-3.13", {"cu126", "cu128", "cu129"}, "0.23", "2.8"),
+    "2.9": ("3.10-3.14", {"cu126", "cu128", "cu130"}, "0.24", "2.9"),
+    "2.10": ("3.10-3.14", {"cu126", "cu128", "cu130"}, "0.25", "2.10"),
+    "2.11": ("3.10-3.14", {"cu126", "cu128", "cu130"}, "0.26", "2.11"),
+    "2.12": ("3.10-3.14", {"cu126", "cu130", "cu132"}, "0.27", "2.11"),
+    "2.13": ("3.10-3.15", {"cu126", "cu130", "cu132"}, "0.28", "2.11"),
+    "2.14": ("3.10-3.15", {"cu126", "cu130", "cu132"}, "0.29", "2.11"),
+}
+
+KEPLER_TO_AMPERE = ("3.7", "5.0", "6.0", "7.0", "7.5", "8.0", "8.6")
+MAXWELL_TO_HOPPER = ("5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0")
+TURING_TO_BLACKWELL = ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+VOLTA_TO_BLACKWELL = ("7.0", *TURING_TO_BLACKWELL)
+
+
+def torch_arch(release: str, variant: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """compat-data's architecture table: (SASS, PTX) for a release and variant."""
+    minor = int(release.split(".")[1])
+    if variant in ("cu116", "cu117"):
+        return KEPLER_TO_AMPERE, ()
+    if variant == "cu118":
+        return (*KEPLER_TO_AMPERE, "9.0"), ()
+    if variant in ("cu121", "cu124", "cu126"):
+        return MAXWELL_TO_HOPPER, ()
+    if variant == "cu128":
+        return (TURING_TO_BLACKWELL if minor in (7, 11) else VOLTA_TO_BLACKWELL), ()
+    if variant == "cu129":
+        return VOLTA_TO_BLACKWELL, ("12.0",)
+    return TURING_TO_BLACKWELL, ("12.0",)  # cu130, cu132
+
+
+@pytest.mark.parametrize("release", sorted(TORCH_RELEASES))
+def test_torch_release_matches_the_compatibility_facts(catalog, release):
+    pythons, variants, torchvision, torchaudio = TORCH_RELEASES[release]
+    builds = [b for b in catalog.manifests["torch"].builds if str(b.version) == release]
+    assert {b.variant for b in builds} == variants | {"cpu"}
+    first, last = pythons.split("-")
+    offered = [str(v) for v in catalog.tables.python.versions if builds[0].python.contains(v)]
+    assert (offered[0], offered[-1]) == (first, last)
+    for build in builds:
+        assert build.python == builds[0].python
+        assert build.pip.packages == (f"torch=={release}.*", f"torchvision=={torchvision}.*",
+                                      f"torchaudio=={torchaudio}.*")
+        if build.variant == "cpu":
+            continue
+        assert build.cuda.tag == build.variant
+        sass, ptx = torch_arch(release, build.variant)
+        assert tuple(str(a) for a in build.arch.sass) == sass, build.id
+        assert tuple(str(a) for a in build.arch.ptx) == ptx, build.id

@@ -136,12 +136,30 @@ def test_manifests_directory_from_the_environment(tmp_path):
     assert_clean_error(missing, 2, "does not exist")
 
 
-def test_debug_shows_the_traceback():
+def test_debug_shows_the_traceback_and_keeps_the_exit_code():
     result = envkit("--debug", "list", "pytorch")
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert "Traceback" in result.stderr and "UnknownNameError" in result.stderr
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "601"])
+def test_probe_timeout_must_be_sensible(value):
+    result = envkit("detect", "--timeout", value)
+    assert result.returncode == 2 and "between 0.1 and 600" in result.stderr
+
+
+def test_empty_manifests_setting_is_bad_input():
+    assert_clean_error(envkit("list", "--manifests", ""), 2, "--manifests")
+
+
+# CI machines have no NVIDIA driver; on a machine with one, these two tests say nothing and are skipped.
+needs_no_driver = pytest.mark.skipif(
+    Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None,
+    reason="this machine has an NVIDIA driver",
+)
+
+
+@needs_no_driver
 def test_detect_on_this_machine_without_a_driver():
     # These machines have no NVIDIA driver: the real NVML library is missing, which is a normal outcome.
     result = envkit("detect", "--json")
@@ -154,6 +172,7 @@ def test_detect_on_this_machine_without_a_driver():
     assert "No NVIDIA driver found" in text.stdout
 
 
+@needs_no_driver
 def test_detect_json_is_a_profile_that_list_reads_back(tmp_path):
     saved = tmp_path / "here.json"
     saved.write_text(envkit("detect", "--json").stdout)

@@ -35,6 +35,14 @@ def test_unknown_compute_capability_from_detect_reads_back_as_unknown():
     assert gpu.compute_capability is None and gpu.name == "NVIDIA Future GPU"
 
 
+def test_gpus_with_an_unknown_driver_cuda_read_back():
+    # What detect prints for a driver older than every CUDA in cuda.yaml (say R390) with a K80.
+    data = {"driver_version": "390.157", "cuda_driver": None,
+            "gpus": [{"name": "Tesla K80", "compute_capability": "3.7"}]}
+    profile = profile_from_dict(data, "x")
+    assert profile.cuda_driver is None and len(profile.gpus) == 1
+
+
 def test_no_driver_profile():
     profile = profile_from_dict({"cuda_driver": None, "gpus": []}, "x")
     assert profile.gpus == () and profile.cuda_driver is None and not profile.has_driver
@@ -60,9 +68,8 @@ MALFORMED = [
     ("cuda_driver: '12.4'\ngpus: [{compute_capability: '8.0'}]", "gpus[0].name: missing"),
     ("cuda_driver: '12.4'\ngpus: [{name: A100, compute_capability: 'ampere'}]", "gpus[0].compute_capability"),
     ("cuda_driver: '12.4'\ngpus: [{name: A100, compute_capability: '8.0', memory_mib: lots}]", "memory_mib"),
-    ("gpus: [{name: A100, compute_capability: '8.0'}]", "lists GPUs but no cuda_driver"),
     ("driver_version: five\ncuda_driver: '12.4'", "driver_version"),
-    ("cuda_driver: [12, 4", "not valid YAML or JSON (line"),
+    ("cuda_driver: [12, 4", "not valid YAML or JSON: "),
     ("cuda_driver: '12.4'\ngpus: [{name: A100, compute_capability: '8.0', index: -1}]", "gpus[0].index"),
 ]
 

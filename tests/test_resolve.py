@@ -303,3 +303,10 @@ def test_retired_mxnet_says_why_hopper_gets_no_gpu_build(catalog, load_profile):
         "GPU 0, NVIDIA H100 80GB HBM3 (sm_90): no kernels for sm_90: this build has sm_50 to sm_86 and no PTX for "
         "newer GPUs",
     )
+
+
+def test_unknown_driver_cuda_asks_for_cuda_rather_than_saying_no_driver(catalog):
+    profile = MachineProfile(gpus=(Gpu(0, "Tesla K80", cc("3.7")),), driver_version=DriverVersion.parse("390.157"))
+    candidate = assess(gpu_build("11.8", ["3.7"]), profile, catalog.tables)
+    assert not candidate.compatible
+    assert "driver CUDA is unknown (pass --cuda X.Y" in candidate.reasons[0]

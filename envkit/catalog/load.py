@@ -98,7 +98,7 @@ def load_manifest(path: Path, tables: Tables) -> Manifest:
 
 
 def _read_yaml(path: Path) -> Any:
-    import yaml
+    from envkit.yamltext import parse_yaml
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -111,12 +111,9 @@ def _read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(str(path), f"cannot be read: {exc}") from None
     try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or "syntax error"
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ManifestError(str(path), f"not valid YAML: {problem}{at}") from None
+        return parse_yaml(text)
+    except ValueError as exc:
+        raise ManifestError(str(path), f"not valid YAML: {exc}") from None
 
 
 class _Node:
@@ -143,17 +140,27 @@ class _Node:
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
 
-    def text(self, key: str, required: bool = True) -> Optional[str]:
+    def text(self, key: Any, required: bool = True) -> Optional[str]:
         value = self.data.get(key)
         if value is None:
             if required:
                 self.fail("missing", key)
             return None
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            self.fail(f"expected text, got {_kind(value)}", key)
-        return str(value).strip()
+        self._check_scalar(value, str(key))
+        text = str(value).strip()
+        if not text:
+            self.fail("empty", str(key))
+        return text
 
-    def parsed(self, key: str, parse: Callable[[str], T], required: bool = True) -> Optional[T]:
+    def _check_scalar(self, value: Any, where: str) -> None:
+        if isinstance(value, float):
+            # YAML reads 0.10 as the number 0.1 and 560.30 as 560.3: versions must be quoted to mean what they say.
+            self.fail(f"quote it ('{value}'): unquoted, YAML reads a version as a number and drops trailing zeros",
+                      where)
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            self.fail(f"expected text, got {_kind(value)}", where)
+
+    def parsed(self, key: Any, parse: Callable[[str], T], required: bool = True) -> Optional[T]:
         value = self.text(key, required)
         if value is None:
             return None
@@ -169,8 +176,9 @@ class _Node:
         if not isinstance(value, list):
             self.fail(f"expected a list, got {_kind(value)}", key)
         for position, item in enumerate(value):
-            if isinstance(item, bool) or not isinstance(item, (str, int, float)) or not str(item).strip():
-                self.fail(f"expected text, got {_kind(item)}", f"{key}[{position}]")
+            self._check_scalar(item, f"{key}[{position}]")
+            if not str(item).strip():
+                self.fail("empty", f"{key}[{position}]")
         return tuple(str(item).strip() for item in value)
 
     def child(self, key: str, build: Optional[str] = None) -> _Node:
@@ -203,11 +211,12 @@ def parse_cuda_table(data: Any, path: str) -> CudaTable:
             node.fail("missing or empty", key)
         out = {}
         for raw_key in sub.data:
+            sub._check_scalar(raw_key, str(raw_key))
             try:
                 parsed_key = parse_key(str(raw_key))
             except ValueError as exc:
                 sub.fail(str(exc), str(raw_key))
-            out[parsed_key] = sub.parsed(str(raw_key), parse_value)
+            out[parsed_key] = sub.parsed(raw_key, parse_value)
         return out
 
     return CudaTable(
