@@ -224,5 +224,184 @@ def list_builds(
             typer.echo(listing_text(profile, resolutions, show_all))
 
 
+# --- the post-install check: doctor and verify --------------------------------------------------------------------
+
+def _seconds(value: float) -> float:
+    import math
+
+    if not math.isfinite(value) or not 1 <= value <= 3600:
+        raise typer.BadParameter("give seconds between 1 and 3600")
+    return value
+
+
+FrameworkOption = Annotated[
+    str,
+    typer.Option(
+        "--framework",
+        metavar="NAME",
+        help="The framework to check: torch, tensorflow, jax, mxnet, or auto (the first of those installed).",
+    ),
+]
+ProbeTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--probe-timeout",
+        callback=_seconds,
+        help="Seconds the check may take (importing the framework, the computations) before it is stopped.",
+    ),
+]
+MultiGpuOption = Annotated[
+    bool,
+    typer.Option(
+        "--multi-gpu",
+        help="Also run an NCCL all-reduce across all GPUs, one process per GPU, and report the bus bandwidth "
+        "(torch only; needs at least 2 GPUs).",
+    ),
+]
+BenchOption = Annotated[
+    bool,
+    typer.Option("--bench", help="Also time a matrix multiply on each GPU and report TFLOP/s (torch only)."),
+]
+
+
+def _command_exists(name: str) -> bool:
+    return any((info.name or info.callback.__name__.replace("_", "-")) == name for info in app.registered_commands)
+
+
+def _check_environment(
+    python: Path,
+    framework: str,
+    machine: Optional[Path],
+    cuda: Optional[str],
+    gpu_arch: Optional[List[str]],
+    manifests: Optional[Path],
+    json_output: bool,
+    multi_gpu: bool,
+    bench: bool,
+    timeout: float,
+    probe_timeout: float,
+) -> None:
+    """Probe an environment's Python, judge the result for the machine, print the report, exit 0 (PASS) or 1."""
+    import os
+
+    from envkit.catalog import load_tables
+    from envkit.probe.diagnose import diagnose
+    from envkit.probe.runner import ProbeOptions, check_request, run_probe
+
+    options = ProbeOptions(framework=framework, multi_gpu=multi_gpu, bench=bench, timeout=probe_timeout)
+    check_request(python, options)
+    directory = _manifests_dir(manifests)
+    tables = load_tables(directory)
+    profile = _machine(tables, machine, cuda, gpu_arch, timeout)  # bad input fails here, before the long part
+    result = run_probe(python, options, os.environ)
+    manifest = _framework_manifest(directory, tables, result.framework or (framework if framework != "auto" else None))
+    on_target = machine is None and cuda is None and not gpu_arch
+    report = diagnose(result, profile, manifest=manifest, tables=tables, on_target=on_target)
+    create_available = _command_exists("create")
+    if json_output:
+        from envkit.probe.render import report_json
+
+        _print_json(report_json(report, create_available))
+    else:
+        from envkit.probe.render import report_text
+
+        typer.echo(report_text(report, create_available))
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def _framework_manifest(directory: Path, tables, framework: Optional[str]):
+    """The manifest named after the framework (torch.yaml for torch), if the manifests directory has one."""
+    from envkit.catalog import manifest_names
+    from envkit.catalog.load import SUFFIX, load_manifest
+
+    if framework is None or framework not in manifest_names(directory):
+        return None
+    return load_manifest(directory / f"{framework}{SUFFIX}", tables)
+
+
+@app.command()
+def doctor(
+    python: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--python",
+            metavar="PATH",
+            help="The Python of the environment to check. Default: the active one ($VIRTUAL_ENV, then "
+            "$CONDA_PREFIX), else python3 on PATH.",
+            show_default=False,
+        ),
+    ] = None,
+    framework: FrameworkOption = "auto",
+    json_output: JsonOption = False,
+    machine: MachineOption = None,
+    cuda: CudaOption = None,
+    gpu_arch: GpuArchOption = None,
+    manifests: ManifestsOption = None,
+    multi_gpu: MultiGpuOption = False,
+    bench: BenchOption = False,
+    timeout: TimeoutOption = 10.0,
+    probe_timeout: ProbeTimeoutOption = 300.0,
+) -> None:
+    """Check an environment envkit did not make: what is installed, whether it runs here, what to use instead.
+
+    Runs a small probe with the environment's own Python: it imports the framework, lists its GPUs, and runs a
+    matrix product and a convolution on the CPU and on EVERY GPU, comparing each GPU's result with the CPU's.
+    Every known failure (driver too old, a CPU-only build, no kernels for a GPU, GPUs hidden by
+    CUDA_VISIBLE_DEVICES or a Slurm job without GPUs, an import that fails, wrong results) gets a cause and a next
+    step. With --machine, --cuda or --gpu-arch the build is judged for that machine, from its CUDA and GPU code: the
+    computations still run here.
+
+    Exit codes: 0 PASS, 1 FAIL, 2 bad input. Example: `envkit doctor --python ~/envs/dl/bin/python`.
+    """
+    with _reported_errors():
+        import os
+
+        from envkit.probe.runner import default_python, locate_python
+
+        target = locate_python(python, os.environ) if python is not None else default_python(os.environ)
+        _check_environment(target, framework, machine, cuda, gpu_arch, manifests, json_output, multi_gpu, bench,
+                           timeout, probe_timeout)
+
+
+@app.command()
+def verify(
+    prefix: Annotated[
+        Path,
+        typer.Option(
+            "--prefix",
+            metavar="PATH",
+            help="The environment's directory (a conda prefix or a venv): checks PATH/bin/python.",
+            show_default=False,
+        ),
+    ],
+    framework: FrameworkOption = "auto",
+    json_output: JsonOption = False,
+    machine: MachineOption = None,
+    cuda: CudaOption = None,
+    gpu_arch: GpuArchOption = None,
+    manifests: ManifestsOption = None,
+    multi_gpu: MultiGpuOption = False,
+    bench: BenchOption = False,
+    timeout: TimeoutOption = 10.0,
+    probe_timeout: ProbeTimeoutOption = 300.0,
+) -> None:
+    """Check the environment at --prefix: PASS only when every GPU ran the computations correctly.
+
+    The same check as `envkit doctor --python PREFIX/bin/python`. Verifying an environment by name, against the
+    build it was made from, needs the records of `envkit create`, which is not built yet; so is storing the result.
+
+    Exit codes: 0 PASS, 1 FAIL, 2 bad input.
+    """
+    with _reported_errors():
+        from envkit.errors import BadInputError
+
+        python = prefix / "bin" / "python"
+        if not python.exists():
+            raise BadInputError(f"--prefix {prefix}: no environment there ({python} does not exist)",
+                                hint="Give the directory of a conda environment or a venv.")
+        _check_environment(python, framework, machine, cuda, gpu_arch, manifests, json_output, multi_gpu, bench,
+                           timeout, probe_timeout)
+
+
 def main() -> None:
     app(prog_name="envkit")

@@ -170,8 +170,7 @@ def _coverage(
         if capability is None:
             out.append((group, "compute capability unknown; pass --gpu-arch X.Y", False))
             continue
-        sass = max((s for s in arch.sass if s.major == capability.major and s.minor <= capability.minor), default=None)
-        ptx = max((p for p in arch.ptx if p <= capability), default=None)
+        sass, ptx = sass_for(arch, capability), ptx_for(arch, capability)
         if sass is not None:
             out.append((group, f"runs {sass.sm} code", True))
         elif ptx is not None and sass_only:
@@ -184,6 +183,21 @@ def _coverage(
             out.append((group, f"no kernels for {capability.sm}: this build has {describe_arch(arch, capability)}",
                         False))
     return out
+
+
+def sass_for(arch: ArchSet, capability: ComputeCapability) -> Optional[ComputeCapability]:
+    """The SASS a GPU runs: the build's newest of the same major with a lower-or-equal minor."""
+    return max((s for s in arch.sass if s.major == capability.major and s.minor <= capability.minor), default=None)
+
+
+def ptx_for(arch: ArchSet, capability: ComputeCapability) -> Optional[ComputeCapability]:
+    """The PTX a GPU can JIT-compile: the build's newest of a lower-or-equal arch."""
+    return max((p for p in arch.ptx if p <= capability), default=None)
+
+
+def runs_on(arch: ArchSet, capability: ComputeCapability) -> bool:
+    """Whether a build's GPU code covers this GPU, by SASS or by PTX."""
+    return sass_for(arch, capability) is not None or ptx_for(arch, capability) is not None
 
 
 def describe_arch(arch: ArchSet, missing: Optional[ComputeCapability] = None) -> str:

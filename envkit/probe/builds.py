@@ -1,0 +1,142 @@
+"""Which manifest build an environment holds, and which build to make instead. Pure: no I/O.
+
+The probe says what is installed (torch 2.10.0+cu128); the manifests say what envkit would install. These
+functions connect the two: the installed build as a manifest build (to judge it against a machine it is not on),
+and the build resolution picks for the machine the probe actually met, with the command line that makes it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, replace
+from typing import Iterable, Optional
+
+from envkit.catalog.model import Build, Manifest, Tables
+from envkit.machine import CUDA_DRIVER, GPUS, Gpu, MachineProfile
+from envkit.probe.result import ProbeResult
+from envkit.resolve import Candidate, Resolution, resolve
+from envkit.versions import ComputeCapability, CudaVersion
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """The build to make instead, and how."""
+
+    manifest: str
+    build: Build
+    candidate: Candidate
+    command: str  # the envkit command line
+    manual: tuple[str, ...]  # the same by hand (conda / pip command lines), for as long as `envkit create` is missing
+
+
+def manifest_for(manifests: Iterable[Manifest], framework: str) -> Optional[Manifest]:
+    """The manifest that installs ``framework``: the one named after it, else the first whose framework it is."""
+    manifests = list(manifests)
+    named = [m for m in manifests if m.name == framework and m.framework == framework]
+    return (named or [m for m in manifests if m.framework == framework] or [None])[0]
+
+
+def installed_build(manifest: Manifest, probe: ProbeResult) -> Optional[Build]:
+    """The manifest build the probed environment holds, when its version and CUDA identify one."""
+    if not probe.imported or probe.version is None:
+        return None
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        installed = Version(probe.version)
+    except InvalidVersion:
+        return None
+    line = [b for b in manifest.builds if installed.release[: len(b.version.release)] == b.version.release]
+    if not probe.gpu_build:
+        return next((b for b in line if not b.is_gpu), None)
+    cuda = parse_cuda(probe.cuda)
+    gpu = [b for b in line if b.is_gpu]
+    if cuda is None:
+        return gpu[0] if len(gpu) == 1 else None
+    for match in (
+        lambda b: b.cuda == cuda,
+        lambda b: b.variant == cuda.tag,
+        lambda b: b.variant == f"cu{cuda.major}",  # a build serving a whole CUDA line (jax cu12)
+    ):
+        found = [b for b in gpu if match(b)]
+        if found:
+            return found[0]
+    return None
+
+
+def parse_cuda(text: Optional[str]) -> Optional[CudaVersion]:
+    """'12.6', '12.6.3', '11.2' -> CudaVersion; anything else -> None."""
+    if not text:
+        return None
+    parts = text.strip().split(".")
+    try:
+        return CudaVersion.parse(".".join(parts[:2]))
+    except ValueError:
+        return None
+
+
+def observed_profile(profile: MachineProfile, probe: ProbeResult, driver_cuda: Optional[CudaVersion],
+                     on_target: bool) -> MachineProfile:
+    """The machine as the probe met it: the driver CUDA a framework's error reported (or, when nothing else tells,
+    the CUDA it started), the GPUs it saw when detection found none.
+
+    Only for a probe that ran on the machine the profile describes; otherwise the profile stands as it is.
+    """
+    if not on_target:
+        return profile
+    sources = dict(profile.sources)
+    if driver_cuda is not None and driver_cuda != profile.cuda_driver:
+        sources[CUDA_DRIVER] = f"{probe.framework or 'the framework'}'s error message"
+        profile = replace(profile, cuda_driver=driver_cuda, driver_version=None)
+    started = parse_cuda(probe.cuda) if probe.gpu_build and probe.devices else None
+    if profile.cuda_driver is None and driver_cuda is None and started is not None:
+        # No probe of envkit's could read the driver, but the framework ran CUDA on it: it supports at least that.
+        sources[CUDA_DRIVER] = f"at least the CUDA {started} that {probe.framework or 'the framework'} started here"
+        profile = replace(profile, cuda_driver=started)
+    seen = [d for d in probe.devices if d.compute_capability]
+    if not profile.gpus and seen:
+        gpus = []
+        for device in seen:
+            try:
+                capability = ComputeCapability.parse(device.compute_capability or "")
+            except ValueError:
+                continue
+            gpus.append(Gpu(index=device.index, name=device.name or f"GPU {device.index}",
+                            compute_capability=capability, source="the probe"))
+        if gpus:
+            sources[GPUS] = "the probe"
+            profile = replace(profile, gpus=tuple(gpus))
+    return replace(profile, sources=sources)
+
+
+def next_step(manifest: Manifest, profile: MachineProfile, tables: Tables) -> Optional[NextStep]:
+    """The build resolution picks for ``profile``, as a command line; None when no build fits."""
+    resolution: Resolution = resolve(manifest, profile, tables)
+    selected = resolution.selected
+    if selected is None:
+        return None
+    build = selected.build
+    command = f"envkit create {shlex.quote(manifest.name)} --build {shlex.quote(build.id)}"
+    python = str(selected.python) if selected.python else None
+    return NextStep(manifest=manifest.name, build=build, candidate=selected, command=command,
+                    manual=manual_commands(build, python))
+
+
+def manual_commands(build: Build, python: Optional[str] = None) -> tuple[str, ...]:
+    """The same build by hand, into a new environment named after the build (conda first, then pip)."""
+    name = shlex.quote(build.id)
+    pin = f"python={python}" if python else "python"
+    out = []
+    if build.conda is not None:
+        channels = " ".join(f"-c {shlex.quote(c)}" for c in build.conda.channels)
+        packages = " ".join(shlex.quote(p) for p in build.conda.packages)
+        out.append(f"conda create -n {name} --override-channels {channels} {pin} {packages}")
+    if build.pip is not None and build.pip.packages:
+        packages = " ".join(shlex.quote(p) for p in build.pip.packages)
+        index = f" --index-url {shlex.quote(build.pip.index_url)}" if build.pip.index_url else ""
+        if build.conda is None:
+            out.append(f"python{python or '3'} -m venv {name}")
+            out.append(f"{name}/bin/python -m pip install {packages}{index}")
+        else:
+            out.append(f"conda run -n {name} python -m pip install {packages}{index}")
+    return tuple(out)

@@ -1,0 +1,147 @@
+"""Run the probe script with an environment's own Python and read what it printed.
+
+The one place in envkit.probe that starts processes: an argv list (never a shell), isolated mode (``-I``: the
+environment's site-packages, but no PYTHONPATH, no user site, neither the current nor the script's directory on
+sys.path, on every Python since 3.4), a clean environment that
+keeps only what decides which GPUs a framework sees and where it finds its libraries, its own process group, and a
+time limit after which the whole group is killed. Whatever the probe does, the caller gets a ProbeResult.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+from envkit.errors import BadInputError
+from envkit.probe.result import ProbeResult, cut_off, parse_output
+
+SCRIPT = Path(__file__).with_name("script.py")
+FRAMEWORK_CHOICES = ("auto", "torch", "tensorflow", "jax", "mxnet")
+
+# Passed through to the probe: what decides which GPUs it sees and where libraries are found. Nothing else.
+_KEEP_VARIABLES = (
+    "PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+    "CUDA_HOME", "CUDA_PATH", "HOME", "TMPDIR", "LANG", "LC_ALL",
+    "SLURM_JOB_ID", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE",
+)
+_KEEP_PREFIXES = ("NCCL_",)
+# Set for the probe: frameworks must not take a whole shared GPU's memory for a small check.
+_PROBE_SETTINGS = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+_GRACE = 2.0  # seconds between SIGTERM and SIGKILL for a probe that overran its time
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    framework: str = "auto"
+    multi_gpu: bool = False
+    bench: bool = False
+    timeout: float = 300.0
+
+
+def probe_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The probe's environment: the kept variables of ``environ``, plus the probe's own settings."""
+    kept = {k: v for k, v in environ.items() if k in _KEEP_VARIABLES or k.startswith(_KEEP_PREFIXES)}
+    kept.setdefault("PATH", os.defpath)
+    return {**kept, **_PROBE_SETTINGS}
+
+
+def default_python(environ: Mapping[str, str]) -> Path:
+    """The active environment's Python: $VIRTUAL_ENV's, else $CONDA_PREFIX's, else ``python3`` on PATH.
+
+    A virtual environment wins over conda: conda's base environment is often active underneath it.
+    """
+    for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        prefix = environ.get(variable)
+        if prefix:
+            candidate = Path(prefix) / "bin" / "python"
+            if candidate.exists():
+                return candidate
+    found = shutil.which("python3", path=environ.get("PATH", os.defpath))
+    if found is None:
+        raise BadInputError("no Python to check: no active environment and no python3 on PATH",
+                            hint="Pass --python PATH/TO/ENV/bin/python.")
+    return Path(found)
+
+
+def locate_python(python: Path, environ: Mapping[str, str]) -> Path:
+    """A bare command name (``--python python3.11``) is looked up on PATH, as a shell would; a path is kept."""
+    if len(python.parts) == 1 and not python.exists():
+        found = shutil.which(str(python), path=environ.get("PATH", os.defpath))
+        if found is not None:
+            return Path(found)
+    return python
+
+
+def check_request(python: Path, options: ProbeOptions) -> None:
+    """Raise BadInputError for a Python that is not there or a framework the probe does not know."""
+    if options.framework not in FRAMEWORK_CHOICES:
+        raise BadInputError(f"--framework {options.framework}: expected one of {', '.join(FRAMEWORK_CHOICES)}")
+    if not python.exists():
+        raise BadInputError(f"--python {python}: no such file", hint="Pass the path of the environment's python.")
+    if python.is_dir():
+        raise BadInputError(f"--python {python} is a directory", hint=f"Did you mean {python / 'bin' / 'python'}?")
+
+
+def run_probe(
+    python: Path,
+    options: ProbeOptions,
+    environ: Mapping[str, str],
+    script: Path = SCRIPT,
+) -> ProbeResult:
+    """Run the probe with ``python``; a hang, a crash or garbage output becomes a ProbeResult, never an exception.
+
+    Raises BadInputError only when ``python`` cannot be run at all (no such file, not executable).
+    """
+    check_request(python, options)
+    argv = [str(python), "-I", str(script), options.framework]
+    argv += ["--multi-gpu"] * options.multi_gpu + ["--bench"] * options.bench
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=probe_environment(environ), start_new_session=True,
+        )
+    except OSError as exc:
+        raise BadInputError(f"cannot run {python}: {exc.strerror or exc}",
+                            hint="Pass the path of a Python interpreter with --python.") from None
+    try:
+        stdout, stderr = process.communicate(timeout=options.timeout)
+    except subprocess.TimeoutExpired:
+        stdout, stderr = _stop(process)
+        return cut_off(str(python), options.timeout, time.monotonic() - started, _decode(stdout), _decode(stderr))
+    except BaseException:  # Ctrl-C while waiting: leave nothing running behind
+        _stop(process)
+        raise
+    return parse_output(str(python), process.returncode, time.monotonic() - started, _decode(stdout),
+                        _decode(stderr))
+
+
+def _stop(process: subprocess.Popen) -> tuple[bytes, bytes]:
+    """Terminate the probe's whole process group (it may have started workers), then kill what is left."""
+    out: Optional[tuple[bytes, bytes]] = None
+    for sig, wait in ((signal.SIGTERM, _GRACE), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            out = process.communicate(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # The leader is gone; SIGKILL stragglers of its group that ignored SIGTERM and kept the pipes open.
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return out if out is not None else (b"", b"")
+
+
+def _decode(data: Optional[bytes]) -> str:
+    return (data or b"").decode("utf-8", "replace")

@@ -1,0 +1,160 @@
+"""`envkit doctor` and `envkit verify --prefix`, run as a user runs them: real subprocesses, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+from probe_helpers import A100, PROFILES, RTX5090, V100, envkit
+
+REQUIRED_KEYS = {"ok", "framework", "version", "cuda", "devices", "diagnosis"}
+
+
+def doctor_json(*args: str, env: dict | None = None):
+    result = envkit("doctor", "--json", *args, env=env)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result, json.loads(result.stdout)
+
+
+def test_a_working_environment_passes(fake_env):
+    env = fake_env({"torch": {"version": "2.5.1+cu121", "gpus": [A100, V100]}})
+    result, data = doctor_json("--python", str(env.python))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert REQUIRED_KEYS <= set(data)
+    assert (data["ok"], data["framework"], data["version"], data["cuda"]) == (True, "torch", "2.5.1+cu121", "12.1")
+    assert data["devices"] == [
+        {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "ok": True,
+         "detail": "matmul ok, conv2d ok"},
+        {"index": 1, "name": "Tesla V100-SXM2-32GB", "compute_capability": "7.0", "ok": True,
+         "detail": "matmul ok, conv2d ok"},
+    ]
+    assert data["diagnosis"] == [] and data["next"] is None
+    assert data["python"]["executable"] == str(env.python) and data["probed_on_machine"] is True
+
+
+def test_wrong_results_fail_with_exit_1_and_a_diagnosis(fake_env):
+    env = fake_env({"torch": {"gpus": [A100, A100], "wrong_results": [0]}})
+    result, data = doctor_json("--python", str(env.python))
+    assert result.returncode == 1
+    assert data["ok"] is False and [d["ok"] for d in data["devices"]] == [False, True]
+    [finding] = data["diagnosis"]
+    assert finding["rule"] == "wrong-results" and set(finding) >= {"cause", "advice"}
+    assert "GPU 0" in finding["cause"]
+
+
+def test_a_cpu_build_judged_for_a_gpu_machine_names_the_build_to_create(fake_env):
+    env = fake_env({"torch": {"version": "2.13.0+cpu", "cuda": None}})
+    result, data = doctor_json("--python", str(env.python), "--machine", str(PROFILES / "h100-cuda128.yaml"))
+    assert result.returncode == 1
+    assert data["probed_on_machine"] is False and data["installed_build"] == "torch-2.13-cpu"
+    assert [f["rule"] for f in data["diagnosis"]] == ["cpu-build", "gpus-not-checked-here"]
+    assert data["next"]["build"] == "torch-2.14-cu126"
+    assert data["next"]["command"] == "envkit create torch --build torch-2.14-cu126"
+    assert data["next"]["command_available"] is False  # `envkit create` does not exist yet
+    assert any("--index-url https://download.pytorch.org/whl/cu126" in line for line in data["next"]["manual"])
+
+
+def test_text_output_says_what_is_installed_and_what_to_run(fake_env):
+    env = fake_env({"torch": {"version": "2.6.0+cu124", "cuda": "12.4", "gpus": [RTX5090]}})
+    result = envkit("doctor", "--python", str(env.python))
+    assert result.returncode == 1, result.stderr
+    out = result.stdout
+    assert "Installed: torch 2.6.0+cu124 (CUDA 12.4" in out
+    assert "GPU 0: NVIDIA GeForce RTX 5090, compute capability 12.0: FAIL" in out
+    assert "FAIL: torch 2.6.0+cu124 does not work on this machine." in out
+    assert "this build has no kernels for GPU 0, NVIDIA GeForce RTX 5090 (sm_120)" in out
+    assert "To get a build that fits: envkit create torch --build torch-2.11-cu128" in out
+    assert "`envkit create` is not built yet" in out
+    assert "sm_120 is not compatible with the current PyTorch installation" in out  # the captured warning
+
+
+def test_gpu_arch_and_cuda_overrides_judge_another_machine(fake_env):
+    env = fake_env({"torch": {"version": "2.14.0+cu130", "cuda": "13.0", "gpus": []}})
+    result, data = doctor_json("--python", str(env.python), "--cuda", "13.0", "--gpu-arch", "7.0")
+    assert result.returncode == 1 and data["probed_on_machine"] is False
+    assert "does-not-fit" in [f["rule"] for f in data["diagnosis"]]
+    assert data["devices"][0]["compute_capability"] == "7.0" and data["devices"][0]["ok"] is False
+
+
+def test_the_active_environment_is_the_default(fake_env):
+    env = fake_env({"torch": {"version": "2.13.0+cpu", "cuda": None}})
+    result, data = doctor_json(env={"VIRTUAL_ENV": str(env.root)})
+    assert result.returncode == 0, result.stderr
+    assert data["python"]["executable"] == str(env.python)
+
+
+def test_multi_gpu_and_bench_on_one_gpu(fake_env):
+    env = fake_env({"torch": {"gpus": [A100]}})
+    result, data = doctor_json("--python", str(env.python), "--multi-gpu", "--bench")
+    assert result.returncode == 0, data["diagnosis"]
+    assert data["probe"]["multi_gpu"]["skipped"] == "needs at least 2 GPUs; this machine has 1 (visible to torch)"
+    assert [f["rule"] for f in data["diagnosis"]] == ["multi-gpu-skipped"]
+    assert [run["dtype"] for run in data["probe"]["bench"]["runs"]] == ["float32", "float16"]
+
+
+def test_garbage_from_the_python_is_a_failed_check_not_a_crash(tmp_path):
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho 'not json'\nexit 3\n")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    result, data = doctor_json("--python", str(python))
+    assert result.returncode == 1
+    assert data["ok"] is False and data["framework"] is None
+    assert [f["rule"] for f in data["diagnosis"]] == ["probe-no-report"]
+    assert "exited with code 3" in data["diagnosis"][0]["cause"]
+
+
+def test_a_hanging_python_is_stopped(tmp_path):
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nexec sleep 60\n")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    result, data = doctor_json("--python", str(python), "--probe-timeout", "1")
+    assert result.returncode == 1
+    assert [f["rule"] for f in data["diagnosis"]] == ["probe-timed-out"]
+
+
+def test_bad_input_exits_2(tmp_path, fake_env):
+    missing = envkit("doctor", "--python", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and missing.stderr.startswith("envkit: error: --python")
+    env = fake_env({"torch": {}})
+    for args in (["--framework", "caffe"], ["--cuda", "twelve"], ["--machine", str(tmp_path / "none.yaml")],
+                 ["--probe-timeout", "0"]):
+        result = envkit("doctor", "--python", str(env.python), *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_verify_prefix_checks_the_environment_there(fake_env, tmp_path):
+    env = fake_env({"torch": {"gpus": [A100]}})
+    result = envkit("verify", "--prefix", str(env.root), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["ok"] is True and data["python"]["executable"] == str(env.root / "bin" / "python")
+    missing = envkit("verify", "--prefix", str(tmp_path / "no-env"))
+    assert missing.returncode == 2 and "no environment there" in missing.stderr
+    no_prefix = envkit("verify")
+    assert no_prefix.returncode == 2
+
+
+def test_help_explains_the_commands():
+    wide = {"COLUMNS": "200"}
+    top = envkit("--help", env=wide).stdout
+    assert "doctor" in top and "verify" in top
+    doctor = envkit("doctor", "--help", env=wide).stdout
+    for option in ("--python", "--machine", "--cuda", "--gpu-arch", "--manifests", "--json", "--multi-gpu",
+                   "--bench", "--framework", "--probe-timeout"):
+        assert option in doctor
+    verify = envkit("verify", "--help", env=wide).stdout
+    assert "--prefix" in verify and "not built yet" in verify
+
+
+def test_text_output_for_a_missing_and_a_broken_framework(fake_env):
+    nothing = fake_env({}, frameworks=())
+    missing = envkit("doctor", "--python", str(nothing.python), "--framework", "jax")
+    assert missing.returncode == 1 and "Installed: no jax" in missing.stdout
+    assert "jax is not installed for" in missing.stdout
+    none = envkit("doctor", "--python", str(nothing.python))
+    assert none.returncode == 1 and "Installed: none of torch, tensorflow, jax, mxnet" in none.stdout
+    broken = fake_env({"torch": {"import_error": "missing-library"}})
+    result = envkit("doctor", "--python", str(broken.python))
+    assert result.returncode == 1 and "Installed: torch, which cannot be imported" in result.stdout
+    assert "torch cannot load libcudnn.so.9: a library this build needs is not installed" in result.stdout

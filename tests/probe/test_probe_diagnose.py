@@ -1,0 +1,295 @@
+"""Every diagnosis rule, on a recorded probe output (tests/probe/data/, written by hand: see its README)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from probe_helpers import DATA, PROFILES
+
+from envkit.machine import Gpu, MachineProfile, read_profile
+from envkit.probe.builds import installed_build, manifest_for, manual_commands, parse_cuda
+from envkit.probe.diagnose import RULES, covers, diagnose, driver_cuda_from
+from envkit.probe.result import TIMED_OUT, cut_off, parse_output
+from envkit.versions import ComputeCapability, CudaVersion
+
+# recorded output -> (machine profile, whether the probe ran on that machine, rules that must fire, PASS)
+CASES = {
+    "torch-2.5.1-cu121-v100-a100-pass": ("v100-a100-cuda122", True, [], True),
+    "torch-2.10.0-cu128-driver-too-old": ("gtx1080ti-cuda112", True, ["driver-too-old"], False),
+    "torch-2.13.0-cpu-on-gpu-machine": ("h100-cuda128", True, ["cpu-build"], False),
+    "torch-2.6.0-cu124-rtx5090-no-kernels": ("rtx5090-cuda128", True, ["no-kernels"], False),
+    "torch-2.5.1-cu121-cvd-empty": ("h100-cuda128", True, ["gpus-hidden"], False),
+    "torch-2.5.1-cu121-cvd-one-of-two": ("v100-a100-cuda122", True, ["gpus-partly-hidden"], True),
+    "torch-2.5.1-cu121-slurm-no-gpu": ("no-gpu", True, ["slurm-no-gpu"], False),
+    "torch-2.5.1-cu121-no-gpu-machine": ("no-gpu", True, ["no-gpu-here"], False),
+    "torch-2.5.1-cu121-sees-1-of-2": ("v100-a100-cuda122", True, ["gpus-not-seen"], False),
+    "torch-not-installed": ("h100-cuda128", True, ["import-missing"], False),
+    "tensorflow-2.15-numpy2-import": ("h100-cuda128", True, ["numpy2"], False),
+    "torch-2.1.2-cu121-numpy2-warning": ("h100-cuda128", True, ["numpy2"], False),
+    "mxnet-cu112-libcuda-missing": ("no-gpu", True, ["missing-library"], False),
+    "mxnet-undefined-symbol": ("gtx1080ti-cuda112", True, ["import-failed"], False),
+    "torch-2.5.1-cu121-wrong-results-gpu1": ("v100-a100-cuda122", True, ["wrong-results"], False),
+    "torch-2.5.1-cu121-out-of-memory": ("h100-cuda128", True, ["gpu-out-of-memory"], False),
+    "torch-2.5.1-cu121-gpu-busy": ("h100-cuda128", True, ["gpu-busy"], False),
+    "torch-2.5.1-cu121-cublas-failed": ("h100-cuda128", True, ["computation-failed"], False),
+    "torch-2.5.1-cu121-multi-gpu-failed": ("v100-a100-cuda122", True, ["multi-gpu-failed", "bench-failed"], False),
+    "torch-2.13.0-cpu-multi-gpu-and-bench-skipped": ("no-gpu", True, ["multi-gpu-skipped", "bench-skipped"], True),
+    "torch-2.14.0-cu130-login-node": ("v100x8-cuda130", False, ["does-not-fit", "gpus-not-checked-here"], False),
+    "torch-1.5.0-cu101-login-node": ("h100-cuda128", False,
+                                     ["no-kernels", "gpus-not-checked-here", "build-not-in-manifest"], False),
+    "jax-0.4.30-cpu-on-gpu-machine": ("h100-cuda128", True, ["cpu-build", "build-not-in-manifest"], False),
+    "auto-nothing-installed": ("h100-cuda128", True, ["no-framework"], False),
+    "torch-probe-crashed": ("h100-cuda128", True, ["probe-crashed"], False),
+}
+# Rules tested on runs that printed no report (their recorded stderr/stdout is in data/ too).
+NO_REPORT_RULES = {"probe-timed-out", "python-too-old", "probe-no-report"}
+
+
+def recorded(name: str):
+    return parse_output("/home/ana/envs/dl/bin/python", 0, 2.5, (DATA / f"{name}.json").read_text(), "")
+
+
+def judge(name: str, profile_name: str, on_target: bool, catalog, profile: MachineProfile | None = None):
+    result = recorded(name)
+    assert result.reported, result.failure_detail
+    framework = result.framework or result.requested
+    manifest = manifest_for(catalog.manifests.values(), framework)
+    profile = profile if profile is not None else read_profile(PROFILES / f"{profile_name}.yaml")
+    return diagnose(result, profile, manifest=manifest, tables=catalog.tables, on_target=on_target)
+
+
+def fired(report) -> list[str]:
+    return [finding.rule for finding in report.diagnosis]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_recorded_output_fires_its_rules_and_only_those(name, catalog):
+    profile, on_target, rules, ok = CASES[name]
+    report = judge(name, profile, on_target, catalog)
+    assert sorted(set(fired(report))) == sorted(rules)
+    assert report.ok is ok
+    for finding in report.diagnosis:
+        assert finding.cause and finding.advice and "{" not in finding.cause + finding.advice
+
+
+def test_every_rule_is_tested_on_a_recorded_output():
+    tested = {rule for case in CASES.values() for rule in case[2]} | NO_REPORT_RULES
+    assert tested == {rule.id for rule in RULES}
+
+
+def test_recorded_outputs_have_the_probes_format():
+    from envkit.probe import script
+
+    keys = set(script.new_report("torch", {"multi_gpu": False, "bench": False}))
+    per_framework = {"build_info", "distributions", "backend"}  # added by the tensorflow / jax / mxnet probes
+    files = sorted(DATA.glob("*.json"))
+    assert {f.stem for f in files} == set(CASES)
+    for path in files:
+        data = json.loads(path.read_text())
+        assert keys <= set(data) <= keys | per_framework, path.name
+        assert data["probe_format"] == script.PROBE_FORMAT
+
+
+# --- what the rules say ------------------------------------------------------------------------------------------
+
+def test_driver_too_old_reads_the_drivers_cuda_from_the_message_and_names_a_build_for_it(catalog):
+    # The profile does not know the driver's CUDA: only the error message says it (found version 11020 = 11.2).
+    unknown_driver = MachineProfile(gpus=(Gpu(0, "NVIDIA GeForce GTX 1080 Ti", ComputeCapability(6, 1)),))
+    report = judge("torch-2.10.0-cu128-driver-too-old", "", True, catalog, profile=unknown_driver)
+    [finding] = report.diagnosis
+    assert "it supports CUDA 11.2, the build needs CUDA 12.8" in finding.cause
+    assert "570.26 or newer" in finding.advice  # the first driver for CUDA 12.8, from envs/cuda.yaml
+    step = report.next_step
+    assert step is not None and step.build.cuda is not None and step.build.cuda.major <= 11
+    assert step.command == f"envkit create torch --build {step.build.id}"
+    assert step.build.id in finding.advice
+
+
+def test_driver_cuda_parsing():
+    assert driver_cuda_from(recorded("torch-2.10.0-cu128-driver-too-old")) == CudaVersion(11, 2)
+    assert driver_cuda_from(recorded("torch-2.13.0-cpu-on-gpu-machine")) is None
+
+
+def test_no_kernels_names_what_the_build_carries_and_a_build_that_has_sm_120(catalog):
+    report = judge("torch-2.6.0-cu124-rtx5090-no-kernels", "rtx5090-cuda128", True, catalog)
+    [finding] = report.diagnosis
+    assert "NVIDIA GeForce RTX 5090 (sm_120)" in finding.cause and "sm_90" in finding.cause
+    build = report.next_step.build
+    assert covers([a.sm for a in build.arch.sass], "12.0")
+    assert [d.ok for d in report.devices] == [False]
+
+
+def test_cpu_build_where_gpus_are_gets_a_gpu_build(catalog):
+    report = judge("torch-2.13.0-cpu-on-gpu-machine", "h100-cuda128", True, catalog)
+    assert "torch.version.cuda is None" in report.diagnosis[0].cause and "+cpu" in report.diagnosis[0].cause
+    assert report.installed_build.id == "torch-2.13-cpu"
+    assert report.next_step.build.is_gpu
+    assert report.devices[0].ok is False and "CPU-only" in report.devices[0].detail
+
+
+def test_a_cpu_build_passes_where_a_cpu_build_was_meant(catalog):
+    result = recorded("torch-2.13.0-cpu-on-gpu-machine")
+    manifest = manifest_for(catalog.manifests.values(), "torch")
+    cpu_build = next(b for b in manifest.builds if b.id == "torch-2.13-cpu")
+    report = diagnose(result, read_profile(PROFILES / "h100-cuda128.yaml"), cpu_build, manifest=manifest,
+                      tables=catalog.tables)
+    assert report.ok and report.diagnosis == () and report.devices == ()
+
+
+def test_a_gpu_build_fails_where_a_gpu_build_was_meant_but_no_gpu_is(catalog):
+    result = recorded("torch-2.5.1-cu121-no-gpu-machine")
+    gpu_build = next(b for b in manifest_for(catalog.manifests.values(), "torch").builds if b.is_gpu)
+    report = diagnose(result, read_profile(PROFILES / "no-gpu.yaml"), gpu_build)
+    assert not report.ok and "no-gpu-here" in fired(report)
+
+
+@pytest.mark.parametrize("value, rule", [
+    ("", "gpus-hidden"), ("-1", "gpus-hidden"), ("NoDevFiles", "gpus-hidden"),
+    ("3", "gpus-hidden"),  # names no GPU of this 2-GPU machine
+    ("0", "gpus-not-seen"),  # names a GPU that is there, and still none is seen: something else is wrong
+    ("GPU-8c3a5f0e-1b2c-4d5e-9f00-0123456789ab", "gpus-not-seen"),
+])
+def test_cuda_visible_devices_is_blamed_only_when_it_hides_every_gpu(value, rule, catalog):
+    result = recorded("torch-2.5.1-cu121-cvd-empty")
+    result = replace(result, environment={**result.environment, "CUDA_VISIBLE_DEVICES": value})
+    manifest = manifest_for(catalog.manifests.values(), "torch")
+    report = diagnose(result, read_profile(PROFILES / "v100-a100-cuda122.yaml"), manifest=manifest,
+                      tables=catalog.tables)
+    assert fired(report) == [rule] and not report.ok
+
+
+def test_cuda_visible_devices_on_a_machine_without_gpu_is_not_blamed(catalog):
+    result = recorded("torch-2.5.1-cu121-no-gpu-machine")
+    result = replace(result, environment={**result.environment, "CUDA_VISIBLE_DEVICES": "0"})
+    report = diagnose(result, read_profile(PROFILES / "no-gpu.yaml"))
+    assert fired(report) == ["no-gpu-here"]
+
+
+def test_slurm_advice_asks_for_gpus(catalog):
+    report = judge("torch-2.5.1-cu121-slurm-no-gpu", "no-gpu", True, catalog)
+    [finding] = report.diagnosis
+    assert "4242" in finding.cause
+    assert "--gpus-per-node" in finding.advice and "--gres=gpu:" in finding.advice
+
+
+def test_wrong_results_fail_only_the_gpu_that_gave_them(catalog):
+    report = judge("torch-2.5.1-cu121-wrong-results-gpu1", "v100-a100-cuda122", True, catalog)
+    assert [(d.index, d.ok) for d in report.devices] == [(0, True), (1, False)]
+    assert "GPU 1, NVIDIA A100-PCIE-40GB" in report.diagnosis[0].cause and "3.82" in report.diagnosis[0].cause
+
+
+def test_numpy2_advice_pins_numpy_in_the_checked_environment(catalog):
+    report = judge("tensorflow-2.15-numpy2-import", "h100-cuda128", True, catalog)
+    [finding] = report.diagnosis
+    assert "cannot be imported" in finding.cause
+    assert "/home/ana/envs/dl/bin/python -m pip install 'numpy<2'" in finding.advice
+
+
+def test_libcuda_missing_is_explained_as_no_driver(catalog):
+    report = judge("mxnet-cu112-libcuda-missing", "no-gpu", True, catalog)
+    assert "NVIDIA driver's own library" in report.diagnosis[0].cause
+    assert report.next_step.build.variant == "cpu"  # no GPU here: the build that fits is a CPU one
+
+
+def test_judged_for_another_machine_uses_the_manifest_build(catalog):
+    report = judge("torch-2.14.0-cu130-login-node", "v100x8-cuda130", False, catalog)
+    assert report.installed_build.id == "torch-2.14-cu130"
+    assert "sm_70" in report.diagnosis[0].cause
+    assert len(report.devices) == 8 and not any(d.ok for d in report.devices)
+    assert report.next_step.build.id == "torch-2.14-cu126"
+    assert "that machine" in report.diagnosis[0].advice
+
+
+def test_judged_for_another_machine_that_it_fits(catalog):
+    report = judge("torch-2.14.0-cu130-login-node", "h100-cuda128", False, catalog)
+    assert report.ok is False  # the note alone would pass; but cu130 needs a CUDA 13 driver and hopper has 12.8
+    report = judge("torch-2.14.0-cu130-login-node", "b200-cuda130", False, catalog)
+    assert report.ok is True and fired(report) == ["gpus-not-checked-here"]
+    assert [d.ok for d in report.devices] == [True]
+
+
+def test_multi_gpu_and_bench_results_reach_the_report(catalog):
+    report = judge("torch-2.5.1-cu121-v100-a100-pass", "v100-a100-cuda122", True, catalog)
+    assert report.probe.multi_gpu.busbw_gbs == pytest.approx(13.107)
+    assert [r.tflops for r in report.probe.bench.runs][:2] == [10.464, 86.062]
+    assert report.next_step is None  # it works: nothing else to suggest
+
+
+# --- runs that printed no report -----------------------------------------------------------------------------------
+
+def test_a_probe_cut_off_is_diagnosed_as_a_hang(load_profile):
+    result = cut_off("/env/bin/python", 5.0, 7.1, "", "importing torch...\n")
+    report = diagnose(result, load_profile("h100-cuda128"))
+    assert result.failure == TIMED_OUT and not report.ok
+    [finding] = report.diagnosis
+    assert finding.rule == "probe-timed-out" and "5 s" in finding.cause and "--probe-timeout 60" in finding.advice
+
+
+def test_python_2_is_told_it_is_too_old(load_profile):
+    result = parse_output("/opt/python2.7/bin/python", 2, 0.02, "", (DATA / "python2.7-stderr.txt").read_text())
+    report = diagnose(result, load_profile("no-gpu"))
+    assert fired(report) == ["python-too-old"] and "Python 3.6 or newer" in report.diagnosis[0].cause
+
+
+def test_garbage_is_reported_with_what_was_printed(load_profile):
+    result = parse_output("/env/bin/python", 139, 0.4, (DATA / "garbage-stdout.txt").read_text(), "")
+    report = diagnose(result, load_profile("no-gpu"))
+    [finding] = report.diagnosis
+    assert finding.rule == "probe-no-report"
+    assert "exited with code 139" in finding.cause and "Segmentation fault" in finding.cause
+
+
+def test_json_that_is_not_a_probe_report_is_reported_not_raised(load_profile):
+    for text in ('{"probe_format": 99}', '{"probe_format": 1, "devices": "many"}', "[1, 2]", "null"):
+        result = parse_output("/env/bin/python", 0, 0.1, text, "")
+        assert not result.reported
+        report = diagnose(result, load_profile("no-gpu"))
+        assert fired(report) == ["probe-no-report"] and not report.ok
+
+
+# --- the pieces ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch, capability, expected", [
+    (["sm_70", "sm_80"], "8.6", True),  # SASS of the same major, lower minor
+    (["sm_70", "sm_80"], "9.0", False),  # no SASS for the major, no PTX
+    (["sm_80", "compute_80"], "9.0", True),  # PTX JIT-compiles for newer GPUs
+    (["sm_75", "sm_120", "compute_120"], "7.0", False),  # newer code does not run on older GPUs
+    (["sm_90a"], "9.0", True),
+    ([], "8.0", None),
+    (["sm_80"], None, None),
+])
+def test_covers(arch, capability, expected):
+    assert covers(arch, capability) is expected
+
+
+def test_installed_build_matches_version_line_and_cuda(catalog):
+    torch = manifest_for(catalog.manifests.values(), "torch")
+    base = recorded("torch-2.14.0-cu130-login-node")
+    assert installed_build(torch, base).id == "torch-2.14-cu130"
+    assert installed_build(torch, replace(base, version="2.14.1+cu126", cuda="12.6")).id == "torch-2.14-cu126"
+    assert installed_build(torch, replace(base, version="2.14.0", gpu_build=False, cuda=None)).id == "torch-2.14-cpu"
+    assert installed_build(torch, replace(base, version="2.14.0+cu121", cuda="12.1")) is None
+    assert installed_build(torch, replace(base, version="not a version")) is None
+    jax = manifest_for(catalog.manifests.values(), "jax")
+    jax_gpu = replace(base, framework="jax", version="0.6.2", cuda="12.8")
+    assert installed_build(jax, jax_gpu).variant == "cu12"  # a build for the whole CUDA 12 line
+
+
+def test_parse_cuda():
+    assert parse_cuda("12.6") == CudaVersion(12, 6)
+    assert parse_cuda("11.8.89") == CudaVersion(11, 8)
+    assert parse_cuda(None) is None and parse_cuda("rocm") is None
+
+
+def test_manual_commands_for_pip_and_conda_builds(catalog):
+    torch = next(b for b in manifest_for(catalog.manifests.values(), "torch").builds if b.id == "torch-2.14-cu126")
+    venv, pip = manual_commands(torch, "3.12")
+    assert venv == "python3.12 -m venv torch-2.14-cu126"
+    assert pip.startswith("torch-2.14-cu126/bin/python -m pip install 'torch==2.14.*'")
+    assert pip.endswith("--index-url https://download.pytorch.org/whl/cu126")
+    tf = next(b for b in manifest_for(catalog.manifests.values(), "tensorflow").builds if b.conda is not None)
+    [conda] = manual_commands(tf, "3.9")
+    assert conda.startswith(f"conda create -n {tf.id} --override-channels -c https://")
+    assert "python=3.9" in conda and tf.conda.packages[0] in conda

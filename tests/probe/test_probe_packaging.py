@@ -1,0 +1,54 @@
+"""The probe ships inside the wheel, and an installed envkit runs it from any directory."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+from probe_helpers import A100, REPO
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    source = tmp_path_factory.mktemp("source")  # a copy: the build leaves nothing in the checkout
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for name in ("envkit", "envs"):
+        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                    "-w", str(out), str(source)], check=True, capture_output=True, timeout=300)
+    [built] = out.glob("envkit-*.whl")
+    return built
+
+
+def test_the_wheel_carries_the_probe(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for module in ("__init__", "script", "runner", "result", "diagnose", "builds", "render"):
+        assert f"envkit/probe/{module}.py" in names
+
+
+def test_installed_envkit_runs_doctor_from_any_directory(wheel, tmp_path, fake_env):
+    env = venv.EnvBuilder(system_site_packages=True, with_pip=False)
+    home = tmp_path / "envkit-venv"
+    env.create(home)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(home / "bin" / "python"), "install", "--no-deps",
+                    "--no-index", "-q", str(wheel)], check=True, capture_output=True, timeout=300)
+    checked = fake_env({"torch": {"gpus": [A100]}})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = subprocess.run([str(home / "bin" / "python"), "-c", "import envkit.probe.runner as r; print(r.SCRIPT)"],
+                           capture_output=True, text=True, cwd=elsewhere, check=True, timeout=60)
+    assert Path(where.stdout.strip()).is_relative_to(home)  # the wheel's probe, not the checkout's
+    result = subprocess.run([str(home / "bin" / "envkit"), "doctor", "--json", "--python", str(checked.python)],
+                            capture_output=True, text=True, cwd=elsewhere, timeout=120)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["ok"] is True and data["devices"][0]["name"] == "NVIDIA A100-SXM4-80GB"
+    assert data["installed_build"] == "torch-2.5-cu121"
