@@ -111,17 +111,26 @@ PythonOption = Annotated[
     typer.Option("--python", metavar="X.Y", help="Only builds that publish this Python version.", show_default=False),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-def _probe_timeout(value: float) -> float:
-    import math
 
-    if not math.isfinite(value) or not 0.1 <= value <= 600:
-        raise typer.BadParameter("give seconds between 0.1 and 600")
-    return value
+
+def _seconds_between(low: float, high: float):
+    """A typer callback that takes a finite number of seconds in [low, high] (nan and inf are refused)."""
+
+    def check(value: float) -> float:
+        import math
+
+        if not math.isfinite(value) or not low <= value <= high:
+            raise typer.BadParameter(f"give seconds between {low:g} and {high:g}")
+        return value
+
+    return check
 
 
 TimeoutOption = Annotated[
     float,
-    typer.Option("--timeout", callback=_probe_timeout, help="Seconds each hardware probe may take before it is cut off."),
+    typer.Option(
+        "--timeout", callback=_seconds_between(0.1, 600), help="Seconds each hardware probe may take before it is cut off."
+    ),
 ]
 
 
@@ -226,14 +235,6 @@ def list_builds(
 
 # --- the post-install check: doctor and verify --------------------------------------------------------------------
 
-def _seconds(value: float) -> float:
-    import math
-
-    if not math.isfinite(value) or not 1 <= value <= 3600:
-        raise typer.BadParameter("give seconds between 1 and 3600")
-    return value
-
-
 FrameworkOption = Annotated[
     str,
     typer.Option(
@@ -246,7 +247,7 @@ ProbeTimeoutOption = Annotated[
     float,
     typer.Option(
         "--probe-timeout",
-        callback=_seconds,
+        callback=_seconds_between(1, 3600),
         help="Seconds the check may take (importing the framework, the computations) before it is stopped.",
     ),
 ]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, TypeVar
+
+T = TypeVar("T")
 
 # What a run that produced no report failed with.
 TIMED_OUT = "timed-out"
@@ -240,20 +242,20 @@ def _opt_bool(value: Any) -> Optional[bool]:
     return None if value is None else bool(value)
 
 
-def _opt_int(value: Any) -> Optional[int]:
+def _opt_number(value: Any, cast: Callable[[Any], T]) -> Optional[T]:
     if value is None:
         return None
     if isinstance(value, bool):
         raise ValueError("expected a number, got true/false")
-    return int(value)
+    return cast(value)
+
+
+def _opt_int(value: Any) -> Optional[int]:
+    return _opt_number(value, int)
 
 
 def _opt_float(value: Any) -> Optional[float]:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError("expected a number, got true/false")
-    return float(value)
+    return _opt_number(value, float)
 
 
 def _error(value: Any) -> Optional[ErrorText]:

@@ -251,6 +251,14 @@ def skipped(reason):
     return {"ok": None, "skipped": reason}
 
 
+def skip_torch_only_options(report, options, framework, multi_gpu_plan=""):
+    """--multi-gpu and --bench are built for torch only: say so, plainly, for the other frameworks."""
+    if options["multi_gpu"]:
+        report["multi_gpu"] = skipped("not built for %s yet%s; torch only" % (framework, multi_gpu_plan))
+    if options["bench"]:
+        report["bench"] = skipped("not built for %s yet; torch only" % framework)
+
+
 # --- torch -------------------------------------------------------------------------------------------------------
 
 def probe_torch(report, recorder, options):
@@ -566,10 +574,7 @@ def probe_tensorflow(report, recorder, options):
         gpu["checks"].append(run_check(recorder, "matmul", where, lambda: matmul(ga, gb, where), reference))
         gpu["checks"].append(run_check(recorder, "conv2d", where, lambda: conv(where),
                                        lambda: py_conv2d(image, weight)))
-    if options["multi_gpu"]:
-        report["multi_gpu"] = skipped("not built for tensorflow yet (a MirroredStrategy step); torch only")
-    if options["bench"]:
-        report["bench"] = skipped("not built for tensorflow yet; torch only")
+    skip_torch_only_options(report, options, "tensorflow", " (a MirroredStrategy step)")
 
 
 def _tf_gpus(recorder, tf):
@@ -680,10 +685,7 @@ def probe_jax(report, recorder, options):
                                          lambda: on(device, jnp.dot, ga, gb), reference))
         entry["checks"].append(run_check(recorder, "conv2d", where, lambda: on(device, conv, [image], weight)[0],
                                          lambda: py_conv2d(image, weight)))
-    if options["multi_gpu"]:
-        report["multi_gpu"] = skipped("not built for jax yet; torch only")
-    if options["bench"]:
-        report["bench"] = skipped("not built for jax yet; torch only")
+    skip_torch_only_options(report, options, "jax")
 
 
 def _jax_cuda_versions():
@@ -752,10 +754,7 @@ def probe_mxnet(report, recorder, options):
                                          reference))
         entry["checks"].append(run_check(recorder, "conv2d", where, lambda: on(context, conv, [image], weight)[0],
                                          lambda: py_conv2d(image, weight)))
-    if options["multi_gpu"]:
-        report["multi_gpu"] = skipped("not built for mxnet yet; torch only")
-    if options["bench"]:
-        report["bench"] = skipped("not built for mxnet yet; torch only")
+    skip_torch_only_options(report, options, "mxnet")
 
 
 PROBES = {"torch": probe_torch, "tensorflow": probe_tensorflow, "jax": probe_jax, "mxnet": probe_mxnet}
