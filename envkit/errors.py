@@ -45,3 +45,11 @@ class ProfileError(BadInputError):
 
 class UnknownNameError(BadInputError):
     """A manifest or build name that does not exist."""
+
+
+class InstallError(EnvkitError):
+    """Creating an environment failed: an installer or a solve gave up. Carries the installer's last lines."""
+
+    def __init__(self, message: str, hint: str | None = None, tail: tuple[str, ...] = ()) -> None:
+        super().__init__(message, hint)
+        self.tail = tail
