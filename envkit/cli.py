@@ -56,6 +56,8 @@ def _reported_errors() -> Iterator[None]:
             import traceback
 
             traceback.print_exc()
+        for line in getattr(error, "tail", ()):  # an installer's last lines, where it failed
+            typer.echo(f"  | {line}", err=True)
         typer.echo(f"envkit: error: {error.message}", err=True)
         if error.hint:
             typer.echo(f"  {error.hint}", err=True)
@@ -286,18 +288,23 @@ def _check_environment(
     import os
 
     from envkit.catalog import load_tables
-    from envkit.probe.diagnose import diagnose
-    from envkit.probe.runner import ProbeOptions, check_request, run_probe
+    from envkit.probe.check import check_environment
+    from envkit.probe.runner import ProbeOptions, check_request
 
     options = ProbeOptions(framework=framework, multi_gpu=multi_gpu, bench=bench, timeout=probe_timeout)
     check_request(python, options)
     directory = _manifests_dir(manifests)
     tables = load_tables(directory)
     profile = _machine(tables, machine, cuda, gpu_arch, timeout)  # bad input fails here, before the long part
-    result = run_probe(python, options, os.environ)
-    manifest = _framework_manifest(directory, tables, result.framework or (framework if framework != "auto" else None))
-    on_target = machine is None and cuda is None and not gpu_arch
-    report = diagnose(result, profile, manifest=manifest, tables=tables, on_target=on_target)
+    on_target = _on_target(machine, cuda, gpu_arch)
+    report = check_environment(python, options, profile, os.environ, tables=tables, on_target=on_target,
+                               manifest_for=lambda name: _framework_manifest(directory, tables, name),
+                               expected=expected)
+    _print_report(report, json_output)
+    return report
+
+
+def _print_report(report, json_output: bool) -> None:
     create_available = _command_exists("create")
     if json_output:
         from envkit.probe.render import report_json
@@ -307,7 +314,11 @@ def _check_environment(
         from envkit.probe.render import report_text
 
         typer.echo(report_text(report, create_available))
-    raise typer.Exit(0 if report.ok else 1)
+
+
+def _on_target(machine: Optional[Path], cuda: Optional[str], gpu_arch: Optional[List[str]]) -> bool:
+    """Whether the machine judged against is this one (no profile file, no overrides)."""
+    return machine is None and cuda is None and not gpu_arch
 
 
 def _framework_manifest(directory: Path, tables, framework: Optional[str]):
@@ -364,17 +375,24 @@ def doctor(
                            timeout, probe_timeout)
 
 
+EnvArgument = Annotated[
+    Optional[str],
+    typer.Argument(metavar="ENV", help="An environment envkit made (`envkit envs` lists them).", show_default=False),
+]
+
+
 @app.command()
 def verify(
+    env: EnvArgument = None,
     prefix: Annotated[
-        Path,
+        Optional[Path],
         typer.Option(
             "--prefix",
             metavar="PATH",
-            help="The environment's directory (a conda prefix or a venv): checks PATH/bin/python.",
+            help="Check the environment in this directory (a conda prefix or a venv) instead: PATH/bin/python.",
             show_default=False,
         ),
-    ],
+    ] = None,
     framework: FrameworkOption = "auto",
     json_output: JsonOption = False,
     machine: MachineOption = None,
@@ -386,22 +404,326 @@ def verify(
     timeout: TimeoutOption = 10.0,
     probe_timeout: ProbeTimeoutOption = 300.0,
 ) -> None:
-    """Check the environment at --prefix: PASS only when every GPU ran the computations correctly.
+    """Check an environment: PASS only when every GPU the build should drive ran the computations correctly.
 
-    The same check as `envkit doctor --python PREFIX/bin/python`. Verifying an environment by name, against the
-    build it was made from, needs the records of `envkit create`, which is not built yet; so is storing the result.
+    By name (ENV), the environment is judged against the build `envkit create` made it from, and the result is
+    stored in its record (`envkit envs` shows it). With --prefix, any environment directory is checked, as
+    `envkit doctor --python PREFIX/bin/python` would.
 
-    Exit codes: 0 PASS, 1 FAIL, 2 bad input.
+    Exit codes: 0 PASS, 1 FAIL, 2 bad input. Example: `envkit verify torch-cu126`.
     """
     with _reported_errors():
         from envkit.errors import BadInputError
 
+        if (env is None) == (prefix is None):
+            raise BadInputError("give an environment name or --prefix PATH (one of them)",
+                                hint="`envkit envs` lists the environments envkit made.")
+        record = None
+        expected = None
+        if env is not None:
+            record = _record(env)
+            prefix = Path(record.prefix)
+            expected = _recorded_build(record, manifests)
+            if framework == "auto" and expected is not None:
+                framework = _framework_of(record, manifests)
+        assert prefix is not None
         python = prefix / "bin" / "python"
         if not python.exists():
-            raise BadInputError(f"--prefix {prefix}: no environment there ({python} does not exist)",
+            raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
                                 hint="Give the directory of a conda environment or a venv.")
-        _check_environment(python, framework, machine, cuda, gpu_arch, manifests, json_output, multi_gpu, bench,
-                           timeout, probe_timeout)
+        report = _check_environment(python, framework, machine, cuda, gpu_arch, manifests, json_output, multi_gpu,
+                                    bench, timeout, probe_timeout, expected=expected)
+        if record is not None and _on_target(machine, cuda, gpu_arch):
+            from envkit import records
+            from envkit.probe.check import verify_summary
+
+            records.save(records.with_verify(record, verify_summary(report)), _dirs().records)
+        raise typer.Exit(0 if report.ok else 1)
+
+
+def _dirs():
+    import os
+
+    from envkit.userdirs import user_dirs
+
+    return user_dirs(os.environ)
+
+
+def _record(name: str):
+    """The record of an environment envkit made, or exit 2 naming the ones that exist."""
+    from envkit import records
+    from envkit.errors import UnknownNameError
+
+    dirs = _dirs()
+    record = records.load(dirs.records, name) if _plain_name(name) else None
+    if record is None:
+        known = [r.name for r in records.load_all(dirs.records)]
+        raise UnknownNameError(
+            f"envkit made no environment named {name!r}",
+            hint=f"Its environments: {', '.join(known)}." if known else "It has made none yet: `envkit create torch`.",
+        )
+    return record
+
+
+def _plain_name(name: str) -> bool:
+    from envkit.create.plan import check_name
+    from envkit.errors import BadInputError
+
+    try:
+        check_name(name)
+    except BadInputError:
+        return False
+    return True
+
+
+def _recorded_build(record, manifests: Optional[Path]):
+    """The build a recorded environment was made from, if its manifest still has it."""
+    from envkit.catalog import load_tables, manifest_names
+    from envkit.catalog.load import SUFFIX, load_manifest
+
+    directory = _manifests_dir(manifests)
+    if record.manifest not in manifest_names(directory):
+        return None
+    manifest = load_manifest(directory / f"{record.manifest}{SUFFIX}", load_tables(directory))
+    return next((b for b in manifest.builds if b.id == record.build), None)
+
+
+def _framework_of(record, manifests: Optional[Path]) -> str:
+    from envkit.catalog import load_tables
+    from envkit.catalog.load import SUFFIX, load_manifest
+
+    directory = _manifests_dir(manifests)
+    return load_manifest(directory / f"{record.manifest}{SUFFIX}", load_tables(directory)).framework
+
+
+# --- making environments: create, envs, remove, run -----------------------------------------------------------------
+
+@app.command()
+def create(
+    manifest: Annotated[
+        str, typer.Argument(metavar="MANIFEST", help="What to install: torch, tensorflow, jax, mxnet (`envkit list`).")
+    ],
+    name: Annotated[
+        Optional[str],
+        typer.Option("--name", "-n", metavar="ENV", help="The environment's name. Default: the manifest and the "
+                     "variant, e.g. torch-cu126.", show_default=False),
+    ] = None,
+    build: Annotated[
+        Optional[str],
+        typer.Option("--build", metavar="ID", help="Install this build (an id from `envkit list MANIFEST`) instead "
+                     "of the newest one that fits.", show_default=False),
+    ] = None,
+    python: Annotated[
+        Optional[str],
+        typer.Option("--python", metavar="X.Y", help="The environment's Python. Default: python.yaml's default, or "
+                     "the closest the build publishes.", show_default=False),
+    ] = None,
+    backend: Annotated[
+        str,
+        typer.Option("--backend", metavar="auto|conda|rattler|venv",
+                     help="conda: your conda, mamba or micromamba. rattler: envkit's embedded conda engine (no "
+                     "conda needed; brings old Pythons, cudatoolkit). venv: a virtual environment from a Python on "
+                     "this machine, installed with uv. auto: the plan says which and why."),
+    ] = "auto",
+    prefix: Annotated[
+        Optional[Path],
+        typer.Option("--prefix", metavar="PATH", help="Create the environment in this directory (must not exist).",
+                     show_default=False),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and the exact commands; change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before creating.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an environment of the same name (kept if the new one fails).")
+    ] = False,
+    json_output: JsonOption = False,
+    no_verify: Annotated[bool, typer.Option("--no-verify", help="Skip the post-install check.")] = False,
+    jupyter: Annotated[
+        bool, typer.Option("--jupyter", help="Also install ipykernel and register a Jupyter kernel named after it.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the installers' own output.")] = False,
+    machine: MachineOption = None,
+    cuda: CudaOption = None,
+    gpu_arch: GpuArchOption = None,
+    manifests: ManifestsOption = None,
+    timeout: TimeoutOption = 10.0,
+    probe_timeout: ProbeTimeoutOption = 300.0,
+) -> None:
+    """Create an environment with the newest build of MANIFEST that runs on this machine, check it, record it.
+
+    envkit picks the build as `envkit list MANIFEST` does, shows the plan (where, which Python, which packages from
+    which index or channels, the commands), creates the environment without sudo, installs the build from its own
+    index only, runs the post-install GPU check, and prints how to activate it. A failure or Ctrl-C leaves nothing
+    half-made behind.
+
+    Packages are fetched from the upstream URLs in the manifests, or from mirrors set in envkit's config file
+    ($ENVKIT_CONFIG, else ~/.config/envkit/config.yaml; key `mirrors:` maps an upstream URL prefix to a mirror).
+    Set ENVKIT_INSTALLER=pip to install with pip instead of uv.
+
+    Examples: `envkit create torch`, `envkit create tensorflow --dry-run`,
+    `envkit create torch --machine a100-node.yaml --name torch-a100` (on a login node, for a GPU partition).
+
+    Exit codes: 0 created and checked, 1 failed (nothing left behind) or the check failed, 2 bad input.
+    """
+    with _reported_errors():
+        import os
+        import sys
+
+        from envkit.catalog import load_catalog
+        from envkit.config import load_config
+        from envkit.create.prepare import CreateRequest, prepare
+        from envkit.create.render import plan_json, plan_text
+        from envkit.resolve import parse_python_request
+
+        dirs = _dirs()
+        config = load_config(os.environ, dirs)
+        directory = _manifests_dir(manifests)
+        catalog = load_catalog(directory, [manifest])
+        tables = catalog.tables
+        request = parse_python_request(python, tables.python)
+        profile = _machine(tables, machine, cuda, gpu_arch, timeout)
+        on_target = _on_target(machine, cuda, gpu_arch)
+        the_manifest = catalog.manifests[manifest]
+        prepared = prepare(
+            CreateRequest(build_id=build, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
+                          verify=not no_verify),
+            the_manifest, tables, profile, on_target, request, config, dirs, os.environ,
+        )
+        if dry_run:
+            _print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
+            return
+        if not json_output:
+            typer.echo(plan_text(prepared))
+        if not yes and sys.stdin.isatty() and not typer.confirm("Create it?", default=True, err=True):
+            typer.echo("envkit: nothing created", err=True)
+            raise typer.Exit(1)
+        outcome = _execute(prepared, the_manifest, tables, dirs, force, verbose, probe_timeout)
+        _print_outcome(prepared, outcome, json_output)
+        failed = outcome.report is not None and not outcome.report.ok
+        raise typer.Exit(1 if failed else 0)
+
+
+def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe_timeout: float):
+    import os
+    import sys
+
+    from envkit.create.execute import execute, step_count
+    from envkit.create.progress import Progress
+    from envkit.probe.check import check_environment
+    from envkit.probe.runner import ProbeOptions
+
+    plan = prepared.plan
+    progress = Progress(sys.stderr, step_count(plan), verbose=verbose, live=sys.stderr.isatty())
+
+    def checker(plan, python):
+        options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout)
+        return check_environment(python, options, plan.profile, os.environ, manifest_for=lambda _: manifest,
+                                 tables=tables, on_target=plan.on_target, expected=plan.build)
+
+    return execute(prepared, dirs, progress, force, checker, os.environ)
+
+
+def _print_outcome(prepared, outcome, json_output: bool) -> None:
+    from envkit.activation import activation_hint
+
+    plan = prepared.plan
+    if json_output:
+        from envkit.create.render import outcome_json
+        from envkit.probe.render import report_json
+
+        report = report_json(outcome.report, True) if outcome.report is not None else None
+        _print_json(outcome_json(prepared, outcome, report))
+        return
+    if outcome.report is not None:
+        from envkit.probe.render import report_text
+
+        typer.echo(report_text(outcome.report, True))
+    else:
+        typer.echo(f"Not checked (--no-verify): run `envkit verify {plan.name}` to check it.")
+    if outcome.replaced:
+        typer.echo(f"Replaced the environment that was at {outcome.replaced}.")
+    record = outcome.record
+    conda_envs = plan.backend == "conda" and prepared.context.tools.conda is not None
+    typer.echo(f"Created {plan.name} at {plan.prefix}.")
+    typer.echo(f"  Activate it:  {activation_hint(plan.prefix, record.kind, plan.name, conda_envs)}")
+    typer.echo(f"  Or run in it: envkit run {plan.name} -- python your_script.py")
+    if record.kernel:
+        typer.echo(f"  Jupyter:      the kernel {record.kernel!r} ({plan.name} (envkit))")
+
+
+@app.command("envs")
+def list_envs(json_output: JsonOption = False) -> None:
+    """List the environments envkit made: build, backend, Python, the last check's result, where they are."""
+    with _reported_errors():
+        from envkit import records
+        from envkit.create.render import envs_json, envs_text
+
+        found = records.load_all(_dirs().records)
+        if json_output:
+            _print_json(envs_json(found))
+        else:
+            typer.echo(envs_text(found))
+
+
+@app.command()
+def remove(
+    env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to delete (`envkit envs` lists them).")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete an environment envkit made: its directory, its Jupyter kernel and its record."""
+    with _reported_errors():
+        import os
+        import sys
+
+        from envkit.create.remove import remove_environment
+        from envkit.errors import BadInputError
+
+        record = _record(env)
+        if not yes:
+            if not sys.stdin.isatty():
+                raise BadInputError(f"not removing {env} without confirmation", hint="Add --yes to remove it.")
+            if not typer.confirm(f"Delete {env} at {record.prefix}?", default=False, err=True):
+                typer.echo("envkit: nothing removed", err=True)
+                raise typer.Exit(1)
+        for line in remove_environment(record, _dirs(), os.environ):
+            typer.echo(line)
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+def run(
+    env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them).")],
+    command: Annotated[
+        Optional[List[str]], typer.Argument(metavar="-- CMD...", help="The command and its arguments.",
+                                            show_default=False)
+    ] = None,
+) -> None:
+    """Run a command inside an environment, activated as `conda activate` or `source bin/activate` would do it.
+
+    Example: `envkit run torch-cu126 -- python train.py --epochs 3`. The exit code is the command's.
+    """
+    with _reported_errors():
+        import os
+        import shutil
+
+        from envkit.activation import activated_argv, activated_environ
+        from envkit.errors import BadInputError, EnvkitError
+
+        record = _record(env)
+        argv = [a for a in (command or [])]
+        if argv and argv[0] == "--":
+            argv = argv[1:]
+        if not argv:
+            raise BadInputError("give the command to run after --", hint=f"e.g. envkit run {env} -- python -V")
+        prefix = Path(record.prefix)
+        if not (prefix / "bin").is_dir():
+            raise EnvkitError(f"environment {env} is gone from {prefix}",
+                              hint=f"`envkit remove {env} --yes` forgets it; `envkit create` makes it again.")
+        environ = activated_environ(prefix, record.kind, record.name, os.environ)
+        if shutil.which(argv[0], path=environ["PATH"]) is None:
+            raise BadInputError(f"{argv[0]}: no such command in {env} or on PATH")
+        full = activated_argv(prefix, record.kind, argv)
+        os.execvpe(full[0], full, environ)
 
 
 def main() -> None:

@@ -234,14 +234,22 @@ def _major(text: str) -> int:
 
 def parse_python_table(data: Any, path: str) -> PythonTable:
     node = _Node(data, path)
-    node.only({"versions", "default"})
+    node.only({"versions", "default", "conda_channel", "pypi_index"})
     versions = tuple(sorted(_python_version(node, "versions", text) for text in node.text_list("versions")))
     if not versions:
         node.fail("missing or empty", "versions")
     default = node.parsed("default", lambda text: _python_version(node, "default", text))
     if default not in versions:
         node.fail(f"{default} is not one of the versions listed", "default")
-    return PythonTable(versions=versions, default=default)
+    sources = {key: _https_url(node, key) for key in ("conda_channel", "pypi_index")}
+    return PythonTable(versions=versions, default=default, **sources)
+
+
+def _https_url(node: _Node, key: str) -> str:
+    url = node.text(key)
+    if not url.startswith("https://"):
+        node.fail(f"{url!r}: give the upstream https URL (map it to a mirror in envkit's config)", key)
+    return url.rstrip("/")
 
 
 def _python_version(node: _Node, key: str, text: str) -> Any:

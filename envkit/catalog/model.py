@@ -72,6 +72,8 @@ class Manifest:
 class PythonTable:
     versions: tuple[Version, ...]  # the Pythons envkit can provide, oldest first
     default: Version
+    conda_channel: str  # where an environment made by conda or rattler gets its Python, when its build names none
+    pypi_index: str  # the index of pip packages a build does not give an index_url for (ipykernel, tensorflow)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,40 @@
+"""Running a command inside an environment, as activating it would: PATH, the environment variables conda or venv
+set, and for conda prefixes the package activation scripts (etc/conda/activate.d, e.g. a CUDA toolkit's)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Mapping, Sequence
+
+_SOURCE_AND_EXEC = 'for f in "$0"/etc/conda/activate.d/*.sh; do [ -r "$f" ] && . "$f"; done; exec "$@"'
+
+
+def activated_environ(prefix: Path, kind: str, name: str, environ: Mapping[str, str]) -> dict[str, str]:
+    out = {k: v for k, v in environ.items() if k not in ("PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX")}
+    out["PATH"] = os.pathsep.join(p for p in (str(prefix / "bin"), environ.get("PATH", "")) if p)
+    if kind == "venv":
+        out["VIRTUAL_ENV"] = str(prefix)
+    else:
+        out["CONDA_PREFIX"] = str(prefix)
+        out["CONDA_DEFAULT_ENV"] = name
+    return out
+
+
+def activated_argv(prefix: Path, kind: str, argv: Sequence[str]) -> list[str]:
+    """``argv`` as run in the environment: through a shell that sources the activation scripts, when it has any."""
+    scripts = prefix / "etc" / "conda" / "activate.d"
+    if kind == "conda" and any(scripts.glob("*.sh")):
+        shell = shutil.which("bash") or "/bin/sh"
+        return [shell, "-c", _SOURCE_AND_EXEC, str(prefix), *argv]
+    return list(argv)
+
+
+def activation_hint(prefix: Path, kind: str, name: str, conda_envs: bool) -> str:
+    """How the user activates it in their shell."""
+    if kind == "venv":
+        return f"source {prefix}/bin/activate"
+    if conda_envs:
+        return f"conda activate {name}"
+    return f"conda activate {prefix}   (or: micromamba activate {prefix})"

@@ -1,0 +1,74 @@
+"""The user's own conda, mamba or micromamba, creating into its envs directory so `conda activate NAME` works."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Mapping, Optional
+
+from envkit.backends.base import Context, OnLine, command_text, run_step
+from envkit.backends.tools import CondaTool
+from envkit.create.plan import CUDA_OVERRIDE, Plan
+from envkit.process import run_captured
+
+_INFO_TIMEOUT = 60.0
+
+
+def envs_dir(tool: CondaTool, environ: Mapping[str, str]) -> Path:
+    """The first envs directory the conda tool would create a named environment in that the user can write to."""
+    for candidate in _envs_dirs(tool, environ):
+        if _writable(candidate):
+            return candidate
+    return Path(environ.get("HOME", "~")).expanduser() / ".conda" / "envs"
+
+
+def _envs_dirs(tool: CondaTool, environ: Mapping[str, str]) -> list[Path]:
+    out = run_captured([str(tool.path), "info", "--json"], environ, _INFO_TIMEOUT)
+    if out is None:
+        return []
+    try:
+        info = json.loads(out)
+    except ValueError:
+        return []
+    dirs = info.get("envs_dirs") or info.get("envs directories") or []
+    return [Path(d) for d in dirs if isinstance(d, str)]
+
+
+def _writable(path: Path) -> bool:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return os.access(candidate, os.W_OK | os.X_OK)
+    return False
+
+
+class CondaBackend:
+    name = "conda"
+
+    def __init__(self, tool: CondaTool) -> None:
+        self.tool = tool
+
+    def _argv(self, plan: Plan) -> list[str]:
+        assert plan.conda is not None
+        channels = [arg for channel in plan.conda.channels for arg in ("-c", channel)]
+        return [str(self.tool.path), "create", "--yes", "--quiet", "--prefix", str(plan.prefix), "--override-channels",
+                *channels, *plan.conda.specs]
+
+    def _environ(self, plan: Plan, context: Context) -> dict[str, str]:
+        """The machine's __cuda for the solve, from the plan (a Slurm partition's, when building for one)."""
+        assert plan.conda is not None
+        return {**context.environ, CUDA_OVERRIDE: plan.conda.cuda or ""}
+
+    def describe(self, plan: Plan, context: Context) -> list[str]:
+        cuda = plan.conda.cuda if plan.conda else None
+        return [f"{CUDA_OVERRIDE}={cuda or ''} {command_text(self._argv(plan))}"]
+
+    def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
+        run_step(self._argv(plan), self._environ(plan, context), on_line,
+                 f"{self.tool.kind} could not create the environment",
+                 hint=f"The lines above are {self.tool.kind}'s. `envkit list --all` shows which builds fit.")
+
+
+def conda_backend(tool: Optional[CondaTool]) -> CondaBackend:
+    assert tool is not None
+    return CondaBackend(tool)

@@ -1,0 +1,25 @@
+"""envkit's embedded conda engine (py-rattler): conda environments, old Pythons and the cudatoolkit/cuDNN of legacy
+conda builds, on machines without any conda."""
+
+from __future__ import annotations
+
+from envkit.backends.base import Context, OnLine
+from envkit.create.plan import Plan
+
+
+class RattlerBackend:
+    name = "rattler"
+
+    def describe(self, plan: Plan, context: Context) -> list[str]:
+        assert plan.conda is not None
+        cuda = f"__cuda={plan.conda.cuda}" if plan.conda.cuda else "no __cuda"
+        return [f"embedded conda engine (py-rattler): solve ({cuda}) and install into {plan.prefix}: "
+                f"{' '.join(plan.conda.specs)} from {', '.join(plan.conda.channels)} only"]
+
+    def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
+        from envkit.conda_engine import CondaSolveRequest, create_prefix
+
+        assert plan.conda is not None
+        virtual = (("__cuda", plan.conda.cuda),) if plan.conda.cuda else ()
+        request = CondaSolveRequest(channels=plan.conda.channels, specs=plan.conda.specs, virtual_packages=virtual)
+        create_prefix(plan.prefix, request, context.conda_cache, on_line)

@@ -1,0 +1,27 @@
+"""Pure-pip builds in a virtual environment made from a Python already on this machine: by uv, else by venv."""
+
+from __future__ import annotations
+
+from envkit.backends.base import Context, OnLine, command_text, run_step
+from envkit.create.plan import Plan
+from envkit.errors import InstallError
+
+
+class VenvBackend:
+    name = "venv"
+
+    def _argv(self, plan: Plan, context: Context) -> list[str]:
+        python = context.tools.python
+        if python is None:
+            raise InstallError(f"no Python {plan.python} on this machine to make a venv with",
+                               hint="Use --backend rattler: it brings its own Python.")
+        if context.tools.uv is not None:
+            return [str(context.tools.uv), "venv", "--quiet", "--python", str(python), str(plan.prefix)]
+        return [str(python), "-m", "venv", str(plan.prefix)]
+
+    def describe(self, plan: Plan, context: Context) -> list[str]:
+        return [command_text(self._argv(plan, context))]
+
+    def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
+        run_step(self._argv(plan, context), context.environ, on_line, f"making the venv at {plan.prefix} failed",
+                 hint="The lines above are the installer's; fix what they say, or try --backend rattler.")

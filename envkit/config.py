@@ -1,0 +1,155 @@
+"""envkit's config file: mirrors for package indexes and conda channels, and where environments go.
+
+``$ENVKIT_CONFIG`` names the file; else ``config.yaml`` in the user config dir (a missing default file is an empty
+config). Example::
+
+    mirrors:
+      "https://download.pytorch.org/whl": "http://127.0.0.1:8080/whl"
+      "https://pypi.org/simple": "http://127.0.0.1:8080/pypi/simple"
+      "https://conda.anaconda.org/conda-forge": "file:///srv/channels/conda-forge"
+    envs_dir: /scratch/me/envkit-envs     # optional: environments go here instead of the user data dir
+
+A mirror maps every URL that starts with its upstream (at a path boundary) to the same path under the mirror.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional
+from urllib.parse import urlsplit
+
+from envkit.errors import BadInputError
+from envkit.userdirs import UserDirs
+
+CONFIG_VARIABLE = "ENVKIT_CONFIG"
+_KEYS = ("mirrors", "envs_dir")
+
+
+class ConfigError(BadInputError):
+    """The config file cannot be read or says something envkit cannot use."""
+
+
+@dataclass(frozen=True)
+class Mirror:
+    upstream: str  # no trailing slash
+    target: str  # no trailing slash
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Optional[Path]  # the file read, None when there was none
+    mirrors: tuple[Mirror, ...] = ()
+    envs_dir: Optional[Path] = None
+
+    def mirrored(self, url: str) -> str:
+        """``url`` on its mirror (the longest matching upstream wins), or ``url`` itself."""
+        return mirror_url(url, self.mirrors)
+
+
+def mirror_url(url: str, mirrors: tuple[Mirror, ...]) -> str:
+    trimmed = url.rstrip("/")
+    best: Optional[Mirror] = None
+    for mirror in mirrors:
+        if trimmed == mirror.upstream or trimmed.startswith(mirror.upstream + "/"):
+            if best is None or len(mirror.upstream) > len(best.upstream):
+                best = mirror
+    if best is None:
+        return url
+    return best.target + url[len(best.upstream):]
+
+
+def is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_transport(url: str, config: Config, what: str) -> str:
+    """``url`` if envkit may fetch from it: https, a local file:// path, or plain http on loopback or from a mirror
+    the user configured. Anything else is refused: packages fetched over plain http can be tampered with."""
+    scheme = urlsplit(url).scheme
+    if scheme in ("https", "file"):
+        return url
+    configured = any(url.startswith(m.target) for m in config.mirrors)
+    if scheme == "http" and (configured or is_loopback(url)):
+        return url
+    raise BadInputError(
+        f"{what} {url!r} is not https",
+        hint="envkit fetches packages over https only, or over http from loopback and mirrors in its config file.",
+    )
+
+
+def config_path(environ: Mapping[str, str], dirs: UserDirs) -> tuple[Path, bool]:
+    """The config file to read and whether the user named it explicitly ($ENVKIT_CONFIG)."""
+    named = environ.get(CONFIG_VARIABLE)
+    if named is not None:
+        if not named.strip():
+            raise ConfigError(f"${CONFIG_VARIABLE} is empty", hint="Unset it, or give the path of a config file.")
+        return Path(named).expanduser(), True
+    return dirs.config / "config.yaml", False
+
+
+def load_config(environ: Mapping[str, str], dirs: UserDirs) -> Config:
+    path, explicit = config_path(environ, dirs)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"config file {path} (from ${CONFIG_VARIABLE}) does not exist") from None
+        return Config(path=None)
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"config file {path} cannot be read: {error}") from None
+    return parse_config(text, path)
+
+
+def parse_config(text: str, path: Path) -> Config:
+    from envkit.yamltext import parse_yaml
+
+    try:
+        data = parse_yaml(text)
+    except ValueError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    if data is None:
+        return Config(path=path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a mapping of keys ({', '.join(_KEYS)})")
+    unknown = sorted(str(key) for key in data if key not in _KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r}", hint=f"The keys are: {', '.join(_KEYS)}.")
+    return Config(path=path, mirrors=_mirrors(data.get("mirrors"), path), envs_dir=_envs_dir(data.get("envs_dir"), path))
+
+
+def _mirrors(value: Any, path: Path) -> tuple[Mirror, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: 'mirrors' must map upstream URLs to mirror URLs")
+    out = []
+    for upstream, target in value.items():
+        if not isinstance(upstream, str) or not isinstance(target, str):
+            raise ConfigError(f"{path}: mirrors: {upstream!r}: upstream and mirror must both be quoted URLs")
+        if urlsplit(upstream).scheme not in ("https", "http") or not urlsplit(upstream).netloc:
+            raise ConfigError(f"{path}: mirrors: {upstream!r} is not an http(s) URL to mirror")
+        parts = urlsplit(target)
+        if parts.scheme not in ("https", "http", "file") or (parts.scheme != "file" and not parts.netloc):
+            raise ConfigError(f"{path}: mirrors: {upstream!r}: the mirror {target!r} is not an https, http or file URL")
+        out.append(Mirror(upstream.rstrip("/"), target.rstrip("/")))
+    return tuple(out)
+
+
+def _envs_dir(value: Any, path: Path) -> Optional[Path]:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{path}: 'envs_dir' must be a directory path")
+    expanded = Path(os.path.expandvars(value)).expanduser()
+    if not expanded.is_absolute():
+        raise ConfigError(f"{path}: envs_dir {value!r} must be an absolute path")
+    return expanded

@@ -1,0 +1,1 @@
+"""`envkit create`: from the selected build to a working, verified, recorded environment."""

@@ -1,0 +1,109 @@
+"""The plan of an environment: where it goes, its Python, what the backend installs from where. Pure functions.
+
+A plan is what `envkit create --dry-run` prints and what the backends execute; every URL in it is already on the
+user's mirror, so the dry run shows exactly what will be fetched.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+from packaging.version import Version
+
+from envkit.catalog.model import Build, PythonTable
+from envkit.config import Config, check_transport
+from envkit.errors import BadInputError
+from envkit.machine import MachineProfile
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+JUPYTER_PACKAGES = ("ipykernel",)
+CUDA_OVERRIDE = "CONDA_OVERRIDE_CUDA"
+
+
+@dataclass(frozen=True)
+class CondaPart:
+    """What a conda engine installs: the specs (Python first) from these channels only, in this order."""
+
+    channels: tuple[str, ...]
+    specs: tuple[str, ...]
+    cuda: Optional[str]  # the __cuda virtual package the solve sees (None: no __cuda, a CPU-only solve)
+
+
+@dataclass(frozen=True)
+class PipPart:
+    """One pip install step: these packages, with this index as the only index (no PyPI fallback)."""
+
+    purpose: str
+    packages: tuple[str, ...]
+    index_url: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    manifest: str
+    build: Build
+    name: str
+    prefix: Path
+    python: Version
+    backend: str  # "conda", "rattler" or "venv"
+    backend_reason: str
+    conda: Optional[CondaPart]  # None for a venv
+    pip: tuple[PipPart, ...]
+    jupyter: bool
+    verify: bool
+    profile: MachineProfile
+    on_target: bool  # whether the profile is this machine's (so the check after installing can judge its GPUs)
+
+
+def default_name(manifest: str, build: Build) -> str:
+    """The manifest name plus the variant: torch-cu126, tensorflow-cpu."""
+    return f"{manifest}-{build.variant}"
+
+
+def check_name(name: str) -> str:
+    """``name`` if it can name an environment: a directory name and a conda env name, safe in any shell."""
+    if ".." in name or not _NAME.match(name):
+        raise BadInputError(
+            f"{name!r} cannot name an environment",
+            hint="Use letters, digits, '.', '_' and '-' (up to 64, starting with a letter or digit), "
+                 "no '..', no path separators or shell characters.",
+        )
+    return name
+
+
+def cuda_for_solve(profile: MachineProfile, environ: Mapping[str, str]) -> Optional[str]:
+    """The ``__cuda`` a conda solve should see, as conda decides it: $CONDA_OVERRIDE_CUDA when set (empty: none),
+    else the highest CUDA the profile's driver supports (None on a machine without an NVIDIA driver)."""
+    if CUDA_OVERRIDE in environ:
+        return environ[CUDA_OVERRIDE].strip() or None
+    return str(profile.cuda_driver) if profile.cuda_driver is not None else None
+
+
+def conda_part(build: Build, python: Version, pythons: PythonTable, config: Config, cuda: Optional[str],
+               with_pip: bool) -> CondaPart:
+    """The conda install of a conda-made environment: the build's channels and specs, or just Python for a
+    pure-pip build. pip comes along whenever pip packages follow, as conda users expect."""
+    if build.conda is not None:
+        channels, specs = build.conda.channels, build.conda.packages
+    else:
+        channels, specs = (pythons.conda_channel,), ()
+    python_spec = (f"python={python}",)
+    pip_spec = ("pip",) if with_pip else ()
+    mirrored = tuple(check_transport(config.mirrored(c), config, "channel") for c in channels)
+    return CondaPart(channels=mirrored, specs=python_spec + tuple(specs) + pip_spec, cuda=cuda)
+
+
+def pip_parts(build: Build, pythons: PythonTable, config: Config, jupyter: bool) -> tuple[PipPart, ...]:
+    """The build's pip packages from its own index only; ipykernel for --jupyter from the default index."""
+    default_index = check_transport(config.mirrored(pythons.pypi_index), config, "index")
+    out = []
+    if build.pip is not None and build.pip.packages:
+        index = build.pip.index_url or pythons.pypi_index
+        out.append(PipPart(f"{build.id} packages", build.pip.packages,
+                           check_transport(config.mirrored(index), config, "index")))
+    if jupyter:
+        out.append(PipPart("Jupyter kernel", JUPYTER_PACKAGES, default_index))
+    return tuple(out)

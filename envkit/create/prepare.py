@@ -1,0 +1,101 @@
+"""From what the user asked for to a Plan: the build, the name, the backend and where the environment goes.
+
+Looks around the machine once (envkit.backends.tools); the decisions themselves are pure functions elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+from envkit.backends.base import Backend, Context
+from envkit.backends.choose import backend_for, choose_backend
+from envkit.backends.tools import Tools, find_conda, find_python, find_uv
+from envkit.catalog.model import Manifest, Tables
+from envkit.config import Config
+from envkit.create.plan import Plan, check_name, conda_part, cuda_for_solve, default_name, pip_parts
+from envkit.errors import EnvkitError, UnknownNameError
+from envkit.installers import installer_environ, link_mode
+from envkit.machine import MachineProfile
+from envkit.resolve import Candidate, Request, resolve
+from envkit.userdirs import UserDirs
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    build_id: Optional[str] = None
+    name: Optional[str] = None
+    backend: str = "auto"
+    prefix: Optional[Path] = None
+    jupyter: bool = False
+    verify: bool = True
+
+
+@dataclass(frozen=True)
+class Prepared:
+    plan: Plan
+    backend: Backend
+    context: Context
+
+
+class DoesNotFit(EnvkitError):
+    """No build (or not the one asked for) runs on the machine."""
+
+
+def pick_candidate(manifest: Manifest, profile: MachineProfile, tables: Tables, python: Request,
+                   build_id: Optional[str], on_target: bool) -> Candidate:
+    machine = "this machine" if on_target else f"the machine described ({profile.name or 'unnamed'})"
+    resolution = resolve(manifest, profile, tables, python)
+    if build_id is None:
+        if resolution.selected is None:
+            raise DoesNotFit(f"no build of {manifest.name} fits {machine}",
+                             hint=f"`envkit list {manifest.name} --all` says why each one does not.")
+        return resolution.selected
+    for candidate in resolution.candidates:
+        if candidate.build.id == build_id:
+            if not candidate.compatible:
+                raise DoesNotFit(f"{build_id} does not fit {machine}: {'; '.join(candidate.reasons)}",
+                                 hint=f"`envkit list {manifest.name}` shows the builds that do; to build for another "
+                                      "machine, give its profile with --machine.")
+            return candidate
+    ids = ", ".join(c.build.id for c in resolution.candidates[:6])
+    raise UnknownNameError(f"{manifest.name} has no build {build_id!r}",
+                           hint=f"Builds look like {ids}, ...; `envkit list {manifest.name} --all` lists them all.")
+
+
+def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile: MachineProfile, on_target: bool,
+            python: Request, config: Config, dirs: UserDirs, environ: Mapping[str, str]) -> Prepared:
+    candidate = pick_candidate(manifest, profile, tables, python, request.build_id, on_target)
+    build = candidate.build
+    assert candidate.python is not None  # a compatible candidate has its Python
+    name = check_name(request.name or (request.prefix.name if request.prefix else default_name(manifest.name, build)))
+    uv = find_uv(environ)
+    conda = find_conda(environ)
+    wants_python = build.conda is None and request.backend in ("auto", "venv")
+    system_python = find_python(candidate.python, uv, environ) if wants_python else None
+    tools = Tools(conda=conda, uv=uv, python=system_python)
+    backend_name, why = choose_backend(request.backend, build, candidate.python, tools)
+    prefix = _location(request.prefix, backend_name, tools, config, dirs, name, environ)
+    pips = pip_parts(build, tables.python, config, request.jupyter)
+    conda_install = None
+    if backend_name != "venv":
+        conda_install = conda_part(build, candidate.python, tables.python, config, cuda_for_solve(profile, environ),
+                                   with_pip=bool(pips))
+    plan = Plan(manifest=manifest.name, build=build, name=name, prefix=prefix, python=candidate.python,
+                backend=backend_name, backend_reason=why, conda=conda_install, pip=pips, jupyter=request.jupyter,
+                verify=request.verify, profile=profile, on_target=on_target)
+    context = Context(tools=tools, environ=installer_environ(environ, dirs.uv_cache, link_mode(dirs.uv_cache, prefix)),
+                      conda_cache=dirs.conda_packages)
+    return Prepared(plan=plan, backend=backend_for(backend_name, tools), context=context)
+
+
+def _location(prefix: Optional[Path], backend: str, tools: Tools, config: Config, dirs: UserDirs, name: str,
+              environ: Mapping[str, str]) -> Path:
+    if prefix is not None:
+        return Path(prefix).expanduser().absolute()
+    if backend == "conda" and tools.conda is not None:
+        from envkit.backends.conda import envs_dir
+
+        return envs_dir(tools.conda, environ) / name
+    return (config.envs_dir or dirs.envs) / name

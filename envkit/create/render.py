@@ -1,0 +1,95 @@
+"""The plan and the result of `envkit create`, as text and as JSON."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from envkit.backends.base import python_of
+from envkit.create.execute import Outcome
+from envkit.create.prepare import Prepared
+from envkit.installers import pip_command
+from envkit.render import machine_line
+
+
+def plan_commands(prepared: Prepared) -> list[str]:
+    """Every command the run will execute, in order, as a user could type them."""
+    from envkit.backends.base import command_text
+    from envkit.jupyter import install_argv
+
+    plan, context = prepared.plan, prepared.context
+    python = python_of(plan.prefix)
+    out = list(prepared.backend.describe(plan, context))
+    out += [command_text(pip_command(step, python, context.tools.uv, plan.python)) for step in plan.pip]
+    if plan.jupyter:
+        out.append(command_text(install_argv(python, plan.name)))
+    return out
+
+
+def plan_text(prepared: Prepared) -> str:
+    plan = prepared.plan
+    build = plan.build
+    lines = [
+        f"Machine:     {machine_line(plan.profile).removeprefix('Machine: ')}",
+        f"Build:       {build.id} ({plan.manifest} {build.version}, {build.variant}"
+        + (f", CUDA {build.cuda})" if build.cuda else ", CPU only)"),
+        f"Environment: {plan.name} at {plan.prefix}",
+        f"Python:      {plan.python}",
+        f"Backend:     {plan.backend}: {plan.backend_reason}",
+    ]
+    if plan.conda is not None:
+        lines.append(f"Conda:       {' '.join(plan.conda.specs)}")
+        lines.append(f"  channels:  {', '.join(plan.conda.channels)} (no others)")
+        lines.append(f"  __cuda:    {plan.conda.cuda or 'none (a CPU-only solve)'}")
+    for step in plan.pip:
+        lines.append(f"Pip:         {' '.join(step.packages)}  ({step.purpose})")
+        lines.append(f"  index:     {step.index_url} (the only index)")
+    lines.append("Commands:")
+    lines += [f"  {command}" for command in plan_commands(prepared)]
+    check = "yes, on this machine" if plan.on_target else "yes, here; GPUs are judged from the build (another machine's profile)"
+    lines.append(f"Check:       {check if plan.verify else 'no (--no-verify)'}")
+    return "\n".join(lines)
+
+
+def plan_json(prepared: Prepared) -> dict[str, Any]:
+    plan = prepared.plan
+    return {
+        "name": plan.name,
+        "prefix": str(plan.prefix),
+        "manifest": plan.manifest,
+        "build": plan.build.id,
+        "python": str(plan.python),
+        "backend": plan.backend,
+        "backend_reason": plan.backend_reason,
+        "conda": None if plan.conda is None else {
+            "channels": list(plan.conda.channels), "specs": list(plan.conda.specs), "cuda": plan.conda.cuda},
+        "pip": [{"purpose": s.purpose, "packages": list(s.packages), "index_url": s.index_url} for s in plan.pip],
+        "commands": plan_commands(prepared),
+        "jupyter": plan.jupyter,
+        "verify": plan.verify,
+        "machine": plan.profile.to_dict(),
+    }
+
+
+def outcome_json(prepared: Prepared, outcome: Outcome, report_json: Optional[dict[str, Any]]) -> dict[str, Any]:
+    return {"plan": plan_json(prepared), "record": outcome.record.to_dict(), "verify": report_json,
+            "replaced": outcome.replaced}
+
+
+def envs_json(found: list) -> list[dict[str, Any]]:
+    from pathlib import Path
+
+    return [{**record.to_dict(), "exists": Path(record.prefix).is_dir()} for record in found]
+
+
+def envs_text(found: list) -> str:
+    from pathlib import Path
+
+    if not found:
+        return "No environments yet: `envkit create torch` makes one."
+    rows = [("NAME", "BUILD", "BACKEND", "PYTHON", "CHECK", "CREATED", "PREFIX")]
+    for record in found:
+        check = "-" if record.verify is None else ("PASS" if record.verify.get("ok") else "FAIL")
+        where = record.prefix if Path(record.prefix).is_dir() else f"{record.prefix} (missing)"
+        rows.append((record.name, record.build, record.backend, record.python, check, record.created[:10], where))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows)

@@ -1,0 +1,66 @@
+"""The pip steps of every backend: uv (envkit's dependency) or pip, isolated from the user's installer config.
+
+Isolated means: the user's pip.conf, uv.toml and PIP_*/UV_* variables never reach the installer, so a package comes
+from the plan's index and nowhere else (a find-links directory or an extra index in pip.conf would otherwise win
+silently). Each step names exactly one index: a build's packages come from its own index (the PyTorch CUDA index),
+so a same-named package with a higher version elsewhere can never be picked.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping, Optional
+
+from packaging.version import Version
+
+from envkit.create.plan import PipPart
+
+UV_MIN_PYTHON = Version("3.8")  # uv cannot install into older environments: pip does it there
+_DROPPED_PREFIXES = ("PIP_", "UV_")
+_DROPPED = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE",
+            "PYTHONNOUSERSITE", "PYTHONSTARTUP")
+
+
+def installer_environ(environ: Mapping[str, str], cache: Optional[Path], link_mode: Optional[str] = None) -> dict[str, str]:
+    """``environ`` without anything that configures pip or uv or points at another environment, plus envkit's
+    own settings: no config files, no Python downloads, envkit's cache."""
+    out = {k: v for k, v in environ.items() if not k.startswith(_DROPPED_PREFIXES) and k not in _DROPPED}
+    out.update({
+        "UV_NO_CONFIG": "1",
+        "UV_PYTHON_DOWNLOADS": "never",
+        "PIP_CONFIG_FILE": os.devnull,  # pip reads no config file at all
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_NO_INPUT": "1",
+    })
+    if cache is not None:
+        out["UV_CACHE_DIR"] = str(cache)
+    if link_mode is not None:
+        out["UV_LINK_MODE"] = link_mode
+    return out
+
+
+def link_mode(cache: Path, prefix: Path) -> Optional[str]:
+    """"copy" when uv's cache and the environment are on different filesystems (a home on NFS, a scratch
+    directory), where hard links fail and uv would warn on every file; None: uv's default (hard links)."""
+    def device(path: Path) -> Optional[int]:
+        for candidate in (path, *path.parents):
+            try:
+                return candidate.stat().st_dev
+            except OSError:
+                continue
+        return None
+
+    return "copy" if device(cache) != device(prefix) else None
+
+
+def uses_uv(uv: Optional[Path], python: Version) -> bool:
+    return uv is not None and python >= UV_MIN_PYTHON
+
+
+def pip_command(step: PipPart, python: Path, uv: Optional[Path], version: Version) -> list[str]:
+    """The install command of one pip step into the environment whose interpreter is ``python``."""
+    if uses_uv(uv, version):
+        return [str(uv), "pip", "install", "--python", str(python), "--index-url", step.index_url, *step.packages]
+    return [str(python), "-m", "pip", "install", "--index-url", step.index_url, "--progress-bar", "off",
+            *step.packages]

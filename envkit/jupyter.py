@@ -1,0 +1,45 @@
+"""A Jupyter kernel for an environment: ipykernel's own installer registers it as a user kernelspec."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Mapping, Optional
+
+
+def kernel_name(env_name: str) -> str:
+    return env_name.lower()  # Jupyter's kernelspec names are lower case
+
+
+def install_argv(python: Path, env_name: str) -> list[str]:
+    return [str(python), "-m", "ipykernel", "install", "--user", "--name", kernel_name(env_name),
+            "--display-name", f"{env_name} (envkit)"]
+
+
+def kernels_dir(environ: Mapping[str, str]) -> Path:
+    """The user's kernelspec directory, as jupyter_core finds it on Linux."""
+    if environ.get("JUPYTER_DATA_DIR"):
+        return Path(environ["JUPYTER_DATA_DIR"]) / "kernels"
+    xdg = environ.get("XDG_DATA_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path(environ.get("HOME", "~")).expanduser() / ".local" / "share"
+    return base / "jupyter" / "kernels"
+
+
+def kernel_python(spec_dir: Path) -> Optional[str]:
+    try:
+        argv = json.loads((spec_dir / "kernel.json").read_text(encoding="utf-8")).get("argv") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    return argv[0] if argv and isinstance(argv[0], str) else None
+
+
+def remove_kernel(name: str, prefix: Path, environ: Mapping[str, str]) -> bool:
+    """Delete the kernelspec ``name`` if it runs this environment's Python (never another environment's)."""
+    spec_dir = kernels_dir(environ) / name
+    python = kernel_python(spec_dir)
+    if python is None or not Path(python).is_relative_to(prefix):
+        return False
+    shutil.rmtree(spec_dir, ignore_errors=True)
+    return True

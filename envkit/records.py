@@ -1,0 +1,121 @@
+"""What envkit made: a small record inside each environment (``PREFIX/.envkit/record.json``) and a copy in the
+index under the user data dir (``records/NAME.json``), which `envkit envs`, `run`, `remove` and `verify` read.
+
+Records are written atomically (a temporary file, then a rename), so a crash never leaves half a record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Optional
+
+from envkit.errors import BadInputError, EnvkitError
+
+SCHEMA = 1
+RECORD_DIR = ".envkit"
+RECORD_FILE = "record.json"
+
+
+@dataclass(frozen=True)
+class Record:
+    name: str
+    prefix: str
+    kind: str  # "venv" or "conda": how the environment is activated
+    backend: str  # conda, rattler or venv
+    manifest: str
+    build: str  # the build id
+    python: str
+    created: str  # ISO 8601, UTC
+    machine: dict[str, Any]  # the profile it was made for (MachineProfile.to_dict())
+    on_target: bool  # whether that profile was this machine's
+    installer: Optional[str] = None  # uv or pip, when pip packages were installed
+    kernel: Optional[str] = None  # the Jupyter kernelspec name, with --jupyter
+    verify: Optional[dict[str, Any]] = None  # the last check: {"ok", "time", "causes"}
+    schema: int = SCHEMA
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def record_from_dict(data: Any, origin: str) -> Record:
+    if not isinstance(data, dict):
+        raise BadInputError(f"{origin}: not an envkit record")
+    try:
+        known = {k: data[k] for k in Record.__dataclass_fields__ if k in data}
+        return Record(**known)
+    except TypeError as error:
+        raise BadInputError(f"{origin}: not an envkit record ({error})") from None
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=2, sort_keys=True)
+            out.write("\n")
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def in_prefix(prefix: Path) -> Path:
+    return prefix / RECORD_DIR / RECORD_FILE
+
+
+def index_path(records_dir: Path, name: str) -> Path:
+    return records_dir / f"{name}.json"
+
+
+def save(record: Record, records_dir: Path) -> None:
+    """Into the environment first, then the index: an index entry always has its environment's record."""
+    write_json_atomic(in_prefix(Path(record.prefix)), record.to_dict())
+    write_json_atomic(index_path(records_dir, record.name), record.to_dict())
+
+
+def load(records_dir: Path, name: str) -> Optional[Record]:
+    path = index_path(records_dir, name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise EnvkitError(f"cannot read {path}: {error}") from None
+    try:
+        return record_from_dict(json.loads(text), str(path))
+    except ValueError:
+        raise BadInputError(f"{path} is not valid JSON", hint="Delete it: `envkit envs` lists what is left.") from None
+
+
+def load_all(records_dir: Path) -> list[Record]:
+    """Every recorded environment, by name; unreadable entries are skipped (the envs listing says so)."""
+    out = []
+    try:
+        names = sorted(p.stem for p in records_dir.glob("*.json"))
+    except OSError:
+        return []
+    for name in names:
+        try:
+            record = load(records_dir, name)
+        except EnvkitError:
+            continue
+        if record is not None:
+            out.append(record)
+    return out
+
+
+def forget(records_dir: Path, name: str) -> None:
+    try:
+        index_path(records_dir, name).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def with_verify(record: Record, verify: dict[str, Any]) -> Record:
+    return replace(record, verify=verify)
