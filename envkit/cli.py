@@ -267,10 +267,6 @@ BenchOption = Annotated[
 ]
 
 
-def _command_exists(name: str) -> bool:
-    return any((info.name or info.callback.__name__.replace("_", "-")) == name for info in app.registered_commands)
-
-
 def _check_environment(
     python: Path,
     framework: str,
@@ -283,8 +279,9 @@ def _check_environment(
     bench: bool,
     timeout: float,
     probe_timeout: float,
-) -> None:
-    """Probe an environment's Python, judge the result for the machine, print the report, exit 0 (PASS) or 1."""
+    expected=None,
+):
+    """Probe an environment's Python, judge the result for the machine, print the report; returns the report."""
     import os
 
     from envkit.catalog import load_tables
@@ -305,15 +302,14 @@ def _check_environment(
 
 
 def _print_report(report, json_output: bool) -> None:
-    create_available = _command_exists("create")
     if json_output:
         from envkit.probe.render import report_json
 
-        _print_json(report_json(report, create_available))
+        _print_json(report_json(report))
     else:
         from envkit.probe.render import report_text
 
-        typer.echo(report_text(report, create_available))
+        typer.echo(report_text(report))
 
 
 def _on_target(machine: Optional[Path], cuda: Optional[str], gpu_arch: Optional[List[str]]) -> bool:
@@ -371,8 +367,9 @@ def doctor(
         from envkit.probe.runner import default_python, locate_python
 
         target = locate_python(python, os.environ) if python is not None else default_python(os.environ)
-        _check_environment(target, framework, machine, cuda, gpu_arch, manifests, json_output, multi_gpu, bench,
-                           timeout, probe_timeout)
+        report = _check_environment(target, framework, machine, cuda, gpu_arch, manifests, json_output, multi_gpu,
+                                    bench, timeout, probe_timeout)
+        raise typer.Exit(0 if report.ok else 1)
 
 
 EnvArgument = Annotated[
@@ -591,6 +588,9 @@ def create(
         if dry_run:
             _print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
             return
+        from envkit.create.execute import check_available
+
+        check_available(prepared.plan, dirs, force)
         if not json_output:
             typer.echo(plan_text(prepared))
         if not yes and sys.stdin.isatty() and not typer.confirm("Create it?", default=True, err=True):
@@ -630,13 +630,13 @@ def _print_outcome(prepared, outcome, json_output: bool) -> None:
         from envkit.create.render import outcome_json
         from envkit.probe.render import report_json
 
-        report = report_json(outcome.report, True) if outcome.report is not None else None
+        report = report_json(outcome.report) if outcome.report is not None else None
         _print_json(outcome_json(prepared, outcome, report))
         return
     if outcome.report is not None:
         from envkit.probe.render import report_text
 
-        typer.echo(report_text(outcome.report, True))
+        typer.echo(report_text(outcome.report))
     else:
         typer.echo(f"Not checked (--no-verify): run `envkit verify {plan.name}` to check it.")
     if outcome.replaced:

@@ -120,7 +120,12 @@ def _clear_leftover(dirs: UserDirs, name: str, progress: Progress) -> None:
     creating_marker(dirs.locks, name).unlink(missing_ok=True)
 
 
-def _check_in_the_way(plan: Plan, old: Optional[records.Record], force: bool) -> None:
+def check_available(plan: Plan, dirs: UserDirs, force: bool) -> None:
+    """Fail early, before the plan is shown, when the name or the path is taken (checked again under the lock)."""
+    _check_in_the_way(plan, records.load(dirs.records, plan.name), force, dry=True)
+
+
+def _check_in_the_way(plan: Plan, old: Optional[records.Record], force: bool, dry: bool = False) -> None:
     if old is not None and not force:
         raise AlreadyExists(f"environment {plan.name!r} already exists at {old.prefix}",
                             hint="Add --force to replace it (it stays as it is if the new one fails), "
@@ -131,7 +136,8 @@ def _check_in_the_way(plan: Plan, old: Optional[records.Record], force: bool) ->
     if old is not None and Path(old.prefix) == prefix:
         return
     if prefix.is_dir() and not any(prefix.iterdir()):
-        prefix.rmdir()  # an empty directory (made by the user for us) is no environment
+        if not dry:
+            prefix.rmdir()  # an empty directory (made by the user for us) is no environment
         return
     owner = _recorded_name(prefix)
     what = f"envkit's environment {owner!r}" if owner else "something envkit did not make"

@@ -11,7 +11,7 @@ from envkit.render import machine_line
 _SHOWN_WARNINGS = 3
 
 
-def report_json(report: Report, create_available: bool) -> dict[str, Any]:
+def report_json(report: Report) -> dict[str, Any]:
     """``{"ok", "framework", "version", "cuda", "devices", "diagnosis", ...}``: the keys of issue 4 and the evidence."""
     probe = report.probe
     step = report.next_step
@@ -34,7 +34,6 @@ def report_json(report: Report, create_available: bool) -> dict[str, Any]:
             "manifest": step.manifest,
             "build": step.build.id,
             "command": step.command,
-            "command_available": create_available,
             "manual": list(step.manual),
         },
         "machine": report.machine.to_dict(),
@@ -98,7 +97,7 @@ def _bench_json(bench: Optional[Bench]) -> Optional[dict[str, Any]]:
                       "error": _error_json(r.error)} for r in bench.runs]}
 
 
-def report_text(report: Report, create_available: bool) -> str:
+def report_text(report: Report) -> str:
     probe = report.probe
     lines = [f"Python: {probe.python_executable}" + (f" ({probe.python})" if probe.python else "")]
     if probe.imported:
@@ -139,9 +138,6 @@ def report_text(report: Report, create_available: bool) -> str:
     step = report.next_step
     if step is not None:
         lines.append(f"To get a build that fits: {step.command}")
-        if not create_available:
-            lines.append("  (`envkit create` is not built yet; until it is, the same by hand:)")
-            lines += [f"    {command}" for command in step.manual]
     if probe.warnings:
         shown = probe.warnings[:_SHOWN_WARNINGS]
         more = len(probe.warnings) - len(shown)
