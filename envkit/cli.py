@@ -28,20 +28,26 @@ app = typer.Typer(
 _debug = False
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from envkit import __version__
+
+        typer.echo(f"envkit {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _main(
     debug: Annotated[
         bool, typer.Option("--debug", envvar="ENVKIT_DEBUG", help="Show tracebacks for errors.")
     ] = False,
-    version: Annotated[bool, typer.Option("--version", help="Print envkit's version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version, help="Print envkit's version and exit."),
+    ] = False,
 ) -> None:
     global _debug
     _debug = debug
-    if version:
-        from envkit import __version__
-
-        typer.echo(f"envkit {__version__}")
-        raise typer.Exit(0)
 
 
 @contextlib.contextmanager
@@ -608,13 +614,14 @@ def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe
 
     from envkit.create.execute import execute, step_count
     from envkit.create.progress import Progress
-    from envkit.probe.check import check_environment
-    from envkit.probe.runner import ProbeOptions
 
     plan = prepared.plan
     progress = Progress(sys.stderr, step_count(plan), verbose=verbose, live=sys.stderr.isatty())
 
     def checker(plan, python):
+        from envkit.probe.check import check_environment
+        from envkit.probe.runner import ProbeOptions
+
         options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout)
         return check_environment(python, options, plan.profile, os.environ, manifest_for=lambda _: manifest,
                                  tables=tables, on_target=plan.on_target, expected=plan.build)

@@ -1,9 +1,10 @@
 """The embedded conda engine of the ``rattler`` backend: solve conda specs and install them into a new prefix with
 py-rattler, for people who have no conda, mamba or micromamba (and for the old Pythons that only conda provides).
 
-py-rattler is imported inside the functions that need it: ``envkit list`` and every other command that never
-installs must not pay for loading it at start-up. Everything it raises becomes an ``InstallError`` with one sentence,
-a next step and rattler's own lines as the tail.
+py-rattler is imported inside the functions that use it: ``envkit list`` and the other commands that never install
+must not pay for loading it at start-up. What it raises becomes an ``InstallError``: one sentence, a next step, and
+rattler's own lines as the tail. The cache directory holds ``pkgs/`` (extracted packages, hard-linked into prefixes)
+and ``repodata/`` (remote channels' repodata; rattler reads file:// channels in place).
 """
 
 from __future__ import annotations
@@ -11,27 +12,28 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from envkit.errors import InstallError
 
 if TYPE_CHECKING:
-    from rattler import Client, GenericVirtualPackage, MatchSpec, RepoDataRecord
+    from rattler import Channel, Client, GenericVirtualPackage, MatchSpec, RepoDataRecord, Subdir
+    from rattler.install import InstallerReporter
 
 Report = Callable[[str], None]
+T = TypeVar("T")
 
-# The retries of every repodata and package request. No request timeout: py-rattler's is a limit on the whole
-# request, which would kill a 3 GB cudatoolkit download on a slow line.
+# Retries of every repodata and package request. No request timeout: py-rattler's limits the whole request, so it
+# would kill a 3 GB cudatoolkit download on a slow line.
 _RETRIES = 3
-_CUDA_HINT = (
-    "Choose a build for an older CUDA (`envkit list` shows which fit), or update the NVIDIA driver; "
-    "set CONDA_OVERRIDE_CUDA=X.Y to build for a machine with another driver."
-)
-# How rattler's solver says that a requirement has nothing to offer, in its tree (whose lines start with the
-# characters of _TREE) or at the top.
+# See _run: long enough for py-rattler's worker thread to take the GIL back, short next to any solve.
+_SETTLE_S = 0.01
+# How rattler's solver says that a requirement has nothing to offer: in its tree, whose lines start with the
+# characters of _TREE, or on its first line.
 _TREE = " │├└─"
 _NESTED_MISSING = re.compile(r"(?P<spec>.+?), for which no candidates were found")
 _TOP_MISSING = re.compile(r"No candidates were found for (?P<spec>.+?)\.?$")
@@ -46,58 +48,67 @@ class CondaSolveRequest:
     specs: tuple[str, ...]
     """Conda match specs, e.g. ("python=3.8", "tensorflow-gpu=2.4.1", "cudatoolkit=10.1")."""
     virtual_packages: tuple[tuple[str, str], ...]
-    """(name, version) pairs added to the detected ones; each replaces a detected one of the same name."""
+    """(name, version) pairs added to the detected ones, e.g. (("__cuda", "12.6"),); each replaces a detected one of
+    the same name."""
     platform: str = "linux-64"
-
-
-def cuda_virtual_package(profile_cuda: str | None, environ: Mapping[str, str]) -> str | None:
-    """The version of __cuda to solve with, as conda decides it: CONDA_OVERRIDE_CUDA wins when it is set (empty means
-    no __cuda at all, which is how conda users build CPU environments on GPU machines), else the machine profile's
-    CUDA. None means that the solve has no __cuda."""
-    if "CONDA_OVERRIDE_CUDA" in environ:
-        return environ["CONDA_OVERRIDE_CUDA"].strip() or None
-    return profile_cuda
-
-
-def solve(request: CondaSolveRequest, cache_dir: Path) -> list[RepoDataRecord]:
-    """Fetch the channels' repodata (cached under ``cache_dir/repodata``) and solve, installing nothing."""
-    return asyncio.run(_solve(request, cache_dir, _quiet))
 
 
 def _quiet(line: str) -> None:
     """The report of a caller that wants no progress lines."""
 
 
-def create_prefix(prefix: Path, request: CondaSolveRequest, cache_dir: Path, report: Report = _quiet) -> tuple[str, ...]:
+def solve(request: CondaSolveRequest, cache_dir: Path) -> list[RepoDataRecord]:
+    """Fetch the channels' repodata and solve, installing nothing: what would be installed, and whether it can be."""
+    return _run(_solve(request, cache_dir, _quiet, _client()))
+
+
+def create_prefix(
+    prefix: Path, request: CondaSolveRequest, cache_dir: Path, report: Report = _quiet
+) -> tuple[str, ...]:
     """Solve and install into ``prefix``, which must not exist yet; return "name-version-build" of each package.
 
-    Packages are cached under ``cache_dir/pkgs``. Whatever stops the install, Ctrl-C included, removes the prefix
-    again, so that a failed ``envkit create`` leaves nothing half-made that looks like an environment; the error or
-    the KeyboardInterrupt then propagates.
+    Whatever stops it, Ctrl-C included, removes the prefix again, so that a failed ``envkit create`` leaves nothing
+    half-made that looks like an environment; the InstallError or the KeyboardInterrupt then propagates.
     """
     if prefix.exists() or prefix.is_symlink():
         raise InstallError(f"{prefix} already exists.", hint="Choose another name, or remove it first.")
     try:
-        records = asyncio.run(_create(prefix, request, cache_dir, report))
+        records = _run(_create(prefix, request, cache_dir, report))
     except BaseException:
         shutil.rmtree(prefix, ignore_errors=True)
         raise
     return tuple(sorted(f"{record.name.normalized}-{record.version}-{record.build}" for record in records))
 
 
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run, then a moment with the GIL released, whatever the outcome.
+
+    py-rattler's worker thread hands each result (or error) to the event loop with call_soon_threadsafe, whose socket
+    write lets this thread go on while the worker still has Python objects to release. If the process exits in that
+    window, as a command that fails or finishes right after a solve does, the worker touches Python objects during
+    interpreter shutdown and the process dies with SIGSEGV or SIGABRT (py-rattler 0.28: 4 of 180 runs under load). The sleep
+    lets the worker finish first.
+    """
+    try:
+        return asyncio.run(coroutine)
+    finally:
+        time.sleep(_SETTLE_S)
+
+
 async def _create(prefix: Path, request: CondaSolveRequest, cache_dir: Path, report: Report) -> list[RepoDataRecord]:
-    """One event loop for the solve and the install, so that both share the HTTP client and its connections."""
+    """Solve, then install. One event loop and one HTTP client for both, so that they share connections."""
     import rattler
-    from rattler.exceptions import IoError, InstallerError, LinkError, TransactionError
+    from rattler.exceptions import InstallerError, IoError, LinkError, TransactionError
 
     client = _client()
     records = await _solve(request, cache_dir, report, client)
+    packages = _cache_subdir(cache_dir, "pkgs")
     report(f"installing {len(records)} packages")
     try:
         await rattler.install(
             records,
             prefix,
-            cache_dir=cache_dir / "pkgs",
+            cache_dir=packages,
             platform=rattler.Subdir(request.platform),
             execute_link_scripts=False,
             client=client,
@@ -107,33 +118,29 @@ async def _create(prefix: Path, request: CondaSolveRequest, cache_dir: Path, rep
         lines = _lines(error)
         raise InstallError(
             f"Installing the conda packages into {prefix} failed: {lines[0]}",
-            hint="Run the command again (downloads resume from the cache); check the disk space and the network.",
+            hint="Check the network and the free disk space, then run the command again (what was downloaded is "
+            "kept in the cache).",
             tail=lines,
         ) from error
     return records
 
 
-async def _solve(
-    request: CondaSolveRequest, cache_dir: Path, report: Report, client: Client | None = None
-) -> list[RepoDataRecord]:
-    """Fetch repodata through a gateway that caches under ``cache_dir/repodata`` and solve with strict channel
-    priority (a package comes from the first channel that has it, as conda-forge and pixi recommend)."""
+async def _solve(request: CondaSolveRequest, cache_dir: Path, report: Report, client: Client) -> list[RepoDataRecord]:
+    """Solve with rattler's default, strict channel priority (conda-forge's recommended setting): a package comes only
+    from the first channel that has it, so that builds from different channels are not mixed."""
     import rattler
     from rattler.exceptions import GatewayError, SolverError
 
-    _check_channels(request.channels)
+    channels = _channels(request.channels)
+    subdir = _subdir(request.platform)
     specs = _match_specs(request.specs)
     virtual = _virtual_packages(request.virtual_packages)
-    gateway = rattler.Gateway(cache_dir=cache_dir / "repodata", client=client or _client())
-    count = len(request.channels)
+    gateway = rattler.Gateway(cache_dir=_cache_subdir(cache_dir, "repodata"), client=client)
+    count = len(channels)
     report(f"fetching repodata from {count} channel{'' if count == 1 else 's'}")
     try:
         records = await rattler.solve(
-            list(request.channels),
-            specs,
-            gateway=gateway,
-            platforms=[request.platform, "noarch"],
-            virtual_packages=virtual,
+            channels, specs, gateway=gateway, platforms=[subdir, rattler.Subdir("noarch")], virtual_packages=virtual
         )
     except GatewayError as error:
         raise _channel_error(error, request.channels) from error
@@ -145,25 +152,44 @@ async def _solve(
 
 
 def _client() -> Client:
-    """Every request retried on transient errors. No authentication middleware: it would read the user's keyring
-    and rattler credentials, which envkit's mirrors (plain URLs) never need."""
+    """Every request retried on transient errors. No authentication middleware: it reads the user's keyring and
+    rattler credentials, which envkit's channels (plain URLs, mirrored by envkit's own settings) never need."""
     from rattler import Client
     from rattler.networking.middleware import RetryMiddleware
 
     return Client([RetryMiddleware(_RETRIES)])
 
 
-def _check_channels(channels: Sequence[str]) -> None:
-    """Refuse channel names: rattler would turn "conda-forge" into a conda.anaconda.org URL behind the back of the
-    mirror settings, which already made every channel a full URL."""
-    if not channels:
-        raise InstallError("The conda step names no channel.", hint="Fix the manifest: give the build a channel.")
-    for channel in channels:
-        if "://" not in channel:
-            raise InstallError(
-                f"The conda channel {channel!r} is not a URL.",
-                hint="Channels reach the conda engine as URLs (https://..., file:///...); check the mirror settings.",
-            )
+def _channels(urls: Sequence[str]) -> list[Channel]:
+    """Only full URLs: rattler would turn a name like "conda-forge" into a conda.anaconda.org URL behind the back of
+    the mirror settings, which already made every channel a URL."""
+    from rattler import Channel
+    from rattler.exceptions import InvalidChannelError
+
+    if not urls:
+        raise InstallError("The conda step names no channel.", hint="Give the build's conda step a channel.")
+    hint = "Channels reach the conda engine as URLs (https://..., file:///...); check the mirror settings."
+    channels = []
+    for url in urls:
+        if "://" not in url:
+            raise InstallError(f"The conda channel {url!r} is not a URL.", hint=hint)
+        try:
+            channels.append(Channel(url))
+        except InvalidChannelError as error:
+            message = f"The conda channel {url!r} is not a valid URL."
+            raise InstallError(message, hint=hint, tail=_lines(error)) from error
+    return channels
+
+
+def _subdir(platform: str) -> Subdir:
+    """The platform comes from envkit's own plan, but a wrong one still deserves a sentence, not a rattler error."""
+    from rattler import Subdir
+    from rattler.exceptions import ParseSubdirError
+
+    try:
+        return Subdir(platform)
+    except ParseSubdirError as error:
+        raise InstallError(f"{platform!r} is not a conda platform.", hint="Use one like linux-64.") from error
 
 
 def _match_specs(specs: Sequence[str]) -> list[MatchSpec]:
@@ -178,7 +204,7 @@ def _match_specs(specs: Sequence[str]) -> list[MatchSpec]:
         except InvalidMatchSpecError as error:
             raise InstallError(
                 f"{spec!r} is not a valid conda package spec: {_lines(error)[0]}",
-                hint="Fix the conda specs of the build in the manifest.",
+                hint="Fix the conda specs of the build in its manifest.",
             ) from error
     return parsed
 
@@ -187,8 +213,8 @@ def _virtual_packages(explicit: Sequence[tuple[str, str]]) -> list[GenericVirtua
     """The machine's own virtual packages (__unix, __linux, __glibc, __archspec; CONDA_OVERRIDE_GLIBC and the like
     honoured as conda does), each replaced by an explicit one of the same name, plus the other explicit ones.
 
-    __cuda is never detected: it comes from the machine profile (through ``cuda_virtual_package``), which may describe
-    another machine, and detecting it would load the driver for nothing.
+    __cuda is never detected: it comes from the machine profile (through ``envkit.create.plan.cuda_for_solve``), which may describe
+    another machine, and detecting it would load the NVIDIA driver for nothing.
     """
     from rattler import BuildString, GenericVirtualPackage, Override, PackageName, Version, VirtualPackage
     from rattler import VirtualPackageOverrides
@@ -211,15 +237,29 @@ def _virtual_packages(explicit: Sequence[tuple[str, str]]) -> list[GenericVirtua
         ]
     except InvalidVersionError as error:
         raise InstallError(
-            f"Invalid virtual package version in {dict(explicit)}: {_lines(error)[0]}",
+            f"A virtual package version is not a version: {dict(explicit)}.",
             hint="Give a version like 12.6 (check CONDA_OVERRIDE_CUDA and the machine profile).",
+            tail=_lines(error),
         ) from error
     return kept + added
 
 
-def _download_reporter(report: Report) -> object:
-    """A py-rattler installer reporter that reports each package it has to download (cached ones are silent),
-    because downloads are the long part of an install."""
+def _cache_subdir(cache_dir: Path, name: str) -> Path:
+    """Create ``cache_dir/name`` here: rattler would report a cache it cannot create as a broken channel."""
+    path = cache_dir / name
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InstallError(
+            f"Cannot create the conda cache directory {path}: {error.strerror}.",
+            hint="Check that the cache directory is writable (XDG_CACHE_HOME moves it).",
+        ) from error
+    return path
+
+
+def _download_reporter(report: Report) -> InstallerReporter:
+    """A py-rattler installer reporter that reports each package it downloads (cached ones are silent): downloads
+    are the long part of an install."""
     from rattler.install import InstallerReporter
 
     class DownloadReporter(InstallerReporter):
@@ -234,7 +274,8 @@ def _download_reporter(report: Report) -> object:
             report(f"downloading {self.names.get(cache_entry, 'a package')}")
             return cache_entry
 
-    return DownloadReporter()
+    # InstallerReporter is a Protocol with no-op methods, which mypy takes for abstract ones.
+    return DownloadReporter()  # type: ignore[abstract]
 
 
 def _channel_error(error: Exception, channels: Sequence[str]) -> InstallError:
@@ -252,19 +293,19 @@ def _channel_error(error: Exception, channels: Sequence[str]) -> InstallError:
 
 def _unsatisfiable(error: Exception, request: CondaSolveRequest, virtual: Mapping[str, str]) -> InstallError:
     """One sentence for an unsatisfiable solve. A missing virtual package (usually __cuda: the driver is too old)
-    is said in the machine's terms; a spec with no package at all names that spec; the rest points at the tail."""
+    is said in the machine's terms; a spec that nothing matches is named; the rest points at the solver's tree."""
     lines = [line for line in _lines(error) if line.strip()]
     lines[0] = lines[0].removeprefix("Cannot solve the request because of: ")
     for index, line in enumerate(lines):
         text = line.lstrip(_TREE)
         missing = _NESTED_MISSING.match(text) or _TOP_MISSING.match(text)
         if missing and missing["spec"].startswith("__"):
-            return _missing_virtual(missing["spec"], _requirer(lines, index), virtual, lines)
+            return _missing_virtual(missing["spec"], _requirer(lines, index), virtual, tuple(lines))
     top = _TOP_MISSING.match(lines[0])
     if top:
         return InstallError(
             f"No package in the conda channels matches {top['spec']} ({', '.join(request.channels)}).",
-            hint="Check the package name and version in the conda specs, and that the channel carries it.",
+            hint="Check the package name and version in the conda specs, and that the channel carries them.",
             tail=tuple(lines),
         )
     return InstallError(
@@ -274,21 +315,32 @@ def _unsatisfiable(error: Exception, request: CondaSolveRequest, virtual: Mappin
     )
 
 
-def _missing_virtual(spec: str, requirer: str | None, virtual: Mapping[str, str], lines: list[str]) -> InstallError:
+def _missing_virtual(
+    spec: str, requirer: str | None, virtual: Mapping[str, str], lines: tuple[str, ...]
+) -> InstallError:
     """E.g. "tensorflow-gpu 2.6.0 needs __cuda >=11.3, but the target machine's NVIDIA driver supports CUDA 10.1"."""
-    name = spec.split()[0]
+    name = re.split(r"[\s<>=!~,]", spec, maxsplit=1)[0]
     who = requirer or "The request"
-    if name == "__cuda":
-        have = (
-            f"the target machine's NVIDIA driver supports CUDA {virtual[name]} (__cuda={virtual[name]})"
-            if name in virtual
-            else "the target machine has no NVIDIA driver (no __cuda)"
+    have = virtual.get(name)
+    if name != "__cuda":
+        found = f"has {name}={have}" if have else f"has no {name}"
+        return InstallError(
+            f"{who} needs {spec}, but the target machine {found}.",
+            hint="Choose a build made for this machine's system.",
+            tail=lines,
         )
-        hint: str | None = _CUDA_HINT
-    else:
-        have = f"the target machine has {name}={virtual[name]}" if name in virtual else f"the target has no {name}"
-        hint = "Choose a build made for this machine's system."
-    return InstallError(f"{who} needs {spec}, but {have}.", hint=hint, tail=tuple(lines))
+    if have:
+        return InstallError(
+            f"{who} needs {spec}, but the target machine's NVIDIA driver supports CUDA {have} (__cuda={have}).",
+            hint="Choose a build for an older CUDA (`envkit list` shows which fit), or update the NVIDIA driver; "
+            "CONDA_OVERRIDE_CUDA=X.Y builds for a machine with another driver.",
+            tail=lines,
+        )
+    return InstallError(
+        f"{who} needs {spec}, but the target machine has no NVIDIA driver (no __cuda).",
+        hint="Choose a CPU build, or set CONDA_OVERRIDE_CUDA=X.Y to build for a machine with an NVIDIA driver.",
+        tail=lines,
+    )
 
 
 def _requirer(lines: Sequence[str], index: int) -> str | None:
@@ -308,5 +360,5 @@ def _depth(line: str) -> int:
 
 
 def _lines(error: BaseException) -> tuple[str, ...]:
-    """rattler's message split into lines, without trailing blanks (its messages end with one)."""
+    """rattler's message split into lines, without the trailing blank line that its messages end with."""
     return tuple(str(error).rstrip().splitlines()) or (type(error).__name__,)

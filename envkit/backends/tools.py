@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
@@ -65,9 +66,11 @@ def find_uv(environ: Mapping[str, str]) -> Optional[Path]:
 
 
 def find_python(version: Version, uv: Optional[Path], environ: Mapping[str, str]) -> Optional[Path]:
-    """An interpreter of ``version`` (X.Y) already on this machine, never a download: uv's discovery (PATH and
-    uv-managed Pythons), else pythonX.Y on PATH, else a pyenv install. Each candidate is run to be sure: a pyenv
-    shim for a version that is not active fails."""
+    """An interpreter of ``version`` (X.Y) already on this machine, never a download: the one running envkit, else
+    uv's discovery (PATH and uv-managed Pythons), else pythonX.Y on PATH, else a pyenv install. Each candidate found
+    is run to be sure: a pyenv shim for a version that is not active fails."""
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == str(version):
+        return Path(getattr(sys, "_base_executable", None) or sys.executable)  # the one running envkit: no search
     if uv is not None:
         from envkit.installers import installer_environ
 

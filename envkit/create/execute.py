@@ -14,7 +14,7 @@ import signal
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from envkit import records
 from envkit.backends.base import python_of, run_step
@@ -25,10 +25,12 @@ from envkit.create.progress import Progress
 from envkit.errors import EnvkitError
 from envkit.installers import pip_command, uses_uv
 from envkit.jupyter import install_argv, kernel_name, kernels_dir
-from envkit.probe.diagnose import Report
 from envkit.userdirs import UserDirs
 
-Checker = Callable[[Plan, Path], Report]  # (plan, the environment's Python) -> the post-install check's report
+if TYPE_CHECKING:
+    from envkit.probe.diagnose import Report
+
+Checker = Callable[[Plan, Path], "Report"]  # (plan, the environment's Python) -> the post-install check's report
 
 
 class AlreadyExists(EnvkitError):
@@ -38,7 +40,7 @@ class AlreadyExists(EnvkitError):
 @dataclass(frozen=True)
 class Outcome:
     record: records.Record
-    report: Optional[Report]  # None with --no-verify
+    report: Optional["Report"]  # None with --no-verify
     replaced: Optional[str]  # the prefix of the environment --force replaced
 
 
@@ -70,7 +72,7 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
         return Outcome(record=record, report=report, replaced=old.prefix if old is not None else None)
 
 
-def _build(prepared: Prepared, progress: Progress, checker: Checker) -> tuple[records.Record, Optional[Report]]:
+def _build(prepared: Prepared, progress: Progress, checker: Checker) -> tuple[records.Record, Optional["Report"]]:
     plan, backend, context = prepared.plan, prepared.backend, prepared.context
     with progress.step(f"Creating the environment at {plan.prefix} ({plan.backend}, Python {plan.python})") as out:
         backend.make_prefix(plan, context, out)
@@ -103,7 +105,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker) -> tuple[re
     return record, report
 
 
-def _summary(report: Report) -> dict:
+def _summary(report: "Report") -> dict:
     from envkit.probe.check import verify_summary
 
     return verify_summary(report)
@@ -122,7 +124,10 @@ def _clear_leftover(dirs: UserDirs, name: str, progress: Progress) -> None:
 
 def check_available(plan: Plan, dirs: UserDirs, force: bool) -> None:
     """Fail early, before the plan is shown, when the name or the path is taken (checked again under the lock)."""
-    _check_in_the_way(plan, records.load(dirs.records, plan.name), force, dry=True)
+    with name_lock(dirs.locks, plan.name):  # a run in progress says so, rather than looking like debris
+        if leftover_prefix(dirs.locks, plan.name) == plan.prefix:
+            return  # a dead run's debris, removed when this run starts
+        _check_in_the_way(plan, records.load(dirs.records, plan.name), force, dry=True)
 
 
 def _check_in_the_way(plan: Plan, old: Optional[records.Record], force: bool, dry: bool = False) -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from envkit.backends.base import python_of
-from envkit.create.execute import Outcome
 from envkit.create.prepare import Prepared
 from envkit.installers import pip_command
 from envkit.render import machine_line
+
+if TYPE_CHECKING:
+    from envkit.create.execute import Outcome
 
 
 def plan_commands(prepared: Prepared) -> list[str]:
@@ -70,7 +72,7 @@ def plan_json(prepared: Prepared) -> dict[str, Any]:
     }
 
 
-def outcome_json(prepared: Prepared, outcome: Outcome, report_json: Optional[dict[str, Any]]) -> dict[str, Any]:
+def outcome_json(prepared: Prepared, outcome: "Outcome", report_json: Optional[dict[str, Any]]) -> dict[str, Any]:
     return {"plan": plan_json(prepared), "record": outcome.record.to_dict(), "verify": report_json,
             "replaced": outcome.replaced}
 

@@ -17,14 +17,6 @@ from probe_helpers import FAKES, FakeEnv
 REAL_TORCH_WHEEL_SPEC = "torch==2.13.0"
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "real_torch: runs the probe against the real PyTorch CPU wheel, installed into a venv once per session "
-        "(about 15 s; deselect with -m 'not real_torch')",
-    )
-
-
 def make_fake_env(
     root: Path,
     config: Mapping[str, object],

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""How fast `envkit create` makes a pure-pip environment, next to raw uv and to the manual venv + pip route.
+
+The same environment (torch 2.13 cu126 + torchvision + torchaudio and their dependencies: tiny hand-built wheels
+of a few hundred small modules each, served from a local index on 127.0.0.1) is created three ways:
+
+  envkit  python -m envkit create torch --build torch-2.13-cu126 ... --yes --no-verify  (as a user runs it: the
+          shipped manifests, a config file mapping the upstream indexes to the local one; the venv backend, uv)
+  uv      uv venv --python PY DIR && uv pip install --python DIR/bin/python --index-url INDEX PACKAGES
+          (the same uv, the same uv cache as envkit's)
+  manual  python -m venv DIR && DIR/bin/python -m pip install --index-url INDEX PACKAGES  (pip's own cache)
+
+Every cache is warm: one round of each route runs first and is not counted (uv's cache, pip's cache, and Python's
+bytecode caches, kept under the temporary directory by PYTHONPYCACHEPREFIX). The machines are noisy, so the routes
+run interleaved (the order rotates each round) and the medians over the rounds are compared. Goals: envkit within
+1.3x of raw uv, the manual route at least 5x slower than envkit. This is a report, not a test: it exits 0 whether
+the goals are met or not (1 only if a route fails to create the environment).
+
+    python3 bench/create_speed.py [--rounds 5] [--modules 300] [--json]
+
+Nothing touches the network beyond 127.0.0.1; everything is made in one temporary directory, removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import stat
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.pypi_index import IndexServer, build_wheel  # noqa: E402  (tests/ is on the path only now)
+
+GOAL_ENVKIT_OVER_UV = 1.3  # at most
+GOAL_MANUAL_OVER_ENVKIT = 5.0  # at least
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+PROFILE = ROOT / "tests" / "profiles" / "rtx4090-cuda126.yaml"
+PACKAGES = ("torch==2.13.*", "torchvision==0.28.*", "torchaudio==2.11.*")
+ROUTES = ("envkit", "uv", "manual")
+MODULES_PER_WHEEL = 300  # default of --modules
+
+# What the tiny torch needs, with plausible versions (and what those need in turn).
+DEPENDENCIES = {
+    "filelock": ("3.16.1", ()),
+    "typing-extensions": ("4.12.2", ()),
+    "mpmath": ("1.3.0", ()),
+    "sympy": ("1.13.3", ("mpmath>=1.1.0,<1.4",)),
+    "networkx": ("3.4.2", ()),
+    "MarkupSafe": ("3.0.2", ()),
+    "jinja2": ("3.1.4", ("MarkupSafe>=2.0",)),
+}
+TORCH_REQUIRES = ("filelock", "typing-extensions>=4.10.0", "sympy>=1.13.3", "networkx", "jinja2")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The index
+
+
+def _modules(package: str, count: int) -> dict[str, str]:
+    """`count` modules of about 2 KB each under `package`/, plus its __init__.py."""
+    files = {f"{package}/__init__.py": f'"""{package} (a benchmark stand-in)."""\n__version__ = "0"\n'}
+    for i in range(count):
+        body = "".join(f"def f{i}_{j}(x, y=0):\n    return x * {j} + y - {i}\n\n\n" for j in range(40))
+        files[f"{package}/_ops/m{i:04d}.py"] = f'"""Module {i} of {package}."""\n\n\n{body}'
+    files[f"{package}/_ops/__init__.py"] = ""
+    return files
+
+
+def _module_name(project: str) -> str:
+    return project.lower().replace("-", "_")
+
+
+def build_index(wheels: Path, modules: int = MODULES_PER_WHEEL) -> tuple[list[Path], list[Path]]:
+    """(every wheel of the cu126 index, the plain dependencies also served as the PyPI mirror)."""
+    deps = [build_wheel(wheels, name, version, requires=requires, files={f"{_module_name(name)}/__init__.py": ""})
+            for name, (version, requires) in DEPENDENCIES.items()]
+    frameworks = [
+        build_wheel(wheels, "torch", "2.13.0+cu126", requires=TORCH_REQUIRES, requires_python=">=3.10",
+                    files=_modules("torch", modules)),
+        build_wheel(wheels, "torchvision", "0.28.0+cu126", requires=("torch==2.13.0",), requires_python=">=3.10",
+                    files=_modules("torchvision", modules)),
+        build_wheel(wheels, "torchaudio", "2.11.0+cu126", requires=("torch==2.13.0",), requires_python=">=3.10",
+                    files=_modules("torchaudio", modules)),
+    ]
+    return frameworks + deps, deps
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The routes
+
+
+class Bench:
+    def __init__(self, temp: Path, server: IndexServer) -> None:
+        self.temp = temp
+        self.index = server.index_url("/whl/cu126").rstrip("/")
+        home, config_home, data_home, cache_home = (temp / d for d in ("home", "config", "data", "cache"))
+        for directory in (home, config_home, data_home, cache_home):
+            directory.mkdir()
+        config = temp / "config.yaml"
+        config.write_text(
+            "mirrors:\n"
+            f'  "https://download.pytorch.org/whl": "{server.url}/whl"\n'
+            f'  "https://pypi.org/simple": "{server.url}/pypi/simple"\n',
+            encoding="utf-8",
+        )
+        # The user's environment without anything that configures an installer or points elsewhere.
+        dropped = ("UV_", "PIP_", "VIRTUAL_ENV", "CONDA_", "ENVKIT_", "PYTHONPATH", "PYTHONHOME",
+                   "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+        base = {k: v for k, v in os.environ.items()
+                if not k.upper().startswith(dropped) and not k.lower().endswith("_proxy")}
+        base.update(HOME=str(home), XDG_CONFIG_HOME=str(config_home), XDG_DATA_HOME=str(data_home),
+                    XDG_CACHE_HOME=str(cache_home), NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+        # Bytecode caches as an installed envkit (and pip) have them, written here rather than into the checkout:
+        # with PYTHONDONTWRITEBYTECODE (set on some machines) every run would compile envkit from source.
+        base["PYTHONPYCACHEPREFIX"] = str(temp / "pycache")
+        self.envkit_env = {**base, "ENVKIT_CONFIG": str(config)}
+        self.uv_env = {**base, "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(cache_home / "envkit" / "uv"),
+                       "UV_PYTHON_DOWNLOADS": "never"}
+        self.pip_env = {**base, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                        "PIP_CACHE_DIR": str(temp / "pip-cache"), "PIP_NO_INPUT": "1"}
+        self.envs = temp / "envs"
+        self.envs.mkdir()
+        self.count = 0
+        self.python, self.uv, self.envkit_prefix = self._envkit_plan()
+
+    def _envkit_argv(self, name: str, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "envkit", "create", "torch", "--build", "torch-2.13-cu126", "--python", PYTHON,
+                "--machine", str(PROFILE), "--name", name, "--yes", "--no-verify", *extra]
+
+    def _envkit_plan(self) -> tuple[str, str, Path]:
+        """The interpreter and the uv envkit's plan uses (the other routes use the same), and where envs go."""
+        out = _run(self._envkit_argv("bench-plan", "--dry-run", "--json"), self.envkit_env)
+        plan = json.loads(out)
+        if plan["backend"] != "venv":
+            raise SystemExit(f"create_speed: envkit planned the {plan['backend']} backend, not venv")
+        venv = shlex.split(plan["commands"][0])
+        if Path(venv[0]).name != "uv" or venv[1] != "venv":
+            raise SystemExit(f"create_speed: envkit does not make the venv with uv: {plan['commands'][0]}")
+        return venv[venv.index("--python") + 1], venv[0], Path(plan["prefix"]).parent
+
+    def run(self, route: str) -> tuple[float, Path]:
+        """Create the environment by `route`; (seconds, its prefix)."""
+        self.count += 1
+        if route == "envkit":
+            name = f"bench-{self.count}"
+            commands = [(self._envkit_argv(name), self.envkit_env)]
+            prefix = self.envkit_prefix / name
+        elif route == "uv":
+            prefix = self.envs / f"uv-{self.count}"
+            commands = [
+                ([self.uv, "venv", "--python", self.python, str(prefix)], self.uv_env),
+                ([self.uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "--index-url", self.index,
+                  *PACKAGES], self.uv_env),
+            ]
+        else:
+            prefix = self.envs / f"manual-{self.count}"
+            commands = [
+                ([self.python, "-m", "venv", str(prefix)], self.pip_env),
+                ([str(prefix / "bin" / "python"), "-m", "pip", "install", "--index-url", self.index, *PACKAGES],
+                 self.pip_env),
+            ]
+        start = time.perf_counter()
+        for argv, env in commands:
+            _run(argv, env)
+        return time.perf_counter() - start, prefix
+
+
+def _run(argv: list[str], env: dict[str, str]) -> str:
+    finished = subprocess.run(argv, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if finished.returncode != 0:
+        tail = "\n".join((finished.stdout + finished.stderr).splitlines()[-20:])
+        raise RuntimeError(f"{shlex.join(argv)} failed (exit code {finished.returncode}):\n{tail}")
+    return finished.stdout
+
+
+def check_installed(prefix: Path, modules: int) -> None:
+    """The environment really holds the three packages at the index's versions, with all their modules."""
+    site = prefix / "lib" / f"python{PYTHON}" / "site-packages"
+    for dist, package in (("torch-2.13.0+cu126", "torch"), ("torchvision-0.28.0+cu126", "torchvision"),
+                          ("torchaudio-2.11.0+cu126", "torchaudio")):
+        if not (site / f"{dist}.dist-info").is_dir():
+            raise RuntimeError(f"{prefix}: {dist} is not installed")
+        found = len(list((site / package / "_ops").glob("m*.py")))
+        if found != modules:
+            raise RuntimeError(f"{prefix}: {package} has {found} modules, not {modules}")
+    for name in DEPENDENCIES:
+        if not list(site.glob(f"{_module_name(name)}-*.dist-info")):
+            raise RuntimeError(f"{prefix}: the dependency {name} is not installed")
+
+
+def _rmtree(path: Path) -> None:
+    def writable(function, failed, _excinfo):  # a read-only file in a cache: make it writable and retry
+        os.chmod(failed, stat.S_IRWXU)
+        function(failed)
+
+    if path.exists():
+        shutil.rmtree(path, onerror=writable)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The report
+
+
+def report(samples: dict[str, list[float]], bench: Bench, rounds: int, modules: int) -> dict:
+    medians = {route: statistics.median(times) for route, times in samples.items()}
+    envkit_over_uv = medians["envkit"] / medians["uv"]
+    manual_over_envkit = medians["manual"] / medians["envkit"]
+    return {
+        "rounds": rounds,
+        "modules_per_wheel": modules,
+        "python_version": PYTHON,
+        "python": bench.python,
+        "uv": bench.uv,
+        "index": bench.index,
+        "caches": "warm (one uncounted round of each route first)",
+        "median_s": medians,
+        "samples_s": samples,
+        "ratios": {"envkit/uv": envkit_over_uv, "manual/envkit": manual_over_envkit},
+        "envkit_minus_uv_s": medians["envkit"] - medians["uv"],  # envkit's own time: start-up, imports, planning
+        "goals": {"envkit/uv": f"<= {GOAL_ENVKIT_OVER_UV}", "manual/envkit": f">= {GOAL_MANUAL_OVER_ENVKIT}"},
+        "pass": {"envkit/uv": envkit_over_uv <= GOAL_ENVKIT_OVER_UV,
+                 "manual/envkit": manual_over_envkit >= GOAL_MANUAL_OVER_ENVKIT},
+    }
+
+
+def print_table(result: dict) -> None:
+    labels = {
+        "envkit": "envkit create (venv backend, uv)",
+        "uv": "uv venv + uv pip install",
+        "manual": "python -m venv + pip install",
+    }
+    print(f"Python {PYTHON} ({result['python']}); {result['rounds']} rounds, interleaved, order rotating")
+    print("caches warm: uv, pip and bytecode caches filled by one uncounted round of each route first")
+    print(f"index: {result['index']} (torch, torchvision, torchaudio: {result['modules_per_wheel']} modules each; "
+          f"{len(DEPENDENCIES)} dependencies)")
+    print()
+    print(f"{'route':34} {'median s':>9} {'min s':>7} {'max s':>7}")
+    for route in ROUTES:
+        times = result["samples_s"][route]
+        print(f"{labels[route]:34} {result['median_s'][route]:9.3f} {min(times):7.3f} {max(times):7.3f}")
+    print()
+    for key, goal in (("envkit/uv", f"goal <= {GOAL_ENVKIT_OVER_UV}"),
+                      ("manual/envkit", f"goal >= {GOAL_MANUAL_OVER_ENVKIT:.0f}")):
+        verdict = "PASS" if result["pass"][key] else "MISS"
+        print(f"{key:14} {result['ratios'][key]:6.2f}x   ({goal})  {verdict}")
+    print(f"envkit's own time (envkit - uv medians): {result['envkit_minus_uv_s'] * 1000:+.0f} ms "
+          "(Python start-up, imports, planning; the same uv does the work)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5, help="counted rounds of each route (default 5)")
+    parser.add_argument("--modules", type=int, default=MODULES_PER_WHEEL,
+                        help=f"~2 KB modules in each of the three framework wheels (default {MODULES_PER_WHEEL}): "
+                        "more makes the installers' share of the time larger, envkit's fixed start-up smaller")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    if args.modules < 1 or args.modules > 5000:
+        parser.error("--modules must be between 1 and 5000")
+
+    temp = Path(tempfile.mkdtemp(prefix="envkit-bench-create-"))
+    try:
+        all_wheels, deps = build_index(temp / "wheels", args.modules)
+        with IndexServer() as server:
+            server.add_index("/whl/cu126", all_wheels)
+            server.add_index("/pypi/simple", deps)
+            bench = Bench(temp, server)
+            for route in ROUTES:  # warm every cache; not counted
+                _, prefix = bench.run(route)
+                check_installed(prefix, args.modules)
+                _rmtree(prefix)
+            samples: dict[str, list[float]] = {route: [] for route in ROUTES}
+            for number in range(args.rounds):
+                shift = number % len(ROUTES)
+                for route in ROUTES[shift:] + ROUTES[:shift]:
+                    seconds, prefix = bench.run(route)
+                    samples[route].append(seconds)
+                    _rmtree(prefix)  # not timed: every run starts from the same state
+    except RuntimeError as error:
+        print(f"create_speed: {error}", file=sys.stderr)
+        return 1
+    finally:
+        _rmtree(temp)
+
+    result = report(samples, bench, args.rounds, args.modules)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_table(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

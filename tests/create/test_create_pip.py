@@ -1,0 +1,185 @@
+"""`envkit create` of pure-pip builds, end to end: the real envs/torch.yaml, a real index on 127.0.0.1 through the
+mirror setting, real uv and pip, the real post-install check (on the stand-in torch)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CU126, PYTHON, Home
+from support.pypi_index import IndexServer, build_wheel
+
+VERSION = "import importlib.metadata as m; print(m.version('torch'), m.version('torchvision'), m.version('torchaudio'))"
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_every_package_comes_from_the_build_index_never_a_higher_pypi_version(home: Home, torch_index: IndexServer,
+                                                                              installer: str):
+    done = home.envkit("create", *CU126, "--yes", env={"ENVKIT_INSTALLER": installer})
+    assert done.returncode == 0, done.stderr
+    assert home.in_env("torch-cu126", VERSION) == "2.13.0+cu126 0.28.0+cu126 2.11.0+cu126"
+    fetched = torch_index.fetched_files()
+    assert fetched and all(path.startswith("/whl/cu126/") for path in fetched), fetched
+    assert not any(path.startswith("/pypi/simple") for path in torch_index.requests)
+    record = home.record("torch-cu126")
+    assert record["build"] == "torch-2.13-cu126" and record["backend"] == "venv"
+    assert record["installer"] == installer and record["python"] == PYTHON
+    assert record["machine"]["name"] == "ada" and record["on_target"] is False
+    assert record["verify"]["ok"] is True, done.stdout  # the stand-in torch says 2.13.0+cu126, CUDA 12.6
+    assert not home.sudo_log.exists()
+    assert "[1/3] Creating the environment" in done.stderr and "done in" in done.stderr
+    assert f"source {home.prefix('torch-cu126')}/bin/activate" in done.stdout
+
+
+def test_the_users_own_pip_and_uv_settings_do_not_leak_in(home: Home, torch_index: IndexServer, tmp_path: Path):
+    """A find-links directory and an extra index with a higher torch, set every way a user can: none is used."""
+    decoy = tmp_path / "decoy"
+    build_wheel(decoy, "torch", "2.13.9", requires=["filelock"])
+    (home.root / ".config" / "pip").mkdir(parents=True)
+    (home.root / ".config" / "pip" / "pip.conf").write_text(f"[global]\nfind-links = {decoy}\n")
+    (home.root / ".config" / "uv").mkdir(parents=True)
+    (home.root / ".config" / "uv" / "uv.toml").write_text(f'find-links = ["{decoy}"]\n')
+    decoys = {"PIP_FIND_LINKS": str(decoy), "UV_FIND_LINKS": str(decoy),
+              "PIP_EXTRA_INDEX_URL": torch_index.index_url("/pypi/simple"),
+              "UV_EXTRA_INDEX_URL": torch_index.index_url("/pypi/simple")}
+    for installer in ("uv", "pip"):
+        done = home.envkit("create", *CU126, "--yes", "--no-verify", "--force",
+                           env={**decoys, "ENVKIT_INSTALLER": installer})
+        assert done.returncode == 0, done.stderr
+        assert home.in_env("torch-cu126", VERSION).split()[0] == "2.13.0+cu126", installer
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(home: Home, torch_index: IndexServer):
+    done = home.envkit("create", *CU126, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    index = torch_index.index_url("/whl/cu126").rstrip("/")
+    assert f"Environment: torch-cu126 at {home.prefix('torch-cu126')}" in out
+    assert f"Python:      {PYTHON}" in out and "Backend:     venv:" in out
+    assert f"index:     {index} (the only index)" in out
+    assert f"uv pip install --python {home.prefix('torch-cu126')}/bin/python --index-url {index}" in out
+    assert "'torch==2.13.*' 'torchvision==0.28.*' 'torchaudio==2.11.*'" in out
+    assert not home.data.exists() and torch_index.requests == []
+    plan = json.loads(home.envkit("create", *CU126, "--dry-run", "--json").stdout)
+    assert plan["pip"] == [{"purpose": "torch-2.13-cu126 packages", "index_url": index,
+                            "packages": ["torch==2.13.*", "torchvision==0.28.*", "torchaudio==2.11.*"]}]
+    assert plan["backend"] == "venv" and plan["conda"] is None and len(plan["commands"]) == 2
+
+
+def test_a_failing_index_leaves_nothing_behind(home: Home, torch_index: IndexServer):
+    torch_index.fail_project("/whl/cu126", "torchaudio")
+    done = home.envkit("create", *CU126, "--yes")
+    assert done.returncode == 1
+    assert "installing torch==2.13.*, torchvision==0.28.*, torchaudio==2.11.* from" in done.stderr
+    assert "  | " in done.stderr  # the installer's last lines
+    assert "500" in done.stderr
+    assert not home.prefix("torch-cu126").exists() and home.record("torch-cu126") is None
+    assert list((home.data / "envs").iterdir()) == []
+
+
+def test_an_existing_environment_is_kept_unless_forced_and_kept_when_the_replacement_fails(
+        home: Home, torch_index: IndexServer):
+    assert home.envkit("create", *CU126, "--yes", "--no-verify").returncode == 0
+    prefix = home.prefix("torch-cu126")
+    (prefix / "my-notes.txt").write_text("mine")
+    again = home.envkit("create", *CU126, "--yes", "--no-verify")
+    assert again.returncode == 1 and "already exists" in again.stderr and "--force" in again.stderr
+    torch_index.fail_project("/whl/cu126", "torchvision")
+    failed = home.envkit("create", *CU126, "--yes", "--no-verify", "--force")
+    assert failed.returncode == 1
+    assert (prefix / "my-notes.txt").read_text() == "mine"  # the old one, untouched
+    assert home.in_env("torch-cu126", VERSION).startswith("2.13.0+cu126")
+    assert sorted(p.name for p in prefix.parent.iterdir()) == ["torch-cu126"]  # nothing set aside is left
+
+
+def test_force_replaces_it(home: Home, torch_index: IndexServer):
+    assert home.envkit("create", *CU126, "--yes", "--no-verify").returncode == 0
+    (home.prefix("torch-cu126") / "my-notes.txt").write_text("old")
+    done = home.envkit("create", *CU126, "--yes", "--no-verify", "--force")
+    assert done.returncode == 0, done.stderr
+    assert not (home.prefix("torch-cu126") / "my-notes.txt").exists()
+    assert "Replaced the environment" in done.stdout
+
+
+def test_a_path_envkit_did_not_make_is_never_replaced(home: Home, torch_index: IndexServer, tmp_path: Path):
+    mine = tmp_path / "project"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("precious")
+    done = home.envkit("create", *CU126, "--yes", "--prefix", str(mine), "--force")
+    assert done.returncode == 1 and "something envkit did not make" in done.stderr
+    assert (mine / "thesis.tex").read_text() == "precious"
+
+
+def _wait_for(condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    out = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if text in args:
+            out.append(args)
+    return out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_mid_install_removes_what_was_made(home: Home, torch_index: IndexServer, torch_wheels, sig):
+    wheel = next(w for w in torch_wheels["cu126"] if w.name.startswith("torchvision"))
+    torch_index.delay_file(wheel.name, 60)
+    process = home.popen("create", *CU126, "--yes", "--no-verify")
+    try:
+        _wait_for(lambda: any(path.endswith(wheel.name) for path in torch_index.requests))
+        assert home.prefix("torch-cu126").exists()
+        process.send_signal(sig)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130 and "interrupted" in err
+    assert not home.prefix("torch-cu126").exists() and home.record("torch-cu126") is None
+    assert _processes_mentioning(str(home.prefix("torch-cu126"))) == []  # the installer was stopped too
+
+
+def test_two_creates_of_one_name_one_proceeds_the_other_is_told(home: Home, torch_index: IndexServer, torch_wheels):
+    wheel = next(w for w in torch_wheels["cu126"] if w.name.startswith("torchaudio"))
+    torch_index.delay_file(wheel.name, 2)
+    first = home.popen("create", *CU126, "--yes", "--no-verify")
+    try:
+        _wait_for(lambda: home.prefix("torch-cu126").exists())
+        second = home.envkit("create", *CU126, "--yes", "--no-verify")
+        out, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert second.returncode == 1 and "another envkit run is working on environment 'torch-cu126'" in second.stderr
+    assert first.returncode == 0, err
+    assert home.record("torch-cu126")["build"] == "torch-2.13-cu126"
+
+
+def test_a_run_that_was_killed_is_cleaned_up_by_the_next(home: Home, torch_index: IndexServer, torch_wheels):
+    wheel = next(w for w in torch_wheels["cu126"] if w.name.startswith("torchvision"))
+    torch_index.delay_file(wheel.name, 5)
+    process = home.popen("create", *CU126, "--yes", "--no-verify")
+    _wait_for(lambda: any(path.endswith(wheel.name) for path in torch_index.requests))
+    process.kill()  # SIGKILL: no chance to clean up
+    process.communicate(timeout=30)
+    _wait_for(lambda: not _processes_mentioning(f"--python {home.prefix('torch-cu126')}/bin/python"), timeout=30)
+    assert home.prefix("torch-cu126").exists() and home.record("torch-cu126") is None  # debris
+    torch_index.delay_file(wheel.name, 0)
+    done = home.envkit("create", *CU126, "--yes", "--no-verify")
+    assert done.returncode == 0, done.stderr
+    assert "left half-made by an envkit run that did not finish" in done.stderr

@@ -1,0 +1,1 @@
+"""Test infrastructure shared by the test suites: real local package sources (a conda channel, a Python index)."""

@@ -1,0 +1,673 @@
+"""A real Python package index for tests: hand-built wheels served over HTTP on 127.0.0.1.
+
+The pip side of envkit is tested against real installers (uv, pip) resolving against real PEP 503 "simple"
+indexes, one per CUDA variant, the way download.pytorch.org serves them; only the wheels are tiny. Nothing here
+touches the network: the server binds 127.0.0.1, and `installer_env` strips every setting that could point an
+installer at another index.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.parser
+import functools
+import hashlib
+import html
+import os
+import re
+import sys
+import threading
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from email.message import Message
+from html.parser import HTMLParser
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+from urllib.parse import quote, unquote, urlsplit
+from urllib.request import url2pathname
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.tags import Tag, parse_tag, sys_tags
+from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+__all__ = [
+    "IndexServer",
+    "MissingDistributionError",
+    "build_wheel",
+    "dependency_closure",
+    "find_torch_cpu_wheel",
+    "installer_env",
+    "local_distribution_files",
+    "read_wheel_metadata",
+    "torch_cpu_dependencies",
+    "uv_binary",
+]
+
+SIMPLE_DIRS = (Path("/opt/pypi/simple"), Path("/opt/pypi-more/simple"))
+WHEEL_DIRS = (Path("/opt/wheels"),)
+
+# Fixed timestamp for every zip entry, so that the same inputs give a byte-identical wheel (stable sha256).
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+_NO_FILES: Mapping[str, str | bytes] = MappingProxyType({})
+# Project names as the core metadata spec allows them (checked here: packaging>=22 has no validate= flag).
+_VALID_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+_CHUNK = 1 << 20
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Wheels
+
+
+def build_wheel(
+    directory: Path,
+    name: str,
+    version: str,
+    *,
+    requires: Sequence[str] = (),
+    files: Mapping[str, str | bytes] = _NO_FILES,
+    requires_python: str | None = None,
+    tag: str = "py3-none-any",
+) -> Path:
+    """Write a small but complete, installable wheel into `directory` and return its path.
+
+    Written by hand with zipfile (no build backend, no network), deterministic, and as strict as the wheel spec:
+    uv refuses wheels whose RECORD hashes or file name do not match their contents.
+    """
+    if not _VALID_NAME.match(name):
+        raise ValueError(f"invalid project name {name!r}")
+    version = str(Version(version))  # normalises, and keeps a local part: 2.13.0+cu126
+    for requirement in requires:
+        Requirement(requirement)  # fail here, not in the installer, on a typo
+    dist_info = f"{_wheel_name(name)}-{version}.dist-info"
+    contents = {path: _as_bytes(data) for path, data in files.items()}
+    _check_paths(contents, dist_info)
+    contents[f"{dist_info}/METADATA"] = _metadata(name, version, requires, requires_python)
+    contents[f"{dist_info}/WHEEL"] = _wheel_file(tag)
+    contents[f"{dist_info}/RECORD"] = _record(contents, f"{dist_info}/RECORD")
+
+    directory.mkdir(parents=True, exist_ok=True)
+    wheel = directory / f"{_wheel_name(name)}-{version}-{tag}.whl"
+    parse_wheel_filename(wheel.name)  # the name must be one every installer accepts
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, data in contents.items():
+            archive.writestr(zipfile.ZipInfo(path, date_time=_ZIP_EPOCH), data)
+    return wheel
+
+
+def _wheel_name(name: str) -> str:
+    """The distribution part of a wheel file name: runs of -_. become one _, lower case (binary distribution spec)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _as_bytes(data: str | bytes) -> bytes:
+    return data.encode() if isinstance(data, str) else data
+
+
+def _check_paths(contents: Mapping[str, bytes], dist_info: str) -> None:
+    """Reject paths an installer would refuse or that would clobber the metadata written here."""
+    for path in contents:
+        parts = path.split("/")
+        if path.startswith("/") or "\\" in path or ".." in parts or "" in parts:
+            raise ValueError(f"wheel paths are relative POSIX paths, got {path!r}")
+        if parts[0] == dist_info:
+            raise ValueError(f"{path!r} is inside {dist_info}, which build_wheel writes itself")
+
+
+def _metadata(name: str, version: str, requires: Sequence[str], requires_python: str | None) -> bytes:
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    if requires_python is not None:
+        lines.append(f"Requires-Python: {requires_python}")
+    lines += [f"Requires-Dist: {requirement}" for requirement in requires]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _wheel_file(tag: str) -> bytes:
+    """The WHEEL file: one Tag line per expanded tag (a file name may carry a compressed set like a.b-none-any)."""
+    tags = sorted(str(t) for t in parse_tag(tag))
+    purelib = all(t.endswith("-any") for t in tags)
+    lines = ["Wheel-Version: 1.0", "Generator: envkit-tests", f"Root-Is-Purelib: {str(purelib).lower()}"]
+    return ("\n".join(lines + [f"Tag: {t}" for t in tags]) + "\n").encode()
+
+
+def _record(contents: Mapping[str, bytes], record_path: str) -> bytes:
+    """RECORD: path,sha256=<urlsafe base64 without padding>,size for every file, and an empty entry for itself."""
+    rows = []
+    for path, data in contents.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{path},sha256={digest},{len(data)}")
+    rows.append(f"{record_path},,")
+    return ("\n".join(rows) + "\n").encode()
+
+
+def read_wheel_metadata(wheel: Path) -> Message:
+    """The core metadata (dist-info/METADATA) of a wheel, parsed."""
+    return email.parser.BytesParser().parsebytes(_metadata_bytes(wheel), headersonly=True)
+
+
+def _metadata_bytes(wheel: Path) -> bytes:
+    """The METADATA file of a wheel as stored, read through the zip directory without unpacking the rest."""
+    return _metadata_bytes_cached(wheel.resolve(), *_file_key(wheel))
+
+
+@functools.lru_cache(maxsize=512)
+def _metadata_bytes_cached(wheel: Path, size: int, mtime_ns: int) -> bytes:
+    with zipfile.ZipFile(wheel) as archive:
+        names = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+        if len(names) != 1:
+            raise ValueError(f"{wheel.name}: expected one .dist-info/METADATA, found {names}")
+        return archive.read(names[0])
+
+
+def _file_key(path: Path) -> tuple[int, int]:
+    """Size and mtime: enough to notice a rebuilt wheel in the caches keyed on it."""
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _sha256(path: Path) -> str:
+    return _sha256_cached(path.resolve(), *_file_key(path))
+
+
+@functools.lru_cache(maxsize=512)
+def _sha256_cached(path: Path, size: int, mtime_ns: int) -> str:
+    """Hash once per file per test session: the real torch wheel is hundreds of megabytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The server
+
+
+@dataclass(frozen=True)
+class _Wheel:
+    """One file of an index: where it lies on disk, and what the project page says about it."""
+
+    path: Path
+    sha256: str
+    metadata: bytes  # served as <file>.metadata (PEP 658), so installers need not download a wheel to resolve
+    requires_python: str | None
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+    @classmethod
+    def of(cls, path: Path) -> _Wheel:
+        return cls(path, _sha256(path), _metadata_bytes(path), read_wheel_metadata(path).get("Requires-Python"))
+
+
+@dataclass
+class _State:
+    """What the request handlers read and the test writes, behind one lock."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    indexes: dict[str, dict[NormalizedName, dict[str, _Wheel]]] = field(default_factory=dict)
+    failing: set[tuple[str, NormalizedName]] = field(default_factory=set)
+    delays: dict[str, float] = field(default_factory=dict)
+    requests: list[str] = field(default_factory=list)
+    core_metadata: bool = True
+
+
+class IndexServer:
+    """PEP 503 simple indexes under URL prefixes of one HTTP server on 127.0.0.1, for the length of a `with`.
+
+    `add_index("/whl/cu126", wheels)` serves `<url>/whl/cu126/` (project list), `<url>/whl/cu126/<project>/`
+    (links with #sha256= and data-requires-python) and the wheels themselves, streamed from where they lie.
+    `requests` logs every path asked for (percent-decoded, without query), so a test can tell which index a
+    file came from. On exit the listening socket is closed and every server thread joined.
+
+    With `core_metadata` (the default, as on PyPI and download.pytorch.org) each wheel's METADATA is also served
+    as `<file>.metadata` (PEP 658/714), and installers fetch a wheel once, to install it. Without it, uv sends a
+    HEAD for range support (not offered here) and then downloads each wheel twice: for metadata, then to install.
+    """
+
+    def __init__(self, *, core_metadata: bool = True) -> None:
+        self._state = _State(core_metadata=core_metadata)
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> IndexServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Bind a free port on 127.0.0.1 and serve from a daemon thread."""
+        if self._httpd is not None:
+            raise RuntimeError("the index server is already started")
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler, self._state)
+        # A short poll interval: shutdown() waits for the accept loop to look at its flag, 0.5 s by default.
+        serve = functools.partial(self._httpd.serve_forever, poll_interval=0.02)
+        self._thread = threading.Thread(target=serve, name="pypi-index-server", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving: wake delayed downloads, stop the accept loop, close the socket, join every thread."""
+        if self._httpd is None:
+            return
+        self._state.stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()  # joins the request threads (daemon_threads is off)
+        assert self._thread is not None
+        self._thread.join()
+        self._httpd = self._thread = None
+
+    @property
+    def url(self) -> str:
+        """http://127.0.0.1:PORT, no trailing slash."""
+        if self._httpd is None:
+            raise RuntimeError("the index server is not running")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The accept-loop thread while running (for tests of the server itself)."""
+        return self._thread
+
+    def index_url(self, prefix: str) -> str:
+        """The URL to give an installer as --index-url for the index at `prefix`."""
+        return f"{self.url}{_prefix(prefix)}/"
+
+    def add_index(self, prefix: str, wheels: Iterable[Path]) -> str:
+        """Serve `wheels` as a simple index at `prefix` (added to what it already serves); return its URL.
+
+        A file name already served for the project is kept, not replaced: the same wheel found in two places on
+        disk is one link.
+        """
+        entries = [_Wheel.of(Path(wheel)) for wheel in wheels]
+        with self._state.lock:
+            projects = self._state.indexes.setdefault(_prefix(prefix), {})
+            for entry in entries:
+                project = parse_wheel_filename(entry.filename)[0]
+                projects.setdefault(project, {}).setdefault(entry.filename, entry)
+        return self.index_url(prefix)
+
+    def delay_file(self, filename: str, seconds: float) -> None:
+        """Hold the body of `filename` (in any index) for `seconds` after its headers, or until close()."""
+        with self._state.lock:
+            self._state.delays[filename] = seconds
+
+    def fail_project(self, prefix: str, name: str) -> None:
+        """Answer the project page of `name` in the index at `prefix` with HTTP 500."""
+        with self._state.lock:
+            self._state.failing.add((_prefix(prefix), canonicalize_name(name)))
+
+    @property
+    def requests(self) -> list[str]:
+        """A copy of the paths requested so far, in order."""
+        with self._state.lock:
+            return list(self._state.requests)
+
+    def fetched_files(self) -> list[str]:
+        """The requested paths that name a wheel."""
+        return [path for path in self.requests if path.endswith(".whl")]
+
+
+def _prefix(prefix: str) -> str:
+    """'/whl/cu126', whatever slashes the caller wrote."""
+    stripped = prefix.strip("/")
+    if not stripped:
+        raise ValueError("an index needs a non-empty URL prefix")
+    return "/" + stripped
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """Tracks its request threads, so that server_close() can join them all; quiet about hung-up clients."""
+
+    daemon_threads = False
+    block_on_close = True
+    request_queue_size = 128  # uv opens many connections at once; the default 5 drops some (a 1 s retry each)
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], state: _State) -> None:
+        self.state = state
+        super().__init__(address, handler)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)  # a bug in the handler: print it
+
+
+# A response chosen under the state's lock, sent after it is released; called with body=False for HEAD.
+_Response = Callable[[bool], None]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Routes /<prefix>/, /<prefix>/<project>/ and /<prefix>/<project>/<file> to the indexes in the state."""
+
+    server: _HTTPServer
+    timeout = 30  # a client that stops reading cannot hold close() forever
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+        """Silence the per-request line on stderr; `IndexServer.requests` is the log."""
+
+    def do_GET(self) -> None:
+        self._respond(body=True)
+
+    def do_HEAD(self) -> None:
+        self._respond(body=False)
+
+    def _respond(self, *, body: bool) -> None:
+        path = unquote(urlsplit(self.path).path)
+        state = self.server.state
+        with state.lock:
+            state.requests.append(path)
+            route = self._route(path, state)
+        route(body)
+
+    def _route(self, path: str, state: _State) -> _Response:
+        """Pick the response while holding the lock; the response itself is sent without it."""
+        for prefix in sorted(state.indexes, key=len, reverse=True):
+            if path == prefix or path.startswith(prefix + "/"):
+                return self._route_in_index(prefix, path[len(prefix) :], state)
+        return functools.partial(self._send_error, HTTPStatus.NOT_FOUND)
+
+    def _route_in_index(self, prefix: str, rest: str, state: _State) -> _Response:
+        projects = state.indexes[prefix]
+        parts = rest.strip("/").split("/") if rest.strip("/") else []
+        if not parts:
+            if not rest:
+                return functools.partial(self._redirect, prefix + "/")
+            return functools.partial(self._send_html, _project_list(sorted(projects)))
+        project = canonicalize_name(parts[0])
+        if project not in projects or len(parts) > 2:
+            return functools.partial(self._send_error, HTTPStatus.NOT_FOUND)
+        if len(parts) == 2:
+            return self._route_to_file(projects[project], parts[1], state)
+        if (prefix, project) in state.failing:
+            return functools.partial(self._send_error, HTTPStatus.INTERNAL_SERVER_ERROR)
+        if not rest.endswith("/"):
+            return functools.partial(self._redirect, f"{prefix}/{parts[0]}/")  # relative links need the slash
+        page = _project_page(project, projects[project].values(), core_metadata=state.core_metadata)
+        return functools.partial(self._send_html, page)
+
+    def _route_to_file(self, wheels: Mapping[str, _Wheel], filename: str, state: _State) -> _Response:
+        """A wheel, or with core_metadata its <file>.metadata."""
+        if wheel := wheels.get(filename):
+            return functools.partial(self._send_file, wheel, state.delays.get(filename, 0.0))
+        wheel = wheels.get(filename.removesuffix(".metadata"))
+        if wheel and filename.endswith(".metadata") and state.core_metadata:
+            return functools.partial(self._send_bytes, wheel.metadata, "application/octet-stream")
+        return functools.partial(self._send_error, HTTPStatus.NOT_FOUND)
+
+    def _send_html(self, page: str, body: bool) -> None:
+        self._send_bytes(page.encode(), "text/html; charset=utf-8", body)
+
+    def _send_bytes(self, data: bytes, content_type: str, body: bool) -> None:
+        self._send_headers(HTTPStatus.OK, content_type, len(data))
+        if body:
+            self.wfile.write(data)
+
+    def _send_error(self, status: HTTPStatus, body: bool) -> None:
+        data = f"{status.value} {status.phrase}\n".encode()
+        self._send_headers(status, "text/plain; charset=utf-8", len(data))
+        if body:
+            self.wfile.write(data)
+
+    def _redirect(self, location: str, body: bool) -> None:
+        self.send_response(HTTPStatus.MOVED_PERMANENTLY)
+        self.send_header("Location", quote(location))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _send_file(self, wheel: _Wheel, delay: float, body: bool) -> None:
+        """Stream from disk in chunks (never a copy in memory); stop at once when the server is closing."""
+        stopping = self.server.state.stopping
+        self._send_headers(HTTPStatus.OK, "application/octet-stream", wheel.path.stat().st_size)
+        if not body:
+            return
+        self.wfile.flush()
+        if delay and stopping.wait(delay):
+            return  # the client sees a body cut short, as when a real download is interrupted
+        with wheel.path.open("rb") as stream:
+            for chunk in iter(lambda: stream.read(_CHUNK), b""):
+                if stopping.is_set():
+                    return
+                self.wfile.write(chunk)
+
+    def _send_headers(self, status: HTTPStatus, content_type: str, length: int) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
+
+
+def _project_list(projects: Iterable[str]) -> str:
+    links = "\n".join(f'<a href="{quote(p)}/">{html.escape(p)}</a><br>' for p in projects)
+    return _page("Simple index", links)
+
+
+def _project_page(project: str, wheels: Iterable[_Wheel], *, core_metadata: bool) -> str:
+    links = []
+    for wheel in sorted(wheels, key=lambda w: w.filename):
+        attributes = ""
+        if wheel.requires_python:
+            attributes += f' data-requires-python="{html.escape(wheel.requires_python)}"'
+        if core_metadata:
+            digest = f"sha256={hashlib.sha256(wheel.metadata).hexdigest()}"
+            attributes += f' data-core-metadata="{digest}" data-dist-info-metadata="{digest}"'  # PEP 714, PEP 658
+        href = f"{quote(wheel.filename)}#sha256={wheel.sha256}"
+        links.append(f'<a href="{href}"{attributes}>{html.escape(wheel.filename)}</a><br>')
+    return _page(f"Links for {html.escape(project)}", "\n".join(links))
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        '<!DOCTYPE html>\n<html><head><meta name="pypi:repository-version" content="1.0">'
+        f"<title>{title}</title></head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Installers
+
+
+def uv_binary() -> str:
+    """The uv executable that envkit itself depends on (the `uv` Python package), not whatever is on PATH."""
+    import uv  # here, not at the top: building wheels and serving them need no uv
+
+    return uv.find_uv_bin()
+
+
+def installer_env(cache_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """An environment for uv and pip subprocesses that can only see the indexes given on their command line.
+
+    Drops UV_*, PIP_* (this machine sets PIP_FIND_LINKS, and its pip.conf adds extra-index-url and find-links),
+    proxies and an active venv; disables uv.toml/pyproject [tool.uv] and pip.conf; caches into `cache_dir`;
+    forbids uv's Python downloads.
+    """
+    dropped = ("UV_", "PIP_", "VIRTUAL_ENV", "CONDA_PREFIX")
+    env = {
+        key: value
+        for key, value in (os.environ if base is None else base).items()
+        if not key.upper().startswith(dropped) and not key.lower().endswith("_proxy")
+    }
+    env.update(
+        UV_NO_CONFIG="1",
+        UV_CACHE_DIR=str(cache_dir / "uv"),
+        UV_PYTHON_DOWNLOADS="never",
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_CACHE_DIR=str(cache_dir / "pip"),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    return env
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Wheels already on this machine
+
+
+class MissingDistributionError(LookupError):
+    """A project the caller needs has no wheel on this machine that this interpreter can install."""
+
+
+def local_distribution_files(
+    names: Iterable[str],
+    *,
+    simple_dirs: Sequence[Path] = SIMPLE_DIRS,
+    wheel_dirs: Sequence[Path] = WHEEL_DIRS,
+) -> list[Path]:
+    """Every wheel on disk for the projects `names` that the running interpreter can install.
+
+    Looks in static PEP 503 trees (<dir>/<project>/index.html with hrefs relative to the page) and in flat wheel
+    directories. Raises MissingDistributionError naming every project that has none.
+    """
+    found: dict[Path, None] = {}
+    missing = []
+    for name in names:
+        wheels = _installable(_candidates(canonicalize_name(name), simple_dirs, wheel_dirs))
+        if not wheels:
+            missing.append(name)
+        found.update(dict.fromkeys(wheels))
+    if missing:
+        searched = ", ".join(str(d) for d in (*simple_dirs, *wheel_dirs))
+        raise MissingDistributionError(
+            f"no wheel installable by Python {sys.version_info.major}.{sys.version_info.minor} "
+            f"for {', '.join(missing)} in {searched}"
+        )
+    return list(found)
+
+
+def _candidates(project: NormalizedName, simple_dirs: Sequence[Path], wheel_dirs: Sequence[Path]) -> Iterator[Path]:
+    for simple in simple_dirs:
+        page = simple / project / "index.html"
+        if page.is_file():
+            yield from _linked_files(page)
+    for directory in wheel_dirs:
+        if directory.is_dir():
+            yield from (w for w in sorted(directory.glob("*.whl")) if _project_of(w) == project)
+
+
+def _linked_files(page: Path) -> Iterator[Path]:
+    """The local files a static simple page links to (hrefs relative to the page, or file: URLs)."""
+    parser = _LinkParser()
+    parser.feed(page.read_text(encoding="utf-8", errors="replace"))
+    for href in parser.hrefs:
+        url = urlsplit(href)
+        if url.scheme == "file":
+            yield Path(url2pathname(url.path))
+        elif not url.scheme and not url.netloc:
+            yield (page.parent / url2pathname(url.path)).resolve()
+
+
+class _LinkParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.hrefs.append(href)
+
+
+def _project_of(wheel: Path) -> NormalizedName | None:
+    try:
+        return parse_wheel_filename(wheel.name)[0]
+    except ValueError:
+        return None
+
+
+def _installable(paths: Iterable[Path]) -> list[Path]:
+    """Existing wheels whose tags this interpreter supports and whose Requires-Python it satisfies, deduplicated."""
+    supported = _supported_tags()
+    python = Version(".".join(map(str, sys.version_info[:3])))
+    result: dict[Path, None] = {}
+    for path in paths:
+        if path.suffix != ".whl" or not path.is_file() or _project_of(path) is None:
+            continue
+        if supported.isdisjoint(parse_wheel_filename(path.name)[3]):
+            continue
+        requires_python = read_wheel_metadata(path).get("Requires-Python")
+        if requires_python and not SpecifierSet(requires_python).contains(python, prereleases=True):
+            continue
+        result[path] = None
+    return list(result)
+
+
+@functools.lru_cache(maxsize=1)
+def _supported_tags() -> frozenset[Tag]:
+    return frozenset(sys_tags())
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The real PyTorch CPU wheel and what it needs
+
+
+def find_torch_cpu_wheel(wheel_dirs: Sequence[Path] = WHEEL_DIRS) -> Path | None:
+    """The newest torch wheel with local version +cpu in `wheel_dirs` that this interpreter can install."""
+    wheels = [
+        w
+        for directory in wheel_dirs
+        if directory.is_dir()
+        for w in _installable(directory.glob("torch-*.whl"))
+        if parse_wheel_filename(w.name)[1].local == "cpu"
+    ]
+    return max(wheels, key=lambda w: parse_wheel_filename(w.name)[1], default=None)
+
+
+def torch_cpu_dependencies(
+    torch_wheel: Path | None = None,
+    *,
+    simple_dirs: Sequence[Path] = SIMPLE_DIRS,
+    wheel_dirs: Sequence[Path] = WHEEL_DIRS,
+) -> list[NormalizedName]:
+    """The projects the torch CPU wheel needs on this interpreter, from its own METADATA, recursively."""
+    wheel = torch_wheel or find_torch_cpu_wheel(wheel_dirs)
+    if wheel is None:
+        searched = ", ".join(map(str, wheel_dirs))
+        raise MissingDistributionError(f"no torch +cpu wheel for this interpreter in {searched}")
+    return dependency_closure(wheel, simple_dirs=simple_dirs, wheel_dirs=wheel_dirs)
+
+
+def dependency_closure(
+    wheel: Path,
+    *,
+    simple_dirs: Sequence[Path] = SIMPLE_DIRS,
+    wheel_dirs: Sequence[Path] = WHEEL_DIRS,
+) -> list[NormalizedName]:
+    """Sorted names of every project `wheel` needs, transitively, with markers evaluated for this interpreter.
+
+    A dependency's own requirements come from all of its local wheels (a superset when it has several versions),
+    so serving the result's local_distribution_files gives the resolver everything it could pick.
+    """
+    root = parse_wheel_filename(wheel.name)[0]
+    wanted: dict[NormalizedName, set[str]] = {}
+    pending = _requirements(read_wheel_metadata(wheel), frozenset())
+    while pending:
+        requirement = pending.pop()
+        project = canonicalize_name(requirement.name)
+        new_extras = set(requirement.extras) - wanted.get(project, set())
+        if project == root or (project in wanted and not new_extras):
+            continue  # a cycle back to the start, or a project already followed with these extras
+        extras = wanted.setdefault(project, set())
+        extras |= new_extras
+        for path in local_distribution_files([project], simple_dirs=simple_dirs, wheel_dirs=wheel_dirs):
+            pending += _requirements(read_wheel_metadata(path), frozenset(extras))
+    return sorted(wanted)
+
+
+def _requirements(metadata: Message, extras: frozenset[str]) -> list[Requirement]:
+    """Requires-Dist entries that apply to this interpreter with the given extras requested."""
+    result = []
+    for line in metadata.get_all("Requires-Dist") or []:
+        requirement = Requirement(line)
+        marker = requirement.marker
+        if marker is None or any(marker.evaluate({"extra": extra}) for extra in {"", *extras}):
+            result.append(requirement)
+    return result
