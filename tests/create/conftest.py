@@ -94,7 +94,9 @@ def home(tmp_path: Path) -> Home:
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
         "NO_PROXY": "127.0.0.1,localhost",
     })
-    return Home(root=root, env=env, config=root / "envkit.yaml", sudo_log=sudo_log)
+    config = root / "envkit.yaml"
+    config.write_text("# no mirrors: tests that fetch write theirs\n", encoding="utf-8")
+    return Home(root=root, env=env, config=config, sudo_log=sudo_log)
 
 
 def fake_torch_files(version: str, cuda: Optional[str]) -> dict[str, str]:
