@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """How fast `envkit create` makes a pure-pip environment, next to raw uv and to the manual venv + pip route.
 
-The same environment (torch 2.13 cu126 + torchvision + torchaudio and their dependencies: tiny hand-built wheels
-of a few hundred small modules each, served from a local index on 127.0.0.1) is created three ways:
+The same environment, served from a local index on 127.0.0.1, is created three ways. Two workloads:
 
-  envkit  python -m envkit create torch --build torch-2.13-cu126 ... --yes --no-verify  (as a user runs it: the
-          shipped manifests, a config file mapping the upstream indexes to the local one; the venv backend, uv)
+  real-torch  what `envkit create torch` installs on a CPU machine: the real PyTorch 2.13 CPU wheel this machine
+              keeps on disk (pip's find-links) and its real dependencies, torch-2.13-cpu of envs/torch.yaml
+              (torchvision and torchaudio are tiny stand-ins: no CPU wheels of them are at hand). Skipped where the
+              wheel is not on the machine.
+  synthetic   torch-2.13-cu126 as tiny hand-built wheels of a few hundred small modules each: envkit's fixed
+              start-up cost against an installer with almost nothing to do.
+
+  envkit  python -m envkit create torch --build BUILD ... --yes --no-verify  (as a user runs it: the shipped
+          manifests, a config file mapping the upstream indexes to the local one; the venv backend, uv)
   uv      uv venv --python PY DIR && uv pip install --python DIR/bin/python --index-url INDEX PACKAGES
           (the same uv, the same uv cache as envkit's)
   manual  python -m venv DIR && DIR/bin/python -m pip install --index-url INDEX PACKAGES  (pip's own cache)
@@ -16,7 +22,7 @@ run interleaved (the order rotates each round) and the medians over the rounds a
 1.3x of raw uv, the manual route at least 5x slower than envkit. This is a report, not a test: it exits 0 whether
 the goals are met or not (1 only if a route fails to create the environment).
 
-    python3 bench/create_speed.py [--rounds 5] [--modules 300] [--json]
+    python3 bench/create_speed.py [--workload both|real-torch|synthetic] [--rounds 5] [--modules 300] [--json]
 
 Nothing touches the network beyond 127.0.0.1; everything is made in one temporary directory, removed at the end.
 """
@@ -39,13 +45,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.pypi_index import IndexServer, build_wheel  # noqa: E402  (tests/ is on the path only now)
+from support.pypi_index import (  # noqa: E402  (tests/ is on the path only now)
+    IndexServer,
+    build_wheel,
+    find_torch_cpu_wheel,
+    local_distribution_files,
+    torch_cpu_dependencies,
+)
 
 GOAL_ENVKIT_OVER_UV = 1.3  # at most
 GOAL_MANUAL_OVER_ENVKIT = 5.0  # at least
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 PROFILE = ROOT / "tests" / "profiles" / "rtx4090-cuda126.yaml"
-PACKAGES = ("torch==2.13.*", "torchvision==0.28.*", "torchaudio==2.11.*")
+PACKAGES = ("torch==2.13.*", "torchvision==0.28.*", "torchaudio==2.11.*")  # both workloads' builds pin these
 ROUTES = ("envkit", "uv", "manual")
 MODULES_PER_WHEEL = 300  # default of --modules
 
@@ -95,14 +107,51 @@ def build_index(wheels: Path, modules: int = MODULES_PER_WHEEL) -> tuple[list[Pa
     return frameworks + deps, deps
 
 
+class Workload:
+    """One environment to create: the build envkit installs, and the index (at /whl/<variant>) that serves it."""
+
+    def __init__(self, name: str, build: str, variant: str, wheels: list[Path], pypi: list[Path],
+                 describe: str, check) -> None:
+        self.name, self.build, self.variant = name, build, variant
+        self.wheels, self.pypi, self.describe, self.check = wheels, pypi, describe, check
+
+
+def synthetic_workload(wheels: Path, modules: int) -> Workload:
+    all_wheels, deps = build_index(wheels, modules)
+    return Workload("synthetic", "torch-2.13-cu126", "cu126", all_wheels, deps,
+                    f"tiny torch, torchvision, torchaudio ({modules} modules each) and {len(DEPENDENCIES)} "
+                    "dependencies", lambda prefix: check_installed(prefix, modules))
+
+
+def real_torch_workload(wheels: Path):
+    """The real PyTorch CPU wheel and its real dependencies from this machine's disk, or None where it has none."""
+    torch = find_torch_cpu_wheel()
+    if torch is None:
+        return None
+    deps = local_distribution_files(torch_cpu_dependencies(torch))
+    stand_ins = [build_wheel(wheels, "torchvision", "0.28.0+cpu", requires=("torch==2.13.0",)),
+                 build_wheel(wheels, "torchaudio", "2.11.0+cpu", requires=("torch==2.13.0",))]
+    size = torch.stat().st_size / 2**20
+    return Workload("real-torch", "torch-2.13-cpu", "cpu", [torch, *deps, *stand_ins], deps,
+                    f"the real {torch.name} ({size:.0f} MiB) and its {len(deps)} real dependencies",
+                    check_real_torch)
+
+
+def check_real_torch(prefix: Path) -> None:
+    site = prefix / "lib" / f"python{PYTHON}" / "site-packages"
+    if not (site / "torch" / "lib").is_dir() or not list(site.glob("torch-2.13.0+cpu.dist-info")):
+        raise RuntimeError(f"{prefix}: the real torch 2.13.0+cpu is not installed")
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The routes
 
 
 class Bench:
-    def __init__(self, temp: Path, server: IndexServer) -> None:
+    def __init__(self, temp: Path, server: IndexServer, workload: Workload) -> None:
         self.temp = temp
-        self.index = server.index_url("/whl/cu126").rstrip("/")
+        self.workload = workload
+        self.index = server.index_url(f"/whl/{workload.variant}").rstrip("/")
         home, config_home, data_home, cache_home = (temp / d for d in ("home", "config", "data", "cache"))
         for directory in (home, config_home, data_home, cache_home):
             directory.mkdir()
@@ -134,7 +183,7 @@ class Bench:
         self.python, self.uv, self.envkit_prefix = self._envkit_plan()
 
     def _envkit_argv(self, name: str, *extra: str) -> list[str]:
-        return [sys.executable, "-m", "envkit", "create", "torch", "--build", "torch-2.13-cu126", "--python", PYTHON,
+        return [sys.executable, "-m", "envkit", "create", "torch", "--build", self.workload.build, "--python", PYTHON,
                 "--machine", str(PROFILE), "--name", name, "--yes", "--no-verify", *extra]
 
     def _envkit_plan(self) -> tuple[str, str, Path]:
@@ -211,13 +260,15 @@ def _rmtree(path: Path) -> None:
 # The report
 
 
-def report(samples: dict[str, list[float]], bench: Bench, rounds: int, modules: int) -> dict:
+def report(samples: dict[str, list[float]], bench: Bench, rounds: int) -> dict:
     medians = {route: statistics.median(times) for route, times in samples.items()}
     envkit_over_uv = medians["envkit"] / medians["uv"]
     manual_over_envkit = medians["manual"] / medians["envkit"]
     return {
+        "workload": bench.workload.name,
+        "build": bench.workload.build,
+        "packages": bench.workload.describe,
         "rounds": rounds,
-        "modules_per_wheel": modules,
         "python_version": PYTHON,
         "python": bench.python,
         "uv": bench.uv,
@@ -239,30 +290,50 @@ def print_table(result: dict) -> None:
         "uv": "uv venv + uv pip install",
         "manual": "python -m venv + pip install",
     }
-    print(f"Python {PYTHON} ({result['python']}); {result['rounds']} rounds, interleaved, order rotating")
+    print(f"== {result['workload']}: {result['build']}: {result['packages']}")
+    print(f"Python {PYTHON} ({result['python']}); {result['rounds']} rounds, interleaved, order rotating; "
+          f"index {result['index']}")
     print("caches warm: uv, pip and bytecode caches filled by one uncounted round of each route first")
-    print(f"index: {result['index']} (torch, torchvision, torchaudio: {result['modules_per_wheel']} modules each; "
-          f"{len(DEPENDENCIES)} dependencies)")
-    print()
     print(f"{'route':34} {'median s':>9} {'min s':>7} {'max s':>7}")
     for route in ROUTES:
         times = result["samples_s"][route]
         print(f"{labels[route]:34} {result['median_s'][route]:9.3f} {min(times):7.3f} {max(times):7.3f}")
-    print()
     for key, goal in (("envkit/uv", f"goal <= {GOAL_ENVKIT_OVER_UV}"),
                       ("manual/envkit", f"goal >= {GOAL_MANUAL_OVER_ENVKIT:.0f}")):
         verdict = "PASS" if result["pass"][key] else "MISS"
         print(f"{key:14} {result['ratios'][key]:6.2f}x   ({goal})  {verdict}")
     print(f"envkit's own time (envkit - uv medians): {result['envkit_minus_uv_s'] * 1000:+.0f} ms "
           "(Python start-up, imports, planning; the same uv does the work)")
+    print()
+
+
+def measure(temp: Path, workload: Workload, rounds: int) -> dict:
+    with IndexServer() as server:
+        server.add_index(f"/whl/{workload.variant}", workload.wheels)
+        server.add_index("/pypi/simple", workload.pypi)
+        temp.mkdir()
+        bench = Bench(temp, server, workload)
+        for route in ROUTES:  # warm every cache; not counted
+            _, prefix = bench.run(route)
+            workload.check(prefix)
+            _rmtree(prefix)
+        samples: dict[str, list[float]] = {route: [] for route in ROUTES}
+        for number in range(rounds):
+            shift = number % len(ROUTES)
+            for route in ROUTES[shift:] + ROUTES[:shift]:
+                seconds, prefix = bench.run(route)
+                samples[route].append(seconds)
+                _rmtree(prefix)  # not timed: every run starts from the same state
+    return report(samples, bench, rounds)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", choices=("both", "real-torch", "synthetic"), default="both",
+                        help="what to install (default both; real-torch is skipped where its wheel is missing)")
     parser.add_argument("--rounds", type=int, default=5, help="counted rounds of each route (default 5)")
     parser.add_argument("--modules", type=int, default=MODULES_PER_WHEEL,
-                        help=f"~2 KB modules in each of the three framework wheels (default {MODULES_PER_WHEEL}): "
-                        "more makes the installers' share of the time larger, envkit's fixed start-up smaller")
+                        help=f"~2 KB modules in each of the synthetic framework wheels (default {MODULES_PER_WHEEL})")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     if args.rounds < 1:
@@ -271,34 +342,30 @@ def main() -> int:
         parser.error("--modules must be between 1 and 5000")
 
     temp = Path(tempfile.mkdtemp(prefix="envkit-bench-create-"))
+    results = []
     try:
-        all_wheels, deps = build_index(temp / "wheels", args.modules)
-        with IndexServer() as server:
-            server.add_index("/whl/cu126", all_wheels)
-            server.add_index("/pypi/simple", deps)
-            bench = Bench(temp, server)
-            for route in ROUTES:  # warm every cache; not counted
-                _, prefix = bench.run(route)
-                check_installed(prefix, args.modules)
-                _rmtree(prefix)
-            samples: dict[str, list[float]] = {route: [] for route in ROUTES}
-            for number in range(args.rounds):
-                shift = number % len(ROUTES)
-                for route in ROUTES[shift:] + ROUTES[:shift]:
-                    seconds, prefix = bench.run(route)
-                    samples[route].append(seconds)
-                    _rmtree(prefix)  # not timed: every run starts from the same state
+        workloads = []
+        if args.workload in ("both", "real-torch"):
+            real = real_torch_workload(temp / "wheels-real")
+            if real is None:
+                print("create_speed: no PyTorch CPU wheel on this machine: real-torch skipped", file=sys.stderr)
+            else:
+                workloads.append(real)
+        if args.workload in ("both", "synthetic"):
+            workloads.append(synthetic_workload(temp / "wheels-synthetic", args.modules))
+        for workload in workloads:
+            results.append(measure(temp / workload.name, workload, args.rounds))
     except RuntimeError as error:
         print(f"create_speed: {error}", file=sys.stderr)
         return 1
     finally:
         _rmtree(temp)
 
-    result = report(samples, bench, args.rounds, args.modules)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(results, indent=2))
     else:
-        print_table(result)
+        for result in results:
+            print_table(result)
     return 0
 
 

@@ -224,10 +224,10 @@ def list_builds(
     Examples: `envkit list torch`, `envkit list --all --machine a100-node.yaml`, `envkit list tensorflow --cuda 11.2`.
     """
     with _reported_errors():
-        from envkit.catalog import load_catalog
+        from envkit.catalog.cache import cached_catalog
         from envkit.resolve import parse_python_request, resolve
 
-        catalog = load_catalog(_manifests_dir(manifests), names or ())
+        catalog = cached_catalog(_manifests_dir(manifests), names or (), _dirs().cache)
         request = parse_python_request(python, catalog.tables.python)
         profile = _machine(catalog.tables, machine, cuda, gpu_arch, timeout)
         resolutions = [resolve(m, profile, catalog.tables, request) for m in catalog.manifests.values()]
@@ -571,7 +571,7 @@ def create(
         import os
         import sys
 
-        from envkit.catalog import load_catalog
+        from envkit.catalog.cache import cached_catalog
         from envkit.config import load_config
         from envkit.create.prepare import CreateRequest, prepare
         from envkit.create.render import plan_json, plan_text
@@ -580,7 +580,7 @@ def create(
         dirs = _dirs()
         config = load_config(os.environ, dirs)
         directory = _manifests_dir(manifests)
-        catalog = load_catalog(directory, [manifest])
+        catalog = cached_catalog(directory, [manifest], dirs.cache)
         tables = catalog.tables
         request = parse_python_request(python, tables.python)
         profile = _machine(tables, machine, cuda, gpu_arch, timeout)

@@ -14,7 +14,6 @@ A mirror maps every URL that starts with its upstream (at a path boundary) to th
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +61,8 @@ def mirror_url(url: str, mirrors: tuple[Mirror, ...]) -> str:
 
 
 def is_loopback(url: str) -> bool:
+    import ipaddress  # lazy: only plain-http URLs need it
+
     host = urlsplit(url).hostname or ""
     if host == "localhost":
         return True

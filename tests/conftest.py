@@ -14,6 +14,24 @@ PROFILES = Path(__file__).parent / "profiles"
 REPO = Path(__file__).parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_user_dirs(tmp_path_factory):
+    """envkit (and Jupyter) write to the user's config, data and cache dirs: in the tests, temporary ones, so no
+    test writes into the real home, even one that runs envkit with the caller's environment."""
+    base = tmp_path_factory.mktemp("user-dirs")
+    names = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
+    saved = {name: os.environ.get(name) for name in (*names, "ENVKIT_CONFIG")}
+    for name in names:
+        os.environ[name] = str(base / name.lower())
+    os.environ.pop("ENVKIT_CONFIG", None)  # never the developer's own mirrors
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(autouse=True)
 def _no_leaked_state():
     """A test must not leave os.environ or the working directory changed (monkeypatch undoes its own)."""

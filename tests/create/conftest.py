@@ -139,3 +139,93 @@ def torch_index(pypi_server: IndexServer, torch_wheels: dict[str, list[Path]], h
 
 # `envkit create torch` for an RTX 4090 machine, the cu126 build of 2.13, on this machine's Python.
 CU126 = ("torch", "--build", "torch-2.13-cu126", "--python", PYTHON, "--machine", str(PROFILES / "rtx4090-cuda126.yaml"))
+
+
+# --- The conda side: a local channel of legacy-TensorFlow-like packages, and manifests that install from it --------
+
+LEGACY_CHANNEL = "https://conda.anaconda.org/legacy-test"  # the upstream channel the test manifest names
+CONDA_FORGE = "https://conda.anaconda.org/conda-forge"  # python.yaml's conda_channel: Python of pure-pip builds
+PYTHON_FULL = ".".join(str(part) for part in sys.version_info[:3])
+SITE_PACKAGES = f"lib/python{PYTHON}/site-packages"
+# The GPU code of the manifest's legacy build and of the stand-in TensorFlow that its conda package ships.
+LEGACY_SASS = ("3.5", "5.2", "6.0", "6.1", "7.0", "7.5")
+
+# A legacy-TF-like manifest: the conda build bundles cudatoolkit 10.1 (so its Python comes from conda too), and a
+# newer pure-pip CPU build installs tensorflow-cpu from the default index. Its Python ranges admit the Python
+# running the tests, which is the one the channel's `python` package provides.
+TENSORFLOW_MANIFEST = f"""\
+# Sources: none; a test stand-in for envs/tensorflow.yaml (tests/create/conftest.py).
+name: tensorflow
+summary: Stand-in TensorFlow builds for envkit's conda tests
+framework: tensorflow
+releases:
+  - version: "2.4.1"
+    python: ">=3.7,<{sys.version_info[0]}.{sys.version_info[1] + 1}"
+    builds:
+      - variant: cu101
+        cuda: "10.1"
+        arch:
+          sass: [{", ".join(f'"{arch}"' for arch in LEGACY_SASS)}]
+        conda:
+          channels: ["{LEGACY_CHANNEL}"]
+          packages: ["tensorflow-gpu=2.4.1", "cudatoolkit=10.1"]
+  - version: "2.15"
+    python: ">=3.9,<{sys.version_info[0]}.{sys.version_info[1] + 1}"
+    builds:
+      - variant: cpu
+        pip: {{packages: ["tensorflow-cpu==2.15.*"]}}
+"""
+LEGACY_BUILD = ("tensorflow", "--build", "tensorflow-2.4.1-cu101", "--python", PYTHON)
+GTX1080TI = ("--machine", str(PROFILES / "gtx1080ti-cuda101.yaml"))  # driver 418.87: CUDA 10.1
+
+
+def fake_tensorflow_files(version: str, cuda: Optional[str]) -> dict[str, str]:
+    """The probe tests' stand-in TensorFlow (tests/probe/fakes), as files relative to site-packages."""
+    arch_list = [f"sm_{arch.replace('.', '')}" for arch in LEGACY_SASS]
+    return {
+        "fakearray.py": (FAKES / "fakearray.py").read_text(encoding="utf-8"),
+        "tensorflow/__init__.py": (FAKES / "tensorflow" / "__init__.py").read_text(encoding="utf-8"),
+        "fake_config.json": json.dumps({"tensorflow": {"version": version, "cuda": cuda, "gpus": [],
+                                                       "arch_list": arch_list}}),
+    }
+
+
+@pytest.fixture(scope="session")
+def legacy_channel(tmp_path_factory) -> Path:
+    """A local conda channel: a working python (this interpreter), a stand-in pip, cudatoolkit 10.1 (needs
+    __cuda >=10.1, ships an activation script setting CUDA_TEST_HOME) and tensorflow-gpu 2.4.1 (pins that
+    cudatoolkit, needs __cuda >=10.1, ships the stand-in TensorFlow)."""
+    from support.conda_channel import build_package, build_pip_package, build_python_package, index_channel
+
+    root = tmp_path_factory.mktemp("legacy-channel")
+    build_python_package(root, PYTHON_FULL)
+    build_pip_package(root)
+    build_package(root, "cudatoolkit", "10.1.243", depends=("__cuda >=10.1",), files={
+        "lib/libcudart.so.10.1.243": "cudart 10.1.243\n",
+        "etc/conda/activate.d/cudatoolkit_activate.sh": 'export CUDA_TEST_HOME="$CONDA_PREFIX/cuda"\n',
+    })
+    python_range = f"python >={PYTHON},<{sys.version_info[0]}.{sys.version_info[1] + 1}"
+    build_package(root, "tensorflow-gpu", "2.4.1", depends=("cudatoolkit >=10.1,<10.2", python_range, "__cuda >=10.1"),
+                  files={f"{SITE_PACKAGES}/{path}": text for path, text in fake_tensorflow_files("2.4.1", "10.1").items()})
+    index_channel(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def conda_manifests(tmp_path_factory) -> Path:
+    """A manifests directory (for --manifests): envs/'s cuda, python and gpus tables and the stand-in tensorflow."""
+    import shutil
+
+    out = tmp_path_factory.mktemp("manifests")
+    for table in ("cuda.yaml", "python.yaml", "gpus.yaml"):
+        shutil.copy(REPO / "envs" / table, out / table)
+    (out / "tensorflow.yaml").write_text(TENSORFLOW_MANIFEST, encoding="utf-8")
+    return out
+
+
+def conda_mirrors(channel: Path, server: Optional[IndexServer] = None) -> dict[str, str]:
+    """The config's mirrors: the legacy channel and conda-forge to the local channel, PyPI to ``server``."""
+    mirrors = {LEGACY_CHANNEL: channel.as_uri(), CONDA_FORGE: channel.as_uri()}
+    if server is not None:
+        mirrors["https://pypi.org/simple"] = f"{server.url}/pypi/simple"
+    return mirrors

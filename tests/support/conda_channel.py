@@ -99,6 +99,23 @@ def build_python_package(channel_dir: Path, version: str) -> Path:
     )
 
 
+def build_pip_package(channel_dir: Path, version: str = "24.0") -> Path:
+    """A stand-in ``pip`` package: the name and version a solve needs, nothing to run.
+
+    envkit's plan adds a ``pip`` spec to a conda environment whose build has pip packages (conda users expect pip
+    there), but envkit's own pip steps install with uv, so the stand-in only has to be solvable and installable. It
+    is noarch (``noarch: generic``) and needs a python, as the real one does.
+    """
+    return build_package(
+        channel_dir,
+        "pip",
+        version,
+        depends=("python",),
+        files={"share/pip-stand-in/README.txt": "A stand-in pip package for envkit's tests: uv installs.\n"},
+        subdir="noarch",
+    )
+
+
 def index_channel(channel_dir: Path) -> None:
     """Write repodata for every subdir with py-rattler's own indexer, so the channel looks like a real one (plain,
     zstd and sharded repodata). A channel must have noarch/, even when it holds no package."""

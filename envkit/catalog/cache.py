@@ -1,0 +1,65 @@
+"""A cache of loaded catalogs, so that `envkit list` and `envkit create` do not parse and validate YAML every time.
+
+Keyed by the state of every input: the manifests directory, each file read (name, size, modification time) and
+the source of the code that builds the catalog. Any change to any of them is a miss, and a miss simply loads the
+manifests as usual. The cache lives in the user's cache directory; a cache entry that cannot be read or written is
+ignored. Only a catalog that loaded without error is ever cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Optional, Sequence
+
+from envkit.catalog.load import SUFFIX, TABLE_FILES, load_catalog, manifest_names
+from envkit.catalog.model import Catalog
+
+_ENVKIT = Path(__file__).resolve().parent.parent
+# The code whose output is cached: a change to any of it (a new field, a fixed parser) is a different key.
+_CODE = ("catalog/load.py", "catalog/model.py", "cuda.py", "versions.py", "gpu_names.py", "yamltext.py")
+
+
+def cached_catalog(directory: Path, names: Sequence[str], cache_dir: Optional[Path]) -> Catalog:
+    """``load_catalog(directory, names)``, from the cache when nothing it was built from has changed."""
+    if cache_dir is None:
+        return load_catalog(directory, names)
+    key = _key(directory, names)
+    if key is None:
+        return load_catalog(directory, names)
+    path = cache_dir / "catalog" / f"{key}.pickle"
+    try:
+        catalog = pickle.loads(path.read_bytes())
+        if isinstance(catalog, Catalog):
+            return catalog
+    except Exception:  # missing, truncated, written by another version: load afresh
+        pass
+    catalog = load_catalog(directory, names)
+    _store(path, catalog)
+    return catalog
+
+
+def _key(directory: Path, names: Sequence[str]) -> Optional[str]:
+    try:
+        wanted = list(dict.fromkeys(names)) or manifest_names(directory)
+        files = [directory / table for table in TABLE_FILES] + [directory / f"{n}{SUFFIX}" for n in wanted]
+        code = [_ENVKIT / part for part in _CODE]
+        parts = [str(directory.resolve()), ",".join(wanted)]
+        parts += [f"{p}:{s.st_size}:{s.st_mtime_ns}" for p in files + code for s in (p.stat(),)]
+    except Exception:  # a file missing or unreadable: let load_catalog report it
+        return None
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:32]
+
+
+def _store(path: Path, catalog: Catalog) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix=".catalog.", dir=path.parent)
+        with os.fdopen(fd, "wb") as out:
+            pickle.dump(catalog, out, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(temporary, path)
+    except OSError:
+        pass  # a read-only home, a full disk: no cache, no harm
