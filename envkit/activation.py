@@ -31,10 +31,12 @@ def activated_argv(prefix: Path, kind: str, argv: Sequence[str]) -> list[str]:
     return list(argv)
 
 
-def activation_hint(prefix: Path, kind: str, name: str, conda_envs: bool) -> str:
+def activation_hint(prefix: Path, kind: str, name: str, in_conda_envs: bool, has_conda: bool) -> str:
     """How the user activates it in their shell."""
     if kind == "venv":
         return f"source {prefix}/bin/activate"
-    if conda_envs:
+    if in_conda_envs:
         return f"conda activate {name}"
-    return f"conda activate {prefix}   (or: micromamba activate {prefix})"
+    if has_conda:
+        return f"conda activate {prefix}"
+    return f"envkit run {name} -- bash   (a shell inside it; with conda or micromamba: activate {prefix})"

@@ -649,9 +649,10 @@ def _print_outcome(prepared, outcome, json_output: bool) -> None:
     if outcome.replaced:
         typer.echo(f"Replaced the environment that was at {outcome.replaced}.")
     record = outcome.record
-    conda_envs = plan.backend == "conda" and prepared.context.tools.conda is not None
     typer.echo(f"Created {plan.name} at {plan.prefix}.")
-    typer.echo(f"  Activate it:  {activation_hint(plan.prefix, record.kind, plan.name, conda_envs)}")
+    has_conda = prepared.context.tools.conda is not None
+    hint = activation_hint(plan.prefix, record.kind, plan.name, plan.in_conda_envs, has_conda)
+    typer.echo(f"  Activate it:  {hint}")
     typer.echo(f"  Or run in it: envkit run {plan.name} -- python your_script.py")
     if record.kernel:
         typer.echo(f"  Jupyter:      the kernel {record.kernel!r} ({plan.name} (envkit))")

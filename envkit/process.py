@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL
+_AFTER_KILL = 5.0  # seconds to wait for the pipes to close after SIGKILL
 
 
 @dataclass(frozen=True)
@@ -25,22 +26,66 @@ class Finished:
     elapsed: float
 
 
-def stop_group(process: subprocess.Popen) -> None:
-    """Terminate a child's whole process group, then kill what is left of it after GRACE seconds."""
-    for sig, wait in ((signal.SIGTERM, GRACE), (signal.SIGKILL, None)):
+@dataclass(frozen=True)
+class Captured:
+    returncode: Optional[int]  # None: cut off at its time limit (its whole process group was stopped)
+    stdout: str
+    stderr: str
+    elapsed: float
+
+
+def stop_group(process: subprocess.Popen, grace: float = GRACE) -> tuple[bytes, bytes]:
+    """Stop a child's whole process group (it may have started workers): SIGTERM, then after ``grace`` seconds
+    SIGKILL (at once when ``grace`` is 0). Returns what was left in its pipes."""
+    steps = ((signal.SIGTERM, grace), (signal.SIGKILL, _AFTER_KILL)) if grace > 0 else ((signal.SIGKILL, _AFTER_KILL),)
+    out: Optional[tuple[bytes, bytes]] = None
+    for sig, wait in steps:
         try:
             os.killpg(process.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
         try:
-            process.wait(timeout=wait)
+            out = process.communicate(timeout=wait)
             break
         except subprocess.TimeoutExpired:
-            continue
+            continue  # after SIGKILL too: stuck in the kernel (a hung driver), nothing more can be done
     try:  # the leader is gone; stragglers of its group that ignored SIGTERM
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    return out if out is not None and out[0] is not None else (b"", b"")
+
+
+def run_captured(argv: Sequence[str], env: Mapping[str, str], timeout: float, grace: float = GRACE) -> Captured:
+    """Run ``argv`` to completion or ``timeout`` seconds, capturing its output. OSError when it cannot start.
+
+    Past the time limit, or on any exception while waiting (Ctrl-C), its whole process group is stopped."""
+    started = time.monotonic()
+    process = subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+        returncode: Optional[int] = process.returncode
+    except subprocess.TimeoutExpired:
+        stdout, stderr = stop_group(process, grace)
+        returncode = None
+    except BaseException:
+        stop_group(process, grace)
+        raise
+    return Captured(returncode, _text(stdout), _text(stderr), time.monotonic() - started)
+
+
+def query(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> Optional[str]:
+    """The output of a short query (``conda info --json``, ``uv python find``); None if it failed in any way."""
+    try:
+        done = run_captured(argv, env, timeout)
+    except OSError:
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _text(data: Optional[bytes]) -> str:
+    return (data or b"").decode("utf-8", "replace")
 
 
 def run_streamed(
@@ -79,23 +124,3 @@ def run_streamed(
         if process.stdout is not None:
             process.stdout.close()
     return Finished(returncode, tuple(tail), time.monotonic() - started)
-
-
-def run_captured(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> Optional[str]:
-    """The stdout of a short query (``conda info --json``, ``uv python find``), or None if it failed or timed out."""
-    try:
-        process = subprocess.Popen(
-            list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-    except OSError:
-        return None
-    try:
-        out, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stop_group(process)
-        return None
-    except BaseException:
-        stop_group(process)
-        raise
-    return out.decode("utf-8", "replace") if process.returncode == 0 else None

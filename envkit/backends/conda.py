@@ -10,7 +10,7 @@ from typing import Mapping, Optional
 from envkit.backends.base import Context, OnLine, command_text, run_step
 from envkit.backends.tools import CondaTool
 from envkit.create.plan import CUDA_OVERRIDE, Plan
-from envkit.process import run_captured
+from envkit.process import query
 
 _INFO_TIMEOUT = 60.0
 
@@ -24,7 +24,7 @@ def envs_dir(tool: CondaTool, environ: Mapping[str, str]) -> Path:
 
 
 def _envs_dirs(tool: CondaTool, environ: Mapping[str, str]) -> list[Path]:
-    out = run_captured([str(tool.path), "info", "--json"], environ, _INFO_TIMEOUT)
+    out = query([str(tool.path), "info", "--json"], environ, _INFO_TIMEOUT)
     if out is None:
         return []
     try:

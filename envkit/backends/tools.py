@@ -15,7 +15,7 @@ from typing import Mapping, Optional
 
 from packaging.version import Version
 
-from envkit.process import run_captured
+from envkit.process import query
 
 # Fastest first: micromamba and mamba solve in a fraction of conda's time (conda >= 23.10 uses libmamba too).
 CONDA_KINDS = ("micromamba", "mamba", "conda")
@@ -74,7 +74,7 @@ def find_python(version: Version, uv: Optional[Path], environ: Mapping[str, str]
     if uv is not None:
         from envkit.installers import installer_environ
 
-        out = run_captured([str(uv), "python", "find", "--no-python-downloads", "--system", str(version)],
+        out = query([str(uv), "python", "find", "--no-python-downloads", "--system", str(version)],
                            installer_environ(environ, None), _QUERY_TIMEOUT)
         if out and out.strip():
             return Path(out.strip().splitlines()[-1])
@@ -103,6 +103,6 @@ def _patch(name: str) -> tuple[int, ...]:
 
 
 def _runs_as(python: Path, version: Version, environ: Mapping[str, str]) -> bool:
-    out = run_captured([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+    out = query([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                        {"PATH": environ.get("PATH", os.defpath)}, _QUERY_TIMEOUT)
     return out is not None and out.strip() == str(version)

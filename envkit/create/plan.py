@@ -56,6 +56,7 @@ class Plan:
     verify: bool
     profile: MachineProfile
     on_target: bool  # whether the profile is this machine's (so the check after installing can judge its GPUs)
+    in_conda_envs: bool = False  # made by name in the user's conda envs directory: `conda activate NAME` finds it
 
 
 def default_name(manifest: str, build: Build) -> str:

@@ -84,7 +84,8 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
                                    with_pip=bool(pips))
     plan = Plan(manifest=manifest.name, build=build, name=name, prefix=prefix, python=candidate.python,
                 backend=backend_name, backend_reason=why, conda=conda_install, pip=pips, jupyter=request.jupyter,
-                verify=request.verify, profile=profile, on_target=on_target)
+                verify=request.verify, profile=profile, on_target=on_target,
+                in_conda_envs=backend_name == "conda" and request.prefix is None)
     context = Context(tools=tools, environ=installer_environ(environ, dirs.uv_cache, link_mode(dirs.uv_cache, prefix)),
                       conda_cache=dirs.conda_packages)
     return Prepared(plan=plan, backend=backend_for(backend_name, tools), context=context)

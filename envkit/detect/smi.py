@@ -11,16 +11,13 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Sequence, TypeVar
+from typing import Callable, Optional, Sequence, TypeVar
 
 from envkit.detect.sources import GPU_TABLE, SMI, gpu_from_name
 from envkit.detect.timeout import ProbeTimeout
 from envkit.gpu_names import GpuNameTable
 from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
-
-if TYPE_CHECKING:
-    import subprocess  # at run time only where nvidia-smi is really run: it is slow to import
 
 QUERY_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version")
 # Older nvidia-smi (R470 and before) rejects the whole query when it names compute_cap.
@@ -214,49 +211,25 @@ def _header(executable: str, deadline: float) -> SmiHeader:
 def _run(argv: Sequence[str], deadline: float) -> tuple[int, str, str]:
     """Run nvidia-smi: its exit status, standard output and error. SmiError if it cannot start, ProbeTimeout
     past the deadline (the process and its children are killed)."""
-    import subprocess
+    from envkit.process import run_captured
 
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise ProbeTimeout(0)
     try:
-        process = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=_environment(),
-            # Its own process group, so a timeout can kill whatever it started too (and close our pipes).
-            start_new_session=True,
-        )
+        # Its own process group, so a timeout kills whatever it started too (and closes our pipes); no grace:
+        # a hung nvidia-smi does not clean up.
+        done = run_captured(argv, _environment(), remaining, grace=0)
     except OSError as exc:
         raise SmiError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-    try:
-        stdout, stderr = process.communicate(timeout=remaining)
-    except subprocess.TimeoutExpired:
-        _kill(process)
-        raise ProbeTimeout(remaining) from None
-    return process.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
+    if done.returncode is None:
+        raise ProbeTimeout(remaining)
+    return done.returncode, done.stdout, done.stderr
 
 
 def _failure(status: int, output: str, errors: str) -> str:
     message = _first_line(output) or _first_line(errors)
     return f"exited with status {status}" + (f": {message}" if message else "")
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    import signal
-    import subprocess
-
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except OSError:
-        pass  # already gone
-    try:
-        process.communicate(timeout=1.0)
-    except subprocess.TimeoutExpired:
-        # Stuck in the kernel (a hung driver) even past SIGKILL: nothing more can be done from here.
-        pass
 
 
 def _environment() -> dict[str, str]:

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping
 
 from envkit.errors import BadInputError
+from envkit.process import run_captured
 from envkit.probe.result import ProbeResult, cut_off, parse_output
 
 SCRIPT = Path(__file__).with_name("script.py")
@@ -33,7 +31,6 @@ _KEEP_VARIABLES = (
 _KEEP_PREFIXES = ("NCCL_",)
 # Set for the probe: frameworks must not take a whole shared GPU's memory for a small check.
 _PROBE_SETTINGS = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
-_GRACE = 2.0  # seconds between SIGTERM and SIGKILL for a probe that overran its time
 
 
 @dataclass(frozen=True)
@@ -101,47 +98,11 @@ def run_probe(
     check_request(python, options)
     argv = [str(python), "-I", str(script), options.framework]
     argv += ["--multi-gpu"] * options.multi_gpu + ["--bench"] * options.bench
-    started = time.monotonic()
     try:
-        process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=probe_environment(environ), start_new_session=True,
-        )
+        done = run_captured(argv, probe_environment(environ), options.timeout)
     except OSError as exc:
         raise BadInputError(f"cannot run {python}: {exc.strerror or exc}",
                             hint="Pass the path of a Python interpreter with --python.") from None
-    try:
-        stdout, stderr = process.communicate(timeout=options.timeout)
-    except subprocess.TimeoutExpired:
-        stdout, stderr = _stop(process)
-        return cut_off(str(python), options.timeout, time.monotonic() - started, _decode(stdout), _decode(stderr))
-    except BaseException:  # Ctrl-C while waiting: leave nothing running behind
-        _stop(process)
-        raise
-    return parse_output(str(python), process.returncode, time.monotonic() - started, _decode(stdout),
-                        _decode(stderr))
-
-
-def _stop(process: subprocess.Popen) -> tuple[bytes, bytes]:
-    """Terminate the probe's whole process group (it may have started workers), then kill what is left."""
-    out: Optional[tuple[bytes, bytes]] = None
-    for sig, wait in ((signal.SIGTERM, _GRACE), (signal.SIGKILL, None)):
-        try:
-            os.killpg(process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            out = process.communicate(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    # The leader is gone; SIGKILL stragglers of its group that ignored SIGTERM and kept the pipes open.
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    return out if out is not None else (b"", b"")
-
-
-def _decode(data: Optional[bytes]) -> str:
-    return (data or b"").decode("utf-8", "replace")
+    if done.returncode is None:
+        return cut_off(str(python), options.timeout, done.elapsed, done.stdout, done.stderr)
+    return parse_output(str(python), done.returncode, done.elapsed, done.stdout, done.stderr)

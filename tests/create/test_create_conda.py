@@ -81,7 +81,7 @@ def test_auto_makes_a_legacy_gpu_build_with_the_embedded_engine_and_it_runs_acti
     # The post-install check ran the probe with the environment's Python, on the stand-in TensorFlow 2.4.1.
     assert record["verify"]["ok"] is True, out
     assert record["verify"]["version"] == "2.4.1"
-    assert f"conda activate {prefix}" in out
+    assert f"envkit run {NAME} -- bash" in out and f"activate {prefix}" in out  # no conda here
     # `envkit run` activates it as conda would, the cudatoolkit's activate.d script included.
     lines = home.in_env(NAME, INSIDE).splitlines()
     assert lines == [str(prefix), str(prefix), str(prefix / SITE_PACKAGES / "tensorflow" / "__init__.py"), "2.4.1",

@@ -4,7 +4,6 @@ mirror setting, real uv and pip, the real post-install check (on the stand-in to
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from pathlib import Path

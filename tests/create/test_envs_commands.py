@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from conftest import CU126, PROFILES, PYTHON, Home
+from conftest import CU126, PROFILES, Home
 from support.pypi_index import IndexServer, dependency_closure, local_distribution_files
 
 
