@@ -331,13 +331,15 @@ def _missing_virtual(
         )
     if have:
         return InstallError(
-            f"{who} needs {spec}, but the target machine's NVIDIA driver supports CUDA {have} (__cuda={have}).",
+            f"{who} needs {spec}, but the solve's __cuda is {have} (what the target machine's NVIDIA driver "
+            "supports, unless CONDA_OVERRIDE_CUDA says otherwise).",
             hint="Choose a build for an older CUDA (`envkit list` shows which fit), or update the NVIDIA driver; "
             "CONDA_OVERRIDE_CUDA=X.Y builds for a machine with another driver.",
             tail=lines,
         )
     return InstallError(
-        f"{who} needs {spec}, but the target machine has no NVIDIA driver (no __cuda).",
+        f"{who} needs {spec}, but the solve has no __cuda (the target machine has no NVIDIA driver, or "
+        "CONDA_OVERRIDE_CUDA is empty).",
         hint="Choose a CPU build, or set CONDA_OVERRIDE_CUDA=X.Y to build for a machine with an NVIDIA driver.",
         tail=lines,
     )

@@ -30,6 +30,7 @@ class CondaPart:
     channels: tuple[str, ...]
     specs: tuple[str, ...]
     cuda: Optional[str]  # the __cuda virtual package the solve sees (None: no __cuda, a CPU-only solve)
+    cuda_source: str = ""  # where that came from, in words
 
 
 @dataclass(frozen=True)
@@ -75,16 +76,18 @@ def check_name(name: str) -> str:
     return name
 
 
-def cuda_for_solve(profile: MachineProfile, environ: Mapping[str, str]) -> Optional[str]:
-    """The ``__cuda`` a conda solve should see, as conda decides it: $CONDA_OVERRIDE_CUDA when set (empty: none),
-    else the highest CUDA the profile's driver supports (None on a machine without an NVIDIA driver)."""
+def cuda_for_solve(profile: MachineProfile, environ: Mapping[str, str]) -> tuple[Optional[str], str]:
+    """The ``__cuda`` a conda solve should see, as conda decides it, and where it comes from: $CONDA_OVERRIDE_CUDA
+    when set (empty: none), else the highest CUDA the profile's driver supports (None without an NVIDIA driver)."""
+    driver = str(profile.cuda_driver) if profile.cuda_driver is not None else None
     if CUDA_OVERRIDE in environ:
-        return environ[CUDA_OVERRIDE].strip() or None
-    return str(profile.cuda_driver) if profile.cuda_driver is not None else None
+        said = f"the driver supports {driver}" if driver else "the machine has no NVIDIA driver"
+        return environ[CUDA_OVERRIDE].strip() or None, f"from {CUDA_OVERRIDE}; {said}"
+    return driver, "the driver's" if driver else "no NVIDIA driver"
 
 
-def conda_part(build: Build, python: Version, pythons: PythonTable, config: Config, cuda: Optional[str],
-               with_pip: bool) -> CondaPart:
+def conda_part(build: Build, python: Version, pythons: PythonTable, config: Config,
+               cuda: tuple[Optional[str], str], with_pip: bool) -> CondaPart:
     """The conda install of a conda-made environment: the build's channels and specs, or just Python for a
     pure-pip build. pip comes along whenever pip packages follow, as conda users expect."""
     if build.conda is not None:
@@ -94,7 +97,7 @@ def conda_part(build: Build, python: Version, pythons: PythonTable, config: Conf
     python_spec = (f"python={python}",)
     pip_spec = ("pip",) if with_pip else ()
     mirrored = tuple(check_transport(config.mirrored(c), config, "channel") for c in channels)
-    return CondaPart(channels=mirrored, specs=python_spec + tuple(specs) + pip_spec, cuda=cuda)
+    return CondaPart(channels=mirrored, specs=python_spec + tuple(specs) + pip_spec, cuda=cuda[0], cuda_source=cuda[1])
 
 
 def pip_parts(build: Build, pythons: PythonTable, config: Config, jupyter: bool) -> tuple[PipPart, ...]:

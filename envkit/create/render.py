@@ -41,7 +41,8 @@ def plan_text(prepared: Prepared) -> str:
     if plan.conda is not None:
         lines.append(f"Conda:       {' '.join(plan.conda.specs)}")
         lines.append(f"  channels:  {', '.join(plan.conda.channels)} (no others)")
-        lines.append(f"  __cuda:    {plan.conda.cuda or 'none (a CPU-only solve)'}")
+        cuda = plan.conda.cuda or "none (a CPU-only solve)"
+        lines.append(f"  __cuda:    {cuda} ({plan.conda.cuda_source})")
     for step in plan.pip:
         lines.append(f"Pip:         {' '.join(step.packages)}  ({step.purpose})")
         lines.append(f"  index:     {step.index_url} (the only index)")

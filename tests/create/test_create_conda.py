@@ -66,7 +66,7 @@ def test_auto_makes_a_legacy_gpu_build_with_the_embedded_engine_and_it_runs_acti
             "there is no conda, mamba or micromamba on PATH: envkit's embedded conda engine") in out
     assert f"Conda:       python={PYTHON} tensorflow-gpu=2.4.1 cudatoolkit=10.1\n" in out  # no pip: no pip step
     assert f"  channels:  {legacy_channel.as_uri()} (no others)" in out
-    assert "  __cuda:    10.1\n" in out
+    assert "  __cuda:    10.1 (the driver's)\n" in out
     assert f"embedded conda engine (py-rattler): solve (__cuda=10.1) and install into {prefix}" in out
     assert "[1/2] Creating the environment" in done.stderr and "[2/2] Checking that it works" in done.stderr
     # What the solve installed: tensorflow-gpu with the cudatoolkit it pins and conda's Python.
@@ -110,8 +110,8 @@ def test_no_cuda_for_the_solve_fails_it_clearly_and_leaves_nothing(
     env = {**no_conda(conda_home), "CONDA_OVERRIDE_CUDA": ""}
     done = create(conda_home, conda_manifests, *LEGACY_BUILD, *GTX1080TI, "--yes", env=env)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "  __cuda:    none (a CPU-only solve)" in done.stdout
-    assert "needs __cuda >=10.1, but the target machine has no NVIDIA driver (no __cuda)" in done.stderr
+    assert "  __cuda:    none (a CPU-only solve) (from CONDA_OVERRIDE_CUDA; the driver supports 10.1)" in done.stdout
+    assert "needs __cuda >=10.1, but the solve has no __cuda" in done.stderr
     assert "CONDA_OVERRIDE_CUDA" in done.stderr and "  | " in done.stderr  # the hint, and the solver's lines
     assert "Traceback" not in done.stderr
     assert not conda_home.prefix(NAME).exists() and conda_home.record(NAME) is None
@@ -125,8 +125,8 @@ def test_a_cuda_override_below_what_the_packages_need_is_what_the_solve_sees(
     env = {**no_conda(conda_home), "CONDA_OVERRIDE_CUDA": "9.0"}
     done = create(conda_home, conda_manifests, *LEGACY_BUILD, *GTX1080TI, "--yes", env=env)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "  __cuda:    9.0\n" in done.stdout
-    assert "needs __cuda >=10.1, but the target machine's NVIDIA driver supports CUDA 9.0 (__cuda=9.0)" in done.stderr
+    assert "  __cuda:    9.0 (from CONDA_OVERRIDE_CUDA; the driver supports 10.1)\n" in done.stdout
+    assert "needs __cuda >=10.1, but the solve's __cuda is 9.0" in done.stderr
     assert not conda_home.prefix(NAME).exists() and conda_home.record(NAME) is None
     assert leftovers(conda_home) == []
 
@@ -144,7 +144,7 @@ def test_a_cuda_override_does_not_make_a_gpu_build_fit_a_machine_without_a_drive
     done = create(conda_home, conda_manifests, *LEGACY_BUILD, *no_gpu, "--cuda", "11.0", "--gpu-arch", "6.1",
                   "--yes", "--no-verify", env=env)
     assert done.returncode == 0, done.stderr
-    assert "CUDA 11.0 (--cuda option)" in done.stdout and "  __cuda:    10.1\n" in done.stdout
+    assert "CUDA 11.0 (--cuda option)" in done.stdout and "  __cuda:    10.1 (from CONDA_OVERRIDE_CUDA; the driver supports 11.0)\n" in done.stdout
     assert "solve (__cuda=10.1)" in done.stdout
     assert (conda_home.prefix(NAME) / "lib" / "libcudart.so.10.1.243").is_file()
     assert conda_home.record(NAME)["machine"]["cuda_driver"] == "11.0"

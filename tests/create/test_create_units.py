@@ -106,22 +106,22 @@ def test_the_default_name_is_the_manifest_and_the_variant(catalog):
 
 
 @pytest.mark.parametrize("environ, expected", [
-    ({"CONDA_OVERRIDE_CUDA": "11.8"}, "11.8"),
-    ({"CONDA_OVERRIDE_CUDA": ""}, None),
-    ({}, "12.6"),
+    ({"CONDA_OVERRIDE_CUDA": "11.8"}, ("11.8", "from CONDA_OVERRIDE_CUDA; the driver supports 12.6")),
+    ({"CONDA_OVERRIDE_CUDA": ""}, (None, "from CONDA_OVERRIDE_CUDA; the driver supports 12.6")),
+    ({}, ("12.6", "the driver's")),
 ])
 def test_the_cuda_a_solve_sees_is_the_profiles_unless_overridden(load_profile, environ, expected):
     assert cuda_for_solve(load_profile("rtx4090-cuda126"), environ) == expected
 
 
 def test_no_driver_means_no_cuda_for_the_solve(load_profile):
-    assert cuda_for_solve(load_profile("no-gpu"), {}) is None
+    assert cuda_for_solve(load_profile("no-gpu"), {}) == (None, "no NVIDIA driver")
 
 
 def test_a_legacy_conda_build_solves_python_first_from_its_mirrored_channels_only(catalog):
     build = _build(catalog, "tensorflow-2.4.1-cu101")
     config = _config(**{"https://repo.anaconda.com/pkgs/main": "file:///srv/main"})
-    part = conda_part(build, Version("3.8"), catalog.tables.python, config, "10.1", with_pip=False)
+    part = conda_part(build, Version("3.8"), catalog.tables.python, config, ("10.1", "the driver's"), with_pip=False)
     assert part.channels == ("file:///srv/main",)
     assert part.specs == ("python=3.8", "tensorflow-gpu=2.4.1", "cudatoolkit=10.1", "cudnn=7.6")
     assert part.cuda == "10.1"
@@ -129,7 +129,8 @@ def test_a_legacy_conda_build_solves_python_first_from_its_mirrored_channels_onl
 
 def test_a_pure_pip_build_made_by_conda_gets_python_and_pip_from_conda_forge(catalog):
     build = _build(catalog, "torch-2.13-cu126")
-    part = conda_part(build, Version("3.12"), catalog.tables.python, Config(path=None), "12.6", with_pip=True)
+    part = conda_part(build, Version("3.12"), catalog.tables.python, Config(path=None), ("12.6", "the driver's"),
+                      with_pip=True)
     assert part.channels == ("https://conda.anaconda.org/conda-forge",)
     assert part.specs == ("python=3.12", "pip")
 
