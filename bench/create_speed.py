@@ -16,13 +16,15 @@ The same environment, served from a local index on 127.0.0.1, is created three w
           (the same uv, the same uv cache as envkit's)
   manual  python -m venv DIR && DIR/bin/python -m pip install --index-url INDEX PACKAGES  (pip's own cache)
 
-Every cache is warm: one round of each route runs first and is not counted (uv's cache, pip's cache, and Python's
-bytecode caches, kept under the temporary directory by PYTHONPYCACHEPREFIX). The machines are noisy, so the routes
+Warm caches: one round of each route runs first and is not counted (uv's cache, pip's cache, and Python's bytecode
+caches, kept under the temporary directory by PYTHONPYCACHEPREFIX): a second environment on a machine. Cold caches:
+uv's and pip's package caches are emptied before each run: the first environment on a machine. The machines are noisy, so the routes
 run interleaved (the order rotates each round) and the medians over the rounds are compared. Goals: envkit within
 1.3x of raw uv, the manual route at least 5x slower than envkit. This is a report, not a test: it exits 0 whether
 the goals are met or not (1 only if a route fails to create the environment).
 
-    python3 bench/create_speed.py [--workload both|real-torch|synthetic] [--rounds 5] [--modules 300] [--json]
+    python3 bench/create_speed.py [--workload both|real-torch|synthetic] [--caches both|warm|cold] [--rounds 5]
+                                  [--modules 300] [--json]
 
 Nothing touches the network beyond 127.0.0.1; everything is made in one temporary directory, removed at the end.
 """
@@ -197,9 +199,13 @@ class Bench:
             raise SystemExit(f"create_speed: envkit does not make the venv with uv: {plan['commands'][0]}")
         return venv[venv.index("--python") + 1], venv[0], Path(plan["prefix"]).parent
 
-    def run(self, route: str) -> tuple[float, Path]:
-        """Create the environment by `route`; (seconds, its prefix)."""
+    def run(self, route: str, cold: bool = False) -> tuple[float, Path]:
+        """Create the environment by `route`; (seconds, its prefix). ``cold``: with empty package caches (uv's and
+        pip's; emptied before the clock starts), as the first environment on a machine is made."""
         self.count += 1
+        if cold:
+            _rmtree(Path(self.uv_env["UV_CACHE_DIR"]))
+            _rmtree(Path(self.pip_env["PIP_CACHE_DIR"]))
         if route == "envkit":
             name = f"bench-{self.count}"
             commands = [(self._envkit_argv(name), self.envkit_env)]
@@ -260,7 +266,7 @@ def _rmtree(path: Path) -> None:
 # The report
 
 
-def report(samples: dict[str, list[float]], bench: Bench, rounds: int) -> dict:
+def report(samples: dict[str, list[float]], bench: Bench, rounds: int, cold: bool) -> dict:
     medians = {route: statistics.median(times) for route, times in samples.items()}
     envkit_over_uv = medians["envkit"] / medians["uv"]
     manual_over_envkit = medians["manual"] / medians["envkit"]
@@ -273,7 +279,8 @@ def report(samples: dict[str, list[float]], bench: Bench, rounds: int) -> dict:
         "python": bench.python,
         "uv": bench.uv,
         "index": bench.index,
-        "caches": "warm (one uncounted round of each route first)",
+        "caches": "cold (uv's and pip's package caches emptied before each run)" if cold
+                  else "warm (one uncounted round of each route first)",
         "median_s": medians,
         "samples_s": samples,
         "ratios": {"envkit/uv": envkit_over_uv, "manual/envkit": manual_over_envkit},
@@ -290,10 +297,10 @@ def print_table(result: dict) -> None:
         "uv": "uv venv + uv pip install",
         "manual": "python -m venv + pip install",
     }
-    print(f"== {result['workload']}: {result['build']}: {result['packages']}")
+    print(f"== {result['workload']}, {result['caches'].split()[0]} caches: {result['build']}: {result['packages']}")
     print(f"Python {PYTHON} ({result['python']}); {result['rounds']} rounds, interleaved, order rotating; "
           f"index {result['index']}")
-    print("caches warm: uv, pip and bytecode caches filled by one uncounted round of each route first")
+    print(f"caches {result['caches']}")
     print(f"{'route':34} {'median s':>9} {'min s':>7} {'max s':>7}")
     for route in ROUTES:
         times = result["samples_s"][route]
@@ -307,7 +314,7 @@ def print_table(result: dict) -> None:
     print()
 
 
-def measure(temp: Path, workload: Workload, rounds: int) -> dict:
+def measure(temp: Path, workload: Workload, rounds: int, cold: bool) -> dict:
     with IndexServer() as server:
         server.add_index(f"/whl/{workload.variant}", workload.wheels)
         server.add_index("/pypi/simple", workload.pypi)
@@ -321,10 +328,10 @@ def measure(temp: Path, workload: Workload, rounds: int) -> dict:
         for number in range(rounds):
             shift = number % len(ROUTES)
             for route in ROUTES[shift:] + ROUTES[:shift]:
-                seconds, prefix = bench.run(route)
+                seconds, prefix = bench.run(route, cold)
                 samples[route].append(seconds)
                 _rmtree(prefix)  # not timed: every run starts from the same state
-    return report(samples, bench, rounds)
+    return report(samples, bench, rounds, cold)
 
 
 def main() -> int:
@@ -334,6 +341,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="counted rounds of each route (default 5)")
     parser.add_argument("--modules", type=int, default=MODULES_PER_WHEEL,
                         help=f"~2 KB modules in each of the synthetic framework wheels (default {MODULES_PER_WHEEL})")
+    parser.add_argument("--caches", choices=("both", "warm", "cold"), default="both",
+                        help="warm: package caches filled by a first round (a second environment); cold: emptied "
+                        "before every run (the first environment on a machine); default both")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     if args.rounds < 1:
@@ -353,8 +363,11 @@ def main() -> int:
                 workloads.append(real)
         if args.workload in ("both", "synthetic"):
             workloads.append(synthetic_workload(temp / "wheels-synthetic", args.modules))
+        states = {"both": (False, True), "warm": (False,), "cold": (True,)}[args.caches]
         for workload in workloads:
-            results.append(measure(temp / workload.name, workload, args.rounds))
+            for cold in states:
+                name = f"{workload.name}-{'cold' if cold else 'warm'}"
+                results.append(measure(temp / name, workload, args.rounds, cold))
     except RuntimeError as error:
         print(f"create_speed: {error}", file=sys.stderr)
         return 1
