@@ -469,8 +469,8 @@ def _record(name: str):
 
 
 def _plain_name(name: str) -> bool:
-    from envkit.create.plan import check_name
     from envkit.errors import BadInputError
+    from envkit.records import check_name
 
     try:
         check_name(name)
@@ -663,7 +663,7 @@ def list_envs(json_output: JsonOption = False) -> None:
     """List the environments envkit made: build, backend, Python, the last check's result, where they are."""
     with _reported_errors():
         from envkit import records
-        from envkit.create.render import envs_json, envs_text
+        from envkit.records_render import envs_json, envs_text
 
         found = records.load_all(_dirs().records)
         if json_output:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, Optional
 
 from envkit.errors import BadInputError, EnvkitError
 
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 SCHEMA = 1
 RECORD_DIR = ".envkit"
 RECORD_FILE = "record.json"
@@ -40,6 +42,17 @@ class Record:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def check_name(name: str) -> str:
+    """``name`` if it can name an environment: a directory name and a conda env name, safe in any shell."""
+    if ".." in name or not _NAME.match(name):
+        raise BadInputError(
+            f"{name!r} cannot name an environment",
+            hint="Use letters, digits, '.', '_' and '-' (up to 64, starting with a letter or digit), "
+                 "no '..', no path separators or shell characters.",
+        )
+    return name
 
 
 def record_from_dict(data: Any, origin: str) -> Record:

@@ -6,7 +6,6 @@ user's mirror, so the dry run shows exactly what will be fetched.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
@@ -15,10 +14,8 @@ from packaging.version import Version
 
 from envkit.catalog.model import Build, PythonTable
 from envkit.config import Config, check_transport
-from envkit.errors import BadInputError
 from envkit.machine import MachineProfile
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 JUPYTER_PACKAGES = ("ipykernel",)
 CUDA_OVERRIDE = "CONDA_OVERRIDE_CUDA"
 
@@ -63,17 +60,6 @@ class Plan:
 def default_name(manifest: str, build: Build) -> str:
     """The manifest name plus the variant: torch-cu126, tensorflow-cpu."""
     return f"{manifest}-{build.variant}"
-
-
-def check_name(name: str) -> str:
-    """``name`` if it can name an environment: a directory name and a conda env name, safe in any shell."""
-    if ".." in name or not _NAME.match(name):
-        raise BadInputError(
-            f"{name!r} cannot name an environment",
-            hint="Use letters, digits, '.', '_' and '-' (up to 64, starting with a letter or digit), "
-                 "no '..', no path separators or shell characters.",
-        )
-    return name
 
 
 def cuda_for_solve(profile: MachineProfile, environ: Mapping[str, str]) -> tuple[Optional[str], str]:

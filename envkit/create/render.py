@@ -77,22 +77,3 @@ def outcome_json(prepared: Prepared, outcome: "Outcome", report_json: Optional[d
     return {"plan": plan_json(prepared), "record": outcome.record.to_dict(), "verify": report_json,
             "replaced": outcome.replaced}
 
-
-def envs_json(found: list) -> list[dict[str, Any]]:
-    from pathlib import Path
-
-    return [{**record.to_dict(), "exists": Path(record.prefix).is_dir()} for record in found]
-
-
-def envs_text(found: list) -> str:
-    from pathlib import Path
-
-    if not found:
-        return "No environments yet: `envkit create torch` makes one."
-    rows = [("NAME", "BUILD", "BACKEND", "PYTHON", "CHECK", "CREATED", "PREFIX")]
-    for record in found:
-        check = "-" if record.verify is None else ("PASS" if record.verify.get("ok") else "FAIL")
-        where = record.prefix if Path(record.prefix).is_dir() else f"{record.prefix} (missing)"
-        rows.append((record.name, record.build, record.backend, record.python, check, record.created[:10], where))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows)

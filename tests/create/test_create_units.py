@@ -11,9 +11,10 @@ from packaging.version import Version
 from envkit.backends.choose import choose_backend
 from envkit.backends.tools import CondaTool, Tools
 from envkit.config import Config, ConfigError, Mirror, check_transport, load_config, parse_config
-from envkit.create.plan import check_name, conda_part, cuda_for_solve, default_name, pip_parts
+from envkit.create.plan import conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.errors import BadInputError
 from envkit.installers import installer_environ, pip_command
+from envkit.records import check_name
 from envkit.userdirs import user_dirs
 
 PYTORCH = "https://download.pytorch.org/whl"
