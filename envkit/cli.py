@@ -591,11 +591,15 @@ def create(
                           verify=not no_verify),
             the_manifest, tables, profile, on_target, request, config, dirs, os.environ,
         )
+        from envkit.create.execute import AlreadyExists, check_available
+
         if dry_run:
             _print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
+            try:
+                check_available(prepared.plan, dirs, force)
+            except AlreadyExists as taken:  # a dry run changes nothing, but says what the real run would meet
+                typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
             return
-        from envkit.create.execute import check_available
-
         check_available(prepared.plan, dirs, force)
         if not json_output:
             typer.echo(plan_text(prepared))

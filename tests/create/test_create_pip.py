@@ -182,3 +182,44 @@ def test_a_run_that_was_killed_is_cleaned_up_by_the_next(home: Home, torch_index
     done = home.envkit("create", *CU126, "--yes", "--no-verify")
     assert done.returncode == 0, done.stderr
     assert "left half-made by an envkit run that did not finish" in done.stderr
+
+
+def test_a_dry_run_says_when_the_name_is_taken(home: Home, torch_index: IndexServer):
+    assert home.envkit("create", *CU126, "--yes", "--no-verify").returncode == 0
+    done = home.envkit("create", *CU126, "--dry-run")
+    assert done.returncode == 0 and "Environment: torch-cu126" in done.stdout
+    assert "the real run would stop here: environment 'torch-cu126' already exists" in done.stderr
+    assert "would stop" not in home.envkit("create", *CU126, "--dry-run", "--force").stderr
+
+
+def test_a_check_that_fails_keeps_the_environment_records_the_failure_and_exits_1(
+        home: Home, pypi_server: IndexServer, tmp_path: Path):
+    """The install worked but the framework does not import: the environment stays (it is what was asked for), the
+    record says FAIL, the report says why, and the exit code tells a script."""
+    from conftest import fake_torch_files
+
+    files = fake_torch_files("2.13.0+cu126", "12.6")
+    files["fake_config.json"] = json.dumps({"torch": {"import_error": "missing-library"}})
+    pypi_server.add_index("/whl/cu126", [
+        build_wheel(tmp_path / "w", "torch", "2.13.0+cu126", files=files),
+        build_wheel(tmp_path / "w", "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"]),
+        build_wheel(tmp_path / "w", "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"]),
+    ])
+    home.mirror_to(pypi_server)
+    done = home.envkit("create", *CU126, "--yes")
+    assert done.returncode == 1, done.stderr
+    assert "FAIL" in done.stdout and "libcudnn.so.9" in done.stdout
+    assert home.prefix("torch-cu126").is_dir()
+    record = home.record("torch-cu126")
+    assert record["verify"]["ok"] is False and record["verify"]["causes"]
+    assert "FAIL" in home.envkit("envs").stdout
+
+
+def test_nothing_is_written_outside_the_environment_and_the_user_dirs(home: Home, torch_index: IndexServer):
+    before = {p for p in home.root.rglob("*")}
+    assert home.envkit("create", *CU126, "--yes").returncode == 0
+    written = [p.relative_to(home.root).parts for p in set(home.root.rglob("*")) - before]
+    data, cache = (".local", "share", "envkit"), (".cache", "envkit")
+    outside = [parts for parts in written if parts[:3] != data and parts[:2] != cache
+               and parts not in (data[:1], data[:2], cache[:1])]
+    assert written and outside == [], outside
