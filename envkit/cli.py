@@ -286,6 +286,7 @@ def _check_environment(
     timeout: float,
     probe_timeout: float,
     expected=None,
+    environ=None,
 ):
     """Probe an environment's Python, judge the result for the machine, print the report; returns the report."""
     import os
@@ -300,7 +301,7 @@ def _check_environment(
     tables = load_tables(directory)
     profile = _machine(tables, machine, cuda, gpu_arch, timeout)  # bad input fails here, before the long part
     on_target = _on_target(machine, cuda, gpu_arch)
-    report = check_environment(python, options, profile, os.environ, tables=tables, on_target=on_target,
+    report = check_environment(python, options, profile, environ or os.environ, tables=tables, on_target=on_target,
                                manifest_for=lambda name: _framework_manifest(directory, tables, name),
                                expected=expected)
     _print_report(report, json_output)
@@ -416,6 +417,8 @@ def verify(
     Exit codes: 0 PASS, 1 FAIL, 2 bad input. Example: `envkit verify torch-cu126`.
     """
     with _reported_errors():
+        import os
+
         from envkit.errors import BadInputError
 
         if (env is None) == (prefix is None):
@@ -434,8 +437,13 @@ def verify(
         if not python.exists():
             raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
                                 hint="Give the directory of a conda environment or a venv.")
+        environ = None
+        if record is not None:  # as `envkit run` would run it: the environment activated
+            from envkit.activation import activated_environ
+
+            environ = activated_environ(prefix, record.kind, record.name, os.environ)
         report = _check_environment(python, framework, machine, cuda, gpu_arch, manifests, json_output, multi_gpu,
-                                    bench, timeout, probe_timeout, expected=expected)
+                                    bench, timeout, probe_timeout, expected=expected, environ=environ)
         if record is not None and _on_target(machine, cuda, gpu_arch):
             from envkit import records
             from envkit.probe.check import verify_summary
@@ -596,7 +604,7 @@ def create(
         if dry_run:
             _print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
             try:
-                check_available(prepared.plan, dirs, force)
+                check_available(prepared.plan, dirs, force, dry_run=True)
             except AlreadyExists as taken:  # a dry run changes nothing, but says what the real run would meet
                 typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
             return
@@ -626,8 +634,11 @@ def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe
         from envkit.probe.check import check_environment
         from envkit.probe.runner import ProbeOptions
 
+        from envkit.activation import activated_environ
+
         options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout)
-        return check_environment(python, options, plan.profile, os.environ, manifest_for=lambda _: manifest,
+        environ = activated_environ(plan.prefix, plan.kind, plan.name, os.environ)  # as `envkit run` runs it
+        return check_environment(python, options, plan.profile, environ, manifest_for=lambda _: manifest,
                                  tables=tables, on_target=plan.on_target, expected=plan.build)
 
     return execute(prepared, dirs, progress, force, checker, os.environ)

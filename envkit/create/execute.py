@@ -96,7 +96,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker) -> tuple[re
         with progress.step("Checking that it works (the post-install check)"):
             report = checker(plan, python)
     record = records.Record(
-        name=plan.name, prefix=str(plan.prefix), kind="venv" if plan.backend == "venv" else "conda",
+        name=plan.name, prefix=str(plan.prefix), kind=plan.kind,
         backend=plan.backend, manifest=plan.manifest, build=plan.build.id, python=str(plan.python),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=plan.profile.to_dict(),
         on_target=plan.on_target, installer=installer, kernel=kernel,
@@ -122,9 +122,10 @@ def _clear_leftover(dirs: UserDirs, name: str, progress: Progress) -> None:
     creating_marker(dirs.locks, name).unlink(missing_ok=True)
 
 
-def check_available(plan: Plan, dirs: UserDirs, force: bool) -> None:
-    """Fail early, before the plan is shown, when the name or the path is taken (checked again under the lock)."""
-    with name_lock(dirs.locks, plan.name):  # a run in progress says so, rather than looking like debris
+def check_available(plan: Plan, dirs: UserDirs, force: bool, dry_run: bool = False) -> None:
+    """Fail early, before the plan is shown, when the name or the path is taken (checked again under the lock).
+    A dry run takes no lock: it writes nothing, not even the lock file."""
+    with contextlib.nullcontext() if dry_run else name_lock(dirs.locks, plan.name):  # a run in progress says so
         if leftover_prefix(dirs.locks, plan.name) == plan.prefix:
             return  # a dead run's debris, removed when this run starts
         _check_in_the_way(plan, records.load(dirs.records, plan.name), force, dry=True)

@@ -56,6 +56,11 @@ class Plan:
     on_target: bool  # whether the profile is this machine's (so the check after installing can judge its GPUs)
     in_conda_envs: bool = False  # made by name in the user's conda envs directory: `conda activate NAME` finds it
 
+    @property
+    def kind(self) -> str:
+        """How the environment is activated: "venv" or "conda" (a conda prefix, whichever engine made it)."""
+        return "venv" if self.backend == "venv" else "conda"
+
 
 def default_name(manifest: str, build: Build) -> str:
     """The manifest name plus the variant: torch-cu126, tensorflow-cpu."""

@@ -25,7 +25,7 @@ FRAMEWORK_CHOICES = ("auto", "torch", "tensorflow", "jax", "mxnet")
 # Passed through to the probe: what decides which GPUs it sees and where libraries are found. Nothing else.
 _KEEP_VARIABLES = (
     "PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-    "CUDA_HOME", "CUDA_PATH", "HOME", "TMPDIR", "LANG", "LC_ALL",
+    "CUDA_HOME", "CUDA_PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "CONDA_PREFIX", "VIRTUAL_ENV",
     "SLURM_JOB_ID", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE",
 )
 _KEEP_PREFIXES = ("NCCL_",)
