@@ -4,13 +4,16 @@ mirror setting, real uv and pip, the real post-install check (on the stand-in to
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import CU126, PYTHON, Home
+from conftest import CU126, PYTHON, Home, fake_torch_files
 from support.pypi_index import IndexServer, build_wheel
 
 VERSION = "import importlib.metadata as m; print(m.version('torch'), m.version('torchvision'), m.version('torchaudio'))"
@@ -196,8 +199,6 @@ def test_a_check_that_fails_keeps_the_environment_records_the_failure_and_exits_
         home: Home, pypi_server: IndexServer, tmp_path: Path):
     """The install worked but the framework does not import: the environment stays (it is what was asked for), the
     record says FAIL, the report says why, and the exit code tells a script."""
-    from conftest import fake_torch_files
-
     files = fake_torch_files("2.13.0+cu126", "12.6")
     files["fake_config.json"] = json.dumps({"torch": {"import_error": "missing-library"}})
     pypi_server.add_index("/whl/cu126", [
@@ -223,3 +224,19 @@ def test_nothing_is_written_outside_the_environment_and_the_user_dirs(home: Home
     outside = [parts for parts in written if parts[:3] != data and parts[:2] != cache
                and parts not in (data[:1], data[:2], cache[:1])]
     assert written and outside == [], outside
+
+
+def test_on_a_terminal_it_asks_first_and_no_creates_nothing(home: Home, torch_index: IndexServer):
+    leader, follower = os.openpty()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "envkit", "create", *CU126], stdin=follower,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=home.env,
+                                   cwd=home.root)
+        os.write(leader, b"n\n")
+        out, err = process.communicate(timeout=120)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert process.returncode == 1 and "Create it?" in err and "nothing created" in err
+    assert "Environment: torch-cu126" in out  # the plan was shown before the question
+    assert not home.prefix("torch-cu126").exists() and torch_index.requests == []
