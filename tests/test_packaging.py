@@ -41,6 +41,13 @@ def test_wheel_carries_every_manifest(wheel):
         assert f"envkit/envs/{manifest.name}" in names
 
 
+def test_wheel_carries_every_module(wheel):
+    """A package missing from pyproject's list would install an envkit that fails on its first import of it."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    modules = {path.relative_to(REPO).as_posix() for path in (REPO / "envkit").rglob("*.py")}
+    assert modules and modules <= names, sorted(modules - names)
+
+
 def test_installed_envkit_lists_from_any_directory(wheel, tmp_path):
     # A venv that gets envkit only from the wheel, and its dependencies (typer, pyyaml, ...) from the environment
     # running the tests, through a .pth file (system_site_packages would reach the base interpreter, not a venv).
@@ -65,3 +72,11 @@ def test_installed_envkit_lists_from_any_directory(wheel, tmp_path):
     manifests = {m["name"]: m for m in json.loads(result.stdout)["manifests"]}
     assert manifests["torch"]["selected"] == "torch-2.14-cu126"
     assert {"tensorflow", "jax", "mxnet"} <= set(manifests)
+    plan = subprocess.run(
+        [str(env / "bin" / "envkit"), "create", "torch", "--dry-run", "--json", "--machine",
+         str(PROFILES / "h100-cuda128.yaml")],
+        capture_output=True, text=True, cwd=elsewhere, timeout=60,
+        env={"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"},
+    )
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["build"] == "torch-2.14-cu126"
