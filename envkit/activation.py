@@ -4,9 +4,10 @@ set, and for conda prefixes the package activation scripts (etc/conda/activate.d
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 _SOURCE_AND_EXEC = 'for f in "$0"/etc/conda/activate.d/*.sh; do [ -r "$f" ] && . "$f"; done; exec "$@"'
 
@@ -14,6 +15,8 @@ _SOURCE_AND_EXEC = 'for f in "$0"/etc/conda/activate.d/*.sh; do [ -r "$f" ] && .
 def activated_environ(prefix: Path, kind: str, name: str, environ: Mapping[str, str]) -> dict[str, str]:
     out = {k: v for k, v in environ.items() if k not in ("PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX")}
     out["PATH"] = os.pathsep.join(p for p in (str(prefix / "bin"), environ.get("PATH", "")) if p)
+    if kind == "conda":
+        out["PYTHONNOUSERSITE"] = "1"  # conda's Python reads ~/.local; a torch there would shadow the environment's
     if kind == "venv":
         out["VIRTUAL_ENV"] = str(prefix)
     else:
@@ -31,12 +34,11 @@ def activated_argv(prefix: Path, kind: str, argv: Sequence[str]) -> list[str]:
     return list(argv)
 
 
-def activation_hint(prefix: Path, kind: str, name: str, in_conda_envs: bool, has_conda: bool) -> str:
-    """How the user activates it in their shell."""
+def activation_hint(prefix: Path, kind: str, name: str, in_conda_envs: bool, conda_tool: Optional[str]) -> str:
+    """How the user activates it in their shell; ``conda_tool``: conda, mamba or micromamba, if they have one."""
+    where = shlex.quote(str(prefix))
     if kind == "venv":
-        return f"source {prefix}/bin/activate"
-    if in_conda_envs:
-        return f"conda activate {name}"
-    if has_conda:
-        return f"conda activate {prefix}"
-    return f"envkit run {name} -- bash   (a shell inside it; with conda or micromamba: activate {prefix})"
+        return f"source {shlex.quote(str(prefix / 'bin' / 'activate'))}"
+    if conda_tool is not None:
+        return f"{conda_tool} activate {name if in_conda_envs else where}"
+    return f"envkit run {name} -- bash   (a shell inside it; with conda or micromamba: activate {where})"

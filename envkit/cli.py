@@ -445,11 +445,21 @@ def verify(
         report = _check_environment(python, framework, machine, cuda, gpu_arch, manifests, json_output, multi_gpu,
                                     bench, timeout, probe_timeout, expected=expected, environ=environ)
         if record is not None and _on_target(machine, cuda, gpu_arch):
-            from envkit import records
-            from envkit.probe.check import verify_summary
-
-            records.save(records.with_verify(record, verify_summary(report)), _dirs().records)
+            _store_verify(record, report)
         raise typer.Exit(0 if report.ok else 1)
+
+
+def _store_verify(record, report) -> None:
+    """Into the record, unless the environment was replaced while the check ran (then it judged the old one)."""
+    from envkit import records
+    from envkit.create.lock import name_lock
+    from envkit.probe.check import verify_summary
+
+    dirs = _dirs()
+    with name_lock(dirs.locks, record.name):
+        current = records.load(dirs.records, record.name)
+        if current is not None and current.created == record.created and current.prefix == record.prefix:
+            records.save(records.with_verify(current, verify_summary(report)), dirs.records)
 
 
 def _dirs():
@@ -604,11 +614,11 @@ def create(
         if dry_run:
             _print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
             try:
-                check_available(prepared.plan, dirs, force, dry_run=True)
+                check_available(prepared.plan, dirs, force, os.environ)
             except AlreadyExists as taken:  # a dry run changes nothing, but says what the real run would meet
                 typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
             return
-        check_available(prepared.plan, dirs, force)
+        check_available(prepared.plan, dirs, force, os.environ)
         if not json_output:
             typer.echo(plan_text(prepared))
         if not yes and sys.stdin.isatty() and not typer.confirm("Create it?", default=True, err=True):
@@ -665,8 +675,8 @@ def _print_outcome(prepared, outcome, json_output: bool) -> None:
         typer.echo(f"Replaced the environment that was at {outcome.replaced}.")
     record = outcome.record
     typer.echo(f"Created {plan.name} at {plan.prefix}.")
-    has_conda = prepared.context.tools.conda is not None
-    hint = activation_hint(plan.prefix, record.kind, plan.name, plan.in_conda_envs, has_conda)
+    tool = prepared.context.tools.conda
+    hint = activation_hint(plan.prefix, record.kind, plan.name, plan.in_conda_envs, tool.kind if tool else None)
     typer.echo(f"  Activate it:  {hint}")
     typer.echo(f"  Or run in it: envkit run {plan.name} -- python your_script.py")
     if record.kernel:

@@ -12,21 +12,29 @@ import os
 from pathlib import Path
 from typing import Mapping, Optional
 
+from urllib.parse import urlsplit
+
 from packaging.version import Version
 
 from envkit.create.plan import PipPart
 
 UV_MIN_PYTHON = Version("3.8")  # uv cannot install into older environments: pip does it there
 _DROPPED_PREFIXES = ("PIP_", "UV_")
+# How the installers reach the network (certificates, proxies, timeouts, retries): kept, or a campus proxy that
+# intercepts TLS breaks every install. None of them chooses where packages come from.
+_TRANSPORT = ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_PROXY", "PIP_DEFAULT_TIMEOUT", "PIP_TIMEOUT", "PIP_RETRIES",
+              "UV_NATIVE_TLS", "UV_HTTP_TIMEOUT", "UV_HTTP_RETRIES", "UV_CONCURRENT_DOWNLOADS")
 _DROPPED = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE",
-            "PYTHONNOUSERSITE", "PYTHONSTARTUP")
+            "PYTHONSTARTUP")
 
 
 def installer_environ(environ: Mapping[str, str], cache: Optional[Path], link_mode: Optional[str] = None) -> dict[str, str]:
-    """``environ`` without anything that configures pip or uv or points at another environment, plus envkit's
-    own settings: no config files, no Python downloads, envkit's cache."""
-    out = {k: v for k, v in environ.items() if not k.startswith(_DROPPED_PREFIXES) and k not in _DROPPED}
+    """``environ`` without anything that tells pip or uv where packages come from or points at another
+    environment, plus envkit's own settings: no config files, no user site, no Python downloads, envkit's cache."""
+    out = {k: v for k, v in environ.items()
+           if (k in _TRANSPORT or not k.startswith(_DROPPED_PREFIXES)) and k not in _DROPPED}
     out.update({
+        "PYTHONNOUSERSITE": "1",  # pip in a conda prefix would take packages in ~/.local as installed
         "UV_NO_CONFIG": "1",
         "UV_PYTHON_DOWNLOADS": "never",
         "PIP_CONFIG_FILE": os.devnull,  # pip reads no config file at all
@@ -62,5 +70,12 @@ def pip_command(step: PipPart, python: Path, uv: Optional[Path], version: Versio
     """The install command of one pip step into the environment whose interpreter is ``python``."""
     if uses_uv(uv, version):
         return [str(uv), "pip", "install", "--python", str(python), "--index-url", step.index_url, *step.packages]
-    return [str(python), "-m", "pip", "install", "--index-url", step.index_url, "--progress-bar", "off",
-            *step.packages]
+    return [str(python), "-m", "pip", "install", "--index-url", step.index_url, *_trusted(step.index_url),
+            "--progress-bar", "off", *step.packages]
+
+
+def _trusted(index_url: str) -> list[str]:
+    """pip ignores a plain-http index unless told to trust its host; envkit only gets here with an http URL the
+    user configured as a mirror (or loopback), so it tells pip."""
+    parts = urlsplit(index_url)
+    return ["--trusted-host", parts.netloc] if parts.scheme == "http" and parts.netloc else []

@@ -101,9 +101,30 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
     except OSError as error:
         raise EnvkitError(f"cannot read {path}: {error}") from None
     try:
-        return record_from_dict(json.loads(text), str(path))
+        record = record_from_dict(json.loads(text), str(path))
     except ValueError:
         raise BadInputError(f"{path} is not valid JSON", hint="Delete it: `envkit envs` lists what is left.") from None
+    if record.name != name or not os.path.isabs(record.prefix):
+        raise BadInputError(f"{path} is not the record of an environment named {name!r}",
+                            hint="Delete it: `envkit envs` lists what is left.")
+    return record
+
+
+def load_quietly(records_dir: Path, name: str) -> Optional[Record]:
+    """The record, or None when there is none or it cannot be read."""
+    try:
+        return load(records_dir, name)
+    except EnvkitError:
+        return None
+
+
+def owner(prefix: Path) -> Optional[str]:
+    """The name of the environment envkit made at ``prefix``, from the record inside it; None if there is none."""
+    try:
+        name = json.loads(in_prefix(prefix).read_text(encoding="utf-8")).get("name")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def load_all(records_dir: Path) -> list[Record]:
@@ -114,10 +135,7 @@ def load_all(records_dir: Path) -> list[Record]:
     except OSError:
         return []
     for name in names:
-        try:
-            record = load(records_dir, name)
-        except EnvkitError:
-            continue
+        record = load_quietly(records_dir, name)
         if record is not None:
             out.append(record)
     return out

@@ -51,8 +51,10 @@ class CondaBackend:
     def _argv(self, plan: Plan) -> list[str]:
         assert plan.conda is not None
         channels = [arg for channel in plan.conda.channels for arg in ("-c", channel)]
+        # --no-default-packages: .condarc's create_default_packages would add packages to the solve (conda, mamba).
+        defaults = ["--no-default-packages"] if self.tool.kind != "micromamba" else []
         return [str(self.tool.path), "create", "--yes", "--quiet", "--prefix", str(plan.prefix), "--override-channels",
-                *channels, *plan.conda.specs]
+                *defaults, *channels, *plan.conda.specs]
 
     def _environ(self, plan: Plan, context: Context) -> dict[str, str]:
         """The machine's __cuda for the solve, from the plan (a Slurm partition's, when building for one)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from envkit.backends.base import Context, OnLine, command_text, run_step
 from envkit.create.plan import Plan
 from envkit.errors import InstallError
+from envkit.installers import uses_uv
 
 
 class VenvBackend:
@@ -15,9 +16,9 @@ class VenvBackend:
         if python is None:
             raise InstallError(f"no Python {plan.python} on this machine to make a venv with",
                                hint="Use --backend rattler: it brings its own Python.")
-        if context.tools.uv is not None:
+        if uses_uv(context.tools.uv, plan.python):
             return [str(context.tools.uv), "venv", "--quiet", "--python", str(python), str(plan.prefix)]
-        return [str(python), "-m", "venv", str(plan.prefix)]
+        return [str(python), "-m", "venv", str(plan.prefix)]  # with pip: it installs into this one
 
     def describe(self, plan: Plan, context: Context) -> list[str]:
         return [command_text(self._argv(plan, context))]

@@ -1,15 +1,15 @@
 """Carry out a plan, all or nothing: a failure or Ctrl-C at any step removes what this run made and puts back the
-environment it was replacing (--force), so nothing half-made is ever left looking like an environment.
+environment it was replacing (--force), so nothing half-made is ever left looking like an environment. A run that
+dies without a chance to clean up (SIGKILL, a power cut) is undone by the next one (envkit.create.journal).
 
-Order: lock the name; clear a dead run's debris; set aside what --force replaces; make the prefix (backend); pip
-steps; Jupyter kernel; the post-install check; the record (last: an environment with a record is complete).
+Order: lock the name and the prefix; undo a dead run; decide what --force replaces and set it aside; make the prefix
+(backend) and stamp it; pip steps; Jupyter kernel; the post-install check; the record; unstamp; delete what was
+replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import signal
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from envkit import records
 from envkit.backends.base import python_of, run_step
-from envkit.create.lock import creating_marker, leftover_prefix, name_lock
+from envkit.create.journal import Journal, recover, stamp, unstamp
+from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.create.plan import Plan
 from envkit.create.prepare import Prepared
 from envkit.create.progress import Progress
 from envkit.errors import EnvkitError
 from envkit.installers import pip_command, uses_uv
-from envkit.jupyter import install_argv, kernel_name, kernels_dir
+from envkit.jupyter import install_argv, kernel_name, kernel_python, kernels_dir
 from envkit.userdirs import UserDirs
 
 if TYPE_CHECKING:
@@ -51,31 +52,50 @@ def step_count(plan: Plan) -> int:
 def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool, checker: Checker,
             environ: Mapping[str, str]) -> Outcome:
     plan = prepared.plan
-    with name_lock(dirs.locks, plan.name), _sigterm_interrupts():
-        _clear_leftover(dirs, plan.name, progress)
-        old = records.load(dirs.records, plan.name)
-        _check_in_the_way(plan, old, force)
-        with _set_aside(_replaced_paths(plan, old, environ)) as keep_new:
-            marker = creating_marker(dirs.locks, plan.name)
-            marker.write_text(str(plan.prefix), encoding="utf-8")
+    try:
+        with name_lock(dirs.locks, plan.name), prefix_lock(dirs.locks, plan.prefix), _signals_interrupt():
+            for note in recover(journal_path(dirs.locks, plan.name), dirs.records):
+                progress.note(note)
+            old = records.load(dirs.records, plan.name)
+            replaced = to_replace(plan, old, force, environ)
+            _clear_empty_directory(plan.prefix)
+            spec = kernels_dir(environ) / kernel_name(plan.name) if plan.jupyter else None
+            journal = Journal(journal_path(dirs.locks, plan.name), name=plan.name, prefix=str(plan.prefix),
+                              kernelspec=str(spec) if spec else None,
+                              old_record=old.to_dict() if old is not None else None)
+            journal.save()
+            building = False
             try:
+                for path in replaced:
+                    journal.move_aside(path)
+                building = True
                 record, report = _build(prepared, progress, checker)
                 records.save(record, dirs.records)
+                unstamp(plan.prefix)
             except BaseException:
-                _remove_tree(plan.prefix)
-                if plan.jupyter:  # ours; a kernelspec it replaced comes back with the rest
-                    _remove_tree(kernels_dir(environ) / kernel_name(plan.name))
+                for note in journal.undo(dirs.records, made_prefix=building):
+                    progress.note(note)
                 raise
-            finally:
-                marker.unlink(missing_ok=True)
-            keep_new()
-        return Outcome(record=record, report=report, replaced=old.prefix if old is not None else None)
+            try:
+                journal.commit()
+            except KeyboardInterrupt:
+                progress.note(f"{plan.name} is complete; deleting what it replaced was interrupted: the next "
+                              "`envkit create` of it finishes that")
+                raise
+            replaced_prefix = old.prefix if old is not None and Path(old.prefix) in replaced else None
+            return Outcome(record=record, report=report, replaced=replaced_prefix)
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        raise EnvkitError(f"creating {plan.name} failed: {error.strerror or error}{where}",
+                          hint="Check that you can write there and that the disk has room; what this run made was "
+                               "removed.") from None
 
 
 def _build(prepared: Prepared, progress: Progress, checker: Checker) -> tuple[records.Record, Optional["Report"]]:
     plan, backend, context = prepared.plan, prepared.backend, prepared.context
     with progress.step(f"Creating the environment at {plan.prefix} ({plan.backend}, Python {plan.python})") as out:
         backend.make_prefix(plan, context, out)
+        stamp(plan.prefix)  # from here on, a later run may remove it if this one dies
     python = python_of(plan.prefix)
     installer = None
     for step in plan.pip:
@@ -111,114 +131,72 @@ def _summary(report: "Report") -> dict:
     return verify_summary(report)
 
 
-def _clear_leftover(dirs: UserDirs, name: str, progress: Progress) -> None:
-    """A run that died (killed, power cut) left a prefix without a record: remove it before starting again."""
-    leftover = leftover_prefix(dirs.locks, name)
-    if leftover is None:
-        return
-    if leftover.exists() and not records.in_prefix(leftover).exists():
-        progress.note(f"removing {leftover}, left half-made by an envkit run that did not finish")
-        _remove_tree(leftover)
-    creating_marker(dirs.locks, name).unlink(missing_ok=True)
+def check_available(plan: Plan, dirs: UserDirs, force: bool, environ: Mapping[str, str]) -> None:
+    """Fail early, before the plan is shown, when the name or the path is taken (checked again under the locks).
+    Writes nothing: a dry run calls it too."""
+    if journal_path(dirs.locks, plan.name).exists():
+        return  # a run in progress or a dead one: the real run waits for, or undoes, it first
+    to_replace(plan, records.load(dirs.records, plan.name), force, environ)
 
 
-def check_available(plan: Plan, dirs: UserDirs, force: bool, dry_run: bool = False) -> None:
-    """Fail early, before the plan is shown, when the name or the path is taken (checked again under the lock).
-    A dry run takes no lock: it writes nothing, not even the lock file."""
-    with contextlib.nullcontext() if dry_run else name_lock(dirs.locks, plan.name):  # a run in progress says so
-        if leftover_prefix(dirs.locks, plan.name) == plan.prefix:
-            return  # a dead run's debris, removed when this run starts
-        _check_in_the_way(plan, records.load(dirs.records, plan.name), force, dry=True)
-
-
-def _check_in_the_way(plan: Plan, old: Optional[records.Record], force: bool, dry: bool = False) -> None:
+def to_replace(plan: Plan, old: Optional[records.Record], force: bool, environ: Mapping[str, str]) -> list[Path]:
+    """What the new environment replaces: only envkit's own environment of this name (and its kernelspec), and only
+    with --force. Anything else in the way is an AlreadyExists: envkit never deletes what it did not make."""
     if old is not None and not force:
         raise AlreadyExists(f"environment {plan.name!r} already exists at {old.prefix}",
                             hint="Add --force to replace it (it stays as it is if the new one fails), "
                                  "or choose another --name.")
-    prefix = plan.prefix
-    if not prefix.exists() and not prefix.is_symlink():
-        return
-    if old is not None and Path(old.prefix) == prefix:
-        return
-    if prefix.is_dir() and not any(prefix.iterdir()):
-        if not dry:
-            prefix.rmdir()  # an empty directory (made by the user for us) is no environment
-        return
-    owner = _recorded_name(prefix)
-    what = f"envkit's environment {owner!r}" if owner else "something envkit did not make"
-    raise AlreadyExists(f"{prefix} already holds {what}",
-                        hint="envkit never replaces it: choose another --prefix or --name"
-                             + (f", or `envkit remove {owner}` first." if owner else ", or remove it yourself."))
-
-
-def _recorded_name(prefix: Path) -> Optional[str]:
-    try:
-        import json
-
-        return str(json.loads(records.in_prefix(prefix).read_text(encoding="utf-8"))["name"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _replaced_paths(plan: Plan, old: Optional[records.Record], environ: Mapping[str, str]) -> list[Path]:
-    """What the new environment replaces (with --force): the old prefix, the new prefix if something is there,
-    and the kernelspec the new one will overwrite or leave stale."""
-    paths = []
+    out: list[Path] = []
     if old is not None:
-        paths.append(Path(old.prefix))
-        if old.kernel:
-            paths.append(kernels_dir(environ) / old.kernel)
+        old_prefix = Path(old.prefix)
+        if records.owner(old_prefix) == old.name:  # a stale record (its prefix gone or reused) replaces nothing
+            out.append(old_prefix)
+            if old.kernel:
+                spec = kernels_dir(environ) / old.kernel
+                python = kernel_python(spec)
+                if python is not None and Path(python).is_relative_to(old_prefix):
+                    out.append(spec)
+    prefix = plan.prefix
+    if (prefix.exists() or prefix.is_symlink()) and prefix not in out and not _empty_directory(prefix):
+        owner = records.owner(prefix)
+        what = f"envkit's environment {owner!r}" if owner else "something envkit did not make"
+        hint = "envkit never replaces it: choose another --prefix or --name"
+        raise AlreadyExists(f"{prefix} already holds {what}",
+                            hint=hint + (f", or `envkit remove {owner}` first." if owner else ", or remove it yourself."))
     if plan.jupyter:
-        paths.append(kernels_dir(environ) / kernel_name(plan.name))
-    return list(dict.fromkeys(p for p in paths if p.exists() or p.is_symlink()))
+        spec = kernels_dir(environ) / kernel_name(plan.name)
+        if spec.exists() and spec not in out:
+            if not force:
+                raise AlreadyExists(f"a Jupyter kernel named {spec.name!r} already exists ({spec})",
+                                    hint="Add --force to replace it, or choose another --name.")
+            out.append(spec)
+    return out
+
+
+def _empty_directory(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
+
+
+def _clear_empty_directory(path: Path) -> None:
+    if _empty_directory(path):
+        path.rmdir()  # an empty directory (made by the user for us) is no environment; the backends want none
 
 
 @contextlib.contextmanager
-def _set_aside(paths: list[Path]) -> Iterator[Callable[[], None]]:
-    """Rename ``paths`` out of the way (same directory: an atomic rename); put them back if the block fails; delete
-    them once the caller says the new environment is complete."""
-    moved: list[tuple[Path, Path]] = []
-    done = False
-
-    def keep_new() -> None:
-        nonlocal done
-        done = True
-
-    try:
-        for path in paths:
-            aside = path.with_name(f".{path.name}.envkit-replaced-{os.getpid()}")
-            os.rename(path, aside)
-            moved.append((path, aside))
-        yield keep_new
-    finally:
-        for path, aside in reversed(moved):
-            if done:
-                _remove_tree(aside)
-            else:
-                _remove_tree(path)
-                os.rename(aside, path)
-
-
-def _remove_tree(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink(missing_ok=True)
-    elif path.exists():
-        shutil.rmtree(path, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM (a cancelled Slurm job, `kill`) cleans up like Ctrl-C does."""
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM (a cancelled Slurm job, `kill`), SIGHUP (a closed terminal or ssh session) and SIGQUIT clean up as
+    Ctrl-C does: the installers run in their own sessions, so envkit must stop them itself."""
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    signals = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
     try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
+        previous = {sig: signal.signal(sig, interrupt) for sig in signals}
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,52 +1,102 @@
-"""One `envkit create` (or `remove`) per environment name at a time: an advisory lock file per name.
+"""One `envkit create` (or `remove`) per environment name, and per prefix, at a time: advisory lock files.
 
-flock is released by the kernel when the process dies, so a killed run never leaves a stale lock. The file beside it
-(``NAME.creating``) says which prefix a run was building: the next run removes that debris if the run died.
+flock is released by the kernel when the process dies, so a killed run never leaves a stale lock. On a filesystem
+without flock (some Lustre or GPFS homes), a lock file created exclusively, holding host and process id, stands in:
+one left by a dead process of this host is taken over.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import hashlib
 import os
+import socket
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator
 
 from envkit.errors import EnvkitError
 
 
 class Busy(EnvkitError):
-    """Another envkit run holds the environment's lock."""
+    """Another envkit run holds the lock."""
+
+
+def _holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _busy(what: str, holder: str) -> Busy:
+    by = f" (process {holder.replace(':', ' on ', 1) if ':' in holder else holder})" if holder else ""
+    return Busy(f"another envkit run is working on {what}{by}", hint="Wait for it to finish, then run this again.")
 
 
 @contextlib.contextmanager
-def name_lock(locks: Path, name: str) -> Iterator[None]:
+def exclusive(locks: Path, key: str, what: str) -> Iterator[None]:
     locks.mkdir(parents=True, exist_ok=True)
-    path = locks / f"{name}.lock"
+    path = locks / f"{key}.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            raise Busy(f"another envkit run is working on environment {name!r}"
-                       + (f" (process {holder})" if holder else ""),
-                       hint="Wait for it to finish, then run this again.") from None
+            raise _busy(what, os.pread(fd, 256, 0).decode("utf-8", "replace").strip()) from None
+        except OSError as error:
+            if error.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            with _exclusive_file(locks / f"{key}.lock.excl", what):
+                yield
+            return
         os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        os.pwrite(fd, _holder().encode(), 0)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        os.close(fd)  # releases the flock
 
 
-def creating_marker(locks: Path, name: str) -> Path:
-    return locks / f"{name}.creating"
-
-
-def leftover_prefix(locks: Path, name: str) -> Optional[Path]:
-    """The prefix a dead run was building for ``name`` (call it while holding the lock), if there is one."""
+@contextlib.contextmanager
+def _exclusive_file(path: Path, what: str) -> Iterator[None]:
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            break
+        except FileExistsError:
+            holder = path.read_text(encoding="utf-8", errors="replace").strip()
+            if not _dead_here(holder):
+                raise _busy(what, holder) from None
+            path.unlink(missing_ok=True)  # its process is gone: take it over
+    else:
+        raise _busy(what, "")
     try:
-        text = creating_marker(locks, name).read_text(encoding="utf-8").strip()
-    except (FileNotFoundError, UnicodeDecodeError):
-        return None
-    return Path(text) if text else None
+        os.write(fd, _holder().encode())
+        os.close(fd)
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _dead_here(holder: str) -> bool:
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's, or unreadable: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def name_lock(locks: Path, name: str) -> contextlib.AbstractContextManager[None]:
+    return exclusive(locks, name, f"environment {name!r}")
+
+
+def prefix_lock(locks: Path, prefix: Path) -> contextlib.AbstractContextManager[None]:
+    key = "prefix-" + hashlib.sha256(str(prefix).encode("utf-8")).hexdigest()[:16]
+    return exclusive(locks, key, str(prefix))
+
+
+def journal_path(locks: Path, name: str) -> Path:
+    return locks / f"{name}.creating"

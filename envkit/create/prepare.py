@@ -15,7 +15,7 @@ from envkit.backends.tools import Tools, find_conda, find_python, find_uv
 from envkit.catalog.model import Manifest, Tables
 from envkit.config import Config
 from envkit.create.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
-from envkit.errors import EnvkitError, UnknownNameError
+from envkit.errors import BadInputError, EnvkitError, UnknownNameError
 from envkit.installers import installer_environ, link_mode
 from envkit.machine import MachineProfile
 from envkit.records import check_name
@@ -77,6 +77,8 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
     system_python = find_python(candidate.python, uv, environ) if wants_python else None
     tools = Tools(conda=conda, uv=uv, python=system_python)
     backend_name, why = choose_backend(request.backend, build, candidate.python, tools)
+    if backend_name == "conda" and request.prefix is None and name in ("base", "root"):
+        raise BadInputError(f"{name!r} is the name of conda's own base environment", hint="Choose another --name.")
     prefix = _location(request.prefix, backend_name, tools, config, dirs, name, environ)
     pips = pip_parts(build, tables.python, config, request.jupyter)
     conda_install = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Mapping
@@ -21,7 +20,7 @@ def remove_environment(record: records.Record, dirs: UserDirs, environ: Mapping[
     with name_lock(dirs.locks, record.name):
         if record.kernel and remove_kernel(record.kernel, prefix, environ):
             done.append(f"Removed the Jupyter kernel {record.kernel!r}.")
-        if _made_by_envkit_as(prefix, record.name):
+        if records.owner(prefix) == record.name:
             shutil.rmtree(prefix)
             done.append(f"Deleted {prefix}.")
         elif prefix.exists():
@@ -32,9 +31,3 @@ def remove_environment(record: records.Record, dirs: UserDirs, environ: Mapping[
         done.append(f"Forgot {record.name}.")
     return done
 
-
-def _made_by_envkit_as(prefix: Path, name: str) -> bool:
-    try:
-        return json.loads(records.in_prefix(prefix).read_text(encoding="utf-8")).get("name") == name
-    except (OSError, ValueError, AttributeError):
-        return False

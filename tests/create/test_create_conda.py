@@ -267,7 +267,7 @@ def test_auto_uses_the_users_micromamba_into_its_envs_directory(
     record = home.record(NAME)
     assert record["backend"] == "conda" and record["kind"] == "conda" and record["prefix"] == str(prefix)
     assert record["verify"]["ok"] is True
-    assert f"  Activate it:  conda activate {NAME}\n" in done.stdout
+    assert f"  Activate it:  micromamba activate {NAME}\n" in done.stdout
     lines = home.in_env(NAME, INSIDE).splitlines()
     assert lines[:2] == [str(prefix), str(prefix)] and lines[-1] == str(prefix / "cuda")
 
@@ -309,8 +309,8 @@ def test_a_conda_environment_outside_its_envs_directories_is_activated_by_its_pa
     [call] = micromamba.creates()
     assert call["argv"][3:5] == ["--prefix", str(elsewhere)]
     assert conda_home.record("tf")["prefix"] == str(elsewhere)
-    assert "  Activate it:  conda activate tf\n" not in done.stdout  # would activate nothing, or another env
-    assert f"  Activate it:  conda activate {elsewhere}" in done.stdout
+    assert "  Activate it:  micromamba activate tf\n" not in done.stdout  # would activate nothing, or another env
+    assert f"  Activate it:  micromamba activate {elsewhere}" in done.stdout
 
 
 def test_a_conda_environment_envkit_did_not_make_is_never_replaced(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -136,7 +137,7 @@ def _processes_mentioning(text: str) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_an_interrupt_mid_install_removes_what_was_made(home: Home, torch_index: IndexServer, torch_wheels, sig):
     wheel = next(w for w in torch_wheels["cu126"] if w.name.startswith("torchvision"))
     torch_index.delay_file(wheel.name, 60)
@@ -184,7 +185,7 @@ def test_a_run_that_was_killed_is_cleaned_up_by_the_next(home: Home, torch_index
     torch_index.delay_file(wheel.name, 0)
     done = home.envkit("create", *CU126, "--yes", "--no-verify")
     assert done.returncode == 0, done.stderr
-    assert "left half-made by an envkit run that did not finish" in done.stderr
+    assert "undid an envkit run of torch-cu126 that did not finish" in done.stderr
 
 
 def test_a_dry_run_says_when_the_name_is_taken(home: Home, torch_index: IndexServer):
@@ -240,3 +241,55 @@ def test_on_a_terminal_it_asks_first_and_no_creates_nothing(home: Home, torch_in
     assert process.returncode == 1 and "Create it?" in err and "nothing created" in err
     assert "Environment: torch-cu126" in out  # the plan was shown before the question
     assert not home.prefix("torch-cu126").exists() and torch_index.requests == []
+
+
+def _kill_mid_install(home: Home, torch_index: IndexServer, torch_wheels, *args: str) -> None:
+    """Start a create, SIGKILL it while uv downloads, and wait until its orphaned installer is gone too."""
+    wheel = next(w for w in torch_wheels["cu126"] if w.name.startswith("torchvision"))
+    torch_index.delay_file(wheel.name, 3)
+    shutil.rmtree(Path(home.env["XDG_CACHE_HOME"]) / "envkit" / "uv", ignore_errors=True)  # so uv downloads again
+    seen = len(torch_index.requests)
+    process = home.popen("create", *CU126, "--yes", "--no-verify", *args)
+    _wait_for(lambda: any(path.endswith(wheel.name) for path in torch_index.requests[seen:]))
+    process.kill()
+    process.communicate(timeout=30)
+    _wait_for(lambda: not _processes_mentioning(f"--python {home.prefix('torch-cu126')}/bin/python"), timeout=30)
+    torch_index.delay_file(wheel.name, 0)
+
+
+def test_a_killed_force_run_gets_the_old_environment_back_on_the_next_run(home: Home, torch_index: IndexServer,
+                                                                          torch_wheels):
+    assert home.envkit("create", *CU126, "--yes", "--no-verify").returncode == 0
+    prefix = home.prefix("torch-cu126")
+    (prefix / "my-notes.txt").write_text("mine")
+    _kill_mid_install(home, torch_index, torch_wheels, "--force")
+    assert [p.name for p in prefix.parent.iterdir() if "envkit-replaced" in p.name]  # the old one, set aside
+    again = home.envkit("create", *CU126, "--yes", "--no-verify")
+    assert "undid an envkit run of torch-cu126" in again.stderr
+    assert again.returncode == 1 and "already exists" in again.stderr  # the old one is back, so no --force: no
+    assert (prefix / "my-notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in prefix.parent.iterdir()) == ["torch-cu126"]
+    assert home.record("torch-cu126")["prefix"] == str(prefix)
+
+
+def test_a_dead_runs_path_that_the_user_reused_is_never_deleted(home: Home, torch_index: IndexServer, torch_wheels):
+    _kill_mid_install(home, torch_index, torch_wheels)
+    prefix = home.prefix("torch-cu126")
+    shutil.rmtree(prefix)  # the user cleans up by hand, then keeps their own files there
+    prefix.mkdir()
+    (prefix / "thesis.tex").write_text("precious")
+    done = home.envkit("create", *CU126, "--yes", "--no-verify")
+    assert done.returncode == 1 and "something envkit did not make" in done.stderr
+    assert "cannot tell it from files of yours" in done.stderr
+    assert (prefix / "thesis.tex").read_text() == "precious"
+
+
+def test_force_over_a_stale_record_never_deletes_what_is_at_its_path_now(home: Home, torch_index: IndexServer):
+    assert home.envkit("create", *CU126, "--yes", "--no-verify").returncode == 0
+    prefix = home.prefix("torch-cu126")
+    shutil.rmtree(prefix)  # deleted by hand; the index still names it
+    prefix.mkdir()
+    (prefix / "thesis.tex").write_text("precious")
+    done = home.envkit("create", *CU126, "--yes", "--no-verify", "--force")
+    assert done.returncode == 1 and "something envkit did not make" in done.stderr
+    assert (prefix / "thesis.tex").read_text() == "precious"

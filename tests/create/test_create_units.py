@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from envkit.backends.base import Context
 from envkit.backends.choose import choose_backend
+from envkit.backends.conda import CondaBackend
 from envkit.backends.tools import CondaTool, Tools
 from envkit.config import Config, ConfigError, Mirror, check_transport, load_config, parse_config
-from envkit.create.plan import conda_part, cuda_for_solve, default_name, pip_parts
+from envkit.create.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.errors import BadInputError
 from envkit.installers import installer_environ, pip_command
 from envkit.records import check_name
@@ -201,3 +203,36 @@ def test_uv_installs_unless_the_environments_python_is_older_than_it_supports(ca
     pip = pip_command(step, python, Path("/uv"), Version("3.7"))
     assert pip[:5] == ["/e/bin/python", "-m", "pip", "install", "--index-url"]
     assert pip_command(step, python, None, Version("3.12"))[1:3] == ["-m", "pip"]
+
+
+def test_network_settings_are_kept_and_the_user_site_is_off():
+    env = installer_environ({"PIP_CERT": "/etc/ssl/lab.pem", "PIP_PROXY": "http://proxy:3128", "UV_NATIVE_TLS": "1",
+                             "UV_HTTP_TIMEOUT": "90", "PIP_INDEX_URL": "https://x", "PYTHONNOUSERSITE": ""}, None)
+    assert env["PIP_CERT"] == "/etc/ssl/lab.pem" and env["PIP_PROXY"] == "http://proxy:3128"
+    assert env["UV_NATIVE_TLS"] == "1" and env["UV_HTTP_TIMEOUT"] == "90"
+    assert "PIP_INDEX_URL" not in env and env["PYTHONNOUSERSITE"] == "1"
+
+
+def test_pip_is_told_to_trust_a_plain_http_mirror_and_only_that(catalog):
+    build = _build(catalog, "torch-2.13-cu126")
+    mirrored = _config(**{PYTORCH: "http://cache.lab:8080/whl"})
+    [step] = pip_parts(build, catalog.tables.python, mirrored, jupyter=False)
+    argv = pip_command(step, Path("/e/bin/python"), None, Version("3.12"))
+    assert argv[argv.index("--trusted-host") + 1] == "cache.lab:8080"
+    [https] = pip_parts(build, catalog.tables.python, Config(path=None), jupyter=False)
+    assert "--trusted-host" not in pip_command(https, Path("/e/bin/python"), None, Version("3.12"))
+
+
+@pytest.mark.parametrize("kind, defaults", [("conda", True), ("mamba", True), ("micromamba", False)])
+def test_conda_creates_from_the_plans_channels_only(catalog, load_profile, kind, defaults, tmp_path):
+    build = _build(catalog, "tensorflow-2.4.1-cu101")
+    part = conda_part(build, Version("3.8"), catalog.tables.python, Config(path=None), ("10.1", "the driver's"),
+                      with_pip=False)
+    plan = Plan(manifest="tensorflow", build=build, name="tf", prefix=tmp_path / "tf", python=Version("3.8"),
+                backend="conda", backend_reason="", conda=part, pip=(), jupyter=False, verify=False,
+                profile=load_profile("gtx1080ti-cuda101"), on_target=False)
+    backend = CondaBackend(CondaTool(kind, Path(f"/opt/bin/{kind}")))
+    [line] = backend.describe(plan, Context(tools=Tools(None, None, None), environ={}, conda_cache=tmp_path))
+    assert line.startswith(f"CONDA_OVERRIDE_CUDA=10.1 /opt/bin/{kind} create --yes --quiet --prefix ")
+    assert "--override-channels" in line and "-c https://repo.anaconda.com/pkgs/main" in line
+    assert ("--no-default-packages" in line) is defaults
