@@ -429,9 +429,9 @@ def verify(
         if env is not None:
             record = _record(env)
             prefix = Path(record.prefix)
-            expected = _recorded_build(record, manifests)
-            if framework == "auto" and expected is not None:
-                framework = _framework_of(record, manifests)
+            recorded_framework, expected = _recorded_build(record, manifests)
+            if framework == "auto" and recorded_framework is not None:
+                framework = recorded_framework
         assert prefix is not None
         python = prefix / "bin" / "python"
         if not python.exists():
@@ -498,23 +498,15 @@ def _plain_name(name: str) -> bool:
 
 
 def _recorded_build(record, manifests: Optional[Path]):
-    """The build a recorded environment was made from, if its manifest still has it."""
+    """(the framework, the build) a recorded environment was made from, if its manifest still has them."""
     from envkit.catalog import load_tables, manifest_names
     from envkit.catalog.load import SUFFIX, load_manifest
 
     directory = _manifests_dir(manifests)
     if record.manifest not in manifest_names(directory):
-        return None
+        return None, None
     manifest = load_manifest(directory / f"{record.manifest}{SUFFIX}", load_tables(directory))
-    return next((b for b in manifest.builds if b.id == record.build), None)
-
-
-def _framework_of(record, manifests: Optional[Path]) -> str:
-    from envkit.catalog import load_tables
-    from envkit.catalog.load import SUFFIX, load_manifest
-
-    directory = _manifests_dir(manifests)
-    return load_manifest(directory / f"{record.manifest}{SUFFIX}", load_tables(directory)).framework
+    return manifest.framework, next((b for b in manifest.builds if b.id == record.build), None)
 
 
 # --- making environments: create, envs, remove, run -----------------------------------------------------------------
@@ -621,6 +613,8 @@ def create(
         check_available(prepared.plan, dirs, force, os.environ)
         if not json_output:
             typer.echo(plan_text(prepared))
+        elif not yes and sys.stdin.isatty():
+            typer.echo(plan_text(prepared), err=True)  # the question needs the plan; stdout stays JSON
         if not yes and sys.stdin.isatty() and not typer.confirm("Create it?", default=True, err=True):
             typer.echo("envkit: nothing created", err=True)
             raise typer.Exit(1)

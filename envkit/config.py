@@ -78,7 +78,7 @@ def check_transport(url: str, config: Config, what: str) -> str:
     scheme = urlsplit(url).scheme
     if scheme in ("https", "file"):
         return url
-    configured = any(url.startswith(m.target) for m in config.mirrors)
+    configured = any(url == m.target or url.startswith(m.target + "/") for m in config.mirrors)
     if scheme == "http" and (configured or is_loopback(url)):
         return url
     raise BadInputError(

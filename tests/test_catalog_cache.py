@@ -59,3 +59,12 @@ def test_an_unwritable_cache_still_loads(manifests: Path, tmp_path: Path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert cached_catalog(manifests, ["torch"], blocker / "cache") == load_catalog(manifests, ["torch"])
+
+
+def test_old_entries_are_pruned(manifests: Path, tmp_path: Path):
+    cache = tmp_path / "cache"
+    torch = manifests / "torch.yaml"
+    for edit in range(20):
+        torch.write_text(torch.read_text() + f"\n# edit {edit}\n")
+        cached_catalog(manifests, ["torch"], cache)
+    assert len(list((cache / "catalog").glob("*.pickle"))) == 16

@@ -21,6 +21,7 @@ from envkit.catalog.model import Catalog
 _ENVKIT = Path(__file__).resolve().parent.parent
 # The code whose output is cached: a change to any of it (a new field, a fixed parser) is a different key.
 _CODE = ("catalog/load.py", "catalog/model.py", "cuda.py", "versions.py", "gpu_names.py", "yamltext.py")
+_KEEP = 16  # entries: enough for every manifest and a few edits of each; older ones are deleted
 
 
 def cached_catalog(directory: Path, names: Sequence[str], cache_dir: Optional[Path]) -> Catalog:
@@ -47,7 +48,9 @@ def _key(directory: Path, names: Sequence[str]) -> Optional[str]:
         wanted = list(dict.fromkeys(names)) or manifest_names(directory)
         files = [directory / table for table in TABLE_FILES] + [directory / f"{n}{SUFFIX}" for n in wanted]
         code = [_ENVKIT / part for part in _CODE]
-        parts = [str(directory.resolve()), ",".join(wanted)]
+        from packaging import __version__ as packaging_version  # its Version objects are in the pickle
+
+        parts = [str(directory.resolve()), ",".join(wanted), packaging_version]
         parts += [f"{p}:{s.st_size}:{s.st_mtime_ns}" for p in files + code for s in (p.stat(),)]
     except Exception:  # a file missing or unreadable: let load_catalog report it
         return None
@@ -61,5 +64,8 @@ def _store(path: Path, catalog: Catalog) -> None:
         with os.fdopen(fd, "wb") as out:
             pickle.dump(catalog, out, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(temporary, path)
+        entries = sorted(path.parent.glob("*.pickle"), key=lambda entry: entry.stat().st_mtime_ns, reverse=True)
+        for stale in entries[_KEEP:]:
+            stale.unlink(missing_ok=True)
     except OSError:
-        pass  # a read-only home, a full disk: no cache, no harm
+        pass  # a read-only home, a full disk, a race with another run: no cache, no harm

@@ -8,6 +8,7 @@ from typing import Mapping
 
 from envkit import records
 from envkit.create.lock import name_lock
+from envkit.errors import EnvkitError
 from envkit.jupyter import remove_kernel
 from envkit.userdirs import UserDirs
 
@@ -21,7 +22,11 @@ def remove_environment(record: records.Record, dirs: UserDirs, environ: Mapping[
         if record.kernel and remove_kernel(record.kernel, prefix, environ):
             done.append(f"Removed the Jupyter kernel {record.kernel!r}.")
         if records.owner(prefix) == record.name:
-            shutil.rmtree(prefix)
+            try:
+                shutil.rmtree(prefix)
+            except OSError as error:
+                raise EnvkitError(f"cannot delete {prefix}: {error.strerror or error} ({error.filename})",
+                                  hint="Fix the permissions there and run `envkit remove` again.") from None
             done.append(f"Deleted {prefix}.")
         elif prefix.exists():
             done.append(f"Left {prefix} alone: it does not hold envkit's record of {record.name}.")
