@@ -635,10 +635,9 @@ def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe
     progress = Progress(sys.stderr, step_count(plan), verbose=verbose, live=sys.stderr.isatty())
 
     def checker(plan, python):
+        from envkit.activation import activated_environ
         from envkit.probe.check import check_environment
         from envkit.probe.runner import ProbeOptions
-
-        from envkit.activation import activated_environ
 
         options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout)
         environ = activated_environ(plan.prefix, plan.kind, plan.name, os.environ)  # as `envkit run` runs it
@@ -649,32 +648,14 @@ def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe
 
 
 def _print_outcome(prepared, outcome, json_output: bool) -> None:
-    from envkit.activation import activation_hint
-
-    plan = prepared.plan
     if json_output:
         from envkit.create.render import outcome_json
-        from envkit.probe.render import report_json
 
-        report = report_json(outcome.report) if outcome.report is not None else None
-        _print_json(outcome_json(prepared, outcome, report))
-        return
-    if outcome.report is not None:
-        from envkit.probe.render import report_text
-
-        typer.echo(report_text(outcome.report))
+        _print_json(outcome_json(prepared, outcome))
     else:
-        typer.echo(f"Not checked (--no-verify): run `envkit verify {plan.name}` to check it.")
-    if outcome.replaced:
-        typer.echo(f"Replaced the environment that was at {outcome.replaced}.")
-    record = outcome.record
-    typer.echo(f"Created {plan.name} at {plan.prefix}.")
-    tool = prepared.context.tools.conda
-    hint = activation_hint(plan.prefix, record.kind, plan.name, plan.in_conda_envs, tool.kind if tool else None)
-    typer.echo(f"  Activate it:  {hint}")
-    typer.echo(f"  Or run in it: envkit run {plan.name} -- python your_script.py")
-    if record.kernel:
-        typer.echo(f"  Jupyter:      the kernel {record.kernel!r} ({plan.name} (envkit))")
+        from envkit.create.render import outcome_text
+
+        typer.echo(outcome_text(prepared, outcome))
 
 
 @app.command("envs")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from envkit.backends.base import python_of
 from envkit.create.prepare import Prepared
@@ -73,7 +73,33 @@ def plan_json(prepared: Prepared) -> dict[str, Any]:
     }
 
 
-def outcome_json(prepared: Prepared, outcome: "Outcome", report_json: Optional[dict[str, Any]]) -> dict[str, Any]:
-    return {"plan": plan_json(prepared), "record": outcome.record.to_dict(), "verify": report_json,
+def outcome_json(prepared: Prepared, outcome: "Outcome") -> dict[str, Any]:
+    from envkit.probe.render import report_json
+
+    report = report_json(outcome.report) if outcome.report is not None else None
+    return {"plan": plan_json(prepared), "record": outcome.record.to_dict(), "verify": report,
             "replaced": outcome.replaced}
+
+
+def outcome_text(prepared: Prepared, outcome: "Outcome") -> str:
+    """The check's report, then what was made and how to use it."""
+    from envkit.activation import activation_hint
+
+    plan, record = prepared.plan, outcome.record
+    if outcome.report is not None:
+        from envkit.probe.render import report_text
+
+        lines = [report_text(outcome.report)]
+    else:
+        lines = [f"Not checked (--no-verify): run `envkit verify {plan.name}` to check it."]
+    if outcome.replaced:
+        lines.append(f"Replaced the environment that was at {outcome.replaced}.")
+    tool = prepared.context.tools.conda
+    hint = activation_hint(plan.prefix, record.kind, plan.name, plan.in_conda_envs, tool.kind if tool else None)
+    lines += [f"Created {plan.name} at {plan.prefix}.",
+              f"  Activate it:  {hint}",
+              f"  Or run in it: envkit run {plan.name} -- python your_script.py"]
+    if record.kernel:
+        lines.append(f"  Jupyter:      the kernel {record.kernel!r} ({plan.name} (envkit))")
+    return "\n".join(lines)
 

@@ -391,7 +391,7 @@ def _multi_gpu_failed(f: Facts) -> Iterable[Mapping[str, Any]]:
     collective = f.probe.multi_gpu
     if collective is not None and collective.ok is False:
         error = _first_line(collective.error.text) if collective.error else "no rank reported success"
-        yield {"n": collective.world_size or f.seen, "error": error}
+        yield {"n": collective.world_size or f.seen, "error": error, "method": collective.method or "all-reduce"}
 
 
 def _multi_gpu_skipped(f: Facts) -> Iterable[Mapping[str, Any]]:
@@ -482,9 +482,10 @@ RULES: tuple[Rule, ...] = (
          _not_checked_here, failed=False),
     Rule("build-not-in-manifest", "the installed {subject} is not a build of the {manifest} manifest",
          "It was judged by what it reports about itself only.", _not_identified, failed=False),
-    Rule("multi-gpu-failed", "the all-reduce across {n} GPUs failed: {error}",
-         "Rerun with NCCL_DEBUG=INFO set to see where NCCL stops; NCCL_P2P_DISABLE=1 tells whether peer-to-peer "
-         "transfers are the problem.", _multi_gpu_failed),
+    Rule("multi-gpu-failed", "the {method} across {n} GPUs failed: {error}",
+         "Rerun with NCCL_DEBUG=INFO set to see where NCCL stops (torch's all-reduce, JAX's psum and TensorFlow's "
+         "NcclAllReduce run on NCCL); NCCL_P2P_DISABLE=1 tells whether peer-to-peer transfers are the problem.",
+         _multi_gpu_failed),
     Rule("multi-gpu-skipped", "--multi-gpu: {why}", "The rest of the check is complete without it.",
          _multi_gpu_skipped, failed=False),
     Rule("bench-failed", "the benchmark failed on GPU {index} ({dtype}): {error}",

@@ -84,7 +84,8 @@ def _error_json(error: Optional[ErrorText]) -> Optional[dict[str, str]]:
 def _collective_json(collective: Optional[Collective]) -> Optional[dict[str, Any]]:
     if collective is None:
         return None
-    return {"ok": collective.ok, "skipped": collective.skipped, "world_size": collective.world_size,
+    return {"ok": collective.ok, "skipped": collective.skipped, "method": collective.method,
+            "world_size": collective.world_size,
             "bytes": collective.size_bytes, "busbw_gbs": collective.busbw_gbs, "algbw_gbs": collective.algbw_gbs,
             "error": _error_json(collective.error)}
 
@@ -154,13 +155,14 @@ def _extras_text(probe: ProbeResult) -> list[str]:
     lines = []
     collective = probe.multi_gpu
     if collective is not None:
+        what = f"{collective.method or 'all-reduce'} over {collective.world_size} GPUs"
         if collective.ok is None:
             lines.append(f"  Multi-GPU: skipped: {collective.skipped}")
         elif collective.ok:
             bandwidth = f", bus bandwidth {collective.busbw_gbs:g} GB/s" if collective.busbw_gbs is not None else ""
-            lines.append(f"  Multi-GPU: NCCL all-reduce over {collective.world_size} GPUs ok{bandwidth}")
+            lines.append(f"  Multi-GPU: {what} ok{bandwidth}")
         else:
-            lines.append(f"  Multi-GPU: NCCL all-reduce over {collective.world_size} GPUs FAILED")
+            lines.append(f"  Multi-GPU: {what} FAILED")
     bench = probe.bench
     if bench is not None:
         if bench.ok is None:

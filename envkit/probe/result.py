@@ -72,6 +72,7 @@ class Collective:
 
     ok: Optional[bool]  # None: skipped
     skipped: Optional[str] = None
+    method: Optional[str] = None  # "NCCL all-reduce" (torch), "MirroredStrategy all-reduce (...)", "pmap psum" (jax)
     world_size: Optional[int] = None
     size_bytes: Optional[int] = None
     busbw_gbs: Optional[float] = None
@@ -314,6 +315,7 @@ def _collective(value: Any) -> Optional[Collective]:
     return Collective(
         ok=None if ok is None else bool(ok),
         skipped=_opt_str(value.get("skipped")),
+        method=_opt_str(value.get("method")),
         world_size=_opt_int(value.get("world_size")),
         size_bytes=_opt_int(value.get("bytes")),
         busbw_gbs=_opt_float(value.get("busbw_gbs")),

@@ -1,11 +1,16 @@
 """envkit's post-install probe. Run by an environment's own Python, it prints ONE JSON document on stdout.
 
-    python -I script.py FRAMEWORK [--multi-gpu] [--bench]
+    python -I script.py FRAMEWORK [--multi-gpu] [--bench] [--multi-gpu-timeout=SECONDS]
 
 FRAMEWORK is torch, tensorflow, jax, mxnet, or auto (the first of those that is installed). The probe imports the
 framework, lists its GPUs, runs a matrix product (and a convolution) on the CPU and on EVERY GPU, compares each GPU
 result with the CPU one, and records every warning, error message and traceback it meets. It never crashes without
 printing its JSON: everything it does is guarded.
+
+--multi-gpu: with two GPUs or more, a real all-reduce across all of them whose sum is checked, then timed (bus
+bandwidth): torch: NCCL, one process per GPU (this script in --nccl-worker mode); tensorflow: a MirroredStrategy's
+ReplicaContext.all_reduce; jax: a psum under jax.pmap. --bench: matrix products on each GPU, TFLOP/s in float32 and
+float16 (torch, tensorflow, jax). Neither is built for mxnet (retired).
 
 Rules for this file: standard library only, never import envkit (it runs inside another environment), and stay
 valid on Python 3.6 (no walrus, no ``f"{x=}"``, no ``from __future__ import annotations``, no dataclasses).
@@ -21,6 +26,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -38,9 +44,12 @@ TOLERANCE = 1e-2  # relative to the size of the values: TF32 convolutions stay f
 TEXT_LIMIT = 6000
 STDERR_LIMIT = 20000
 BENCH_SECONDS = 0.5
-MULTI_GPU_BYTES = 64 * 2 ** 20
+BENCH_N = 4096  # the benchmark multiplies two BENCH_N x BENCH_N matrices
+BENCH_DTYPES = ("float32", "float16")
+MULTI_GPU_BYTES = 64 * 2 ** 20  # what each GPU contributes to the timed all-reduce
+MULTI_GPU_CHECK_ELEMENTS = 1024  # the all-reduce whose sum is checked: float32 values, replica/rank r gives r + 1
 MULTI_GPU_ITERATIONS = 20
-MULTI_GPU_TIMEOUT = 240.0
+MULTI_GPU_TIMEOUT = 240.0  # seconds; the probe's --multi-gpu-timeout=SECONDS changes it
 
 
 # --- recording ---------------------------------------------------------------------------------------------------
@@ -251,12 +260,120 @@ def skipped(reason):
     return {"ok": None, "skipped": reason}
 
 
-def skip_torch_only_options(report, options, framework, multi_gpu_plan=""):
-    """--multi-gpu and --bench are built for torch only: say so, plainly, for the other frameworks."""
+def skip_retired_options(report, options, framework):
+    """--multi-gpu and --bench are built for torch, tensorflow and jax; not for a retired framework (MXNet)."""
+    why = "not built for %s, a retired framework (built for torch, tensorflow and jax)" % framework
     if options["multi_gpu"]:
-        report["multi_gpu"] = skipped("not built for %s yet%s; torch only" % (framework, multi_gpu_plan))
+        report["multi_gpu"] = skipped(why)
     if options["bench"]:
-        report["bench"] = skipped("not built for %s yet; torch only" % framework)
+        report["bench"] = skipped(why)
+
+
+# --- --multi-gpu and --bench, shared by the frameworks -------------------------------------------------------------
+
+def too_few_gpus(framework, count):
+    return skipped("needs at least 2 GPUs; this machine has %d (visible to %s)" % (count, framework))
+
+
+# Threads of a collective that did not finish in time: main() exits without waiting for them once the JSON is out.
+_STUCK = []
+STUCK_GPUS = "not run: the --multi-gpu all-reduce is stuck on these GPUs"
+
+
+def collective_within_deadline(function, method, count, seconds):
+    """``function()`` -> the --multi-gpu report, run in a daemon thread and waited for at most ``seconds``: an
+    all-reduce stuck in NCCL (broken peer-to-peer transfers, a hung GPU) becomes a Timeout error of the report
+    instead of taking the whole report with it. (torch's all-reduce runs in worker processes with the same limit.)"""
+    box = []
+
+    def target():
+        try:
+            box.append(function())
+        except BaseException as exc:  # recorded, never raised, as everywhere in the probe
+            box.append(dict(collective_result(method, count), error=error_record(method, exc)))
+
+    thread = threading.Thread(target=target, name="envkit-multi-gpu")
+    thread.daemon = True
+    thread.start()
+    thread.join(seconds)
+    if box:
+        return box[0]
+    _STUCK.append(thread)
+    result = collective_result(method, count)
+    result["error"] = {"where": method, "type": "Timeout", "traceback": "",
+                       "message": "the %s did not finish within %g s" % (method, seconds)}
+    return result
+
+
+def collective_result(method, count):
+    """The --multi-gpu report of every framework: ok, the collective's name, and the bandwidth once it is timed."""
+    return {"ok": False, "skipped": None, "method": method, "world_size": count, "bytes": MULTI_GPU_BYTES,
+            "seconds_per_op": None, "algbw_gbs": None, "busbw_gbs": None, "error": None}
+
+
+def set_bandwidth(result, seconds_per_op):
+    """Bandwidth as nccl-tests reports it: algbw = bytes per GPU / time, busbw = algbw * 2 (n - 1) / n, the rate
+    each GPU's links carry in a ring all-reduce, comparable between GPU counts."""
+    count = result["world_size"]
+    if not (isinstance(seconds_per_op, (int, float)) and seconds_per_op > 0):
+        return
+    algbw = MULTI_GPU_BYTES / seconds_per_op / 1e9
+    result.update(seconds_per_op=seconds_per_op, algbw_gbs=round(algbw, 3),
+                  busbw_gbs=round(algbw * 2.0 * (count - 1) / count, 3))
+
+
+def wrong_sum(where, expected, got):
+    message = "the all-reduce sum is wrong on %s: every value should be %g, one is %r" % (where, expected, got)
+    return {"where": where, "type": "WrongResult", "message": message, "traceback": ""}
+
+
+def first_wrong(values, expected, size):
+    """None when ``values`` is ``size`` values all equal to ``expected`` (sums of small integers are exact), else the
+    first value that is not (or a note on the length)."""
+    if len(values) != size:
+        return "%d values instead of %d" % (len(values), size)
+    for value in values:
+        if value != expected:
+            return value
+    return None
+
+
+def bench_runs(framework, places, one):
+    """``one(index, dtype_name)`` -> {n, iterations, seconds, tflops} for every GPU (``places``: how the framework
+    names each) and every type of BENCH_DTYPES; an error is kept per run."""
+    if not places:
+        return skipped("needs a GPU; %s sees none here" % framework)
+    runs = []
+    for index, where in enumerate(places):
+        for dtype_name in BENCH_DTYPES:
+            run = {"index": index, "dtype": dtype_name, "n": None, "iterations": None, "seconds": None,
+                   "tflops": None, "error": None}
+            try:
+                run.update(one(index, dtype_name))
+            except Exception as exc:
+                run["error"] = error_record("bench %s on %s" % (dtype_name, where), exc)
+            runs.append(run)
+    return {"ok": all(r["error"] is None for r in runs), "runs": runs, "tf32": None}
+
+
+def timed_products(step, finish, n):
+    """Matrix products for about BENCH_SECONDS: ``step()`` queues one and returns it, ``finish(product)`` waits until
+    it (and so every product queued before it on that GPU) is done. Two to warm up, one to size the run."""
+    last = None
+    for _ in range(2):
+        last = step()
+    finish(last)
+    started = time.perf_counter()
+    finish(step())
+    once = max(time.perf_counter() - started, 1e-6)
+    iterations = int(min(200, max(3, BENCH_SECONDS / once)))
+    started = time.perf_counter()
+    for _ in range(iterations):
+        last = step()
+    finish(last)
+    seconds = time.perf_counter() - started
+    return {"n": n, "iterations": iterations, "seconds": round(seconds, 6),
+            "tflops": round(2.0 * n ** 3 * iterations / seconds / 1e12, 3)}
 
 
 # --- torch -------------------------------------------------------------------------------------------------------
@@ -337,7 +454,7 @@ def probe_torch(report, recorder, options):
             lambda: on_gpu(lambda: torch.nn.functional.conv2d(tensor([image], where), tensor(weight, where)))[0],
             lambda: py_conv2d(image, weight)))
     if options["multi_gpu"]:
-        report["multi_gpu"] = torch_multi_gpu(torch, count)
+        report["multi_gpu"] = torch_multi_gpu(torch, count, options.get("multi_gpu_timeout", MULTI_GPU_TIMEOUT))
     if options["bench"]:
         report["bench"] = torch_bench(recorder, torch, count)
 
@@ -348,49 +465,25 @@ def _text(value):
 
 def torch_bench(recorder, torch, count):
     """Matrix products per GPU for about BENCH_SECONDS each: achieved TFLOP/s in float32 and float16."""
-    if count < 1:
-        return skipped("needs a GPU; torch sees none here")
-    runs = []
-    for index in range(count):
-        for dtype_name in ("float32", "float16"):
-            run = {"index": index, "dtype": dtype_name, "n": None, "iterations": None, "seconds": None,
-                   "tflops": None, "error": None}
-            try:
-                run.update(_torch_bench_one(torch, index, getattr(torch, dtype_name)))
-            except Exception as exc:
-                run["error"] = error_record("bench %s on cuda:%d" % (dtype_name, index), exc)
-            runs.append(run)
-    tf32 = recorder.guarded("torch.backends.cuda.matmul.allow_tf32",
-                            lambda: bool(torch.backends.cuda.matmul.allow_tf32))
-    return {"ok": all(r["error"] is None for r in runs), "runs": runs, "tf32": tf32}
+    result = bench_runs("torch", ["cuda:%d" % index for index in range(count)],
+                        lambda index, dtype_name: _torch_bench_one(torch, index, getattr(torch, dtype_name)))
+    if result.get("runs"):
+        result["tf32"] = recorder.guarded("torch.backends.cuda.matmul.allow_tf32",
+                                          lambda: bool(torch.backends.cuda.matmul.allow_tf32))
+    return result
 
 
 def _torch_bench_one(torch, index, dtype):
-    n = 4096
     device = torch.device("cuda", index)
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    for _ in range(2):
-        torch.matmul(a, b)
-    torch.cuda.synchronize(index)
-    started = time.perf_counter()
-    torch.matmul(a, b)
-    torch.cuda.synchronize(index)
-    once = max(time.perf_counter() - started, 1e-6)
-    iterations = int(min(200, max(3, BENCH_SECONDS / once)))
-    started = time.perf_counter()
-    for _ in range(iterations):
-        torch.matmul(a, b)
-    torch.cuda.synchronize(index)
-    seconds = time.perf_counter() - started
-    return {"n": n, "iterations": iterations, "seconds": round(seconds, 6),
-            "tflops": round(2.0 * n ** 3 * iterations / seconds / 1e12, 3)}
+    a = torch.randn(BENCH_N, BENCH_N, device=device, dtype=dtype)
+    b = torch.randn(BENCH_N, BENCH_N, device=device, dtype=dtype)
+    return timed_products(lambda: torch.matmul(a, b), lambda product: torch.cuda.synchronize(index), BENCH_N)
 
 
-def torch_multi_gpu(torch, count):
+def torch_multi_gpu(torch, count, timeout=MULTI_GPU_TIMEOUT):
     """An NCCL all-reduce with one process per GPU (this script in worker mode), with its bus bandwidth."""
     if count < 2:
-        return skipped("needs at least 2 GPUs; this machine has %d (visible to torch)" % count)
+        return too_few_gpus("torch", count)
     try:
         import torch.distributed as distributed
 
@@ -398,7 +491,7 @@ def torch_multi_gpu(torch, count):
     except Exception:
         nccl = False
     if not nccl:
-        return {"ok": False, "skipped": None, "world_size": count,
+        return {"ok": False, "skipped": None, "method": "NCCL all-reduce", "world_size": count,
                 "error": {"where": "torch.distributed", "type": "NoNCCL",
                           "message": "this torch build has no NCCL (torch.distributed.is_nccl_available() is False)",
                           "traceback": ""}}
@@ -410,7 +503,7 @@ def torch_multi_gpu(torch, count):
             command = [sys.executable, "-I", os.path.abspath(__file__), "--nccl-worker", str(rank), str(count),
                        rendezvous, str(MULTI_GPU_BYTES), str(MULTI_GPU_ITERATIONS)]
             workers.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-        deadline = time.time() + MULTI_GPU_TIMEOUT
+        deadline = time.time() + timeout
         outputs = []
         for worker in workers:
             try:
@@ -421,7 +514,7 @@ def torch_multi_gpu(torch, count):
                         other.kill()
                 out, err = worker.communicate()
                 outputs.append({"ok": False, "error": {"where": "nccl worker", "type": "Timeout", "message":
-                                "the all-reduce did not finish within %g s" % MULTI_GPU_TIMEOUT,
+                                "the all-reduce did not finish within %g s" % timeout,
                                 "traceback": _clip(err.decode("utf-8", "replace"))}})
                 continue
             try:
@@ -444,18 +537,14 @@ def torch_multi_gpu(torch, count):
             os.rmdir(scratch)
         except OSError:
             pass
-    ok = all(o.get("ok") is True for o in outputs)
-    result = {"ok": ok, "skipped": None, "world_size": count, "bytes": MULTI_GPU_BYTES, "ranks": outputs,
-              "seconds_per_op": None, "algbw_gbs": None, "busbw_gbs": None, "error": None}
+    result = collective_result("NCCL all-reduce", count)
+    result.update(ok=all(o.get("ok") is True for o in outputs), ranks=outputs)
     errors = [o.get("error") for o in outputs if o.get("error")]
     if errors:
         result["error"] = errors[0]
     times = [o.get("seconds_per_op") for o in outputs]
-    if ok and all(isinstance(t, (int, float)) and t > 0 for t in times):
-        slowest = max(times)  # a collective is as fast as its slowest rank
-        algbw = MULTI_GPU_BYTES / slowest / 1e9
-        result.update(seconds_per_op=slowest, algbw_gbs=round(algbw, 3),
-                      busbw_gbs=round(algbw * 2.0 * (count - 1) / count, 3))
+    if result["ok"] and all(isinstance(t, (int, float)) and t > 0 for t in times):
+        set_bandwidth(result, max(times))  # a collective is as fast as its slowest rank
     return result
 
 
@@ -472,7 +561,7 @@ def nccl_worker(rank, world, rendezvous, nbytes, iterations):
         dist.init_process_group("nccl", init_method="file://" + rendezvous, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=MULTI_GPU_TIMEOUT))
         try:
-            probe = torch.full((1024,), float(rank + 1), device="cuda")
+            probe = torch.full((MULTI_GPU_CHECK_ELEMENTS,), float(rank + 1), device="cuda")
             dist.all_reduce(probe)
             torch.cuda.synchronize()
             expected = world * (world + 1) / 2.0
@@ -574,7 +663,116 @@ def probe_tensorflow(report, recorder, options):
         gpu["checks"].append(run_check(recorder, "matmul", where, lambda: matmul(ga, gb, where), reference))
         gpu["checks"].append(run_check(recorder, "conv2d", where, lambda: conv(where),
                                        lambda: py_conv2d(image, weight)))
-    skip_torch_only_options(report, options, "tensorflow", " (a MirroredStrategy step)")
+    if options["multi_gpu"]:
+        report["multi_gpu"] = collective_within_deadline(
+            lambda: tf_multi_gpu(tf, len(gpus), eager), "MirroredStrategy all-reduce", len(gpus),
+            options.get("multi_gpu_timeout", MULTI_GPU_TIMEOUT))
+    if options["bench"]:
+        report["bench"] = skipped(STUCK_GPUS) if _STUCK else tf_bench(recorder, tf, len(gpus), eager)
+
+
+# NOT YET RUN ON A GPU: tf_multi_gpu and tf_bench were written against TensorFlow 2's documented APIs and run, in
+# envkit's tests, only against the stand-in of tests/probe/fakes/tensorflow.
+
+def tf_multi_gpu(tf, count, eager):
+    """A MirroredStrategy over every GPU: each replica all-reduces (ReplicaContext.all_reduce, SUM) a tensor filled
+    with its replica id + 1 and gets the right sum back on its own GPU; then a chain of all-reduces of
+    MULTI_GPU_BYTES per GPU in one tf.function is timed."""
+    if count < 2:
+        return too_few_gpus("tensorflow", count)
+    if not eager:
+        return skipped("needs TensorFlow 2 (eager execution); this TensorFlow runs graphs only")
+    result = collective_result("MirroredStrategy all-reduce", count)
+    try:
+        distribute = tf.distribute
+        strategy = distribute.MirroredStrategy(devices=["/gpu:%d" % index for index in range(count)])
+        implementation = _tf_cross_device_ops(strategy)
+        if implementation:
+            result["method"] = "MirroredStrategy all-reduce (%s)" % implementation
+        replicas = int(strategy.num_replicas_in_sync)
+        if replicas != count:
+            raise RuntimeError("MirroredStrategy made %d replicas for %d GPUs" % (replicas, count))
+        run = getattr(strategy, "run", None) or strategy.experimental_run_v2  # experimental_run_v2: TF 2.0, 2.1
+        total = distribute.ReduceOp.SUM
+        elements = MULTI_GPU_BYTES // 4
+
+        def contribute():
+            context = distribute.get_replica_context()
+            mine = tf.fill([MULTI_GPU_CHECK_ELEMENTS], tf.cast(context.replica_id_in_sync_group + 1, tf.float32))
+            return context.all_reduce(total, mine)
+
+        def chain():
+            context = distribute.get_replica_context()
+            values = tf.zeros([elements], dtype=tf.float32)  # zeros: the sums stay zero however long the chain
+            for _ in range(MULTI_GPU_ITERATIONS):
+                values = context.all_reduce(total, values)
+            return values[:1]  # one value per GPU to copy back: it depends on every all-reduce of the chain
+
+        expected = count * (count + 1) / 2.0
+        sums = strategy.experimental_local_results(tf.function(lambda: run(contribute))())
+        places = [re.search(r"GPU:(\d+)$", str(t.device).upper()) for t in sums]
+        places = sorted(int(found.group(1)) for found in places if found)
+        if places != list(range(count)):
+            raise RuntimeError("the all-reduce results are on %s, not one on each of the %d GPUs"
+                               % ([str(t.device) for t in sums], count))
+        for replica, values in enumerate(sums):
+            wrong = first_wrong(values.numpy().tolist(), expected, MULTI_GPU_CHECK_ELEMENTS)
+            if wrong is not None:
+                result["error"] = wrong_sum("replica %d" % replica, expected, wrong)
+                return result
+        step = tf.function(lambda: run(chain))
+
+        def wait(out):
+            for value in strategy.experimental_local_results(out):
+                value.numpy()
+
+        wait(step())  # traced, and run once
+        started = time.perf_counter()
+        wait(step())
+        set_bandwidth(result, (time.perf_counter() - started) / MULTI_GPU_ITERATIONS)
+        result["ok"] = True
+    except Exception as exc:
+        result["error"] = error_record("tf.distribute.MirroredStrategy over %d GPUs" % count, exc)
+    return result
+
+
+def _tf_cross_device_ops(strategy):
+    """The class that does MirroredStrategy's all-reduce (NcclAllReduce, or a fallback such as
+    ReductionToOneDevice where NCCL is missing): a private attribute, read only to explain the bandwidth."""
+    try:
+        extended = strategy.extended
+        ops = getattr(extended, "_cross_device_ops", None) or getattr(extended, "_inferred_cross_device_ops", None)
+        return type(ops).__name__ if ops is not None else None
+    except Exception:
+        return None
+
+
+def tf_bench(recorder, tf, count, eager):
+    """Matrix products on each GPU for about BENCH_SECONDS: achieved TFLOP/s in float32 and float16."""
+    if count and not eager:
+        return skipped("needs TensorFlow 2 (eager execution); this TensorFlow runs graphs only")
+
+    def one(index, dtype_name):
+        where = "/GPU:%d" % index
+        dtype = getattr(tf, dtype_name)
+        with tf.device(where):
+            a = tf.cast(tf.random.normal([BENCH_N, BENCH_N]), dtype)
+            b = tf.cast(tf.random.normal([BENCH_N, BENCH_N]), dtype)
+
+            def finish(product):
+                if ("GPU:%d" % index) not in str(product.device).upper():
+                    raise RuntimeError("TensorFlow ran the product on %r, not on %s" % (str(product.device), where))
+                product[0, 0].numpy()  # one value to the host: waits for every product queued on this GPU
+
+            return timed_products(lambda: tf.matmul(a, b), finish, BENCH_N)
+
+    result = bench_runs("tensorflow", ["/GPU:%d" % index for index in range(count)], one)
+    enabled = getattr(getattr(getattr(tf, "config", None), "experimental", None),
+                      "tensor_float_32_execution_enabled", None)  # TF 2.4+
+    if result.get("runs") and enabled is not None:
+        result["tf32"] = recorder.guarded("tf.config.experimental.tensor_float_32_execution_enabled",
+                                          lambda: bool(enabled()))
+    return result
 
 
 def _tf_gpus(recorder, tf):
@@ -685,7 +883,71 @@ def probe_jax(report, recorder, options):
                                          lambda: on(device, jnp.dot, ga, gb), reference))
         entry["checks"].append(run_check(recorder, "conv2d", where, lambda: on(device, conv, [image], weight)[0],
                                          lambda: py_conv2d(image, weight)))
-    skip_torch_only_options(report, options, "jax")
+    if options["multi_gpu"]:
+        report["multi_gpu"] = collective_within_deadline(
+            lambda: jax_multi_gpu(jax, jnp, found), "pmap psum", len(found),
+            options.get("multi_gpu_timeout", MULTI_GPU_TIMEOUT))
+    if options["bench"]:
+        report["bench"] = skipped(STUCK_GPUS) if _STUCK else jax_bench(jax, jnp, found)
+
+
+# NOT YET RUN ON A GPU: jax_multi_gpu and jax_bench were written against JAX's documented APIs and run, in envkit's
+# tests, only against the stand-in of tests/probe/fakes/jax.
+
+def jax_multi_gpu(jax, jnp, gpus):
+    """jax.pmap over every GPU with a jax.lax.psum (an NCCL all-reduce on GPUs): each GPU contributes its index + 1 and
+    must get the right sum back; then a chain of psums of MULTI_GPU_BYTES per GPU is timed."""
+    count = len(gpus)
+    if count < 2:
+        return too_few_gpus("jax", count)
+    result = collective_result("pmap psum", count)
+    try:
+        def filler(size):
+            return jax.pmap(lambda value: jnp.full((size,), value, dtype=jnp.float32), devices=gpus)
+
+        allreduce = jax.pmap(lambda values: jax.lax.psum(values, "gpus"), axis_name="gpus", devices=gpus)
+        expected = count * (count + 1) / 2.0
+        mine = filler(MULTI_GPU_CHECK_ELEMENTS)(jnp.asarray([i + 1.0 for i in range(count)], dtype=jnp.float32))
+        sums = jax.device_get(allreduce(mine)).tolist()
+        if len(sums) != count:
+            raise RuntimeError("the psum gave %d results for %d GPUs" % (len(sums), count))
+        for index, values in enumerate(sums):
+            wrong = first_wrong(values, expected, MULTI_GPU_CHECK_ELEMENTS)
+            if wrong is not None:
+                result["error"] = wrong_sum("GPU %d" % index, expected, wrong)
+                return result
+        # Zeros, so the sums stay zero however long the chain; each psum takes the one before as input.
+        values = filler(MULTI_GPU_BYTES // 4)(jnp.asarray([0.0] * count, dtype=jnp.float32))
+        for _ in range(3):
+            values = allreduce(values)  # the first call compiles
+        values.block_until_ready()
+        started = time.perf_counter()
+        for _ in range(MULTI_GPU_ITERATIONS):
+            values = allreduce(values)
+        values.block_until_ready()
+        set_bandwidth(result, (time.perf_counter() - started) / MULTI_GPU_ITERATIONS)
+        result["ok"] = True
+    except Exception as exc:
+        result["error"] = error_record("jax.pmap psum over %d GPUs" % count, exc)
+    return result
+
+
+def jax_bench(jax, jnp, gpus):
+    """Matrix products on each GPU for about BENCH_SECONDS: achieved TFLOP/s in float32 and float16. Whether float32
+    products use TF32 depends on jax_default_matmul_precision and XLA's flags: "tf32" stays null."""
+    product = jax.jit(jnp.dot)
+
+    def one(index, dtype_name):
+        dtype = getattr(jnp, dtype_name)
+        device = gpus[index]
+        # Inputs made on the GPU itself: the random numbers follow their key, committed to that device.
+        a = jax.random.normal(jax.device_put(jax.random.PRNGKey(2 * index), device), (BENCH_N, BENCH_N), dtype=dtype)
+        b = jax.random.normal(jax.device_put(jax.random.PRNGKey(2 * index + 1), device), (BENCH_N, BENCH_N),
+                              dtype=dtype)
+        return timed_products(lambda: product(a, b), lambda out: out.block_until_ready(), BENCH_N)
+
+    return bench_runs("jax", ["%s:%d" % (getattr(d, "platform", "gpu"), getattr(d, "id", i))
+                              for i, d in enumerate(gpus)], one)
 
 
 def _jax_cuda_versions():
@@ -754,7 +1016,7 @@ def probe_mxnet(report, recorder, options):
                                          reference))
         entry["checks"].append(run_check(recorder, "conv2d", where, lambda: on(context, conv, [image], weight)[0],
                                          lambda: py_conv2d(image, weight)))
-    skip_torch_only_options(report, options, "mxnet")
+    skip_retired_options(report, options, "mxnet")
 
 
 PROBES = {"torch": probe_torch, "tensorflow": probe_tensorflow, "jax": probe_jax, "mxnet": probe_mxnet}
@@ -854,7 +1116,14 @@ def main(argv):
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     requested = argv[0] if argv else "auto"
-    options = {"multi_gpu": "--multi-gpu" in argv[1:], "bench": "--bench" in argv[1:]}
+    options = {"multi_gpu": "--multi-gpu" in argv[1:], "bench": "--bench" in argv[1:],
+               "multi_gpu_timeout": MULTI_GPU_TIMEOUT}
+    for arg in argv[1:]:
+        if arg.startswith("--multi-gpu-timeout="):
+            try:
+                options["multi_gpu_timeout"] = max(1.0, float(arg.partition("=")[2]))
+            except ValueError:
+                pass
     report = new_report(requested, options)
     tee = TeeText(sys.stderr)
     try:
@@ -875,6 +1144,9 @@ def main(argv):
     out.write(json.dumps(_json_safe(report), sort_keys=True))
     out.write("\n")
     out.flush()
+    if _STUCK:  # a collective still hangs in its thread: do not wait for it (or for the framework's teardown)
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
