@@ -263,13 +263,15 @@ MultiGpuOption = Annotated[
     bool,
     typer.Option(
         "--multi-gpu",
-        help="Also run an NCCL all-reduce across all GPUs, one process per GPU, and report the bus bandwidth "
-        "(torch only; needs at least 2 GPUs).",
+        help="Also run a real all-reduce across all GPUs, check its sum and report the bus bandwidth (torch: NCCL, "
+        "one process per GPU; TensorFlow: a MirroredStrategy all-reduce; JAX: a psum under pmap). Needs at least "
+        "2 GPUs; not built for MXNet.",
     ),
 ]
 BenchOption = Annotated[
     bool,
-    typer.Option("--bench", help="Also time a matrix multiply on each GPU and report TFLOP/s (torch only)."),
+    typer.Option("--bench", help="Also time a matrix multiply on each GPU and report TFLOP/s in float32 and float16 "
+                 "(torch, TensorFlow and JAX; not MXNet)."),
 ]
 
 

@@ -8,6 +8,7 @@ the probe calls, including the messages the real ones give when things go wrong.
 
 import json
 import os
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -80,3 +81,13 @@ class HostArray(object):
 
     def tolist(self):
         return self.values
+
+
+def take_time(cfg, kind, amount, count=1):
+    """The time model some tests switch on: ``cfg["busbw_gbs"]`` makes an all-reduce of ``amount`` bytes per device
+    over ``count`` devices take as long as a ring all-reduce at that bus bandwidth; ``cfg["tflops"]`` makes a product
+    of ``amount`` floating-point operations take as long as it would at that speed. Off (no wait) by default."""
+    if kind == "all-reduce" and cfg.get("busbw_gbs"):
+        time.sleep(2.0 * (count - 1) / count * amount / (cfg["busbw_gbs"] * 1e9))
+    elif kind == "matmul" and cfg.get("tflops"):
+        time.sleep(amount / (cfg["tflops"] * 1e12))

@@ -1,14 +1,26 @@
-"""Stand-in for jax.numpy: asarray and dot."""
+"""Stand-in for jax.numpy: asarray, full and dot."""
 
 import jax
 import fakearray
 
 float32 = "float32"
+float16 = "float16"
 
 
 def asarray(values, dtype=None):
-    return jax.Array(values, jax.devices()[0])
+    return jax.Array(values, jax.devices()[0], dtype=dtype or float32)
+
+
+def full(shape, fill_value, dtype=None):
+    value = fill_value.fill if isinstance(fill_value, jax.Array) else fill_value
+    return jax.Array(shape=shape, fill=float(value), dtype=dtype or float32)
 
 
 def dot(a, b):
+    if a.values is None or b.values is None:  # big: the shape and what every element would be
+        if a.device is not b.device:
+            raise ValueError("Received incompatible devices for jitted computation")
+        fakearray.take_time(jax._cfg, "matmul", 2.0 * a.shape[0] * a.shape[1] * b.shape[1])
+        return jax.Array(shape=(a.shape[0], b.shape[1]), fill=jax._effects(a, a.fill * b.fill * a.shape[1]),
+                         device=a.device, dtype=a.dtype)
     return jax.Array(jax._effects(a, fakearray.matmul(a.values, b.values)), a.device)
