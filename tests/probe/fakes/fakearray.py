@@ -8,6 +8,7 @@ the probe calls, including the messages the real ones give when things go wrong.
 
 import json
 import os
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -91,3 +92,42 @@ def take_time(cfg, kind, amount, count=1):
         time.sleep(2.0 * (count - 1) / count * amount / (cfg["busbw_gbs"] * 1e9))
     elif kind == "matmul" and cfg.get("tflops"):
         time.sleep(amount / (cfg["tflops"] * 1e12))
+
+
+class Exchange(object):
+    """Where the replicas (devices) of one multi-GPU call meet for each all-reduce."""
+
+    def __init__(self, count):
+        self.barrier = threading.Barrier(count)
+        self.slots = [None] * count
+
+    def gather(self, position, value):
+        """Every replica's value, once all have given theirs."""
+        self.slots[position] = value
+        self.barrier.wait(60)  # every replica has given its part
+        parts = list(self.slots)
+        self.barrier.wait(60)  # every replica has read them: the slots can take the next all-reduce
+        return parts
+
+
+def run_replicas(count, exchange, body):
+    """body(position) on one thread per replica, as a multi-GPU call runs; the results, or a replica's own error
+    (not the others' "the barrier was broken")."""
+    results, failures = [None] * count, [None] * count
+
+    def run(position):
+        try:
+            results[position] = body(position)
+        except BaseException as exc:
+            failures[position] = exc
+            exchange.barrier.abort()  # the others stop waiting for this one
+
+    threads = [threading.Thread(target=run, args=(position,)) for position in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    raised = [f for f in failures if f is not None]
+    if raised:
+        raise ([f for f in raised if not isinstance(f, threading.BrokenBarrierError)] or raised)[0]
+    return results

@@ -116,14 +116,6 @@ def jit(fun, **kwargs):
 
 # --- jax.pmap and jax.lax.psum -------------------------------------------------------------------------------------
 
-class _Exchange(object):
-    """Where the devices of one pmap call meet for each psum."""
-
-    def __init__(self, count):
-        self.barrier = threading.Barrier(count)
-        self.slots = [None] * count
-
-
 def _psum(x, axis_name):
     axis = getattr(_local, "axis", None)
     if axis is None or axis[0] != axis_name:
@@ -134,10 +126,7 @@ def _psum(x, axis_name):
     if _cfg.get("collective") == "raise":
         raise XlaRuntimeError("INTERNAL: NCCL operation ncclAllReduce(send_buffer, recv_buffer, ...) failed: "
                               "unhandled cuda error (run with NCCL_DEBUG=INFO for details)")
-    exchange.slots[position] = x
-    exchange.barrier.wait(60)  # every device has given its part
-    parts = list(exchange.slots)
-    exchange.barrier.wait(60)  # every device has read them: the slots can take the next psum
+    parts = exchange.gather(position, x)
     if any(p.values is not None or p.shards is not None or p.shape != x.shape for p in parts):
         raise NotImplementedError("the stand-in sums arrays made by jnp.full, of one shape")
     fakearray.take_time(_cfg, "all-reduce", _size(x.shape) * 4, count)
@@ -168,29 +157,17 @@ def pmap(fun, axis_name=None, devices=None, **kwargs):
     def mapped(*args):
         count = len(mapped_devices)
         parts = [_split(arg, count) for arg in args]
-        exchange = _Exchange(count)
-        results, failures = [None] * count, [None] * count
+        exchange = fakearray.Exchange(count)
 
         def run(position):
             _local.device = mapped_devices[position]
             _local.axis = (axis_name, position, count, exchange)
             try:
-                mine = [device_put(p[position], mapped_devices[position]) for p in parts]
-                results[position] = fun(*mine)
-            except BaseException as exc:
-                failures[position] = exc
-                exchange.barrier.abort()  # the others stop waiting for this one
+                return fun(*[device_put(p[position], mapped_devices[position]) for p in parts])
             finally:
                 _local.device = _local.axis = None
 
-        threads = [threading.Thread(target=run, args=(position,)) for position in range(count)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        raised = [f for f in failures if f is not None]
-        if raised:  # the device's own error first, not the others' "the barrier was broken"
-            raise ([f for f in raised if not isinstance(f, threading.BrokenBarrierError)] or raised)[0]
+        results = fakearray.run_replicas(count, exchange, run)
         return Array(shards=results, device=mapped_devices[0], dtype=results[0].dtype)
 
     return mapped

@@ -237,14 +237,6 @@ class PerReplica(object):
         self.values = tuple(values)
 
 
-class _Exchange(object):
-    """Where the replicas of one strategy.run meet for each all-reduce."""
-
-    def __init__(self, count):
-        self.barrier = threading.Barrier(count)
-        self.slots = [None] * count
-
-
 class ReplicaContext(object):
     def __init__(self, replica, count, exchange):
         self._replica, self.num_replicas_in_sync, self._exchange = replica, count, exchange
@@ -261,10 +253,7 @@ class ReplicaContext(object):
         if _cfg.get("collective") == "hang":
             time.sleep(3600)  # what NCCL does where peer-to-peer transfers are broken
         exchange = self._exchange
-        exchange.slots[self._replica] = value
-        exchange.barrier.wait(60)  # every replica has given its part
-        parts = list(exchange.slots)
-        exchange.barrier.wait(60)  # every replica has read them: the slots can take the next all-reduce
+        parts = exchange.gather(self._replica, value)
         if value.values is not None or any(p.values is not None or p.shape != value.shape for p in parts):
             raise InternalError("the stand-in all-reduces tensors made by tf.fill or tf.zeros, of one shape")
         fakearray.take_time(_cfg, "all-reduce", _size(value.shape) * 4, len(parts))
@@ -292,28 +281,17 @@ class MirroredStrategy(object):
 
     def run(self, fn, args=(), kwargs=None):
         count = len(self._gpus)
-        exchange = _Exchange(count)
-        results, failures = [None] * count, [None] * count
+        exchange = fakearray.Exchange(count)
 
         def replica(position):
             _local.replica_context = ReplicaContext(position, count, exchange)
             try:
                 with device("/gpu:%d" % self._gpus[position]):
-                    results[position] = fn(*args, **(kwargs or {}))
-            except BaseException as exc:
-                failures[position] = exc
-                exchange.barrier.abort()  # the others stop waiting for this one
+                    return fn(*args, **(kwargs or {}))
             finally:
                 _local.replica_context = None
 
-        threads = [threading.Thread(target=replica, args=(position,)) for position in range(count)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        raised = [f for f in failures if f is not None]
-        if raised:  # the replica's own error first, not the others' "the barrier was broken"
-            raise ([f for f in raised if not isinstance(f, threading.BrokenBarrierError)] or raised)[0]
+        results = fakearray.run_replicas(count, exchange, replica)
         return PerReplica(results)
 
     def experimental_local_results(self, value):
