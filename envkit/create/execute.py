@@ -142,20 +142,21 @@ def check_available(plan: Plan, dirs: UserDirs, force: bool, environ: Mapping[st
 def to_replace(plan: Plan, old: Optional[records.Record], force: bool, environ: Mapping[str, str]) -> list[Path]:
     """What the new environment replaces: only envkit's own environment of this name (and its kernelspec), and only
     with --force. Anything else in the way is an AlreadyExists: envkit never deletes what it did not make."""
-    if old is not None and not force:
+    # A stale record (its prefix deleted by hand, or reused) names no environment: it is simply overwritten.
+    alive = old is not None and records.owner(Path(old.prefix)) == old.name
+    if alive and not force:
         raise AlreadyExists(f"environment {plan.name!r} already exists at {old.prefix}",
                             hint="Add --force to replace it (it stays as it is if the new one fails), "
                                  "or choose another --name.")
     out: list[Path] = []
-    if old is not None:
+    if old is not None and alive:
         old_prefix = Path(old.prefix)
-        if records.owner(old_prefix) == old.name:  # a stale record (its prefix gone or reused) replaces nothing
-            out.append(old_prefix)
-            if old.kernel:
-                spec = kernels_dir(environ) / old.kernel
-                python = kernel_python(spec)
-                if python is not None and Path(python).is_relative_to(old_prefix):
-                    out.append(spec)
+        out.append(old_prefix)
+        if old.kernel:
+            spec = kernels_dir(environ) / old.kernel
+            python = kernel_python(spec)
+            if python is not None and Path(python).is_relative_to(old_prefix):
+                out.append(spec)
     prefix = plan.prefix
     if (prefix.exists() or prefix.is_symlink()) and prefix not in out and not _empty_directory(prefix):
         owner = records.owner(prefix)

@@ -293,3 +293,11 @@ def test_force_over_a_stale_record_never_deletes_what_is_at_its_path_now(home: H
     done = home.envkit("create", *CU126, "--yes", "--no-verify", "--force")
     assert done.returncode == 1 and "something envkit did not make" in done.stderr
     assert (prefix / "thesis.tex").read_text() == "precious"
+
+
+def test_an_environment_deleted_by_hand_is_simply_made_again(home: Home, torch_index: IndexServer):
+    assert home.envkit("create", *CU126, "--yes", "--no-verify").returncode == 0
+    shutil.rmtree(home.prefix("torch-cu126"))
+    done = home.envkit("create", *CU126, "--yes", "--no-verify")  # no --force needed: nothing to replace
+    assert done.returncode == 0, done.stderr
+    assert home.in_env("torch-cu126", VERSION).startswith("2.13.0+cu126")
