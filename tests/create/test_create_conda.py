@@ -196,8 +196,11 @@ def main(argv):
             channels.append(args.pop(0))
         elif arg == "--prefix":
             prefix = Path(args.pop(0))
-        elif arg.startswith("-"):
-            continue  # --yes --quiet --override-channels
+        elif arg in ("--yes", "-y", "--quiet", "-q", "--override-channels"):
+            continue
+        elif arg.startswith("-"):  # as micromamba does: an option it does not know is an error
+            print("The following argument was not expected:", arg, file=sys.stderr)
+            return 109
         else:
             specs.append(arg)
     if os.environ.get("FAKE_MAMBA_FAIL"):
