@@ -1,6 +1,6 @@
 """A cache of loaded catalogs, so that `envkit list` and `envkit create` do not parse and validate YAML every time.
 
-Keyed by the state of every input: the manifests directory, each file read (name, size, modification time) and
+Keyed by the state of every input (kept whole inside the entry, so that two keys sharing a file name never mix): the manifests directory, each file read (name, size, modification time) and
 the source of the code that builds the catalog. Any change to any of them is a miss, and a miss simply loads the
 manifests as usual. The cache lives in the user's cache directory; a cache entry that cannot be read or written is
 ignored. Only a catalog that loaded without error is ever cached.
@@ -8,10 +8,10 @@ ignored. Only a catalog that loaded without error is ever cached.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -31,15 +31,15 @@ def cached_catalog(directory: Path, names: Sequence[str], cache_dir: Optional[Pa
     key = _key(directory, names)
     if key is None:
         return load_catalog(directory, names)
-    path = cache_dir / "catalog" / f"{key}.pickle"
+    path = cache_dir / "catalog" / f"{zlib.crc32(key.encode('utf-8')):08x}.pickle"
     try:
-        catalog = pickle.loads(path.read_bytes())
-        if isinstance(catalog, Catalog):
+        stored_key, catalog = pickle.loads(path.read_bytes())
+        if stored_key == key and isinstance(catalog, Catalog):
             return catalog
     except Exception:  # missing, truncated, written by another version: load afresh
         pass
     catalog = load_catalog(directory, names)
-    _store(path, catalog)
+    _store(path, (key, catalog))
     return catalog
 
 
@@ -54,15 +54,15 @@ def _key(directory: Path, names: Sequence[str]) -> Optional[str]:
         parts += [f"{p}:{s.st_size}:{s.st_mtime_ns}" for p in files + code for s in (p.stat(),)]
     except Exception:  # a file missing or unreadable: let load_catalog report it
         return None
-    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:32]
+    return "\n".join(parts)
 
 
-def _store(path: Path, catalog: Catalog) -> None:
+def _store(path: Path, entry: tuple[str, Catalog]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(prefix=".catalog.", dir=path.parent)
         with os.fdopen(fd, "wb") as out:
-            pickle.dump(catalog, out, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(entry, out, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(temporary, path)
         entries = sorted(path.parent.glob("*.pickle"), key=lambda entry: entry.stat().st_mtime_ns, reverse=True)
         for stale in entries[_KEEP:]:

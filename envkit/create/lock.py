@@ -10,9 +10,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import os
-import socket
+import zlib
 from pathlib import Path
 from typing import Iterator
 
@@ -23,8 +22,12 @@ class Busy(EnvkitError):
     """Another envkit run holds the lock."""
 
 
+def _host() -> str:
+    return os.uname().nodename  # what socket.gethostname() returns, without importing socket
+
+
 def _holder() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return f"{_host()}:{os.getpid()}"
 
 
 def _busy(what: str, holder: str) -> Busy:
@@ -78,7 +81,7 @@ def _exclusive_file(path: Path, what: str) -> Iterator[None]:
 
 def _dead_here(holder: str) -> bool:
     host, _, pid = holder.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
+    if host != _host() or not pid.isdigit():
         return False  # another machine's, or unreadable: not ours to judge
     try:
         os.kill(int(pid), 0)
@@ -94,7 +97,7 @@ def name_lock(locks: Path, name: str) -> contextlib.AbstractContextManager[None]
 
 
 def prefix_lock(locks: Path, prefix: Path) -> contextlib.AbstractContextManager[None]:
-    key = "prefix-" + hashlib.sha256(str(prefix).encode("utf-8")).hexdigest()[:16]
+    key = f"prefix-{zlib.crc32(str(prefix).encode('utf-8')):08x}"  # two prefixes sharing a lock only wait in turn
     return exclusive(locks, key, str(prefix))
 
 
