@@ -31,7 +31,8 @@ def _holder() -> str:
 
 
 def _busy(what: str, holder: str) -> Busy:
-    by = f" (process {holder.replace(':', ' on ', 1) if ':' in holder else holder})" if holder else ""
+    host, _, pid = holder.rpartition(":")  # "HOST:PID"
+    by = f" (process {pid} on {host})" if host and pid else (f" (process {holder})" if holder else "")
     return Busy(f"another envkit run is working on {what}{by}", hint="Wait for it to finish, then run this again.")
 
 
