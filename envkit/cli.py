@@ -160,7 +160,7 @@ def _machine(tables, machine: Optional[Path], cuda: Optional[str], gpu_archs: Op
 
     overrides = parse_overrides(cuda, gpu_archs or ())
     if machine is not None:
-        profile = read_profile(machine)
+        profile = read_profile(machine, _dirs().cache)
     else:
         from envkit.detect import detect_machine
 

@@ -98,25 +98,39 @@ def config_path(environ: Mapping[str, str], dirs: UserDirs) -> tuple[Path, bool]
 
 
 def load_config(environ: Mapping[str, str], dirs: UserDirs) -> Config:
+    """The config file's settings; its parsed text comes from the user cache while the file is unchanged."""
+    from envkit.filecache import cached
+
     path, explicit = config_path(environ, dirs)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        if explicit:
-            raise ConfigError(f"config file {path} (from ${CONFIG_VARIABLE}) does not exist") from None
+    if not path.exists() and not explicit:
         return Config(path=None)
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"config file {path} cannot be read: {error}") from None
-    return parse_config(text, path)
+
+    def parse() -> Any:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} (from ${CONFIG_VARIABLE}) does not exist") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"config file {path} cannot be read: {error}") from None
+        return _parse_yaml(text, path)
+
+    return config_from_data(cached(dirs.cache, "yaml", [path], ("yamltext.py",), parse), path)
 
 
-def parse_config(text: str, path: Path) -> Config:
+def _parse_yaml(text: str, path: Path) -> Any:
     from envkit.yamltext import parse_yaml
 
     try:
-        data = parse_yaml(text)
+        return parse_yaml(text)
     except ValueError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
+
+
+def parse_config(text: str, path: Path) -> Config:
+    return config_from_data(_parse_yaml(text, path), path)
+
+
+def config_from_data(data: Any, path: Path) -> Config:
     if data is None:
         return Config(path=path)
     if not isinstance(data, dict):

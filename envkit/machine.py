@@ -136,21 +136,26 @@ def _gpu_from_dict(entry: Any, position: int, origin: str) -> Gpu:
                source=f"file {origin}")
 
 
-def read_profile(path: Path) -> MachineProfile:
-    """Read a machine profile file (YAML or JSON: the output of ``envkit detect --json`` works as is)."""
-    from envkit.yamltext import parse_yaml
+def read_profile(path: Path, cache_dir: Optional[Path] = None) -> MachineProfile:
+    """Read a machine profile file (YAML or JSON: the output of ``envkit detect --json`` works as is); its parsed
+    text from ``cache_dir`` (envkit.filecache) when the file has not changed."""
+    from envkit.filecache import cached
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileError(f"cannot read machine profile {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ProfileError(f"machine profile {path} is not UTF-8 text (YAML or JSON)") from None
-    try:
-        data = parse_yaml(text)
-    except ValueError as exc:
-        raise ProfileError(f"machine profile {path} is not valid YAML or JSON: {exc}") from None
-    return profile_from_dict(data, str(path))
+    def parse() -> Any:
+        from envkit.yamltext import parse_yaml
+
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ProfileError(f"cannot read machine profile {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ProfileError(f"machine profile {path} is not UTF-8 text (YAML or JSON)") from None
+        try:
+            return parse_yaml(text)
+        except ValueError as exc:
+            raise ProfileError(f"machine profile {path} is not valid YAML or JSON: {exc}") from None
+
+    return profile_from_dict(cached(cache_dir, "yaml", [path], ("yamltext.py",), parse), str(path))
 
 
 @dataclass(frozen=True)

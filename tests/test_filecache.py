@@ -1,4 +1,4 @@
-"""The catalog cache returns what loading returns, and never a stale catalog."""
+"""The file cache (envkit.filecache): catalogs and parsed YAML come back as loading gives them, never stale."""
 
 from __future__ import annotations
 
@@ -68,3 +68,20 @@ def test_old_entries_are_pruned(manifests: Path, tmp_path: Path):
         torch.write_text(torch.read_text() + f"\n# edit {edit}\n")
         cached_catalog(manifests, ["torch"], cache)
     assert len(list((cache / "catalog").glob("*.pickle"))) == 16
+
+
+def test_a_profile_is_parsed_again_when_it_changes_and_a_broken_one_is_not_cached(tmp_path: Path):
+    from envkit.errors import ProfileError
+    from envkit.machine import read_profile
+
+    cache = tmp_path / "cache"
+    profile = tmp_path / "node.yaml"
+    profile.write_text('name: a\ncuda_driver: "12.4"\ngpus: []\n')
+    assert read_profile(profile, cache).name == "a"
+    assert read_profile(profile, cache).name == "a" and len(list((cache / "yaml").glob("*.pickle"))) == 1
+    profile.write_text('name: bb\ncuda_driver: "12.4"\ngpus: []\n')
+    assert read_profile(profile, cache).name == "bb"
+    profile.write_text("name: [\n")
+    with pytest.raises(ProfileError, match="not valid YAML"):
+        read_profile(profile, cache)
+    assert len(list((cache / "yaml").glob("*.pickle"))) == 2
