@@ -125,13 +125,34 @@ class Journal:
         self.path.unlink(missing_ok=True)
 
 
+def _finished(journal: Journal) -> Optional[dict[str, Any]]:
+    """The record inside the journal's prefix if the run completed it (unstamped, its own, newer than what it
+    replaced) before it died; None otherwise."""
+    if not journal.prefix or not journal.name:
+        return None
+    prefix = Path(journal.prefix)
+    if is_stamped(prefix) or records.owner(prefix) != journal.name:
+        return None
+    try:
+        inside = json.loads(records.in_prefix(prefix).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    old = journal.old_record or {}
+    if (inside.get("created"), inside.get("prefix")) == (old.get("created"), old.get("prefix")):
+        return None  # the environment it was going to replace, never moved
+    return inside
+
+
 def recover(path: Path, records_dir: Path) -> list[str]:
     """Finish or undo what a run that died left (call it holding the name's lock); what it did, one line each."""
     journal = Journal.load(path)
     if journal is None:
         return []
-    if journal.committed:
+    finished = _finished(journal)
+    if journal.committed or finished is not None:
+        if finished is not None:  # it died after making its environment: that one stands
+            records.write_json_atomic(records.index_path(records_dir, journal.name), finished)
         journal.commit()
-        return [f"finished deleting what the last run of {journal.name} replaced"]
+        return [f"finished what the last run of {journal.name} left: deleting what it replaced"]
     notes = journal.undo(records_dir)
     return [f"undid an envkit run of {journal.name or 'this environment'} that did not finish", *notes]
