@@ -9,12 +9,12 @@ mix. An entry that cannot be read or written is ignored; a computation that fail
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Callable, Optional, Sequence, TypeVar
+
+from envkit.files import write_atomic
 
 T = TypeVar("T")
 ENVKIT = Path(__file__).resolve().parent
@@ -51,11 +51,7 @@ def _key(kind: str, inputs: Sequence[Path], code: Sequence[str], extra: Sequence
 
 def _store(path: Path, entry: tuple[str, object]) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(prefix=".entry.", dir=path.parent)
-        with os.fdopen(fd, "wb") as out:
-            pickle.dump(entry, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, path)
+        write_atomic(path, pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
         entries = sorted(path.parent.glob("*.pickle"), key=lambda entry: entry.stat().st_mtime_ns, reverse=True)
         for stale in entries[KEEP:]:
             stale.unlink(missing_ok=True)
