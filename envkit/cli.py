@@ -435,7 +435,9 @@ def verify(
             if framework == "auto" and recorded_framework is not None:
                 framework = recorded_framework
         assert prefix is not None
-        python = prefix / "bin" / "python"
+        from envkit.backends.base import python_of
+
+        python = python_of(prefix)
         if not python.exists():
             raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
                                 hint="Give the directory of a conda environment or a venv.")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Mapping, Optional
-
 from urllib.parse import urlsplit
 
 from packaging.version import Version

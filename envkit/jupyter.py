@@ -35,11 +35,16 @@ def kernel_python(spec_dir: Path) -> Optional[str]:
     return argv[0] if argv and isinstance(argv[0], str) else None
 
 
+def runs_in(spec_dir: Path, prefix: Path) -> bool:
+    """Whether the kernelspec at ``spec_dir`` runs a Python inside ``prefix`` (so it belongs to that environment)."""
+    python = kernel_python(spec_dir)
+    return python is not None and Path(python).is_relative_to(prefix)
+
+
 def remove_kernel(name: str, prefix: Path, environ: Mapping[str, str]) -> bool:
     """Delete the kernelspec ``name`` if it runs this environment's Python (never another environment's)."""
     spec_dir = kernels_dir(environ) / name
-    python = kernel_python(spec_dir)
-    if python is None or not Path(python).is_relative_to(prefix):
+    if not runs_in(spec_dir, prefix):
         return False
     shutil.rmtree(spec_dir, ignore_errors=True)
     return True

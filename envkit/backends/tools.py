@@ -75,7 +75,7 @@ def find_python(version: Version, uv: Optional[Path], environ: Mapping[str, str]
         from envkit.installers import installer_environ
 
         out = query([str(uv), "python", "find", "--no-python-downloads", "--system", str(version)],
-                           installer_environ(environ, None), _QUERY_TIMEOUT)
+                    installer_environ(environ, None), _QUERY_TIMEOUT)
         if out and out.strip():
             return Path(out.strip().splitlines()[-1])
     for candidate in _python_candidates(version, environ):
@@ -104,5 +104,5 @@ def _patch(name: str) -> tuple[int, ...]:
 
 def _runs_as(python: Path, version: Version, environ: Mapping[str, str]) -> bool:
     out = query([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                       {"PATH": environ.get("PATH", os.defpath)}, _QUERY_TIMEOUT)
+                {"PATH": environ.get("PATH", os.defpath)}, _QUERY_TIMEOUT)
     return out is not None and out.strip() == str(version)

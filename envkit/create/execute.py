@@ -25,7 +25,7 @@ from envkit.create.prepare import Prepared
 from envkit.create.progress import Progress
 from envkit.errors import EnvkitError
 from envkit.installers import pip_command, uses_uv
-from envkit.jupyter import install_argv, kernel_name, kernel_python, kernels_dir
+from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
 from envkit.userdirs import UserDirs
 
 if TYPE_CHECKING:
@@ -154,8 +154,7 @@ def to_replace(plan: Plan, old: Optional[records.Record], force: bool, environ: 
         out.append(old_prefix)
         if old.kernel:
             spec = kernels_dir(environ) / old.kernel
-            python = kernel_python(spec)
-            if python is not None and Path(python).is_relative_to(old_prefix):
+            if runs_in(spec, old_prefix):
                 out.append(spec)
     prefix = plan.prefix
     if (prefix.exists() or prefix.is_symlink()) and prefix not in out and not _empty_directory(prefix):

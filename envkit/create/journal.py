@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from envkit import records
-from envkit.jupyter import kernel_python
+from envkit.jupyter import runs_in
 
 STAMP = "incomplete"
 
@@ -95,8 +95,7 @@ class Journal:
                              "tell it from files of yours, so it is still there: remove it yourself")
         if self.kernelspec and prefix is not None:
             spec = Path(self.kernelspec)
-            python = kernel_python(spec)
-            if python is not None and Path(python).is_relative_to(prefix):
+            if runs_in(spec, prefix):
                 remove_tree(spec)
         for original, aside in reversed(self.set_aside):
             original_path, aside_path_ = Path(original), Path(aside)
