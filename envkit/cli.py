@@ -587,6 +587,7 @@ def create(
 
         from envkit.catalog.cache import cached_catalog
         from envkit.config import load_config
+        from envkit.create.execute import AlreadyExists, check_available
         from envkit.create.prepare import CreateRequest, prepare
         from envkit.create.render import plan_json, plan_text
         from envkit.resolve import parse_python_request
@@ -605,8 +606,6 @@ def create(
                           verify=not no_verify),
             the_manifest, tables, profile, on_target, request, config, dirs, os.environ,
         )
-        from envkit.create.execute import AlreadyExists, check_available
-
         if dry_run:
             _print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
             try:

@@ -67,9 +67,10 @@ def backend_for(name: str, tools: Tools) -> Backend:
 
         return VenvBackend()
     if name == "conda":
-        from envkit.backends.conda import conda_backend
+        from envkit.backends.conda import CondaBackend
 
-        return conda_backend(tools.conda)
+        assert tools.conda is not None  # choose_backend picks conda only when there is one
+        return CondaBackend(tools.conda)
     from envkit.backends.rattler import RattlerBackend
 
     return RattlerBackend()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping
 
 from envkit.backends.base import Context, OnLine, command_text, run_step
 from envkit.backends.tools import CondaTool
@@ -70,7 +70,3 @@ class CondaBackend:
                  f"{self.tool.kind} could not create the environment",
                  hint=f"The lines above are {self.tool.kind}'s. `envkit list --all` shows which builds fit.")
 
-
-def conda_backend(tool: Optional[CondaTool]) -> CondaBackend:
-    assert tool is not None
-    return CondaBackend(tool)

@@ -98,13 +98,12 @@ class Journal:
             if runs_in(spec, prefix):
                 remove_tree(spec)
         for original, aside in reversed(self.set_aside):
-            original_path, aside_path_ = Path(original), Path(aside)
-            if not aside_path_.exists():
+            if not Path(aside).exists():
                 continue
-            if original_path.exists():
+            if Path(original).exists():
                 notes.append(f"{original} is back in use, so what envkit set aside from there stays at {aside}")
                 continue
-            os.rename(aside_path_, original_path)
+            os.rename(aside, original)
         if self.name:
             if self.old_record is not None:
                 records.write_json_atomic(records.index_path(records_dir, self.name), self.old_record)
