@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from packaging.version import Version
 
-from envkit.create.plan import PipPart
+from envkit.plan import PipPart
 
 UV_MIN_PYTHON = Version("3.8")  # uv cannot install into older environments: pip does it there
 _DROPPED_PREFIXES = ("PIP_", "UV_")

@@ -186,7 +186,7 @@ def test_create_prefix_refuses_an_existing_prefix_and_keeps_it(channel, tmp_path
 
 
 def test_without_cuda_the_gpu_build_is_unsatisfiable_and_the_cpu_build_installs(channel, tmp_path):
-    cuda = None  # a machine without an NVIDIA driver (envkit.create.plan.cuda_for_solve)
+    cuda = None  # a machine without an NVIDIA driver (envkit.plan.cuda_for_solve)
     with pytest.raises(InstallError, match="the solve has no __cuda") as raised:
         solve(request(channel, "tensorflow-gpu", cuda=cuda), tmp_path / "cache")
     assert any("__cuda" in line for line in raised.value.tail)
@@ -205,7 +205,7 @@ def test_explicit_cuda_is_what_the_solve_uses(channel, tmp_path):
 
 
 def test_the_engine_takes_cuda_from_the_request_only(channel, tmp_path, monkeypatch):
-    """The caller applies CONDA_OVERRIDE_CUDA (envkit.create.plan.cuda_for_solve); the engine neither detects __cuda nor
+    """The caller applies CONDA_OVERRIDE_CUDA (envkit.plan.cuda_for_solve); the engine neither detects __cuda nor
     reads the variable, so a profile for another machine is what the solve sees."""
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.0")
     with pytest.raises(InstallError, match="the solve has no __cuda"):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Protocol, Sequence
 
 from envkit.backends.tools import Tools
-from envkit.create.plan import Plan
+from envkit.plan import Plan
 from envkit.errors import InstallError
 from envkit.process import run_streamed
 

@@ -9,7 +9,7 @@ from typing import Mapping
 
 from envkit.backends.base import Context, OnLine, command_text, run_step
 from envkit.backends.tools import CondaTool
-from envkit.create.plan import CUDA_OVERRIDE, Plan
+from envkit.plan import CUDA_OVERRIDE, Plan
 from envkit.process import query
 
 _INFO_TIMEOUT = 60.0

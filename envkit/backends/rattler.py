@@ -4,7 +4,7 @@ conda builds, on machines without any conda."""
 from __future__ import annotations
 
 from envkit.backends.base import Context, OnLine
-from envkit.create.plan import Plan
+from envkit.plan import Plan
 
 
 class RattlerBackend:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from envkit.backends.base import Context, OnLine, command_text, run_step
-from envkit.create.plan import Plan
+from envkit.plan import Plan
 from envkit.errors import InstallError
 from envkit.installers import uses_uv
 

@@ -20,7 +20,7 @@ from envkit import records
 from envkit.backends.base import python_of, run_step
 from envkit.create.journal import Journal, recover, stamp, unstamp
 from envkit.create.lock import journal_path, name_lock, prefix_lock
-from envkit.create.plan import Plan
+from envkit.plan import Plan
 from envkit.create.prepare import Prepared
 from envkit.create.progress import Progress
 from envkit.errors import EnvkitError

@@ -14,7 +14,7 @@ from envkit.backends.choose import backend_for, choose_backend
 from envkit.backends.tools import Tools, find_conda, find_python, find_uv
 from envkit.catalog.model import Manifest, Tables
 from envkit.config import Config
-from envkit.create.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
+from envkit.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.errors import BadInputError, EnvkitError, UnknownNameError
 from envkit.installers import installer_environ, link_mode
 from envkit.machine import MachineProfile
