@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, NoReturn, Optional, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 
 from envkit.catalog.model import (
     CPU,
@@ -23,6 +23,7 @@ from envkit.catalog.model import (
     PythonTable,
     Tables,
 )
+from envkit.catalog.node import _Node
 from envkit.cuda import CudaTable
 from envkit.errors import BadInputError, ManifestError, UnknownNameError
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
@@ -35,7 +36,8 @@ SUFFIX = ".yaml"
 
 _VARIANT = re.compile(r"^(cpu|cu\d{2,3})$")
 _BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-_MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip", "conda", "releases"}
+# companions: how companion packages follow the framework's version; read by `envkit manifests validate` only.
+_MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip", "conda", "releases", "companions"}
 _RELEASE_KEYS = {"version", "python", "notes", "pip", "conda", "builds"}
 _BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda"}
 _PIP_KEYS = {"index_url", "packages"}
@@ -116,89 +118,6 @@ def _read_yaml(path: Path) -> Any:
         raise ManifestError(str(path), f"not valid YAML: {exc}") from None
 
 
-class _Node:
-    """A mapping from a YAML file, with typed getters whose errors name the file, build and field."""
-
-    def __init__(self, data: Any, path: str, build: Optional[str] = None, prefix: str = "") -> None:
-        self.path = path
-        self.build = build
-        self.prefix = prefix
-        if not isinstance(data, Mapping):
-            self.fail(f"expected a mapping, got {_kind(data)}")
-        self.data: Mapping[str, Any] = data
-
-    def fail(self, problem: str, key: Optional[str] = None) -> NoReturn:
-        field = f"{self.prefix}{key}" if key else (self.prefix.rstrip(".") or None)
-        raise ManifestError(self.path, problem, build=self.build, field=field)
-
-    def only(self, allowed: Iterable[str]) -> None:
-        allowed = set(allowed)
-        for key in self.data:
-            if key not in allowed:
-                self.fail(f"unknown key; expected one of: {', '.join(sorted(allowed))}", str(key))
-
-    def has(self, key: str) -> bool:
-        return self.data.get(key) is not None
-
-    def text(self, key: Any, required: bool = True) -> Optional[str]:
-        value = self.data.get(key)
-        if value is None:
-            if required:
-                self.fail("missing", key)
-            return None
-        self._check_scalar(value, str(key))
-        text = str(value).strip()
-        if not text:
-            self.fail("empty", str(key))
-        return text
-
-    def _check_scalar(self, value: Any, where: str) -> None:
-        if isinstance(value, float):
-            # YAML reads 0.10 as the number 0.1 and 560.30 as 560.3: versions must be quoted to mean what they say.
-            self.fail(f"quote it ('{value}'): unquoted, YAML reads a version as a number and drops trailing zeros",
-                      where)
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            self.fail(f"expected text, got {_kind(value)}", where)
-
-    def parsed(self, key: Any, parse: Callable[[str], T], required: bool = True) -> Optional[T]:
-        value = self.text(key, required)
-        if value is None:
-            return None
-        try:
-            return parse(value)
-        except ValueError as exc:
-            self.fail(str(exc), key)
-
-    def text_list(self, key: str) -> tuple[str, ...]:
-        value = self.data.get(key)
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            self.fail(f"expected a list, got {_kind(value)}", key)
-        for position, item in enumerate(value):
-            self._check_scalar(item, f"{key}[{position}]")
-            if not str(item).strip():
-                self.fail("empty", f"{key}[{position}]")
-        return tuple(str(item).strip() for item in value)
-
-    def child(self, key: str, build: Optional[str] = None) -> _Node:
-        return _Node(self.data.get(key), self.path, build or self.build, f"{self.prefix}{key}.")
-
-    def children(self, key: str) -> list[Any]:
-        value = self.data.get(key)
-        if value is None or value == []:
-            self.fail("missing or empty", key)
-        if not isinstance(value, list):
-            self.fail(f"expected a list, got {_kind(value)}", key)
-        return value
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    return {dict: "a mapping", list: "a list", str: "text", bool: "true/false"}.get(type(value), type(value).__name__)
-
-
 # --- tables -------------------------------------------------------------------------------------------------------
 
 def parse_cuda_table(data: Any, path: str) -> CudaTable:
@@ -262,37 +181,78 @@ def _python_version(node: _Node, key: str, text: str) -> Any:
 
 # --- manifests ----------------------------------------------------------------------------------------------------
 
-def parse_manifest(data: Any, path: str, expected_name: str, tables: Tables) -> Manifest:
-    node = _Node(data, path)
-    node.only(_MANIFEST_KEYS)
-    name = node.text("name")
-    if name != expected_name:
-        node.fail(f"must be the file's name, {expected_name!r}", "name")
-    framework = node.text("framework")
-    if framework not in FRAMEWORKS:
-        node.fail(f"{framework!r} is not one of {', '.join(FRAMEWORKS)}", "framework")
-    arch_sets = _arch_sets(node) if node.has("arch_sets") else {}
-    manifest_install = _install_defaults(node)
+def parse_manifest(
+    data: Any, path: str, expected_name: str, tables: Tables, errors: Optional[list[ManifestError]] = None
+) -> Manifest:
+    """The manifest in ``data``. The first problem raises ManifestError; with an ``errors`` list, every problem is
+    appended to it instead (one per top-level field, release and build: the first in each), and what parsed is kept."""
+    node = _Node(data, path)  # not a mapping: nothing else can be checked, so this raises in both modes
+    attempt = _attempt(errors)
+    attempt(lambda: node.only(_MANIFEST_KEYS))
+    name = attempt(lambda: _manifest_name(node, expected_name), expected_name)
+    framework = attempt(lambda: _framework(node), "")
+    arch_sets = attempt(lambda: _arch_sets(node) if node.has("arch_sets") else {}, {})
+    manifest_install = attempt(lambda: _install_defaults(node), {})
     builds: list[Build] = []
     seen: set[str] = set()
-    for position, raw_release in enumerate(node.children("releases")):
-        release = _Node(raw_release, path, prefix=f"releases[{position}].")
-        release.only(_RELEASE_KEYS)
-        release_install = _merge(manifest_install, _install_defaults(release))
-        for build_position, raw_build in enumerate(release.children("builds")):
-            build = _parse_build(name, release, raw_build, build_position, release_install, arch_sets, tables)
+    for position, raw_release in enumerate(attempt(lambda: node.children("releases"), [])):
+        release = attempt(lambda: _release(raw_release, path, position))
+        if release is None:
+            continue
+        release_install = attempt(lambda: _merge(manifest_install, _install_defaults(release)))
+        for build_position, raw_build in enumerate(attempt(lambda: release.children("builds"), [])):
+            build = attempt(lambda: _parse_build(name, release, raw_build, build_position, release_install or {},
+                                                 arch_sets, tables))
+            if build is None:
+                continue
             if build.id in seen:
-                release.fail(f"duplicate build id {build.id!r}", f"builds[{build_position}].id")
+                attempt(lambda: release.fail(f"duplicate build id {build.id!r}", f"builds[{build_position}].id"))
+                continue
             seen.add(build.id)
             builds.append(build)
     return Manifest(
         name=name,
-        summary=node.text("summary"),
+        summary=attempt(lambda: node.text("summary"), ""),
         framework=framework,
         builds=tuple(builds),
         path=path,
-        retired=node.text("retired", required=False),
+        retired=attempt(lambda: node.text("retired", required=False)),
     )
+
+
+def _attempt(errors: Optional[list[ManifestError]]) -> Callable[..., Any]:
+    """Run a parsing step: raise its ManifestError, or with an ``errors`` list record it and give ``default``."""
+
+    def attempt(step: Callable[[], T], default: Any = None) -> Any:
+        if errors is None:
+            return step()
+        try:
+            return step()
+        except ManifestError as error:
+            errors.append(error)
+            return default
+
+    return attempt
+
+
+def _manifest_name(node: _Node, expected_name: str) -> str:
+    name = node.text("name")
+    if name != expected_name:
+        node.fail(f"must be the file's name, {expected_name!r}", "name")
+    return name
+
+
+def _framework(node: _Node) -> str:
+    framework = node.text("framework")
+    if framework not in FRAMEWORKS:
+        node.fail(f"{framework!r} is not one of {', '.join(FRAMEWORKS)}", "framework")
+    return framework
+
+
+def _release(raw: Any, path: str, position: int) -> _Node:
+    release = _Node(raw, path, prefix=f"releases[{position}].")
+    release.only(_RELEASE_KEYS)
+    return release
 
 
 def _arch_sets(node: _Node) -> dict[str, ArchSet]:
