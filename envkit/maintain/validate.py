@@ -91,8 +91,8 @@ def validate_directory(directory: Path) -> Validation:
 
 
 def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
+    from envkit.catalog.load import parse_yaml_unique
     from envkit.maintain.yamlmarks import compose, syntax_error_line
-    from envkit.yamltext import parse_yaml
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -104,15 +104,20 @@ def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
         problems.append(Problem(str(path), None, None, None, f"cannot be read: {error}"))
         return None
     try:
-        data = parse_yaml(text)
+        data = parse_yaml_unique(text)  # as the catalog reads it: a key given twice is an error
     except ValueError as error:
-        problems.append(Problem(str(path), syntax_error_line(text), None, None, f"not valid YAML: {error}"))
+        import re
+
+        at = re.search(r" at line (\d+)", str(error))  # a duplicate key: the loader's message has its line
+        line = syntax_error_line(text) or (int(at.group(1)) if at else None)
+        problems.append(Problem(str(path), line, None, None, f"not valid YAML: {error}"))
         return None
     return SourceFile(path=path, data=data, tree=compose(text))
 
 
 def _tables(directory: Path, sources: dict[str, SourceFile], problems: list[Problem]) -> Optional[Tables]:
-    from envkit.catalog.load import CUDA_TABLE, GPU_TABLE, PYTHON_TABLE, parse_cuda_table, parse_python_table
+    from envkit.catalog.load import CUDA_TABLE, GPU_TABLE, PYTHON_TABLE
+    from envkit.catalog.tables import parse_cuda_table, parse_python_table
     from envkit.gpu_names import parse_gpu_names
 
     parsed: dict[str, Any] = {}
@@ -129,7 +134,7 @@ def _tables(directory: Path, sources: dict[str, SourceFile], problems: list[Prob
 
 
 def _manifest(name: str, source: SourceFile, tables: Tables, problems: list[Problem]) -> Optional[Manifest]:
-    from envkit.catalog.load import parse_manifest
+    from envkit.catalog.schema import parse_manifest
 
     errors: list[ManifestError] = []
     manifest = _attempt(source, lambda: parse_manifest(source.data, str(source.path), name, tables, errors),

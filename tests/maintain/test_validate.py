@@ -160,6 +160,17 @@ def test_consistency_across_builds_manifests_and_tables(envs_copy):
     assert "mxnet-" in unchecked.message and "min_compute_capability" in line_text(unchecked)
 
 
+def test_a_key_given_twice_is_reported_with_its_line(envs_copy):
+    path = envs_copy / "mxnet.yaml"
+    lines = path.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("framework:"))
+    lines.insert(at + 1, "framework: torch")
+    path.write_text("\n".join(lines) + "\n")
+    problems = validate_directory(envs_copy).problems
+    assert [(Path(p.file).name, p.line) for p in problems] == [("mxnet.yaml", at + 2)]
+    assert "duplicate key 'framework'" in problems[0].message
+
+
 def test_a_bad_companions_rule_is_reported(envs_copy):
     edit(envs_copy, "torch.yaml", lambda d: d["companions"]["torchvision"].append({"framework": "2.x", "major": 0}))
     problems = validate_directory(envs_copy).problems
