@@ -164,22 +164,27 @@ def group_command(fleet, target: TargetOptions, manifest: str, group) -> Optiona
     return shlex.join(argv)
 
 
-def target_args(target: TargetOptions) -> str:
-    """The options that chose the machine, shell-quoted, for the next-step commands envkit prints."""
-    import shlex
-
+def target_argv(target: TargetOptions, absolute: bool = False, manifests: bool = True) -> list[str]:
+    """The options that chose the machines (``absolute``: profile paths made absolute, for a record)."""
     argv: list[str] = []
     for machine in target.machine or ():
-        argv += ["--machine", str(machine)]
+        argv += ["--machine", str(machine.absolute() if absolute else machine)]
     if target.partition is not None:
         argv += ["--partition", target.partition]
     if target.cuda is not None:
         argv += ["--cuda", target.cuda]
     for arch in target.gpu_arch or ():
         argv += ["--gpu-arch", arch]
-    if target.manifests is not None:
+    if manifests and target.manifests is not None:
         argv += ["--manifests", str(target.manifests)]
-    return shlex.join(argv)
+    return argv
+
+
+def target_args(target: TargetOptions) -> str:
+    """The options that chose the machine, shell-quoted, for the next-step commands envkit prints."""
+    import shlex
+
+    return shlex.join(target_argv(target))
 
 
 def find_record(name: str):
