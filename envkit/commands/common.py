@@ -134,7 +134,8 @@ def machine_for(tables, target: TargetOptions):
     return fleet.single
 
 
-def group_command(fleet, target: TargetOptions, manifest: str, group) -> Optional[str]:
+def group_command(fleet, target: TargetOptions, manifest: str, group, python: Optional[str] = None
+                  ) -> Optional[str]:
     """The `envkit create` command for one group of a fleet, shell-quoted: one profile per distinct configuration
     of the group (--machine FILE), or its nodes of the partition (--partition NAME:NODE,...)."""
     import re
@@ -148,6 +149,8 @@ def group_command(fleet, target: TargetOptions, manifest: str, group) -> Optiona
     argv = ["envkit", "create", manifest, "--build", group.selected.build.id]
     first = re.sub(r"[^A-Za-z0-9._-]+", "-", members[0].name).strip("-.") or "group"
     argv += ["--name", f"{manifest}-{first}"[:64]]
+    if python is not None:
+        argv += ["--python", python]
     if not group.selected.build.is_gpu:
         argv.append("--cpu")  # no GPU build fits this group: say so, or create stops to ask
     nodes = []

@@ -100,7 +100,7 @@ def create(
         the_manifest = catalog.manifests[manifest]
         fleet = fleet_for(tables, target)
         profile, build_id, unused = (fleet.single, build, None) if fleet.single is not None else \
-            _for_fleet(the_manifest, fleet, tables, request, build, target)
+            _for_fleet(the_manifest, fleet, tables, request, build, target, python)
         prepared = prepare(
             CreateRequest(build_id=build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
                           verify=not no_verify, target_args=target_args(target)),
@@ -148,7 +148,7 @@ def create(
         raise typer.Exit(1 if failed else 0)
 
 
-def _for_fleet(manifest, fleet, tables, request, build_id, target):
+def _for_fleet(manifest, fleet, tables, request, build_id, target, python):
     """For several machines: (the profile to plan with, the build that fits them all, why their GPUs go unused).
     The plan's profile is the GPU machine whose driver supports the lowest CUDA: the conda solve must hold there."""
     from envkit.cpu_fallback import gpu_unused
@@ -169,7 +169,7 @@ def _for_fleet(manifest, fleet, tables, request, build_id, target):
                              hint=f"`envkit list {manifest.name}{same}` shows the builds that fit every machine.")
         return lowest, build_id, None  # an unknown id: prepare says which there are
     if result.split:
-        commands = [group_command(fleet, target, manifest.name, group) for group in result.groups]
+        commands = [group_command(fleet, target, manifest.name, group, python) for group in result.groups]
         raise BadInputError(
             f"no GPU build of {manifest.name} fits all {len(fleet.machines)} machines, so envkit makes no single "
             f"environment for them: one per group",

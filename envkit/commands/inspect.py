@@ -77,7 +77,7 @@ def list_builds(
             from envkit.render_fleet import fleet_listing_text
 
             typer.echo(fleet_listing_text(fleet, results, show_all, target_args(target),
-                                          lambda name, group: group_command(fleet, target, name, group)))
+                                          lambda name, group: group_command(fleet, target, name, group, python)))
 
 
 def register(app: typer.Typer) -> None:
