@@ -77,7 +77,8 @@ def render_diff(diffs: Sequence[TargetDiff], say: Callable[[str], None], show_un
     for position, target in enumerate(diffs):
         if position:
             say("")
-        machines = "" if target.kind == "machine" else f" ({len(target.machines)} machines)"
+        count = len(target.machines)
+        machines = "" if target.kind == "machine" else f" ({count} machine{'' if count == 1 else 's'})"
         say(f"{target.kind} {target.target}{machines}:")
         for change in target.manifests:
             if not change.changed:
