@@ -163,3 +163,21 @@ def test_requests_is_imported_only_by_check():
             "print('requests' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_users_point_envkit_at_the_admins_directory(home, envs_copy, tmp_path):
+    """The config's `manifests:` (relative to the config file) is read by every command; ENVKIT_MANIFESTS wins."""
+    edit(envs_copy, "torch.yaml", lambda d: d["releases"][0]["builds"][0].update(cuda="12.7"))
+    config = Path(home["XDG_CONFIG_HOME"]) / "envkit" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    shutil.move(str(envs_copy), str(config.parent / "admin-envs"))
+    config.write_text("manifests: admin-envs\n")
+    validate = envkit(home, "manifests", "validate")
+    assert validate.returncode == 2 and str(config.parent / "admin-envs" / "torch.yaml") in validate.stdout
+    listed = envkit(home, "list", "torch", "--machine", str(PROFILES / "b200-cuda130.yaml"))
+    no_traceback(listed)
+    assert listed.returncode == 2 and "admin-envs" in listed.stderr and "12.7" in listed.stderr
+    shipped = Path(__file__).resolve().parents[2] / "envs"
+    overridden = envkit({**home, "ENVKIT_MANIFESTS": str(shipped)}, "list", "torch", "--machine",
+                        str(PROFILES / "b200-cuda130.yaml"))
+    assert overridden.returncode == 0 and "torch-2.14-cu130" in overridden.stdout
