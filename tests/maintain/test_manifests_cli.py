@@ -181,3 +181,34 @@ def test_users_point_envkit_at_the_admins_directory(home, envs_copy, tmp_path):
     overridden = envkit({**home, "ENVKIT_MANIFESTS": str(shipped)}, "list", "torch", "--machine",
                         str(PROFILES / "b200-cuda130.yaml"))
     assert overridden.returncode == 0 and "torch-2.14-cu130" in overridden.stdout
+
+
+def test_check_shows_progress_on_a_terminal_only(home, manifests, index):
+    import pty
+
+    write_config(home, index)
+    complete_index(index)
+    main, secondary = pty.openpty()
+    try:
+        result = subprocess.run([sys.executable, "-m", "envkit", "manifests", "check", "--manifests", str(manifests)],
+                                stdout=subprocess.PIPE, stderr=secondary, text=True, env=home, timeout=120)
+        os.close(secondary)
+        secondary = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the terminal closed: everything was read
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(main)
+        if secondary >= 0:
+            os.close(secondary)
+    assert result.returncode == 0, result.stdout
+    assert b"reading index pages: 6/6" in seen
+    assert "reading index pages" not in result.stdout
+    piped = envkit(home, "manifests", "check", "--manifests", str(manifests))
+    assert piped.returncode == 0 and "reading index pages" not in piped.stderr
