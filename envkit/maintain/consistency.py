@@ -119,7 +119,9 @@ def _python_ranges(manifest: Manifest, tables: Tables, source: Optional[SourceFi
             continue
         owner, field = _written_at(build, source, "python")
         if Version("3.99") in unknown:
-            message = f"{str(build.python)!r} has no upper bound: give the newest Python with packages (<3.N)"
+            newer = [v for v in unknown if v > max(listed)]
+            message = (f"{str(build.python)!r} admits every Python from {newer[0]} up, beyond python.yaml: bound it "
+                       "by the newest Python with packages (<3.N)")
         else:
             message = (f"{str(build.python)!r} claims Python {', '.join(str(v) for v in unknown)}, which python.yaml "
                        "does not list: add it there, or narrow the range")

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Iterable, Optional
-from urllib.parse import urldefrag, urljoin
+from urllib.parse import unquote, urldefrag, urljoin
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -88,21 +88,9 @@ def _parse_html(text: str, base_url: str) -> list[IndexFile]:
             continue
         url = urljoin(base_url, href)
         filename = urldefrag(url)[0].rstrip("/").rsplit("/", 1)[-1]
-        from urllib.parse import unquote
-
         out.append(IndexFile(unquote(filename), url, anchor.get("data-requires-python"),
                              "data-yanked" in anchor))
     return out
-
-
-def project_links(text: str, content_type: str) -> list[str]:
-    """The project names a root page (the list of projects) links to."""
-    if content_type.split(";")[0].strip().lower() == JSON_TYPE or text.lstrip().startswith("{"):
-        data = json.loads(text)
-        return [p["name"] for p in data.get("projects", []) if isinstance(p, dict) and "name" in p]
-    parser = _Anchors()
-    parser.feed(text)
-    return [(a.get("#text") or "").strip() for a in parser.anchors if a.get("href")]
 
 
 def wheel_version(filename: str) -> Optional[Version]:

@@ -73,6 +73,8 @@ TORCH_BREAKAGES = [
     (lambda d: build(d, "2.6", "cu126").update(cuda=12.6), "torch-2.6-cu126", "cuda", "quote it", "12.6"),
     (lambda d: release(d, "2.5")["builds"].append(dict(build(d, "2.5", "cu124"))), None, "releases[9].builds[4].id",
      "duplicate build id 'torch-2.5-cu124'", "cu124"),
+    (lambda d: release(d, "2.4").update(version=2.4), None, "releases[10].version", "quote it ('2.4')", "2.4"),
+    (lambda d: release(d, "2.3").update(python=""), None, "releases[11].python", "empty", "python"),
     (lambda d: d.update(framework="caffe"), None, "framework", "'caffe'", "caffe"),
 ]
 
@@ -143,7 +145,7 @@ def test_consistency_across_builds_manifests_and_tables(envs_copy):
 
     claims = one("claims Python 3.16")
     assert claims.field == "releases[0].python" and claims.build is None and "<3.17" in line_text(claims)
-    open_range = one("no upper bound")
+    open_range = one("admits every Python from 3.16 up")
     assert open_range.build == "torch-2.13-cpu" and ">=3.10" in line_text(open_range)
     vision = one("'torchvision==0.26.*' does not pair with torch 2.12")
     assert "torchvision 0.27" in vision.message and "torchvision==0.26" in line_text(vision)
