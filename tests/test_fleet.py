@@ -218,3 +218,22 @@ def test_an_empty_directory_is_an_error(tmp_path):
     with pytest.raises(ProfileError) as caught:
         load_profiles([tmp_path])
     assert caught.value.exit_code == 2 and "holds no machine profiles" in caught.value.message
+
+
+def test_memory_and_names_do_not_split_a_configuration():
+    one = profile_from_dict({"name": "n1", "cuda_driver": "12.2", "driver_version": "535.104.05",
+                             "gpus": [{"name": "NVIDIA A100", "compute_capability": "8.0", "memory_mib": 81920}]}, "a")
+    two = profile_from_dict({"name": "n2", "cuda_driver": "12.2", "driver_version": "535.104.05",
+                             "gpus": [{"name": "NVIDIA A100", "compute_capability": "8.0", "memory_mib": 81559}]}, "b")
+    other_driver = profile_from_dict({"name": "n3", "cuda_driver": "12.2", "driver_version": "535.54.03",
+                                      "gpus": [{"name": "NVIDIA A100", "compute_capability": "8.0"}]}, "c")
+    assert [c.names for c in fleet(one, two, other_driver).configs()] == [("n1", "n2"), ("n3",)]
+
+
+def test_many_sets_fall_back_to_the_greedy_cover():
+    from envkit.fleet_resolve import EXACT_LIMIT, _cover
+
+    sets = [frozenset({i}) for i in range(EXACT_LIMIT + 4)] + [frozenset({0, 1, 2})]
+    cover = _cover(sets, frozenset(range(EXACT_LIMIT + 4)))
+    assert frozenset().union(*cover) == frozenset(range(EXACT_LIMIT + 4))
+    assert cover[0] == frozenset({0, 1, 2}) and len(cover) == EXACT_LIMIT + 2
