@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import complete_index, wheels
+from maintain_helpers import complete_index, index, manifests, wheels  # noqa: F401 (fixtures)
 from packaging.version import Version
 
 from envkit.catalog import load_catalog

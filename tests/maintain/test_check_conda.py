@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from maintain_helpers import manifests  # noqa: F401 (a fixture)
+
 from envkit.catalog import load_catalog
 from envkit.config import Config, Mirror
 from envkit.maintain.check import MISSING, UNREADABLE, check_builds

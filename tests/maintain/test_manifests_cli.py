@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import complete_index, wheels
+from maintain_helpers import complete_index, index, manifests, wheels  # noqa: F401 (fixtures)
 
 PROFILES = Path(__file__).resolve().parents[1] / "profiles"
 

@@ -105,7 +105,7 @@ def test_every_problem_of_a_directory_in_one_run(envs_copy):
     syntax = [p for p in problems if p.file.endswith("jax.yaml")]
     assert len(syntax) == 1 and "not valid YAML" in syntax[0].message and syntax[0].line == 31
     # The builds that are fine still parsed: torch keeps most of its builds.
-    assert len(validation.manifests["torch"].builds) > 30
+    assert len(validation.manifests["torch"].builds) >= 20
     assert not validation.ok
 
 

@@ -1,4 +1,6 @@
-"""Fixtures for the manifest maintenance tools: a small manifests directory and a misbehaving index on 127.0.0.1."""
+"""Helpers and fixtures for the manifest maintenance tests (imported by name: no conftest.py here, so that the other
+directories' `from conftest import ...` keep meaning their own): a small torch manifest in a manifests directory,
+wheel file names for the faulty index on 127.0.0.1."""
 
 from __future__ import annotations
 
