@@ -194,5 +194,9 @@ def render_check(report: CheckReport, say: Callable[[str], None]) -> None:
         say("")
     pythons = sum(len(p) for p in report.pythons.values())
     verdict = "everything is there" if report.ok else f"{len(problems)} problem{'' if len(problems) == 1 else 's'}"
-    say(f"Checked {len(report.builds)} builds ({pythons} build-Python pairs, {report.pages} index pages, "
-        f"{report.channels} channel queries): {verdict}.")
+    builds = len(report.builds)
+    say(f"Checked {builds} build{'' if builds == 1 else 's'} ({pythons} build-Python pairs, {report.pages} index "
+        f"pages, {report.channels} channel queries): {verdict}.")
+    if any(f.kind == UNREADABLE for f in report.findings):
+        say("Some indexes or channels could not be read: check the network (HTTPS_PROXY, REQUESTS_CA_BUNDLE), or map "
+            "them to mirrors in envkit's config file (mirrors:), then run the check again.")

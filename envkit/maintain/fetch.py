@@ -124,7 +124,7 @@ class PageFetcher:
             except requests.exceptions.SSLError as error:
                 return Page(url, error=f"TLS error: {_first_line(error)} (set REQUESTS_CA_BUNDLE for a private CA)")
             except requests.exceptions.ConnectionError as error:
-                problem = f"connection failed: {_first_line(error)}"
+                problem = _connection_problem(error, url)
                 continue
             except requests.exceptions.RequestException as error:
                 return Page(url, error=_first_line(error))
@@ -140,6 +140,19 @@ class PageFetcher:
                         final_url=response.url)
         tries = settings.retries + 1
         return Page(url, error=f"{problem} ({tries} {'try' if tries == 1 else 'tries'})")
+
+
+def _connection_problem(error: BaseException, url: str) -> str:
+    """A connection error in a few words (requests wraps urllib3's, which wraps the socket's)."""
+    text = str(error)
+    host = urlsplit(url).hostname or url
+    if "NameResolutionError" in text or "Name or service not known" in text or "getaddrinfo" in text:
+        return f"connection failed: cannot resolve {host}"
+    if "Connection refused" in text:
+        return f"connection failed: {host} refused it"
+    if "reset" in text.lower() or "RemoteDisconnected" in text or "aborted" in text.lower():
+        return "connection failed: reset by the server"
+    return f"connection failed: {_first_line(error)}"
 
 
 def _read_file(url: str) -> Page:
