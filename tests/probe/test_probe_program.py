@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from probe_helpers import A100, base_environ
+from probe_helpers import A100, PROFILES, base_environ, envkit
 from test_probe_script import _interpreter
 
 from envkit import __version__
@@ -165,3 +165,33 @@ def test_the_runner_builds_into_the_cache_it_is_given(tmp_path, fake_env):
     [built] = (tmp_path / "cache" / "probe").glob("probe-*.pyz")
     assert built.name.startswith(f"probe-{__version__}-")
 
+
+
+# --- as `envkit doctor` runs it ----------------------------------------------------------------------------------
+
+def test_doctor_builds_the_archive_once(fake_env, tmp_path):
+    env = fake_env({"torch": {"gpus": [A100]}})
+    cache = tmp_path / "xdg-cache"
+    args = ("doctor", "--json", "--python", str(env.python), "--machine", str(PROFILES / "h100-cuda128.yaml"))
+    first = envkit(*args, env={"XDG_CACHE_HOME": str(cache)})
+    assert first.returncode in (0, 1) and json.loads(first.stdout)["devices"], first.stderr
+    [built] = (cache / "envkit" / "probe").glob("*.pyz")
+    before = built.stat()
+    second = envkit(*args, env={"XDG_CACHE_HOME": str(cache)})
+    assert second.returncode == first.returncode
+    assert json.loads(second.stdout)["devices"] == json.loads(first.stdout)["devices"]
+    assert list((cache / "envkit" / "probe").glob("*.pyz")) == [built]
+    assert (built.stat().st_mtime_ns, built.stat().st_ino) == (before.st_mtime_ns, before.st_ino)
+
+
+def test_doctor_with_an_unwritable_cache_still_checks_and_leaves_nothing(fake_env, tmp_path):
+    env = fake_env({"torch": {"gpus": [A100]}})
+    not_a_directory = tmp_path / "cache-file"
+    not_a_directory.write_text("")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    result = envkit("doctor", "--json", "--python", str(env.python),
+                    env={"XDG_CACHE_HOME": str(not_a_directory), "TMPDIR": str(scratch)})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["devices"][0]["name"] == A100["name"]
+    assert list(scratch.iterdir()) == []
