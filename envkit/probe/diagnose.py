@@ -18,8 +18,9 @@ from envkit.catalog.model import Build, Manifest, Tables
 from envkit.machine import MachineProfile
 from envkit.probe.builds import NextStep, installed_build, next_step, observed_profile
 from envkit.probe.facts import Facts, cc_text, covers
+from envkit.probe.matchers import driver_cuda_from
 from envkit.probe.result import Check, ProbeDevice, ProbeResult
-from envkit.probe.rules import RULES, Rule, driver_cuda_from
+from envkit.probe.rules import RULES, Rule
 
 __all__ = ["DeviceVerdict", "Finding", "Report", "RULES", "covers", "diagnose", "driver_cuda_from"]
 
@@ -167,7 +168,8 @@ def _static_devices(facts: Facts) -> tuple[DeviceVerdict, ...]:
     """Devices of a machine the probe did not run on: judged from the build's CUDA and GPU code."""
     gpus = facts.profile.gpus
     if not facts.gpu_build:
-        return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), False, "not used by a CPU-only build")
+        unused = "not used by a CPU-only build"
+        return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), False, unused)
                      for g in gpus) if facts.gpus_wanted else ()
     if facts.installed is not None and facts.tables is not None:
         from envkit.resolve import assess
