@@ -66,12 +66,17 @@ def test_torch_with_multi_gpu_and_bench(catalog, load_profile):
     assert [r["tflops"] for r in data["probe"]["bench"]["runs"]] == [51.695, 748.778]
 
 
-def test_jax_with_multi_gpu_and_bench(catalog, load_profile):
+def test_jax_with_multi_gpu_and_bench_says_its_float32_products_are_tf32(catalog, load_profile):
+    # Captured after jax_tf32 was added (the first run's float32 figure, 381 TFLOP/s, carried no such mark).
     report = judged("jax-0.11.2-cu13-h100-captured-multi-gpu-bench", catalog, load_profile)
     assert report.ok
     assert [(f.rule, f.failed) for f in report.diagnosis] == [("multi-gpu-skipped", False)]
     assert report.probe.multi_gpu.skipped == SKIPPED.format("jax")
     bench = report.probe.bench
-    assert bench.ok
-    assert [(r.dtype, r.n) for r in bench.runs] == [("float32", 4096), ("float16", 4096)]
-    assert all(r.tflops > 300 for r in bench.runs)
+    assert bench.ok and bench.tf32 is True
+    assert [(r.index, r.dtype, r.n, r.tflops) for r in bench.runs] == [
+        (0, "float32", 4096, 379.44), (0, "float16", 4096, 764.039)]
+    text = report_text(report)
+    assert "  Bench: GPU 0 float32 (4096x4096 matmul, TF32): 379.44 TFLOP/s" in text
+    assert "  Bench: GPU 0 float16 (4096x4096 matmul): 764.039 TFLOP/s" in text
+    assert report_json(report)["probe"]["bench"]["tf32"] is True
