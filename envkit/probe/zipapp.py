@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
-import tempfile
-import zipfile
 from pathlib import Path
 from typing import Iterator, Mapping
 
@@ -52,6 +49,9 @@ def archive_name(files: Mapping[str, bytes]) -> str:
 
 def archive_bytes(files: Mapping[str, bytes]) -> bytes:
     """The zipapp itself, uncompressed (zipimport then needs no zlib in the foreign Python)."""
+    import io
+    import zipfile  # here, not above: a run whose archive is cached does not need it
+
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         for name in sorted(files):
@@ -85,6 +85,8 @@ def probe_program(cache_dir: Path, source: Path = SOURCE) -> Iterator[Path]:
     if cached is not None:
         yield cached
         return
+    import tempfile
+
     try:
         scratch = tempfile.TemporaryDirectory(prefix="envkit-probe-")
     except OSError as exc:
