@@ -169,7 +169,8 @@ def _extras_text(probe: ProbeResult) -> list[str]:
             lines.append(f"  Bench: skipped: {bench.skipped}")
         for run in bench.runs:
             result = f"{run.tflops:g} TFLOP/s" if run.tflops is not None else "FAILED"
-            size = f" ({run.n}x{run.n} matmul)" if run.n else ""
+            precision = ", TF32" if run.dtype == "float32" and bench.tf32 else ""
+            size = f" ({run.n}x{run.n} matmul{precision})" if run.n else ""
             lines.append(f"  Bench: GPU {run.index} {run.dtype}{size}: {result}")
     return lines
 
