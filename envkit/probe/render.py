@@ -111,7 +111,7 @@ def report_text(report: Report) -> str:
         lines.append(f"Installed: no {probe.framework}")
     elif probe.reported:
         lines.append("Installed: none of torch, tensorflow, jax, mxnet")
-    where = "" if report.on_target else " (judged from a profile: the check itself ran on this machine)"
+    where = "" if report.on_target else " (a machine described by a profile: its GPUs are judged, the computations ran here)"
     lines.append(machine_line(report.machine) + where)
     if probe.cpu_checks:
         lines.append(f"  CPU: {_checks_text(probe.cpu_checks)}")
