@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 from envkit.catalog.model import ArchSet, Build, Manifest, PythonTable, Tables
 from envkit.errors import BadInputError
 from envkit.machine import Gpu, MachineProfile
-from envkit.versions import ComputeCapability, CudaVersion
+from envkit.versions import ComputeCapability
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -112,7 +112,7 @@ def assess(build: Build, profile: MachineProfile, tables: Tables, request: Reque
         return Candidate(build, False, native, python, tuple(problems))
     problems = [] if driver_ok else [driver_reason]
     notes = [driver_reason] if driver_ok else []
-    for gpus, verdict, ok in _coverage(build.arch, profile.gpus, sass_only=native is False, cuda=build.cuda):
+    for gpus, verdict, ok in _coverage(build, profile.gpus, sass_only=native is False):
         (notes if ok else problems).append(f"{_gpu_group(gpus)}: {verdict}")
     if python_problem:
         problems.append(python_problem)
@@ -160,10 +160,10 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Opti
 
 # --- the GPUs ----------------------------------------------------------------------------------------------------
 
-def _coverage(
-    arch: ArchSet, gpus: Sequence[Gpu], sass_only: bool, cuda: CudaVersion
-) -> list[tuple[list[Gpu], str, bool]]:
+def _coverage(build: Build, gpus: Sequence[Gpu], sass_only: bool) -> list[tuple[list[Gpu], str, bool]]:
     """For each group of identical GPUs: (the GPUs, what the build has for them, whether that runs)."""
+    assert build.arch is not None and build.cuda is not None
+    arch, cuda = build.arch, build.cuda
     out = []
     for group in _groups(gpus):
         capability = group[0].compute_capability
@@ -171,7 +171,13 @@ def _coverage(
             out.append((group, "compute capability unknown; pass --gpu-arch X.Y", False))
             continue
         sass, ptx = sass_for(arch, capability), ptx_for(arch, capability)
-        if sass is not None:
+        too_new_for = [b for b in build.bundled if capability < b.min_compute_capability]
+        if too_new_for and (sass is not None or ptx is not None):
+            library = too_new_for[0]
+            out.append((group, (
+                f"the build has code for this GPU, but the {library.name} it bundles needs a GPU of compute "
+                f"capability {library.min_compute_capability} or newer"), False))
+        elif sass is not None:
             out.append((group, f"runs {sass.sm} code", True))
         elif ptx is not None and sass_only:
             out.append((group, (
