@@ -22,7 +22,7 @@ def test_gtx_1080_ti_on_a_cuda_12_8_driver_gets_cu126_not_cu128(judge):
     line keeps Pascal (sm_60 code runs on sm_61); 2.15 has no cu126 build, so 2.14 cu126, natively (12.6 <= 12.8)."""
     resolution, builds = judge("torch", "gtx1080ti-cuda128")
     assert resolution.selected.build.id == "torch-2.14-cu126" and resolution.selected.native is True
-    assert "runs sm_60 code" in resolution.selected.reasons[1]
+    assert "runs the build's sm_60 code" in resolution.selected.reasons[1]
     refused = builds["torch-2.11-cu128"]
     assert not refused.compatible
     assert refused.reasons == ("GPU 0, NVIDIA GeForce GTX 1080 Ti (sm_61): no kernels for sm_61: this build has "
