@@ -101,3 +101,29 @@ def test_k80_torch_stops_at_2_3_because_of_the_bundled_cudnn(judge):
     assert builds["torch-2.7-cu118"].reasons == (
         "GPUs 0-1, Tesla K80 (sm_37): the build has code for this GPU, but the cuDNN 9.1 it bundles needs a GPU "
         "of compute capability 5.0 or newer",)
+
+
+def test_list_all_on_the_d2l_machine_picks_1_8_1_cu101_and_shows_what_is_unconfirmed(tmp_path):
+    """The issue's acceptance check, through the command line: a GPU build (no CPU fallback warning), the doubt
+    about the PyTorch index shown to admins in `--all` and carried in the JSON."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    profile = str(Path(__file__).parent / "profiles" / "d2l.yaml")
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d"),
+           "XDG_CACHE_HOME": str(tmp_path / "k"), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"}
+
+    def envkit(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "envkit", "list", "torch", "--machine", profile, *args],
+                              capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+
+    data = json.loads(envkit("--json").stdout)["manifests"][0]
+    assert data["selected"] == "torch-1.8-cu101" and data["gpu_unused"] is None
+    build = next(b for b in data["builds"] if b["id"] == "torch-1.8-cu101")
+    assert build["python"] == "3.9" and "download.pytorch.org" in build["unconfirmed"]
+    text = envkit("--all").stdout
+    assert "* torch-1.8-cu101" in text
+    assert "unconfirmed: the +cuXXX wheels on download.pytorch.org" in text
+    assert "unconfirmed:" not in envkit().stdout  # the everyday view stays short
