@@ -242,9 +242,8 @@ def test_a_find_links_page_is_mirrored_and_passed_to_uv_and_pip_with_the_index(c
     assert pip[-3:] == ["torch==1.8.1+cu101", "torchvision==0.9.1+cu101", "torchaudio==0.8.1"]
 
 
-def test_a_find_links_page_on_plain_http_without_a_mirror_is_refused(catalog, envs_dir, tmp_path):
+def test_a_find_links_page_on_plain_http_without_a_mirror_is_refused(catalog):
     from envkit.catalog.model import PipInstall
-    from envkit.errors import BadInputError
 
     build = replace(_build(catalog, "torch-1.8-cu101"),
                     pip=PipInstall(packages=("torch==1.8.1+cu101",), find_links="http://evil.example/links.html"))
