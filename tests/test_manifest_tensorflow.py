@@ -59,6 +59,8 @@ def test_gpu_build_matches_its_sources(catalog, release):
     assert tuple(str(a) for a in build.arch.sass) == sass
     assert tuple(str(a) for a in build.arch.ptx) == ptx
     assert build.bundled == ()  # no bundled-library floor: cuDNN 7.6-8.9 support Kepler (3.5) onward
+    if "9.0" in ptx:  # compat-data's corrections: tensorflow#89272, compute_90 PTX failing to JIT on sm_120
+        assert "89272" in build.notes and "sm_120" in build.notes
     if isinstance(install, tuple):  # a conda build: the Anaconda defaults channel, Python from conda as well
         assert build.conda.channels == ANACONDA and build.conda.packages == install
         assert build.pip is None
