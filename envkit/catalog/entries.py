@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 # A conda package name as conda writes it; rattler alone would also take "-c" as a name.
 _CONDA_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+# The characters of a match spec: name, version constraints, build string, brackets; no shell or URL syntax.
+_CONDA_SPEC_CHARS = re.compile(r"^[A-Za-z0-9_.*=<>!,|~+ \[\]\"'-]+$")
 # MatchSpec keys that say where a package comes from rather than which one it is.
 _CONDA_SOURCE_KEYS = ("url=", "fn=", "channel=", "subdir=")
 
@@ -23,6 +25,8 @@ def conda_spec_problem(text: str) -> Optional[str]:
     """Why ``text`` cannot be a conda package entry, or None. Parsed by py-rattler as conda parses a MatchSpec."""
     if text.startswith("-"):
         return f"{text!r} would be read as an option: a conda package is a match spec like 'cudatoolkit=10.1'"
+    if not _CONDA_SPEC_CHARS.match(text):
+        return f"{text!r} is not a conda match spec like 'cudatoolkit=10.1'"
     if "://" in text or "::" in text or "/" in text.split()[0]:
         return (f"{text!r} names a channel, subdir or URL: give the package alone ('name=version') and the channel "
                 f"in conda.channels")

@@ -95,11 +95,13 @@ def _read_yaml(path: Path) -> Any:
 def parse_yaml_unique(text: str) -> Any:
     """The data in ``text``, as envkit.yamltext reads it, except that a key given twice in one mapping is an error
     (YAML loaders keep the last value silently, so an admin's second ``python:`` would win unseen).
-    ValueError("duplicate key 'python' at line L, column C (first at line K)") for it."""
+    ValueError("duplicate key 'python' at line L (first at line K)") for it."""
     import yaml
 
     try:
         return yaml.load(text, Loader=_unique_key_loader())
+    except _DuplicateKey as exc:
+        raise ValueError(str(exc)) from None
     except yaml.YAMLError as exc:  # worded as envkit.yamltext words it, with the line
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "syntax error"
@@ -108,6 +110,10 @@ def parse_yaml_unique(text: str) -> Any:
 
 
 _LOADER: Optional[type] = None
+
+
+class _DuplicateKey(Exception):
+    """A key given twice in one mapping: "duplicate key 'python' at line 11 (first at line 9)"."""
 
 
 def _unique_key_loader() -> type:
@@ -131,9 +137,8 @@ def _unique_key_loader() -> type:
                     except TypeError:  # an unhashable key: the base constructor reports it
                         continue
                     if first is not key_node:
-                        mark, was = key_node.start_mark, first.start_mark
-                        raise yaml.constructor.ConstructorError(
-                            None, None, f"duplicate key {key!r} (first at line {was.line + 1})", mark)
+                        raise _DuplicateKey(f"duplicate key {key!r} at line {key_node.start_mark.line + 1} "
+                                            f"(first at line {first.start_mark.line + 1})")
             return base.construct_mapping(self, node, deep=deep)
 
         _LOADER = type("UniqueKeySafeLoader", (base,), {"construct_mapping": construct_mapping})
