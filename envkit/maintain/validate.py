@@ -108,8 +108,8 @@ def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
     except ValueError as error:
         import re
 
-        at = re.findall(r" at line (\d+), column", str(error))  # a duplicate key: the loader's message has its line
-        line = syntax_error_line(text) or (int(at[-1]) if at else None)
+        at = re.findall(r"(?<!first) at line (\d+)", str(error))  # a duplicate key: the loader's message has its line
+        line = syntax_error_line(text) or (int(at[0]) if at else None)
         problems.append(Problem(str(path), line, None, None, f"not valid YAML: {error}"))
         return None
     return SourceFile(path=path, data=data, tree=compose(text))

@@ -48,9 +48,18 @@ def edit(directory: Path, name: str, change) -> None:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
+def release(data, version):
+    return next(r for r in data["releases"] if r["version"] == version)
+
+
+def position(directory: Path, version: str) -> int:
+    return [r["version"] for r in yaml.safe_load((directory / "torch.yaml").read_text())["releases"]].index(version)
+
+
 def test_validate_reports_every_problem_and_exits_2(home, envs_copy):
-    edit(envs_copy, "torch.yaml", lambda d: d["releases"][0]["builds"][0].update(cuda="12.7"))
-    edit(envs_copy, "torch.yaml", lambda d: d["releases"][1].update(python=">=3.10,<3.17"))
+    edit(envs_copy, "torch.yaml", lambda d: next(b for b in release(d, "2.14")["builds"]
+                                                 if b["variant"] == "cu132").update(cuda="12.7"))
+    edit(envs_copy, "torch.yaml", lambda d: release(d, "2.13").update(python=">=3.10,<3.17"))
     edit(envs_copy, "jax.yaml", lambda d: d.update(framework="caffe"))
     result = envkit(home, "manifests", "validate", str(envs_copy))
     no_traceback(result)
@@ -59,7 +68,8 @@ def test_validate_reports_every_problem_and_exits_2(home, envs_copy):
     torch = str(envs_copy / "torch.yaml")
     assert any(line.startswith(f"{torch}:") and "build torch-2.14-cu132, field 'cuda'" in line
                and "not in cuda.yaml" in line for line in lines), lines
-    assert any("releases[1].python" in line and "claims Python 3.16" in line for line in lines), lines
+    field = f"releases[{position(envs_copy, '2.13')}].python"
+    assert any(field in line and "claims Python 3.16" in line for line in lines), lines
     assert any("jax.yaml" in line and "'caffe'" in line for line in lines), lines
     assert "3 problems" in result.stderr
 
@@ -115,15 +125,16 @@ def test_check_bad_input_exits_2(home, manifests, args, words):
 
 
 def test_diff_per_machine_and_per_partition(home, envs_copy, tmp_path):
-    def drop_cu126_and_add_2_15(data):
-        data["releases"][0]["builds"] = [b for b in data["releases"][0]["builds"] if b["variant"] != "cu126"]
-        data["releases"].insert(0, {"version": "2.15", "python": ">=3.11,<3.16",
-                                    "pip": {"packages": ["torch==2.15.*"]},
-                                    "builds": [{"variant": "cu130", "cuda": "13.0", "arch": "turing-to-blackwell+ptx"}]})
+    def drop_cu126_and_add_2_16(data):
+        newest_with_cu126 = release(data, "2.14")
+        newest_with_cu126["builds"] = [b for b in newest_with_cu126["builds"] if b["variant"] != "cu126"]
+        data["releases"].insert(0, {"version": "2.16", "python": ">=3.11,<3.16",
+                                    "pip": {"packages": ["torch==2.16.*"]},
+                                    "builds": [{"variant": "cu130", "cuda": "13.0", "arch": "turing-to-blackwell"}]})
 
     new = tmp_path / "new"
     shutil.copytree(envs_copy, new)
-    edit(new, "torch.yaml", drop_cu126_and_add_2_15)
+    edit(new, "torch.yaml", drop_cu126_and_add_2_16)
     site = tmp_path / "site.yaml"
     site.write_text(yaml.safe_dump({"version": 1, "partitions": {
         "gpu-b200": {"nodes": [{"profile_file": str(PROFILES / "b200-cuda130.yaml")}]},
@@ -143,16 +154,16 @@ def test_diff_per_machine_and_per_partition(home, envs_copy, tmp_path):
     ]
     assert blocks[1].splitlines() == [
         "partition gpu-b200 (1 machine):",
-        "  torch: torch-2.14-cu130 -> torch-2.15-cu130",
-        "    now fits: torch-2.15-cu130",
+        "  torch: torch-2.15-cu130 -> torch-2.16-cu130",
+        "    now fits: torch-2.16-cu130",
     ]
     assert blocks[2].splitlines() == ["partition gpu-mixed (2 machines):", "  no change"]
 
     as_json = json.loads(envkit(env, "manifests", "diff", str(envs_copy), str(new), "--partition", "gpu-b200",
                                 "--json").stdout)
     torch = next(m for m in as_json["targets"][0]["manifests"] if m["manifest"] == "torch")
-    assert torch == {"manifest": "torch", "before": "torch-2.14-cu130", "after": "torch-2.15-cu130", "changed": True,
-                     "became_compatible": ["torch-2.15-cu130"], "became_incompatible": []}
+    assert torch == {"manifest": "torch", "before": "torch-2.15-cu130", "after": "torch-2.16-cu130", "changed": True,
+                     "became_compatible": ["torch-2.16-cu130"], "became_incompatible": []}
     unknown = envkit(env, "manifests", "diff", str(envs_copy), str(new), "--partition", "gpu-h100")
     no_traceback(unknown)
     assert unknown.returncode == 2 and "gpu-b200" in unknown.stderr

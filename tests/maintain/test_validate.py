@@ -34,6 +34,20 @@ def build(data, version, variant):
     return next(b for b in release(data, version)["builds"] if b["variant"] == variant)
 
 
+def _shipped_torch():
+    from envkit.catalog import default_manifests_dir
+
+    return yaml.safe_load((default_manifests_dir() / "torch.yaml").read_text())
+
+
+SHIPPED_TORCH = _shipped_torch()
+
+
+def at(version: str) -> str:
+    """The field path of a torch release in the shipped torch.yaml: releases[i]."""
+    return f"releases[{[r['version'] for r in SHIPPED_TORCH['releases']].index(version)}]"
+
+
 def line_text(problem) -> str:
     return Path(problem.file).read_text().splitlines()[problem.line - 1]
 
@@ -66,15 +80,16 @@ TORCH_BREAKAGES = [
      "torch-2.11-cu128", "pip.index_url", "https", "http://example.org"),
     (lambda d: release(d, "2.10")["pip"].update(packages=["torch 2.10"]), "torch-2.10-cu130", "pip.packages[0]",
      "not a pip requirement", "torch 2.10"),
-    (lambda d: release(d, "2.9").update(python="3.10+"), None, "releases[5].python", "version range", "3.10+"),
-    (lambda d: release(d, "2.8").update(python=">=4.0"), None, "releases[6].python", "admits none", ">=4.0"),
+    (lambda d: release(d, "2.9").update(python="3.10+"), None, f"{at('2.9')}.python", "version range", "3.10+"),
+    (lambda d: release(d, "2.8").update(python=">=4.0"), None, f"{at('2.8')}.python", "admits none", ">=4.0"),
     (lambda d: build(d, "2.7", "cu128").update(python="latest"), "torch-2.7-cu128", "python", "version range",
      "latest"),
     (lambda d: build(d, "2.6", "cu126").update(cuda=12.6), "torch-2.6-cu126", "cuda", "quote it", "12.6"),
-    (lambda d: release(d, "2.5")["builds"].append(dict(build(d, "2.5", "cu124"))), None, "releases[9].builds[4].id",
+    (lambda d: release(d, "2.5")["builds"].append(dict(build(d, "2.5", "cu124"))), None,
+     f"{at('2.5')}.builds[{len(release(SHIPPED_TORCH, '2.5')['builds'])}].id",
      "duplicate build id 'torch-2.5-cu124'", "cu124"),
-    (lambda d: release(d, "2.4").update(version=2.4), None, "releases[10].version", "quote it ('2.4')", "2.4"),
-    (lambda d: release(d, "2.3").update(python=""), None, "releases[11].python", "empty", "python"),
+    (lambda d: release(d, "2.4").update(version=2.4), None, f"{at('2.4')}.version", "quote it ('2.4')", "2.4"),
+    (lambda d: release(d, "2.3").update(python=""), None, f"{at('2.3')}.python", "empty", "python"),
     (lambda d: d.update(framework="caffe"), None, "framework", "'caffe'", "caffe"),
 ]
 
@@ -144,7 +159,7 @@ def test_consistency_across_builds_manifests_and_tables(envs_copy):
         return found[0]
 
     claims = one("claims Python 3.16")
-    assert claims.field == "releases[0].python" and claims.build is None and "<3.17" in line_text(claims)
+    assert claims.field == f"{at('2.14')}.python" and claims.build is None and "<3.17" in line_text(claims)
     open_range = one("admits every Python from 3.16 up")
     assert open_range.build == "torch-2.13-cpu" and ">=3.10" in line_text(open_range)
     vision = one("'torchvision==0.26.*' does not pair with torch 2.12")
