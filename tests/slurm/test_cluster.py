@@ -1,0 +1,37 @@
+"""The test cluster itself: a real Slurm whose nodes run the real nvidia-ml-py against the stand-in library."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def test_partitions_and_gres_are_what_the_tests_expect(slurm_site):
+    done = slurm_site.cluster.query(["sinfo", "-h", "-o", "%P|%G|%N"])
+    assert done.returncode == 0, done.stderr
+    rows = {tuple(line.split("|")) for line in done.stdout.splitlines()}
+    assert ("part-v", "gpu:v100:1", "gpu-v1") in rows
+    assert ("part-a", "gpu:a100:2", "gpu-a[1-2]") in rows
+    assert any(row[0] == "cpu" and row[1] == "(null)" for row in rows)
+
+
+def test_a_job_on_a_node_sees_that_nodes_gpus_through_the_real_pynvml(slurm_site):
+    code = ("import pynvml; pynvml.nvmlInit(); "
+            "print(pynvml.nvmlDeviceGetCount(), pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)))")
+    import subprocess
+
+    done = subprocess.run(["srun", "-p", "part-v", "--gpus-per-node=1", sys.executable, "-c", code],
+                          env=slurm_site.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1 Tesla V100-SXM2-16GB"
+
+
+def test_outside_a_job_the_stand_in_has_no_driver(slurm_site):
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "envkit", "detect", "--json"], env=slurm_site.env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    profile = json.loads(done.stdout)
+    assert profile["gpus"] == []
+    assert any("Driver Not Loaded" in note or "driver not loaded" in note.lower() for note in profile["notes"])
