@@ -82,7 +82,13 @@ def machine_for(tables, target: TargetOptions):
     else:
         from envkit.detect import detect_machine
 
+        import os
+
+        from envkit.slurm.job_context import apply_job_context, job_context
+
         profile = detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout)
+        # Inside a Slurm job (or with CUDA_VISIBLE_DEVICES set): only the GPUs the job was given count.
+        profile = apply_job_context(profile, job_context(os.environ))
     return apply_overrides(profile, overrides)
 
 
