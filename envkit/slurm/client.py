@@ -45,11 +45,13 @@ class StepResult:
 
     def why(self) -> str:
         """Slurm's (or the program's) own last words, one line."""
-        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
         if self.returncode is None:
             return "cut off at its time limit (the job was cancelled)"
-        errors = [line for line in lines if "error" in line.lower()] or lines
-        return "; ".join(errors[-2:]) if errors else f"exit status {self.returncode}"
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        slurm = [line for line in lines if line.startswith(("srun:", "slurmstepd")) and "queued and waiting" not in line]
+        program = [line for line in lines if not line.startswith(("srun:", "slurmstepd"))]
+        words = (program[-2:] + slurm[-1:]) if self.started and program else slurm[-2:]
+        return "; ".join(words) if words else f"exit status {self.returncode}"
 
 
 def unique_job_name(purpose: str) -> str:
