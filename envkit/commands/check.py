@@ -25,10 +25,23 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
     directory = manifests_dir(target.manifests)
     tables = load_tables(directory)
     profile = machine_for(tables, target)  # bad input fails here, before the long part
+    _say_job(environ or os.environ)
     report = run_check(python, options, profile, environ or os.environ, tables=tables, on_target=target.on_target,
                        manifest_for=lambda name: _framework_manifest(directory, tables, name), expected=expected)
     _print_report(report, json_output)
     return report
+
+
+def _say_job(environ) -> None:
+    """Inside a Slurm job, say so: the check sees the GPUs the job was given, not all of the node's."""
+    from envkit.slurm.job_context import job_context
+
+    context = job_context(environ)
+    if context.in_job:
+        visible = environ.get("CUDA_VISIBLE_DEVICES")
+        gpus = f"the GPUs it was given (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else "every GPU"
+        typer.echo(f"envkit: inside Slurm job {context.job_id} on node {context.node or 'unknown'}: checking {gpus}",
+                   err=True)
 
 
 def _print_report(report, json_output: bool) -> None:
@@ -102,6 +115,19 @@ def verify(
         ),
     ] = None,
     json_output: JsonOption = False,
+    partition: Annotated[
+        Optional[str],
+        typer.Option("--partition", "-p", metavar="P", help="Run the check on a node of this Slurm partition, "
+                     "through srun (the node runs this same envkit: a shared home).", show_default=False),
+    ] = None,
+    gpus: Annotated[
+        Optional[int], typer.Option("--gpus", min=1, help="With --partition: GPUs to ask for. Default: all of a "
+                                    "node's GPUs.", show_default=False)
+    ] = None,
+    queue_timeout: Annotated[
+        float, typer.Option("--queue-timeout", min=1, max=86400, help="With --partition: seconds the job may wait "
+                            "to start; past that it is cancelled and the check reported as not run.")
+    ] = 300.0,
     check: CheckOptions = CheckOptions(),
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -109,9 +135,12 @@ def verify(
 
     By name (ENV), the environment is judged against the build `envkit create` made it from, and the result is
     stored in its record (`envkit envs` shows it). With --prefix, any environment directory is checked, as
-    `envkit doctor --python PREFIX/bin/python` would.
+    `envkit doctor --python PREFIX/bin/python` would. With --partition, the check runs on a node of that Slurm
+    partition and the record keeps the node's name; a check whose job cannot start is NOT RUN (neither PASS nor
+    FAIL) and its job is cancelled.
 
-    Exit codes: 0 PASS, 1 FAIL, 2 bad input. Example: `envkit verify torch-cu126`.
+    Exit codes: 0 PASS, 1 FAIL or not run, 2 bad input. Examples: `envkit verify torch-cu126`,
+    `envkit verify torch-cu126 --partition gpu-4-a100 --multi-gpu`.
     """
     with reported_errors():
         import dataclasses
@@ -122,6 +151,11 @@ def verify(
         if (env is None) == (prefix is None):
             raise BadInputError("give an environment name or --prefix PATH (one of them)",
                                 hint="`envkit envs` lists the environments envkit made.")
+        if partition is not None:
+            from envkit.commands.node_check import verify_on_node
+
+            raise typer.Exit(verify_on_node(env, prefix, partition, gpus, queue_timeout, check, target,
+                                            json_output))
         record = None
         expected = None
         if env is not None:
@@ -154,11 +188,19 @@ def _store_verify(record, report) -> None:
     from envkit.create.lock import name_lock
     from envkit.probe.check import verify_summary
 
+    import os
+
+    from envkit.slurm.job_context import job_context
+
+    summary = verify_summary(report)
+    context = job_context(os.environ)
+    if context.in_job:  # checked on a Slurm node: which one, in which job
+        summary.update(node=context.node, job=context.job_id, partition=os.environ.get("SLURM_JOB_PARTITION"))
     dirs = user_dirs()
     with name_lock(dirs.locks, record.name):
         current = records.load(dirs.records, record.name)
         if current is not None and current.created == record.created and current.prefix == record.prefix:
-            records.save(records.with_verify(current, verify_summary(report)), dirs.records)
+            records.save(records.with_verify(current, summary), dirs.records)
 
 
 def _recorded_build(record, manifests: Optional[Path]):
