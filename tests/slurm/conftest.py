@@ -6,6 +6,7 @@ reason; under CI (CI=true or ENVKIT_TEST_REQUIRE_SLURM=1) a skip is a failure in
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from support import fake_nvml
-from support.slurm_cluster import SlurmCluster, install_debian_packages, missing_programs
+from support.slurm_cluster import SlurmCluster, install_debian_packages, missing_programs, slurm_required
 
 # What the stand-in NVML answers on each node (the login node, outside a job, has no driver).
 A100 = ("NVIDIA A100-SXM4-40GB", (8, 0), 40960)
@@ -27,12 +28,8 @@ NODE_GPUS = {
 }
 
 
-def _required() -> bool:
-    return os.environ.get("CI", "").lower() == "true" or os.environ.get("ENVKIT_TEST_REQUIRE_SLURM") == "1"
-
-
 def _unavailable(reason: str):
-    if _required():
+    if slurm_required(os.environ):
         pytest.fail(f"a real Slurm is required here (CI): {reason}", pytrace=False)
     pytest.skip(reason)
 
@@ -64,6 +61,7 @@ def slurm(tmp_path_factory) -> Iterator[Site]:
     for node, (driver, cuda, gpus) in NODE_GPUS.items():
         fake_nvml.write_node(nodes_dir, node, driver, cuda, gpus)
     cluster = SlurmCluster(root / "cluster")
+    atexit.register(cluster.stop)  # a safety net: the finalizer below stops it in every ordinary case
     try:
         cluster.start()
     except (RuntimeError, OSError) as exc:

@@ -35,3 +35,17 @@ def test_outside_a_job_the_stand_in_has_no_driver(slurm_site):
     profile = json.loads(done.stdout)
     assert profile["gpus"] == []
     assert any("Driver Not Loaded" in note or "driver not loaded" in note.lower() for note in profile["notes"])
+
+
+def test_under_ci_a_missing_slurm_fails_instead_of_skipping():
+    from support.slurm_cluster import slurm_required
+
+    assert slurm_required({"CI": "true"}) and slurm_required({"ENVKIT_TEST_REQUIRE_SLURM": "1"})
+    assert not slurm_required({}) and not slurm_required({"CI": "false"})
+
+
+def test_the_ci_script_requires_slurm():
+    from pathlib import Path
+
+    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    assert "export ENVKIT_TEST_REQUIRE_SLURM=1" in ci

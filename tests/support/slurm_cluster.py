@@ -19,7 +19,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 DEBIAN_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "scontrol", "scancel", "squeue")
@@ -49,6 +49,12 @@ DEFAULT_PARTITIONS = {
     "cpu": ("cpu-1",),
 }
 DOWN_PARTITION = "closed"  # State=DOWN: jobs are accepted and never start (the timeout path)
+
+
+def slurm_required(environ: Mapping[str, str]) -> bool:
+    """Whether a missing Slurm fails the tests instead of skipping them: under CI (CI=true, as CI services set it,
+    or ENVKIT_TEST_REQUIRE_SLURM=1, as .ci/run does)."""
+    return environ.get("CI", "").lower() == "true" or environ.get("ENVKIT_TEST_REQUIRE_SLURM") == "1"
 
 
 def missing_programs() -> list[str]:
