@@ -187,7 +187,7 @@ def _node(item: Any, where: str, path: Path, cache_dir: Optional[Path]) -> SiteN
         except ProfileError as exc:
             raise SiteError(path, f"{where}.profile_file", exc.message) from None
         return SiteNode(node=node, count=count, profile=profile, profile_file=file)
-    origin = f"{path} ({where}.profile)"
+    origin = f"{path}, {where}.profile"
     try:
         profile = profile_from_dict(inline, origin)
     except ProfileError as exc:

@@ -23,17 +23,29 @@ def node_args(env: Optional[str], prefix: Optional[Path], check, target, json_ou
     return args
 
 
-def verify_on_node(env: Optional[str], prefix: Optional[Path], partition: str, gpus: Optional[int],
-                   queue_timeout: float, check, target, json_output: bool) -> int:
-    """Run the check on a node; relay its report and exit status. Returns the exit status."""
+def slurm_here() -> bool:
+    from envkit.slurm.client import Slurm
+
+    return Slurm().present
+
+
+def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[int], queue_timeout: float, check,
+                   target, json_output: bool) -> int:
+    """Run the check on a node of ``target.partition`` (``P`` or ``P:NODE``); relay its report and exit status.
+    Returns the exit status."""
     from envkit.commands.common import find_record, print_json
     from envkit.errors import BadInputError
     from envkit.slurm.client import Slurm
     from envkit.slurm.remote import check_on_node, partition_gpus
 
-    if not target.on_target:
+    if target.machine or target.cuda is not None or target.gpu_arch:
         raise BadInputError("--partition checks on the partition's own nodes: leave out --machine, --cuda and "
                             "--gpu-arch")
+    partition, _, nodes = target.partition.partition(":")
+    node = nodes or None
+    if node is not None and "," in node:
+        raise BadInputError(f"--partition {target.partition}: the check runs on one node; name one",
+                            hint=f"For example: --partition {partition}:{node.split(',')[0]}")
     if env is not None:
         find_record(env)  # exit 2 here, not on the node, for a name envkit did not make
     slurm = Slurm()
@@ -45,7 +57,7 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], partition: str, g
     typer.echo(f"envkit: running the check on a node of {partition} with {wanted} GPU(s) through srun "
                f"(waiting at most {queue_timeout:g} s for it to start)", err=True)
     result = check_on_node(slurm, partition, node_args(env, prefix, check, target, json_output), wanted,
-                           queue_timeout, check.probe_timeout)
+                           queue_timeout, check.probe_timeout, node=node)
     if not result.ran:
         if json_output:
             print_json({"status": "not run", "partition": partition, "reason": result.not_run})

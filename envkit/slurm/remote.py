@@ -40,9 +40,9 @@ def envkit_argv(args: Sequence[str]) -> list[str]:
 
 
 def check_on_node(slurm: Slurm, partition: str, args: Sequence[str], gpus: Optional[int], start_timeout: float,
-                  probe_timeout: float) -> NodeCheck:
+                  probe_timeout: float, node: Optional[str] = None) -> NodeCheck:
     step = slurm.srun(envkit_argv(args), partition=partition, gpus=gpus, start_timeout=start_timeout,
-                      run_timeout=probe_timeout + CHECK_GRACE, purpose="verify")
+                      run_timeout=probe_timeout + CHECK_GRACE, purpose="verify", node=node)
     if not step.started:
         waited = "queued and waiting" in step.stderr or "busy" in step.stderr
         why = (f"the job did not start within {start_timeout:g} s (cancelled)" if waited
