@@ -134,3 +134,16 @@ def test_verify_on_an_unknown_partition_is_exit_2(cluster_user):
     env, _ = cluster_user
     done = envkit("verify", "torch-test", "--partition", "nosuch", env=env)
     assert done.returncode == 2 and "part-a" in done.stderr
+
+
+def test_create_verify_on_node_needs_a_partition_and_slurm(slurm_site, tmp_path):
+    env = user_env(slurm_site, tmp_path)
+    done = envkit("create", "torch", "--verify-on-node", "--dry-run", env=env)
+    assert done.returncode == 2 and "add --partition P" in done.stderr
+    (tmp_path / "site.yaml").write_text("version: 1\npartitions: {}\n")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    no_slurm = envkit("create", "torch", "--partition", "part-a", "--verify-on-node", "--yes",
+                      env={**env, "PATH": str(empty)})
+    assert no_slurm.returncode == 1 and "not a Slurm cluster" in no_slurm.stderr
+    assert not (tmp_path / "data" / "envkit").exists() or not any((tmp_path / "data" / "envkit").rglob("*.json"))
