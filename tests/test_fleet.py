@@ -218,3 +218,54 @@ def test_an_empty_directory_is_an_error(tmp_path):
     with pytest.raises(ProfileError) as caught:
         load_profiles([tmp_path])
     assert caught.value.exit_code == 2 and "holds no machine profiles" in caught.value.message
+
+
+def test_memory_and_names_do_not_split_a_configuration():
+    one = profile_from_dict({"name": "n1", "cuda_driver": "12.2", "driver_version": "535.104.05",
+                             "gpus": [{"name": "NVIDIA A100", "compute_capability": "8.0", "memory_mib": 81920}]}, "a")
+    two = profile_from_dict({"name": "n2", "cuda_driver": "12.2", "driver_version": "535.104.05",
+                             "gpus": [{"name": "NVIDIA A100", "compute_capability": "8.0", "memory_mib": 81559}]}, "b")
+    other_driver = profile_from_dict({"name": "n3", "cuda_driver": "12.2", "driver_version": "535.54.03",
+                                      "gpus": [{"name": "NVIDIA A100", "compute_capability": "8.0"}]}, "c")
+    assert [c.names for c in fleet(one, two, other_driver).configs()] == [("n1", "n2"), ("n3",)]
+
+
+def test_many_sets_fall_back_to_the_greedy_cover():
+    from envkit.fleet_resolve import EXACT_LIMIT, _cover
+
+    sets = [frozenset({i}) for i in range(EXACT_LIMIT + 4)] + [frozenset({0, 1, 2})]
+    cover = _cover(sets, frozenset(range(EXACT_LIMIT + 4)))
+    assert frozenset().union(*cover) == frozenset(range(EXACT_LIMIT + 4))
+    assert cover[0] == frozenset({0, 1, 2}) and len(cover) == EXACT_LIMIT + 2
+
+
+# --- the target a record keeps -----------------------------------------------------------------------------------
+
+def test_a_recorded_target_reads_back_and_knows_its_machines():
+    from envkit.target import matching, target_dict, target_fleet
+
+    lab = fleet(DEEPNINE, DEEPTEN, profile("deepnine-2", "12.4", "550.54.14", "7.5", "7.5",
+                                           gpu="NVIDIA GeForce RTX 2070"))
+    stored = target_dict(lab, ["--machine", "/lab"])
+    assert stored["machines"] == ["deepnine", "deepten", "deepnine-2"] and len(stored["profiles"]) == 2
+    back = target_fleet(stored, "record x")
+    assert back.names == ("deepnine", "deepnine-2", "deepten")
+    assert [c.names for c in back.configs()] == [("deepnine", "deepnine-2"), ("deepten",)]
+    # This machine is one of them when its facts are theirs (detected here: another name, its own sources).
+    here = profile_from_dict({**DEEPTEN.to_dict(), "name": None}, "detected")
+    assert matching(back, here).name == "deepten"
+    login = profile_from_dict({"cuda_driver": None, "gpus": []}, "detected")
+    assert matching(back, login) is None
+
+
+@pytest.mark.parametrize("damaged", [{}, {"profiles": [{"machines": ["a"]}]}, {"profiles": "x"},
+                                     {"profiles": [{"machines": [1], "profile": {"gpus": []}}]},
+                                     {"profiles": [{"machines": ["a"], "profile": {"cuda_driver": "x"}}]},
+                                     {"profiles": []}])
+def test_a_damaged_target_is_a_clear_error(damaged):
+    from envkit.errors import BadInputError
+    from envkit.target import target_fleet
+
+    with pytest.raises(BadInputError) as caught:
+        target_fleet(damaged, "the record of torch-x")
+    assert caught.value.exit_code == 2 and "the record of torch-x" in caught.value.message

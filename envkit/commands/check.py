@@ -212,9 +212,13 @@ def verify(
             environ = activated_environ(prefix, record.kind, record.name, os.environ)
         ok, reports, names = check_environment(python, check, target, json_output, expected=expected,
                                                environ=environ, record=record)
-        # Stored when it says something new: a check on the machines it is for, or for the machines named.
-        if record is not None and (all(r.on_target for r in reports) or not target.on_target):
-            _store_verify(record, reports, names, target)
+        # Stored unless it would hide a real result: a check that ran on the machines the environment is for, or
+        # one for the machines named, always; one judged from their profiles only where no real one is recorded.
+        if record is not None:
+            real = all(r.on_target for r in reports)
+            last_real = record.verify is not None and record.verify.get("on_target", True)
+            if real or not target.on_target or not last_real:
+                _store_verify(record, reports, names, target)
         raise typer.Exit(0 if ok else 1)
 
 

@@ -29,6 +29,15 @@ def test_verify_judges_against_the_recorded_target_and_updates_the_record(home: 
     assert home.record("torch-cu126")["target"] == record["target"]  # the target is kept
     data = json.loads(home.envkit("verify", "torch-cu126", "--json").stdout)
     assert data["machines"] == ["ada"] and data["probed_on_machine"] is False
+    assert home.record("torch-cu126")["verify"]["on_target"] is False  # no real result yet: this one is kept
+
+    # A real result (as a check on ada itself would record) is never replaced by one judged from profiles.
+    path = home.data / "records" / "torch-cu126.json"
+    real = json.loads(path.read_text())
+    real["verify"] = {**real["verify"], "on_target": True, "time": "2026-01-01T00:00:00+00:00"}
+    path.write_text(json.dumps(real))
+    assert home.envkit("verify", "torch-cu126").returncode == 0
+    assert home.record("torch-cu126")["verify"]["time"] == "2026-01-01T00:00:00+00:00"
 
     # For another machine: lab-07's driver (CUDA 11.2) cannot run a CUDA 12.6 build. A real FAIL, recorded.
     lab = str(PROFILES / "gtx1080ti-cuda112.yaml")
