@@ -49,3 +49,20 @@ def test_the_ci_script_requires_slurm():
 
     ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
     assert "export ENVKIT_TEST_REQUIRE_SLURM=1" in ci
+
+
+def test_detect_inside_a_job_counts_the_gpus_the_job_was_given_and_says_so(slurm_site):
+    import subprocess
+
+    done = subprocess.run(["srun", "-p", "part-a", "-w", "gpu-a2", "--gpus-per-node=1", sys.executable, "-m",
+                           "envkit", "detect", "--json"], env=slurm_site.env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    profile = json.loads(done.stdout)
+    assert profile["name"] == "gpu-a2"
+    assert [gpu["index"] for gpu in profile["gpus"]] == [0]  # NVML lists 2; the job was given one
+    assert any("inside Slurm job" in note and "CUDA_VISIBLE_DEVICES=0" in note and "1 of the 2" in note
+               for note in profile["notes"])
+    text = subprocess.run(["srun", "-p", "part-a", "--gpus-per-node=1", sys.executable, "-m", "envkit", "detect"],
+                          env=slurm_site.env, capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0 and "inside Slurm job" in text.stdout
