@@ -80,7 +80,7 @@ def test_every_rule_is_tested_on_a_recorded_output():
 
 
 def test_recorded_outputs_have_the_probes_format():
-    from envkit.probe import script
+    from envkit.probe.program import main as script
 
     keys = set(script.new_report("torch", {"multi_gpu": False, "bench": False}))
     per_framework = {"build_info", "distributions", "backend"}  # added by the tensorflow / jax / mxnet probes
