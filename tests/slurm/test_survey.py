@@ -80,7 +80,8 @@ def test_a_job_that_does_not_start_in_time_is_cancelled_and_the_partition_left_a
     env = user_env(slurm_site, tmp_path)
     # Another user's job holds gpu-v1's only GPU.
     blocker = subprocess.run(["sbatch", "--parsable", "-p", "part-v", "--gpus-per-node=1", "-J", "blocker",
-                              "--wrap", "sleep 120"], env=slurm_site.env, capture_output=True, text=True, timeout=30)
+                              "--output=/dev/null", "--wrap", "sleep 120"], env=slurm_site.env, capture_output=True,
+                             text=True, timeout=30, cwd=tmp_path)
     assert blocker.returncode == 0, blocker.stderr
     job = blocker.stdout.strip()
     try:
