@@ -61,8 +61,9 @@ def unique_job_name(purpose: str) -> str:
 class Slurm:
     """The Slurm client programs, as found on PATH once."""
 
-    def __init__(self, env: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, env: Optional[Mapping[str, str]] = None, query_timeout: float = QUERY_TIMEOUT) -> None:
         self.env = dict(os.environ if env is None else env)
+        self.query_timeout = query_timeout
         self._sinfo = shutil.which("sinfo", path=self.env.get("PATH"))
 
     @property
@@ -91,9 +92,9 @@ class Slurm:
         argv = [self._program("sinfo"), "-h", "-N", "-o", fmt]
         if partitions:
             argv += ["-p", ",".join(partitions)]
-        done = self._run(argv, QUERY_TIMEOUT)
+        done = self._run(argv, self.query_timeout)
         if done.returncode is None:
-            raise SlurmError(f"sinfo did not answer within {QUERY_TIMEOUT:.0f} s: the Slurm controller is not "
+            raise SlurmError(f"sinfo did not answer within {self.query_timeout:g} s: the Slurm controller is not "
                              "reachable", hint="Try again later, or ask the cluster's admins.")
         if done.returncode != 0:
             raise SlurmError(f"sinfo failed: {done.stderr.strip() or done.returncode}")
@@ -128,7 +129,7 @@ class Slurm:
         if scancel is None:
             return
         try:
-            run_captured([scancel, f"--name={name}"], self.env, QUERY_TIMEOUT)
+            run_captured([scancel, f"--name={name}"], self.env, self.query_timeout)
         except OSError:
             pass
 
@@ -136,11 +137,11 @@ class Slurm:
         """Submit ``script`` with ``sbatch --parsable`` (the script on stdin); the job id."""
         sbatch = self._program("sbatch")
         try:
-            done = run_captured([sbatch, "--parsable"], self.env, QUERY_TIMEOUT, input_text=script)
+            done = run_captured([sbatch, "--parsable"], self.env, self.query_timeout, input_text=script)
         except OSError as exc:
             raise SlurmError(f"sbatch could not be started: {exc.strerror or exc}") from None
         if done.returncode is None:
-            raise SlurmError(f"sbatch did not answer within {QUERY_TIMEOUT:.0f} s",
+            raise SlurmError(f"sbatch did not answer within {self.query_timeout:g} s",
                              hint="Check with `squeue --me` whether the job was queued.")
         if done.returncode != 0:
             raise SlurmError(f"sbatch refused the job: {done.stderr.strip() or f'exit status {done.returncode}'}")

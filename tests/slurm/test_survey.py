@@ -126,3 +126,22 @@ def test_a_node_where_envkit_fails_keeps_the_programs_words(slurm_site):
     [outcome] = survey(slurm, chosen, all_nodes=False, timeout=20,
                        node_argv=[sys.executable, "-c", "import sys; sys.exit('detector exploded')"])
     assert outcome.error is not None and "detector exploded" in outcome.error
+
+
+def test_a_controller_that_does_not_answer_is_a_clear_error_not_a_hang(slurm_site, tmp_path):
+    import re
+
+    from envkit.slurm.client import SlurmError
+
+    conf = slurm_site.cluster.conf.read_text()
+    dead = tmp_path / "slurm.conf"  # the same cluster, but slurmctld's port has nothing listening
+    dead.write_text(re.sub(r"SlurmctldPort=\d+", "SlurmctldPort=9", conf))
+    slurm = Slurm({**slurm_site.env, "SLURM_CONF": str(dead)}, query_timeout=3)
+    started = time.monotonic()
+    try:
+        gpu_partitions(slurm)
+    except SlurmError as error:
+        assert "sinfo" in error.message
+    else:
+        raise AssertionError("sinfo answered without a controller")
+    assert time.monotonic() - started < 20
