@@ -176,7 +176,8 @@ def _static_devices(facts: Facts) -> tuple[DeviceVerdict, ...]:
 
         candidate = assess(facts.installed, facts.profile, facts.tables)
         runs = candidate.compatible
-        detail = "the build runs here (judged from its CUDA and GPU code)" if runs else "the build does not run here"
+        detail = ("the build can run on it: its CUDA and GPU code fit (a GPU of the machine described, not run from "
+                  "here)" if runs else f"the build cannot run on it: {'; '.join(candidate.reasons)}")
         return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), runs, detail) for g in gpus)
     arch = tuple(facts.probe.arch_list)
     out = []

@@ -4,11 +4,16 @@ under jax.pmap; --bench."""
 import time
 
 from .bench import BENCH_N, bench_runs, timed_products
-from .checks import CPU_N, GPU_N, conv_inputs, matrix, py_conv2d, py_matmul, run_check
+from .checks import CPU_N, GPU_N, conv_inputs, flatten, matrix, py_conv2d, py_matmul, run_check
 from .collective import (MULTI_GPU_BYTES, MULTI_GPU_CHECK_ELEMENTS, MULTI_GPU_ITERATIONS, MULTI_GPU_TIMEOUT, STUCK,
                          STUCK_GPUS, collective_result, collective_within_deadline, first_wrong, set_bandwidth,
                          too_few_gpus, wrong_sum)
 from .record import as_text, cuda_text, distributions, error_record, skipped
+
+# Float32 products that differ from Precision.HIGHEST's by more than this (relative to the largest value) were made
+# from rounded inputs. On an H100 (jax 0.11.2), 64x64 products at XLA's default precision were 0.2% apart (TF32);
+# float32 ones agree to about 1e-7.
+TF32_DIFFERENCE = 1e-5
 
 def probe_jax(report, recorder, options):
     import jax
@@ -73,11 +78,11 @@ def probe_jax(report, recorder, options):
             lambda: jax_multi_gpu(jax, jnp, found), "pmap psum", len(found),
             options.get("multi_gpu_timeout", MULTI_GPU_TIMEOUT))
     if options["bench"]:
-        report["bench"] = skipped(STUCK_GPUS) if STUCK else jax_bench(jax, jnp, found)
+        report["bench"] = skipped(STUCK_GPUS) if STUCK else jax_bench(recorder, jax, jnp, found)
 
 
-# NOT YET RUN ON A GPU: jax_multi_gpu and jax_bench were written against JAX's documented APIs and run, in envkit's
-# tests, only against the stand-in of tests/probe/fakes/jax.
+# Run on one H100 (jax 0.11.2 with jax-cuda13-plugin, issue 15): jax_bench, and jax_multi_gpu's psum with its
+# two-GPU guard lowered (a world of one). Not yet run on two GPUs or more: there, only against tests/probe/fakes/jax.
 
 def jax_multi_gpu(jax, jnp, gpus):
     """jax.pmap over every GPU with a jax.lax.psum (an NCCL all-reduce on GPUs): each GPU contributes its index + 1 and
@@ -117,9 +122,10 @@ def jax_multi_gpu(jax, jnp, gpus):
     return result
 
 
-def jax_bench(jax, jnp, gpus):
-    """Matrix products on each GPU for about BENCH_SECONDS: achieved TFLOP/s in float32 and float16. Whether float32
-    products use TF32 depends on jax_default_matmul_precision and XLA's flags: "tf32" stays null."""
+def jax_bench(recorder, jax, jnp, gpus):
+    """Matrix products on each GPU for about BENCH_SECONDS: achieved TFLOP/s in float32 and float16. "tf32": whether
+    the float32 products were TF32 ones (XLA's default precision on Ampere and newer GPUs: 381 TFLOP/s on an H100,
+    where torch's float32 made 52), measured on the first GPU by jax_tf32."""
     product = jax.jit(jnp.dot)
 
     def one(index, dtype_name):
@@ -131,8 +137,22 @@ def jax_bench(jax, jnp, gpus):
                               dtype=dtype)
         return timed_products(lambda: product(a, b), lambda out: out.block_until_ready(), BENCH_N)
 
-    return bench_runs("jax", ["%s:%d" % (getattr(d, "platform", "gpu"), getattr(d, "id", i))
-                              for i, d in enumerate(gpus)], one)
+    result = bench_runs("jax", ["%s:%d" % (getattr(d, "platform", "gpu"), getattr(d, "id", i))
+                                for i, d in enumerate(gpus)], one)
+    if result.get("runs"):
+        result["tf32"] = recorder.guarded("jax float32 precision", lambda: jax_tf32(jax, jnp, gpus[0]))
+    return result
+
+
+def jax_tf32(jax, jnp, device):
+    """Whether float32 products on ``device`` round their inputs to TF32 (or coarser): the default product of two
+    GPU_N x GPU_N matrices against the one at Precision.HIGHEST (JAX's setting and XLA's flags decide, per GPU
+    generation, so it is measured, not read)."""
+    a, b = [jax.device_put(jnp.asarray(matrix(GPU_N, GPU_N, seed), dtype=jnp.float32), device) for seed in (5, 6)]
+    fast = flatten(jax.device_get(jnp.dot(a, b)).tolist())
+    exact = flatten(jax.device_get(jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST)).tolist())
+    scale = max([abs(value) for value in exact] or [0.0]) or 1.0
+    return max(abs(f - e) for f, e in zip(fast, exact)) / scale > TF32_DIFFERENCE
 
 
 def _jax_cuda_versions():
