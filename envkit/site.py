@@ -84,6 +84,17 @@ def valid_name(name: str) -> bool:
     return bool(_NAME.fullmatch(name))
 
 
+def parse_partition_spec(spec: str) -> tuple[str, tuple[str, ...]]:
+    """``NAME`` or ``NAME:NODE,...`` (from ``--partition``) as (name, nodes); BadInputError (exit 2) for an empty
+    or malformed one: a name that could read as an option, ``NAME:`` with no node, an empty node between commas."""
+    name, colon, rest = spec.partition(":")
+    nodes = tuple(rest.split(",")) if colon else ()
+    if not valid_name(name) or any(not node or node.startswith("-") for node in nodes):
+        raise BadInputError(f"--partition {spec!r}: expected NAME or NAME:NODE,... (letters, digits, '_', '.', '+', "
+                            "'-', not starting with '-')", hint="`envkit site` lists the partitions and their nodes.")
+    return name, nodes
+
+
 def site_path(environ: Mapping[str, str], config: Any, dirs: Any) -> Path:
     """``$ENVKIT_SITE``, else the config's ``site:`` key, else ``site.yaml`` in the user config directory."""
     named = environ.get(SITE_VARIABLE)

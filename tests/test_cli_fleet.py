@@ -132,6 +132,12 @@ def test_partition_resolves_its_nodes(site):
                        "no node 'h100-01'", "a100-01, v100-01")
 
 
+def test_a_malformed_partition_is_refused_before_the_site_file_is_read(site):
+    # "gpu-mixed:" once stood for the whole partition and was printed back in the next-step command.
+    for spec in ("gpu-mixed:", "gpu-mixed:a100-01,", "-x", ""):
+        assert_clean_error(envkit("list", "torch", "--partition", spec, env=site), 2, "expected NAME or NAME:NODE")
+
+
 def test_unknown_partition_lists_those_there_are(site):
     assert_clean_error(envkit("list", "torch", "--partition", "gpu-4-a100", env=site), 2,
                        "unknown partition 'gpu-4-a100'", "gpu-8-v100, gpu-mixed")

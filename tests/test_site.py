@@ -10,8 +10,8 @@ from envkit.config import config_from_data
 from envkit.errors import BadInputError, UnknownNameError
 from envkit.machine import read_profile
 from envkit.site import (
-    Partition, SiteError, SiteNode, load_site, partition_profiles, save_site, site_path, site_to_dict,
-    with_partition,
+    Partition, SiteError, SiteNode, load_site, parse_partition_spec, partition_profiles, save_site, site_path,
+    site_to_dict, with_partition,
 )
 from envkit.userdirs import user_dirs
 from envkit.versions import ComputeCapability, CudaVersion
@@ -217,3 +217,14 @@ def test_config_site_key_must_be_a_path(tmp_path, value):
     with pytest.raises(ConfigError) as caught:
         config_from_data({"site": value}, tmp_path / "config.yaml")
     assert "'site'" in caught.value.message and caught.value.exit_code == 2
+
+
+def test_a_partition_spec_is_a_name_and_its_nodes():
+    assert parse_partition_spec("gpu-4-a100") == ("gpu-4-a100", ())
+    assert parse_partition_spec("gpu:a1,a2") == ("gpu", ("a1", "a2"))
+
+
+@pytest.mark.parametrize("spec", ["", "gpu:", ":a1", "gpu:a1,,a2", "gpu:a1,", "-x", "gpu:-a1", "g p"])
+def test_a_malformed_partition_spec_is_bad_input(spec):
+    with pytest.raises(BadInputError, match="expected NAME or NAME:NODE"):
+        parse_partition_spec(spec)

@@ -117,14 +117,13 @@ def partition_machines(spec: str):
     from envkit.config import load_config
     from envkit.errors import UnknownNameError
     from envkit.fleet import named
-    from envkit.site import load_site, partition_profiles, site_path
+    from envkit.site import load_site, parse_partition_spec, partition_profiles, site_path
 
-    name, _, nodes = spec.partition(":")
+    name, wanted = parse_partition_spec(spec)
     dirs = user_dirs()
     site = load_site(site_path(os.environ, load_config(os.environ, dirs), dirs), dirs.cache)
     machines = [named(profile, profile.name or name) for profile in partition_profiles(site, name)]
-    if nodes:
-        wanted = [node for node in nodes.split(",") if node]
+    if wanted:
         known = {m.name for m in machines}
         unknown = [node for node in wanted if node not in known]
         if unknown:
@@ -172,7 +171,9 @@ def group_command(fleet, target: TargetOptions, manifest: str, group, python: Op
         else:
             nodes.extend(m.name for m in config.machines)
     if nodes and target.partition is not None:
-        argv += ["--partition", f"{target.partition.partition(':')[0]}:{','.join(nodes)}"]
+        from envkit.site import parse_partition_spec
+
+        argv += ["--partition", f"{parse_partition_spec(target.partition)[0]}:{','.join(nodes)}"]
     if target.manifests is not None:
         argv += ["--manifests", str(target.manifests)]
     return shlex.join(argv)

@@ -41,11 +41,13 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
     if target.machine or target.cuda is not None or target.gpu_arch:
         raise BadInputError("--partition checks on the partition's own nodes: leave out --machine, --cuda and "
                             "--gpu-arch")
-    partition, _, nodes = target.partition.partition(":")
-    node = nodes or None
-    if node is not None and "," in node:
+    from envkit.site import parse_partition_spec
+
+    partition, nodes = parse_partition_spec(target.partition)
+    if len(nodes) > 1:
         raise BadInputError(f"--partition {target.partition}: the check runs on one node; name one",
-                            hint=f"For example: --partition {partition}:{node.split(',')[0]}")
+                            hint=f"For example: --partition {partition}:{nodes[0]}")
+    node = nodes[0] if nodes else None
     if env is not None:
         find_record(env)  # exit 2 here, not on the node, for a name envkit did not make
     slurm = Slurm()
