@@ -138,6 +138,15 @@ def test_a_malformed_partition_is_refused_before_the_site_file_is_read(site):
         assert_clean_error(envkit("list", "torch", "--partition", spec, env=site), 2, "expected NAME or NAME:NODE")
 
 
+def test_a_repeated_partition_is_refused_not_cut_to_the_last_one(site):
+    for command in (("list", "torch"), ("create", "torch", "--dry-run"), ("doctor",)):
+        done = envkit(*command, "--partition", "gpu-mixed", "--partition", "gpu-8-v100", env=site)
+        assert done.returncode == 2 and "give it once" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and done.stdout == ""
+    one = json.loads(envkit("list", "torch", "--json", "--partition", "gpu-8-v100", env=site).stdout)
+    assert one["machine"]["name"] == "v100x8"
+
+
 def test_unknown_partition_lists_those_there_are(site):
     assert_clean_error(envkit("list", "torch", "--partition", "gpu-4-a100", env=site), 2,
                        "unknown partition 'gpu-4-a100'", "gpu-8-v100, gpu-mixed")

@@ -51,14 +51,25 @@ MachineOption = Annotated[
         show_default=False,
     ),
 ]
+def _one_partition(value: Optional[List[str]]) -> Optional[List[str]]:
+    """Refuse a repeated --partition (typer would silently keep the last one)."""
+    if value and len(value) > 1:
+        raise typer.BadParameter(f"give it once, not {len(value)} times: a fleet is one partition (NAME:NODE,... for "
+                                 "some of its nodes; --machine adds profiles of other machines)")
+    return value
+
+
+# Read as a list so that a repeated --partition is refused, not silently cut to its last value; TargetOptions
+# keeps the one spec as text.
 PartitionOption = Annotated[
-    Optional[str],
+    Optional[List[str]],
     typer.Option(
         "--partition",
         metavar="NAME[:NODE,...]",
+        callback=_one_partition,
         help="Resolve for the nodes of this partition of the site file ($ENVKIT_SITE, else the config's `site:`, "
         "else site.yaml in envkit's config directory; `envkit site` lists them), as a fleet. NAME:NODE,... "
-        "keeps only those nodes (names as `envkit site` shows them).",
+        "keeps only those nodes (names as `envkit site` shows them). Once.",
         show_default=False,
     ),
 ]
@@ -111,6 +122,10 @@ class TargetOptions:
     gpu_arch: GpuArchOption = None
     manifests: ManifestsOption = None
     timeout: TimeoutOption = 10.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.partition, (list, tuple)):  # as the command line gives it: at most one (_one_partition)
+            object.__setattr__(self, "partition", self.partition[0] if self.partition else None)
 
     @property
     def on_target(self) -> bool:
