@@ -194,3 +194,17 @@ def test_the_selected_builds_note_is_shown():
     result = envkit("list", "mxnet", "--machine", str(PROFILES / "no-gpu.yaml"))
     assert "note on mxnet-1.9.1-cpu: numpy is pinned below 1.24" in result.stdout
     assert "retired: retired to the Apache Attic" in result.stdout
+
+
+def test_next_step_commands_keep_the_python_asked_for():
+    # `--python 3.10` used to be dropped from the printed `envkit list ... --all` command, which then listed a
+    # different set of builds than the one it was said to explain.
+    machine = str(PROFILES / "no-gpu.yaml")
+    listed = envkit("list", "torch", "--machine", machine, "--python", " 3.10")
+    assert listed.returncode == 0, listed.stderr
+    assert f"`envkit list torch --all --machine {machine} --python 3.10` says why" in listed.stdout
+    refused = envkit("create", "torch", "--machine", machine, "--python", "3.10", "--build", "torch-2.14-cu126",
+                     "--dry-run")
+    assert_clean_error(refused, 1, f"`envkit list torch --machine {machine} --python 3.10` shows the builds")
+    pasted = envkit("list", "torch", "--all", "--machine", machine, "--python", "3.10")
+    assert pasted.returncode == 0 and "torch-2.14-cu126" in pasted.stdout

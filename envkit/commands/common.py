@@ -195,11 +195,12 @@ def target_argv(target: TargetOptions, absolute: bool = False, manifests: bool =
     return argv
 
 
-def target_args(target: TargetOptions) -> str:
-    """The options that chose the machine, shell-quoted, for the next-step commands envkit prints."""
+def target_args(target: TargetOptions, python: Optional[str] = None) -> str:
+    """The options that chose the machine (and the Python asked for), shell-quoted, for the next-step commands
+    envkit prints."""
     import shlex
 
-    return shlex.join(target_argv(target))
+    return shlex.join(target_argv(target) + (["--python", python.strip()] if python is not None else []))
 
 
 def find_record(name: str):

@@ -109,7 +109,7 @@ def create(
             _for_fleet(the_manifest, fleet, tables, request, build, target, python)
         prepared = prepare(
             CreateRequest(build_id=build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
-                          verify=not no_verify, target_args=target_args(target)),
+                          verify=not no_verify, target_args=target_args(target, python)),
             the_manifest, tables, profile, target.on_target, request, config, dirs, os.environ,
         )
         if not target.on_target:
@@ -136,7 +136,7 @@ def create(
 
             from envkit.errors import BadInputError
 
-            suffix = f" {target_args(target)}" if target_args(target) else ""
+            suffix = f" {target_args(target, python)}" if target_args(target, python) else ""
 
             raise BadInputError(f"not creating a CPU build on a machine with GPUs: {prepared.plan.gpu_unused}",
                                 hint="Add --cpu to create it anyway, or --build ID for another build "
@@ -187,7 +187,7 @@ def _for_fleet(manifest, fleet, tables, request, build_id, target, python):
     from envkit.fleet_resolve import resolve_fleet
 
     result = resolve_fleet(manifest, fleet, tables, request)
-    same = f" {target_args(target)}" if target_args(target) else ""
+    same = f" {target_args(target, python)}" if target_args(target, python) else ""
     configs = [c for c in fleet.configs() if c.has_gpus] or list(fleet.configs())
     lowest = min(configs, key=lambda c: tuple(c.profile.cuda_driver or (0, 0))).profile
     if build_id is not None:

@@ -76,7 +76,7 @@ def list_builds(
         else:
             from envkit.render_fleet import fleet_listing_text
 
-            typer.echo(fleet_listing_text(fleet, results, show_all, target_args(target),
+            typer.echo(fleet_listing_text(fleet, results, show_all, target_args(target, python),
                                           lambda name, group: group_command(fleet, target, name, group, python)))
 
 
