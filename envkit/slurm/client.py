@@ -97,7 +97,9 @@ class Slurm:
             raise SlurmError(f"sinfo did not answer within {self.query_timeout:g} s: the Slurm controller is not "
                              "reachable", hint="Try again later, or ask the cluster's admins.")
         if done.returncode != 0:
-            raise SlurmError(f"sinfo failed: {done.stderr.strip() or done.returncode}")
+            raise SlurmError(f"sinfo failed: {last_words(done.stderr, done.returncode)}",
+                             hint="Check that `sinfo` works on its own here (Slurm's configuration, $SLURM_CONF), "
+                                  "or ask the cluster's admins.")
         return done.stdout
 
     def srun(self, argv: Sequence[str], *, partition: str, gpus: Optional[int], start_timeout: float,
@@ -144,8 +146,14 @@ class Slurm:
             raise SlurmError(f"sbatch did not answer within {self.query_timeout:g} s",
                              hint="Check with `squeue --me` whether the job was queued.")
         if done.returncode != 0:
-            raise SlurmError(f"sbatch refused the job: {done.stderr.strip() or f'exit status {done.returncode}'}")
+            raise SlurmError(f"sbatch refused the job: {last_words(done.stderr, done.returncode)}")
         return parse_job_id(done.stdout)
+
+
+def last_words(stderr: str, returncode: int) -> str:
+    """A Slurm program's last line of stderr (its ``fatal:``/``error:`` line comes last), else its exit status."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit status {returncode}"
 
 
 def parse_job_id(stdout: str) -> str:

@@ -141,3 +141,20 @@ def test_a_node_that_cannot_run_envkit_says_what_to_do():
     assert exec_failure(stderr) == "/home/u/venv/bin/python: No such file or directory"
     profile, why = profile_from_step(StepResult(True, 2, "", stderr, "j"), "n1", 5)
     assert profile is None and "cannot run envkit" in why and "shared home" in why
+
+
+def test_a_sinfo_that_cannot_reach_slurm_is_one_line_and_a_next_step(tmp_path):
+    # sinfo prints several error lines before its fatal one; the error used to carry them all and no next step.
+    import os
+    import shutil
+
+    from envkit.slurm.client import Slurm
+
+    if shutil.which("sinfo") is None:
+        pytest.skip("Slurm's sinfo is not installed")
+    (tmp_path / "slurm.conf").write_text("")
+    slurm = Slurm(env={"PATH": os.environ["PATH"], "SLURM_CONF": str(tmp_path / "slurm.conf")})
+    with pytest.raises(SlurmError) as failed:
+        slurm.sinfo("%R")
+    assert failed.value.message.startswith("sinfo failed: ") and "\n" not in failed.value.message
+    assert "fatal" in failed.value.message and "sinfo` works on its own" in failed.value.hint
