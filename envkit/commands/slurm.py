@@ -59,6 +59,13 @@ def survey(
         from envkit.slurm.client import Slurm
         from envkit.slurm.survey import gpu_partitions, survey as run_survey
 
+        from envkit.errors import BadInputError
+        from envkit.site import valid_name
+
+        bad = [name for name in partition or () if not valid_name(name)]
+        if bad:
+            raise BadInputError(f"--partition {bad[0]!r} is not a partition name (letters, digits, '_', '.', '+', '-', "
+                                "not starting with '-')", hint="Run `sinfo -s` to see the partitions.")
         slurm = Slurm()
         slurm.require()
         path, site = current_site()

@@ -145,3 +145,14 @@ def test_a_controller_that_does_not_answer_is_a_clear_error_not_a_hang(slurm_sit
     else:
         raise AssertionError("sinfo answered without a controller")
     assert time.monotonic() - started < 20
+
+
+def test_a_partition_name_that_could_read_as_an_option_is_bad_input_before_sinfo_runs(tmp_path):
+    # Slurm is not reachable here (an empty slurm.conf): the name is judged first, exit 2, not sinfo's failure (1).
+    (tmp_path / "slurm.conf").write_text("")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache"), "SLURM_CONF": str(tmp_path / "slurm.conf")}
+    for name in ("-x", "", "a b", "--all"):
+        done = envkit("survey", "--partition", name, env=env)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("envkit: error: --partition") and "Traceback" not in done.stderr
