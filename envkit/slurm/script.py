@@ -68,12 +68,18 @@ def sbatch_script(spec: JobSpec) -> str:
         'export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"',
     ]
     command = list(spec.command)
+    if not command or not command[0] or command[0].startswith("-"):
+        raise BadInputError(f"the job's command must start with the program to run, not {command[:1] or ''!r}",
+                            hint="For example: envkit job ENV -p P -- python train.py")
     if spec.per_gpu:
         gpus = _positive("--gpus", spec.gpus) if spec.gpus is not None else None
         nproc = str(gpus) if gpus is not None else "gpu"
         launcher = ["torchrun", "--standalone", f"--nproc-per-node={nproc}"]
-        if command and command[0] in ("python", "python3"):
-            command = [*launcher, *command[1:]]  # torchrun runs a script with the environment's Python itself
+        rest = command[1:]
+        if command[0] in ("python", "python3") and rest and (rest[0] == "-m" or not rest[0].startswith("-")):
+            # torchrun runs a script (or -m module) with the environment's Python itself; Python's own options
+            # (python -u train.py) are not torchrun's, so that form goes through --no-python below.
+            command = [*launcher, *rest]
         else:
             command = [*launcher, "--no-python", *command]
     lines.append(" ".join(shlex.quote(part) for part in (*spec.activate, *command)))

@@ -158,3 +158,18 @@ def test_a_sinfo_that_cannot_reach_slurm_is_one_line_and_a_next_step(tmp_path):
         slurm.sinfo("%R")
     assert failed.value.message.startswith("sinfo failed: ") and "\n" not in failed.value.message
     assert "fatal" in failed.value.message and "sinfo` works on its own" in failed.value.hint
+
+
+def test_per_gpu_never_hands_pythons_options_or_a_dash_command_to_torchrun():
+    # `python -u train.py` used to become `torchrun ... -u train.py`: torchrun read -u as its own option.
+    def last(*command):
+        return sbatch_script(JobSpec(partition="p", gpus=2, per_gpu=True, activate=("envkit", "run", "e", "--"),
+                                     command=command)).splitlines()[-1]
+
+    assert last("python", "-u", "train.py") == ("envkit run e -- torchrun --standalone --nproc-per-node=2 "
+                                                "--no-python python -u train.py")
+    assert last("python", "-m", "pkg.train") == "envkit run e -- torchrun --standalone --nproc-per-node=2 -m pkg.train"
+    assert last("python") == "envkit run e -- torchrun --standalone --nproc-per-node=2 --no-python python"
+    for command in (("-m", "x"), ("--help",), ("",)):
+        with pytest.raises(BadInputError, match="must start with the program"):
+            last(*command)
