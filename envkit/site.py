@@ -84,6 +84,14 @@ def valid_name(name: str) -> bool:
     return bool(_NAME.fullmatch(name))
 
 
+def check_partition_name(name: str, hint: str = "`envkit site` lists the partitions.") -> str:
+    """``name`` if it is a partition name (see :data:`_NAME`); BadInputError (exit 2) otherwise."""
+    if not valid_name(name):
+        raise BadInputError(f"--partition {name!r} is not a partition name (letters, digits, '_', '.', '+', '-', not "
+                            "starting with '-')", hint=hint)
+    return name
+
+
 def parse_partition_spec(spec: str) -> tuple[str, tuple[str, ...]]:
     """``NAME`` or ``NAME:NODE,...`` (from ``--partition``) as (name, nodes); BadInputError (exit 2) for an empty
     or malformed one: a name that could read as an option, ``NAME:`` with no node, an empty node between commas."""

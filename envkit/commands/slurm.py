@@ -59,13 +59,10 @@ def survey(
         from envkit.slurm.client import Slurm
         from envkit.slurm.survey import gpu_partitions, survey as run_survey
 
-        from envkit.errors import BadInputError
-        from envkit.site import valid_name
+        from envkit.site import check_partition_name
 
-        bad = [name for name in partition or () if not valid_name(name)]
-        if bad:
-            raise BadInputError(f"--partition {bad[0]!r} is not a partition name (letters, digits, '_', '.', '+', '-', "
-                                "not starting with '-')", hint="Run `sinfo -s` to see the partitions.")
+        for name in partition or ():
+            check_partition_name(name, hint="Run `sinfo -s` to see the partitions.")
         slurm = Slurm()
         slurm.require()
         path, site = current_site()
@@ -142,9 +139,14 @@ def job(
         from envkit.errors import BadInputError
         from envkit.slurm.script import JobSpec, sbatch_script
 
+        import shlex
+
+        from envkit.site import check_partition_name
+
+        check_partition_name(partition)
         if not command:
-            raise BadInputError("give the command the job runs after `--`",
-                                hint=f"For example: envkit job {env} --partition {partition} -- python train.py")
+            raise BadInputError("give the command the job runs after `--`", hint="For example: " + shlex.join(
+                ["envkit", "job", env, "--partition", partition, "--", "python", "train.py"]))
         record = find_record(env)
         _, site = current_site()
         framework, gpus = _check_fit(record, site, partition, gpus, manifests)
@@ -174,14 +176,14 @@ def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Opt
     build would not run on every node configuration of the partition."""
     from envkit.catalog import load_tables
     from envkit.commands.check import _recorded_build
-    from envkit.errors import EnvkitError
+    from envkit.errors import BadInputError, EnvkitError
     from envkit.resolve import assess
     from envkit.site import get_partition, machine_name, partition_profiles
 
     profiles = partition_profiles(site, partition)
     counts = [len(profile.gpus) for profile in profiles]
     if gpus is not None and gpus > max(counts):
-        raise EnvkitError(f"--gpus {gpus}: the nodes of partition {partition} have at most {max(counts)} GPU(s)",
+        raise BadInputError(f"--gpus {gpus}: the nodes of partition {partition} have at most {max(counts)} GPU(s)",
                           hint=f"Ask for {max(counts)} or fewer.")
     chosen = gpus if gpus is not None else (min(counts) or None)
     framework, build = _recorded_build(record, manifests)

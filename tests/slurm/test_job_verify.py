@@ -89,7 +89,7 @@ def test_job_bad_input_is_exit_2(cluster_user):
     no_command = envkit("job", "torch-test", "-p", "part-a", env=env)
     assert no_command.returncode == 2
     too_many = envkit("job", "torch-test", "-p", "part-a", "--gpus", "3", "--", "true", env=env)
-    assert too_many.returncode == 1 and "at most 2 GPU(s)" in too_many.stderr
+    assert too_many.returncode == 2 and "at most 2 GPU(s)" in too_many.stderr  # as verify --partition --gpus
 
 
 def test_sbatch_refusing_is_reported_with_its_own_message(slurm_site, cluster_user):
@@ -147,3 +147,13 @@ def test_create_verify_on_node_needs_a_partition_and_slurm(slurm_site, tmp_path)
                       env={**env, "PATH": str(empty)})
     assert no_slurm.returncode == 1 and "not a Slurm cluster" in no_slurm.stderr
     assert not (tmp_path / "data" / "envkit").exists() or not any((tmp_path / "data" / "envkit").rglob("*.json"))
+
+
+def test_a_job_partition_that_is_no_name_is_exit_2_before_anything_is_looked_up(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    for partition in ("-x", "", "a b"):
+        done = envkit("job", "nosuch", "-p", partition, "--", "true", env=env)
+        assert done.returncode == 2 and "is not a partition name" in done.stderr, done.stderr
+    no_command = envkit("job", "my env", "-p", "gpu", env=env)  # the example it prints pastes as one argument each
+    assert no_command.returncode == 2 and "envkit job 'my env' --partition gpu -- python train.py" in no_command.stderr
