@@ -49,6 +49,16 @@ def envs_dir() -> Path:
     return default_manifests_dir()
 
 
+@pytest.fixture
+def envs_copy(envs_dir: Path, tmp_path: Path) -> Path:
+    """A copy of the shipped manifests to edit (support.manifest_edits), its YAML files only."""
+    import shutil
+
+    copy = tmp_path / "envs"
+    shutil.copytree(envs_dir, copy, ignore=shutil.ignore_patterns("__pycache__", "__init__.py", "README.md"))
+    return copy
+
+
 @pytest.fixture(scope="session")
 def catalog(envs_dir: Path) -> Catalog:
     return load_catalog(envs_dir)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from envkit.catalog import load_catalog, manifest_names
 from envkit.errors import BadInputError, ManifestError, UnknownNameError
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
+from support.manifest_edits import edit
 
 
 def test_shipped_manifests_load(catalog):
@@ -72,20 +71,6 @@ def test_missing_directory_is_bad_input(tmp_path):
 
 
 # --- broken manifests -------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def envs_copy(envs_dir, tmp_path) -> Path:
-    copy = tmp_path / "envs"
-    shutil.copytree(envs_dir, copy, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
-    return copy
-
-
-def edit(directory: Path, name: str, change) -> None:
-    path = directory / name
-    data = yaml.safe_load(path.read_text())
-    change(data)
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-
 
 def first_build(data):
     return data["releases"][0]["builds"][0]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from maintain_helpers import complete_index, index, manifests, wheels  # noqa: F401 (fixtures)
+from support.manifest_edits import edit, release
 
 PROFILES = Path(__file__).resolve().parents[1] / "profiles"
 
@@ -32,24 +33,6 @@ def envkit(env, *args: str) -> subprocess.CompletedProcess:
 
 def no_traceback(result) -> None:
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
-
-
-@pytest.fixture
-def envs_copy(envs_dir, tmp_path) -> Path:
-    copy = tmp_path / "envs"
-    shutil.copytree(envs_dir, copy, ignore=shutil.ignore_patterns("__pycache__", "__init__.py", "README.md"))
-    return copy
-
-
-def edit(directory: Path, name: str, change) -> None:
-    path = directory / name
-    data = yaml.safe_load(path.read_text())
-    change(data)
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-
-
-def release(data, version):
-    return next(r for r in data["releases"] if r["version"] == version)
 
 
 def position(directory: Path, version: str) -> int:

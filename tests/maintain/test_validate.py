@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -10,24 +9,7 @@ import yaml
 
 from envkit.errors import BadInputError
 from envkit.maintain.validate import validate_directory
-
-
-@pytest.fixture
-def envs_copy(envs_dir, tmp_path) -> Path:
-    copy = tmp_path / "envs"
-    shutil.copytree(envs_dir, copy, ignore=shutil.ignore_patterns("__pycache__", "__init__.py", "README.md"))
-    return copy
-
-
-def edit(directory: Path, name: str, change) -> None:
-    path = directory / name
-    data = yaml.safe_load(path.read_text())
-    change(data)
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-
-
-def release(data, version):
-    return next(r for r in data["releases"] if r["version"] == version)
+from support.manifest_edits import edit, release
 
 
 def build(data, version, variant):
