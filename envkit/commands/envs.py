@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from envkit.commands.common import find_record, print_json, reported_errors, user_dirs
-from envkit.commands.options import JsonOption
+from envkit.commands.options import JsonOption, RunInArgument
 
 
 def list_envs(json_output: JsonOption = False) -> None:
@@ -46,7 +46,7 @@ def remove(
 
 
 def run(
-    env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them).")],
+    env: RunInArgument,
     command: Annotated[
         Optional[List[str]], typer.Argument(metavar="-- CMD...", help="The command and its arguments.",
                                             show_default=False)

@@ -97,6 +97,9 @@ TimeoutOption = Annotated[
         "--timeout", callback=seconds_between(0.1, 600), help="Seconds each hardware probe may take before it is cut off."
     ),
 ]
+RunInArgument = Annotated[
+    str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them).")
+]
 EnvArgument = Annotated[
     Optional[str],
     typer.Argument(metavar="ENV", help="An environment envkit made (`envkit envs` lists them).", show_default=False),

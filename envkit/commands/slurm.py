@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from envkit.commands.common import find_record, manifests_dir, print_json, reported_errors, user_dirs
-from envkit.commands.options import JsonOption, ManifestsOption
+from envkit.commands.options import JsonOption, ManifestsOption, RunInArgument
 
 QueueTimeoutOption = Annotated[
     float,
@@ -103,7 +103,7 @@ def survey(
 
 
 def job(
-    env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them).")],
+    env: RunInArgument,
     command: Annotated[
         Optional[List[str]], typer.Argument(metavar="-- CMD...", help="The command the job runs in the environment.",
                                             show_default=False)
