@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import (fleet_for, find_record, manifests_dir, print_json, reported_errors,
-                                    target_argv, user_dirs)
+from envkit.commands.common import (fleet_for, find_record, manifests_dir, print_json, recorded_build,
+                                    reported_errors, target_argv, user_dirs)
 from envkit.commands.options import CheckOptions, EnvArgument, JsonOption, TargetOptions, with_options
 
 
@@ -195,7 +195,7 @@ def verify(
         if env is not None:
             record = find_record(env)
             prefix = Path(record.prefix)
-            recorded_framework, expected = _recorded_build(record, target.manifests)
+            recorded_framework, expected = recorded_build(record, target.manifests)
             if check.framework == "auto" and recorded_framework is not None:
                 check = dataclasses.replace(check, framework=recorded_framework)
         assert prefix is not None
@@ -251,18 +251,6 @@ def _store_verify(record, reports, names, target: TargetOptions) -> None:
                 updated = dataclasses.replace(updated, target=target_dict(
                     fleet, target_argv(target, absolute=True, manifests=False)))
             records.save(updated, dirs.records)
-
-
-def _recorded_build(record, manifests: Optional[Path]):
-    """(the framework, the build) a recorded environment was made from, if its manifest still has them."""
-    from envkit.catalog import load_tables, manifest_names
-    from envkit.catalog.load import SUFFIX, load_manifest
-
-    directory = manifests_dir(manifests)
-    if record.manifest not in manifest_names(directory):
-        return None, None
-    manifest = load_manifest(directory / f"{record.manifest}{SUFFIX}", load_tables(directory))
-    return manifest.framework, next((b for b in manifest.builds if b.id == record.build), None)
 
 
 def register(app: typer.Typer) -> None:

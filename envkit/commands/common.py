@@ -219,6 +219,18 @@ def find_record(name: str):
     return record
 
 
+def recorded_build(record, manifests: Optional[Path]):
+    """(the framework, the build) a recorded environment was made from, if its manifest still has them."""
+    from envkit.catalog import load_tables, manifest_names
+    from envkit.catalog.load import SUFFIX, load_manifest
+
+    directory = manifests_dir(manifests)
+    if record.manifest not in manifest_names(directory):
+        return None, None
+    manifest = load_manifest(directory / f"{record.manifest}{SUFFIX}", load_tables(directory))
+    return manifest.framework, next((b for b in manifest.builds if b.id == record.build), None)
+
+
 def _plain_name(name: str) -> bool:
     from envkit.errors import BadInputError
     from envkit.records import check_name

@@ -5,7 +5,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from envkit.commands.common import find_record, manifests_dir, print_json, reported_errors, user_dirs
+from envkit.commands.common import (find_record, manifests_dir, print_json, recorded_build, reported_errors,
+                                    user_dirs)
 from envkit.commands.options import JsonOption, ManifestsOption, RunInArgument
 
 QueueTimeoutOption = Annotated[
@@ -175,7 +176,6 @@ def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Opt
     """(the framework, the GPUs per node to ask for); EnvkitError (exit 1) with the reasons when the environment's
     build would not run on every node configuration of the partition."""
     from envkit.catalog import load_tables
-    from envkit.commands.check import _recorded_build
     from envkit.errors import BadInputError, EnvkitError
     from envkit.resolve import assess
     from envkit.site import get_partition, machine_name, partition_profiles
@@ -186,7 +186,7 @@ def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Opt
         raise BadInputError(f"--gpus {gpus}: the nodes of partition {partition} have at most {max(counts)} GPU(s)",
                           hint=f"Ask for {max(counts)} or fewer.")
     chosen = gpus if gpus is not None else (min(counts) or None)
-    framework, build = _recorded_build(record, manifests)
+    framework, build = recorded_build(record, manifests)
     if build is None:
         typer.echo(f"envkit: warning: the build {record.build} of {record.name} is no longer in the manifests; "
                    f"its fit with {partition} is not checked", err=True)
