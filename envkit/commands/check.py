@@ -30,29 +30,47 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
     tables = load_tables(directory)
     judged = _machines_to_judge(tables, target, record)  # bad input fails here, before the long part
     _say_job(environ or os.environ)
-    reports = check_against(python, options, [(profile, here) for _, profile, here in judged],
+    reports = check_against(python, options, [(profile, here) for _, profile, here, _ in judged],
                             environ or os.environ, tables=tables, expected=expected,
-                            manifest_for=lambda name: _framework_manifest(directory, tables, name))
-    names = [list(names) for names, _, _ in judged]
+                            manifest_for=lambda name: _framework_manifest(directory, tables, name),
+                            machine_args=[args for _, _, _, args in judged])
+    names = [list(names) for names, _, _, _ in judged]
     _print_reports(reports, names, json_output, record)
     return all(r.ok for r in reports), reports, names
 
 
 def _machines_to_judge(tables, target: TargetOptions, record):
-    """[(machine names, profile, whether the probe runs on it)]: one per distinct configuration."""
+    """[(machine names, profile, whether the probe runs on it, the options that name it)]: one per distinct
+    configuration."""
     if not target.on_target or record is None or not getattr(record, "target", None):
         fleet = fleet_for(tables, target)
         if fleet.single is not None:
-            return [((fleet.machines[0].name,), fleet.single, target.on_target)]
-        return [(config.names, config.profile, False) for config in fleet.configs()]
+            here = target.on_target
+            return [((fleet.machines[0].name,), fleet.single, here, () if here else _naming(fleet.machines, target))]
+        return [(config.names, config.profile, False, _naming(config.machines, target)) for config in fleet.configs()]
     from envkit.target import matching, target_fleet
 
     fleet = target_fleet(record.target, f"the record of {record.name}")
     here = fleet_for(tables, TargetOptions(manifests=target.manifests, timeout=target.timeout)).single
     same = matching(fleet, here)
     if same is not None:  # this machine is one the environment is for: a real check
-        return [((same.name,), here, True)]
-    return [(config.names, config.profile, False) for config in fleet.configs()]
+        return [((same.name,), here, True, ())]
+    return [(config.names, config.profile, False, _naming(config.machines, None)) for config in fleet.configs()]
+
+
+def _naming(machines, target: Optional[TargetOptions]) -> tuple[str, ...]:
+    """The options that name one of ``machines`` (one configuration) in a command pasted here: its profile file,
+    else its node of the partition asked for; nothing when neither is known (then --cuda/--gpu-arch, if given)."""
+    with_file = next((m for m in machines if m.file), None)
+    if with_file is not None:
+        return ("--machine", with_file.file)
+    if target is not None and target.partition is not None:
+        from envkit.site import parse_partition_spec
+
+        return ("--partition", f"{parse_partition_spec(target.partition)[0]}:{machines[0].name}")
+    if target is not None:
+        return tuple(target_argv(target, manifests=False))
+    return ()
 
 
 def _say_job(environ) -> None:

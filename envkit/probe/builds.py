@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 from envkit.catalog.model import Build, Manifest, Tables
 from envkit.machine import CUDA_DRIVER, GPUS, Gpu, MachineProfile
@@ -109,14 +109,17 @@ def observed_profile(profile: MachineProfile, probe: ProbeResult, driver_cuda: O
     return replace(profile, sources=sources)
 
 
-def next_step(manifest: Manifest, profile: MachineProfile, tables: Tables) -> Optional[NextStep]:
-    """The build resolution picks for ``profile``, as a command line; None when no build fits."""
+def next_step(manifest: Manifest, profile: MachineProfile, tables: Tables,
+              machine_args: Sequence[str] = ()) -> Optional[NextStep]:
+    """The build resolution picks for ``profile``, as a command line; None when no build fits. ``machine_args``:
+    the options that name ``profile``'s machine when it is not this one (``--machine FILE``), so that the command
+    makes the build for it when pasted here."""
     resolution: Resolution = resolve(manifest, profile, tables)
     selected = resolution.selected
     if selected is None:
         return None
     build = selected.build
-    command = f"envkit create {shlex.quote(manifest.name)} --build {shlex.quote(build.id)}"
+    command = shlex.join(["envkit", "create", manifest.name, "--build", build.id, *machine_args])
     python = str(selected.python) if selected.python else None
     return NextStep(manifest=manifest.name, build=build, candidate=selected, command=command,
                     manual=manual_commands(build, python))

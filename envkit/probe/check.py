@@ -25,13 +25,17 @@ def check_environment(python: Path, options: ProbeOptions, profile: MachineProfi
 
 def check_against(python: Path, options: ProbeOptions, machines: Sequence[tuple[MachineProfile, bool]],
                   environ: Mapping[str, str], *, manifest_for: Callable[[Optional[str]], Optional[Manifest]],
-                  tables: Optional[Tables], expected: Optional[Build] = None) -> list[Report]:
-    """The probe run once, its result judged for each machine: (profile, whether the probe ran on it)."""
+                  tables: Optional[Tables], expected: Optional[Build] = None,
+                  machine_args: Sequence[Sequence[str]] = ()) -> list[Report]:
+    """The probe run once, its result judged for each machine: (profile, whether the probe ran on it).
+    ``machine_args``: per machine, the options that name it in the commands the advice gives (none: this one)."""
     result = run_probe(python, options, environ)
     requested = options.framework if options.framework != "auto" else None
     manifest = manifest_for(result.framework or requested)
-    return [diagnose(result, profile, expected, manifest=manifest, tables=tables, on_target=on_target)
-            for profile, on_target in machines]
+    args = list(machine_args) + [()] * (len(machines) - len(machine_args))
+    return [diagnose(result, profile, expected, manifest=manifest, tables=tables, on_target=on_target,
+                     machine_args=named)
+            for (profile, on_target), named in zip(machines, args)]
 
 
 def verify_summary(report: Report, others: Sequence[Report] = (), machines: Sequence[str] = ()) -> dict[str, Any]:

@@ -69,18 +69,20 @@ def diagnose(
     tables: Optional[Tables] = None,
     on_target: bool = True,
     rules: Sequence[Rule] = RULES,
+    machine_args: Sequence[str] = (),
 ) -> Report:
     """Judge a probe's result for a machine.
 
     ``expected``: the build the environment was made from (None: judge whatever is installed). ``manifest`` and
     ``tables``: where the build to use instead is resolved from (without them the advice names none).
     ``on_target``: whether the probe ran on the machine ``profile`` describes; when not, the GPUs are judged from
-    the build's GPU code and CUDA only, and the report says that no GPU computation ran.
+    the build's GPU code and CUDA only, and the report says that no GPU computation ran. ``machine_args``: the
+    options that name that machine, for the command the advice gives (see :func:`next_step`).
     """
     driver_cuda = driver_cuda_from(probe)
     installed = installed_build(manifest, probe) if manifest is not None else None
     profile = observed_profile(profile, probe, driver_cuda, on_target)
-    nxt = next_step(manifest, profile, tables) if manifest is not None and tables is not None else None
+    nxt = next_step(manifest, profile, tables, machine_args) if manifest is not None and tables is not None else None
     facts = Facts(probe=probe, profile=profile, on_target=on_target, expected=expected, manifest=manifest,
                   tables=tables, installed=installed, driver_cuda=driver_cuda, next=nxt)
     findings = _findings(facts, rules)

@@ -49,9 +49,28 @@ def test_a_cpu_build_judged_for_a_gpu_machine_names_the_build_to_create(fake_env
     assert data["probed_on_machine"] is False and data["installed_build"] == "torch-2.13-cpu"
     assert [f["rule"] for f in data["diagnosis"]] == ["cpu-build", "gpus-not-checked-here"]
     assert data["next"]["build"] == "torch-2.14-cu126"
-    assert data["next"]["command"] == "envkit create torch --build torch-2.14-cu126"
+    # The command names that machine: pasted here it makes the build for the H100 machine, not for this one.
+    h100 = str(PROFILES / "h100-cuda128.yaml")
+    assert data["next"]["command"] == f"envkit create torch --build torch-2.14-cu126 --machine {h100}"
     assert data["next"]["manual"][0].startswith("python3.12 -m venv")  # the same by hand, for those without envkit
     assert any("--index-url https://download.pytorch.org/whl/cu126" in line for line in data["next"]["manual"])
+
+
+def test_the_command_advised_for_another_machine_works_when_pasted(fake_env, tmp_path):
+    # It used to leave out --machine: pasted on a machine without GPUs, it said the build does not fit here.
+    import shlex
+
+    env = fake_env({"torch": {"version": "2.14.0+cu126", "cuda": "12.6", "gpus": []}})
+    b200 = tmp_path / "my profiles" / "b200.yaml"
+    b200.parent.mkdir()
+    b200.write_text((PROFILES / "b200-cuda130.yaml").read_text())
+    result, data = doctor_json("--python", str(env.python), "--machine", str(b200))
+    assert result.returncode == 1 and data["next"]["build"] == "torch-2.15-cu130"
+    argv = shlex.split(data["next"]["command"])
+    assert argv[-2:] == ["--machine", str(b200)]
+    pasted = envkit(*argv[1:], "--dry-run", "--json")
+    assert pasted.returncode == 0, pasted.stderr
+    assert json.loads(pasted.stdout)["build"] == "torch-2.15-cu130"
 
 
 def test_text_output_says_what_is_installed_and_what_to_run(fake_env):
