@@ -84,7 +84,8 @@ def diagnose(
     profile = observed_profile(profile, probe, driver_cuda, on_target)
     nxt = next_step(manifest, profile, tables, machine_args) if manifest is not None and tables is not None else None
     facts = Facts(probe=probe, profile=profile, on_target=on_target, expected=expected, manifest=manifest,
-                  tables=tables, installed=installed, driver_cuda=driver_cuda, next=nxt)
+                  tables=tables, installed=installed, driver_cuda=driver_cuda, next=nxt,
+                  machine_args=tuple(machine_args))
     findings = _findings(facts, rules)
     devices = _devices(facts)
     ok = (
@@ -130,8 +131,11 @@ def _create_phrase(facts: Facts) -> str:
         machine = "this machine" if facts.on_target else "that machine"
         return f"{facts.next.build.id} fits {machine}: `{facts.next.command}`."
     if facts.manifest is not None:
-        return (f"no build of the {facts.manifest.name} manifest fits this machine: "
-                f"`envkit list {facts.manifest.name} --all` says why.")
+        import shlex
+
+        machine = "this machine" if facts.on_target else "that machine"
+        listing = shlex.join(["envkit", "list", facts.manifest.name, "--all", *facts.machine_args])
+        return f"no build of the {facts.manifest.name} manifest fits {machine}: `{listing}` says why."
     framework = facts.probe.framework
     if framework:
         return f"there is no manifest for {framework} to pick a build from."

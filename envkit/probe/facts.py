@@ -28,6 +28,7 @@ class Facts:
     installed: Optional[Build]
     driver_cuda: Optional[CudaVersion]  # what a framework's "driver too old" error said the driver supports
     next: Optional[NextStep]
+    machine_args: tuple[str, ...] = ()  # the options that name the machine judged, when it is not this one
 
     @property
     def framework(self) -> str:

@@ -299,3 +299,18 @@ def test_manual_commands_for_pip_and_conda_builds(catalog):
     [conda] = manual_commands(tf, "3.9")
     assert conda.startswith(f"conda create -n {tf.id} --override-channels -c https://")
     assert "python=3.9" in conda and tf.conda.packages[0] in conda
+
+
+def test_advice_for_another_machine_names_it_in_the_commands(catalog):
+    # The advised commands used to leave the machine out: pasted on a login node they judged the login node.
+    result = recorded("torch-2.14.0-cu130-login-node")
+    torch = catalog.manifests["torch"]
+    profile = read_profile(PROFILES / "v100x8-cuda130.yaml")
+    args = ("--machine", "my profiles/v100.yaml")
+    report = diagnose(result, profile, manifest=torch, tables=catalog.tables, on_target=False, machine_args=args)
+    assert report.next_step.command == "envkit create torch --build torch-2.14-cu126 --machine 'my profiles/v100.yaml'"
+    only_cu130 = replace(torch, builds=tuple(b for b in torch.builds if b.variant == "cu130"))
+    report = diagnose(result, profile, manifest=only_cu130, tables=catalog.tables, on_target=False, machine_args=args)
+    assert report.next_step is None
+    assert ("no build of the torch manifest fits that machine: "
+            "`envkit list torch --all --machine 'my profiles/v100.yaml'`") in report.diagnosis[0].advice
