@@ -49,11 +49,6 @@ def target_fleet(target: Any, origin: str) -> Fleet:
     return Fleet(tuple(machines))
 
 
-def target_options(target: Optional[dict]) -> list[str]:
-    options = (target or {}).get("options") or []
-    return [str(option) for option in options]
-
-
 def matching(fleet: Fleet, here: MachineProfile) -> Optional[Machine]:
     """The target machine this one is (the same facts), if any: a check here then is a check on the target."""
     key = profile_key(here)
