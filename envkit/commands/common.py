@@ -110,18 +110,25 @@ def fleet_for(tables, target: TargetOptions):
     return fleet
 
 
-def partition_machines(spec: str):
-    """The machines of ``PARTITION[:NODE,...]`` in the site file."""
+def current_site():
+    """The site file envkit reads here ($ENVKIT_SITE, the config's ``site:``, else the default), loaded."""
     import os
 
     from envkit.config import load_config
+    from envkit.site import load_site, site_path
+
+    dirs = user_dirs()
+    return load_site(site_path(os.environ, load_config(os.environ, dirs), dirs), dirs.cache)
+
+
+def partition_machines(spec: str):
+    """The machines of ``PARTITION[:NODE,...]`` in the site file."""
     from envkit.errors import UnknownNameError
     from envkit.fleet import named
-    from envkit.site import load_site, parse_partition_spec, partition_profiles, site_path
+    from envkit.site import parse_partition_spec, partition_profiles
 
     name, wanted = parse_partition_spec(spec)
-    dirs = user_dirs()
-    site = load_site(site_path(os.environ, load_config(os.environ, dirs), dirs), dirs.cache)
+    site = current_site()
     machines = [named(profile, profile.name or name) for profile in partition_profiles(site, name)]
     if wanted:
         known = {m.name for m in machines}

@@ -4,7 +4,7 @@ from typing import Any
 
 import typer
 
-from envkit.commands.common import print_json, reported_errors, user_dirs
+from envkit.commands.common import current_site, print_json, reported_errors
 from envkit.commands.options import JsonOption
 
 
@@ -19,13 +19,7 @@ def site(json_output: JsonOption = False) -> None:
     Exit codes: 0 shown (also when there is no site file), 2 the site file is broken.
     """
     with reported_errors():
-        import os
-
-        from envkit.config import load_config
-        from envkit.site import load_site, site_path
-
-        dirs = user_dirs()
-        loaded = load_site(site_path(os.environ, load_config(os.environ, dirs), dirs), dirs.cache)
+        loaded = current_site()
         if json_output:
             print_json(site_json(loaded))
         else:

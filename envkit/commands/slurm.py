@@ -5,8 +5,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from envkit.commands.common import (find_record, manifests_dir, print_json, recorded_build, reported_errors,
-                                    user_dirs)
+from envkit.commands.common import (current_site, find_record, manifests_dir, print_json, recorded_build,
+                                    reported_errors)
 from envkit.commands.options import JsonOption, ManifestsOption, RunInArgument
 
 QueueTimeoutOption = Annotated[
@@ -18,18 +18,6 @@ PartitionOption = Annotated[
     str, typer.Option("--partition", "-p", metavar="P", help="The Slurm partition (as in the site file: "
                                                              "`envkit survey` writes it).")
 ]
-
-
-def current_site():
-    """(the site file's path, the site in it)."""
-    import os
-
-    from envkit.config import load_config
-    from envkit.site import load_site, site_path
-
-    dirs = user_dirs()
-    path = site_path(os.environ, load_config(os.environ, dirs), dirs)
-    return path, load_site(path, dirs.cache)
 
 
 def survey(
@@ -66,7 +54,8 @@ def survey(
             check_partition_name(name, hint="Run `sinfo -s` to see the partitions.")
         slurm = Slurm()
         slurm.require()
-        path, site = current_site()
+        site = current_site()
+        path = site.path
         chosen = gpu_partitions(slurm, partition or ())
         if not chosen:
             from envkit.errors import EnvkitError
@@ -149,7 +138,7 @@ def job(
             raise BadInputError("give the command the job runs after `--`", hint="For example: " + shlex.join(
                 ["envkit", "job", env, "--partition", partition, "--", "python", "train.py"]))
         record = find_record(env)
-        _, site = current_site()
+        site = current_site()
         framework, gpus = _check_fit(record, site, partition, gpus, manifests)
         if per_gpu and framework != "torch":
             raise BadInputError(f"--per-gpu starts one process per GPU with torchrun, which needs a PyTorch "
