@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import uuid
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
@@ -42,6 +43,19 @@ class StepResult:
     @property
     def ok(self) -> bool:
         return self.started and self.returncode == 0
+
+    @property
+    def waited(self) -> bool:
+        """Whether the job was queued (or its nodes busy) until its start time limit: a timeout, not a refusal."""
+        return "queued and waiting" in self.stderr or "busy" in self.stderr
+
+    def envkit_missing(self) -> Optional[str]:
+        """Why the node could not run this envkit (same interpreter path), with what to do; None when it could."""
+        failed = exec_failure(self.stderr)
+        if failed is None and "No module named envkit" not in self.stderr:
+            return None
+        return (f"the node cannot run envkit ({failed or 'No module named envkit'}): install envkit where the nodes "
+                f"see the same path ({sys.executable}), such as a shared home")
 
     def why(self) -> str:
         """Slurm's (or the program's) own last words, one line."""

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from envkit.slurm.client import Slurm, exec_failure
+from envkit.slurm.client import Slurm
 from envkit.slurm.survey import gpu_partitions
 
 CHECK_GRACE = 120.0  # seconds on top of the probe's own limit for envkit to start and answer on the node
@@ -44,16 +44,13 @@ def check_on_node(slurm: Slurm, partition: str, args: Sequence[str], gpus: Optio
     step = slurm.srun(envkit_argv(args), partition=partition, gpus=gpus, start_timeout=start_timeout,
                       run_timeout=probe_timeout + CHECK_GRACE, purpose="verify", node=node)
     if not step.started:
-        waited = "queued and waiting" in step.stderr or "busy" in step.stderr
-        why = (f"the job did not start within {start_timeout:g} s (cancelled)" if waited
+        why = (f"the job did not start within {start_timeout:g} s (cancelled)" if step.waited
                else "the job could not start")
         return NodeCheck(None, step.stdout, step.stderr, f"{why}: {step.why()}")
     if step.returncode is None:
         return NodeCheck(None, step.stdout, step.stderr,
                          f"the check did not finish within {probe_timeout + CHECK_GRACE:g} s (the job was cancelled)")
-    failed = exec_failure(step.stderr)
-    if failed is not None or "No module named envkit" in step.stderr:
-        return NodeCheck(None, step.stdout, step.stderr,
-                         f"the node cannot run envkit ({failed or 'No module named envkit'}): install envkit where the "
-                         f"nodes see the same path ({sys.executable}), such as a shared home")
+    missing = step.envkit_missing()
+    if missing is not None:
+        return NodeCheck(None, step.stdout, step.stderr, missing)
     return NodeCheck(step.returncode, step.stdout, step.stderr)

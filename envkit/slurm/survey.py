@@ -18,7 +18,7 @@ from typing import Callable, Optional, Sequence
 from envkit.errors import BadInputError, ProfileError, UnknownNameError
 from envkit.machine import MachineProfile, profile_from_dict
 from envkit.site import Partition, SiteNode
-from envkit.slurm.client import Slurm, StepResult, exec_failure
+from envkit.slurm.client import Slurm, StepResult
 from envkit.slurm.sinfo import (SINFO_FORMAT, NodeRow, PartitionInfo, distinct_configurations, parse_sinfo,
                                 partitions as group_partitions)
 
@@ -121,16 +121,15 @@ def _detect_node(slurm: Slurm, partition: str, row: NodeRow, timeout: float,
 
 def profile_from_step(step: StepResult, node: str, timeout: float) -> tuple[Optional[MachineProfile], Optional[str]]:
     if not step.started:
-        if "queued and waiting" in step.stderr or "busy" in step.stderr:
+        if step.waited:
             return None, f"timeout: the job did not start within {timeout:g} s (cancelled): {step.why()}"
         return None, f"the job could not start: {step.why()}"
     if step.returncode is None:
         return None, f"envkit detect did not finish within {DETECT_RUN_TIMEOUT:g} s on the node (job cancelled)"
     if step.returncode != 0:
-        failed = exec_failure(step.stderr)
-        if failed is not None or "No module named envkit" in step.stderr:
-            return None, (f"the node cannot run envkit ({failed or 'No module named envkit'}): install envkit where "
-                          f"the nodes see the same path ({sys.executable}), such as a shared home")
+        missing = step.envkit_missing()
+        if missing is not None:
+            return None, missing
         return None, f"envkit detect failed on the node: {step.why()}"
     try:
         data = json.loads(step.stdout)
