@@ -208,3 +208,10 @@ def test_next_step_commands_keep_the_python_asked_for():
     assert_clean_error(refused, 1, f"`envkit list torch --machine {machine} --python 3.10` shows the builds")
     pasted = envkit("list", "torch", "--all", "--machine", machine, "--python", "3.10")
     assert pasted.returncode == 0 and "torch-2.14-cu126" in pasted.stdout
+
+
+def test_an_empty_name_is_refused_not_replaced_by_the_default():
+    for name in ("", "  "):
+        done = envkit("create", "torch", "--name", name, "--machine", str(PROFILES / "no-gpu.yaml"), "--dry-run")
+        assert_clean_error(done, 2, "--name is empty")
+        assert done.stdout == ""
