@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from envkit.errors import BadInputError
 from envkit.lockfile.model import MANAGERS, VERSION, LockedPackage, LockFile
 
+_PIP_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # PEP 508: never read as an option
 _HEX = {"md5": re.compile(r"^[0-9a-f]{32}$"), "sha256": re.compile(r"^[0-9a-f]{64}$")}
 _HINT = "Make the lock again (`envkit lock MANIFEST`, or `envkit export ENV`), or fix the file."
 _HEADER = """\
@@ -90,6 +91,11 @@ def _package(item: Any, origin: str, index: int) -> LockedPackage:
             said = "has none" if value is None else f"{value!r} is not one"
             raise LockFileError(f"{origin}, {where}: no valid {kind} hash ({said}); envkit installs only "
                                 "hash-checked files", hint=_HINT)
+    url = _text(entry.get("url"), origin, f"{where}, field 'url'")
+    if any(c.isspace() for c in url) or "://" not in url:
+        raise LockFileError(f"{origin}, {where}: {url!r} is not a URL", hint=_HINT)
+    if manager == "pip" and not _PIP_NAME.match(name):
+        raise LockFileError(f"{origin}, {where}: {name!r} is not a valid package name", hint=_HINT)
     md5 = hashes.get("md5")
     dependencies = _string_map(entry.get("dependencies") or {}, origin, f"{where}, field 'dependencies'")
     build = entry.get("build")
@@ -99,7 +105,7 @@ def _package(item: Any, origin: str, index: int) -> LockedPackage:
     return LockedPackage(
         name=name, version=_text(entry.get("version"), origin, f"{where}, field 'version'"), manager=manager,
         platform=_text(entry.get("platform"), origin, f"{where}, field 'platform'"),
-        url=_text(entry.get("url"), origin, f"{where}, field 'url'"), sha256=hashes["sha256"].lower(),
+        url=url, sha256=hashes["sha256"].lower(),
         md5=md5.lower() if isinstance(md5, str) else None, build=build if isinstance(build, str) else None,
         dependencies=tuple(dependencies.items()), category=str(entry.get("category") or "main"), optional=optional)
 
