@@ -84,3 +84,119 @@ def test_pip_build_locks_and_installs_with_hashes(home: Home, torch_index: Index
     assert done.returncode == 0, done.stderr
     assert {(p.name, p.url, p.sha256) for p in read_lock(exported).pip()} == {
         (p.name, p.url, p.sha256) for p in locked.pip()}
+
+
+def lock_legacy(home: Home, manifests: Path) -> Path:
+    lock = home.root / "tf.lock.yml"
+    done = home.envkit("lock", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(manifests), "-o", str(lock))
+    assert done.returncode == 0, done.stderr
+    return lock
+
+
+def from_lock(home: Home, lock: Path, name: str, *args: str, manifests: Path | None = None):
+    extra = ("--manifests", str(manifests)) if manifests else ()
+    return home.envkit("create", "--from-lock", str(lock), "--name", name, *args, *extra, "--yes", env=no_conda(home))
+
+
+def test_same_environment_everywhere_file_for_file(conda_home: Home, legacy_channel: Path, conda_manifests: Path,
+                                                   tmp_path: Path):
+    """Two environments from one lock, one at a --prefix and one through another mirror of the channel: the same
+    conda packages with the same files, and the conda-lock render of the lock names them all."""
+    home = conda_home
+    lock = lock_legacy(home, conda_manifests)
+    first = from_lock(home, lock, "a", *GTX1080TI, manifests=conda_manifests)
+    assert first.returncode == 0, first.stderr
+    import shutil
+
+    copy = tmp_path / "mirror-copy"
+    shutil.copytree(legacy_channel, copy)
+    home.write_config(conda_mirrors(copy))
+    elsewhere = tmp_path / "elsewhere" / "b"
+    second = from_lock(home, lock, "b", "--prefix", str(elsewhere), *GTX1080TI, manifests=conda_manifests)
+    assert second.returncode == 0, second.stderr
+    a, b = conda_meta(home.prefix("a")), conda_meta(elsewhere)
+    assert a == b and set(a) == {"python", "cudatoolkit", "tensorflow-gpu"}
+    assert all(m["files"] for m in a.values())
+    urls = {json.loads(p.read_text())["url"] for p in (elsewhere / "conda-meta").glob("*.json")}
+    assert not any(str(legacy_channel) in url for url in urls)  # the second one really came through the copy
+
+    import subprocess
+    import sys
+
+    rendered = subprocess.run([str(Path(sys.executable).parent / "conda-lock"), "render", "--kind", "explicit", "-p",
+                               "linux-64", "--filename-template", str(tmp_path / "explicit-{platform}.txt"),
+                               str(lock)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    explicit = (tmp_path / "explicit-linux-64.txt").read_text()
+    assert "@EXPLICIT" in explicit
+    for package in read_lock(lock).conda():
+        assert f"{package.url}#{package.md5}" in explicit
+
+
+def test_a_tampered_package_is_refused_and_nothing_is_left(conda_home: Home, legacy_channel: Path,
+                                                           conda_manifests: Path, tmp_path: Path):
+    home = conda_home
+    lock = lock_legacy(home, conda_manifests)
+    import shutil
+
+    copy = tmp_path / "tampered"
+    shutil.copytree(legacy_channel, copy)
+    archive = next((copy / "linux-64").glob("cudatoolkit-*.tar.bz2"))
+    archive.write_bytes(archive.read_bytes() + b"\0")
+    home.write_config(conda_mirrors(copy))
+    done = from_lock(home, lock, "bad", *GTX1080TI, manifests=conda_manifests)
+    assert done.returncode == 1, done.stderr
+    assert "cudatoolkit 10.1.243" in done.stderr and "but the lock pins" in done.stderr
+    assert "nothing was installed" in done.stderr and "Traceback" not in done.stderr
+    assert leftovers(home) == [] and home.record("bad") is None
+
+
+def test_a_lock_for_a_machine_that_does_not_fit_is_refused(conda_home: Home, conda_manifests: Path):
+    home = conda_home
+    lock = lock_legacy(home, conda_manifests)
+    done = from_lock(home, lock, "nofit", "--cuda", "10.0", "--gpu-arch", "6.1", manifests=conda_manifests)
+    assert done.returncode == 1, done.stderr
+    assert "does not fit" in done.stderr and "needs __cuda >=10.1, but the target has __cuda=10.0" in done.stderr
+    done = from_lock(home, lock, "nofit", "--machine", str(PROFILES / "rtx4090-cuda126.yaml"), manifests=conda_manifests)
+    assert done.returncode == 1 and "does not fit" in done.stderr, done.stderr  # the build has no sm_89 code
+    assert leftovers(home) == []
+
+
+def test_plain_http_outside_loopback_and_mirrors_is_refused(conda_home: Home, conda_manifests: Path):
+    home = conda_home
+    lock = lock_legacy(home, conda_manifests)
+    text = lock.read_text().replace(LEGACY_CHANNEL, "http://conda.example.org/legacy-test")
+    lock.write_text(text)
+    done = from_lock(home, lock, "http", *GTX1080TI, manifests=conda_manifests)
+    assert done.returncode == 2, done.stderr
+    assert "is not https" in done.stderr and "http://conda.example.org/legacy-test" in done.stderr
+    assert leftovers(home) == []
+
+
+def test_a_lock_for_another_platform_is_refused(conda_home: Home, conda_manifests: Path):
+    home = conda_home
+    lock = lock_legacy(home, conda_manifests)
+    lock.write_text(lock.read_text().replace("linux-64", "osx-arm64"))
+    done = from_lock(home, lock, "mac", *GTX1080TI, manifests=conda_manifests)
+    assert done.returncode == 2, done.stderr
+    assert "locks osx-arm64, not linux-64" in done.stderr and leftovers(home) == []
+
+
+def test_a_lock_without_hashes_and_a_truncated_one_are_refused(conda_home: Home, conda_manifests: Path):
+    home = conda_home
+    lock = lock_legacy(home, conda_manifests)
+    text = lock.read_text()
+    lock.write_text("\n".join(line for line in text.splitlines() if "sha256:" not in line) + "\n")
+    done = from_lock(home, lock, "nohash", *GTX1080TI, manifests=conda_manifests)
+    assert done.returncode == 2 and "no valid sha256 hash" in done.stderr, done.stderr
+    lock.write_text(text[: len(text) * 2 // 3])
+    done = from_lock(home, lock, "cut", *GTX1080TI, manifests=conda_manifests)
+    assert done.returncode == 2 and str(lock) in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert leftovers(home) == []
+
+
+def test_from_lock_refuses_options_that_choose_what_to_install(conda_home: Home, conda_manifests: Path):
+    home = conda_home
+    lock = lock_legacy(home, conda_manifests)
+    done = from_lock(home, lock, "x", "--build", "tensorflow-2.15-cpu", *GTX1080TI, manifests=conda_manifests)
+    assert done.returncode == 2 and "--build cannot go with it" in done.stderr, done.stderr
