@@ -175,15 +175,18 @@ def create_from_lock(path: Path, manifest, name, prefix, build, python, backend,
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
         the_lock = read_lock(path)
+        from envkit.lockfile.model import MANIFEST
+
         directory = manifests_dir(target.manifests)
-        catalog = cached_catalog(directory, [], dirs.cache)
+        named = the_lock.fact(MANIFEST)
+        try:  # the tables, and the lock's manifest when the manifests still have it: one load
+            catalog = cached_catalog(directory, [named] if named else [], dirs.cache)
+        except EnvkitError:  # a lock whose manifest is gone (or not envkit's): judged by its packages alone
+            catalog = cached_catalog(directory, [], dirs.cache)
         tables = catalog.tables
 
         def manifest_of(manifest_name):
-            try:
-                return cached_catalog(directory, [manifest_name], dirs.cache).manifests[manifest_name]
-            except EnvkitError:
-                return None  # a lock whose manifest is gone (or not envkit's): judged by its packages alone
+            return catalog.manifests.get(manifest_name)
 
         profile = machine_for(tables, target)
         machine = "this machine" if target.on_target else f"the machine described ({profile.name or 'unnamed'})"

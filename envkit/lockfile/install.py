@@ -156,13 +156,15 @@ def _build_of(lock: LockFile, manifest_of: Callable[[str], Optional[Manifest]]) 
 
 def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, python: Version, tables: Tables,
                target: Target, environ: Mapping[str, str]) -> None:
-    from envkit.conda_engine import target_virtual_packages
-    from envkit.lockfile.make import cuda_arch
+    reasons: list[str] = []
+    if lock.conda():  # only conda packages name virtual packages; the engine is not loaded for a pip-only lock
+        from envkit.conda_engine import target_virtual_packages
+        from envkit.lockfile.make import cuda_arch
 
-    cuda, _ = cuda_for_solve(target.profile, environ)
-    explicit = ((("__cuda", cuda),) if cuda else ()) + ((("__cuda_arch", cuda_arch(target.profile) or ""),)
-                                                         if cuda and cuda_arch(target.profile) else ())
-    reasons = virtual_reasons(lock, target_virtual_packages(explicit)) if lock.conda() else []
+        cuda, _ = cuda_for_solve(target.profile, environ)
+        arch = cuda_arch(target.profile) if cuda else None
+        explicit = ((("__cuda", cuda),) if cuda else ()) + ((("__cuda_arch", arch),) if arch else ())
+        reasons = virtual_reasons(lock, target_virtual_packages(explicit))
     if manifest is not None:
         try:
             pick_candidate(manifest, target.profile, tables, Request(python=python), build.id, target.on_target)
