@@ -86,6 +86,22 @@ def machine_for(tables, target: TargetOptions):
     return apply_overrides(profile, overrides)
 
 
+def target_args(target: TargetOptions) -> str:
+    """The options that chose the machine, shell-quoted, for the next-step commands envkit prints."""
+    import shlex
+
+    argv: list[str] = []
+    if target.machine is not None:
+        argv += ["--machine", str(target.machine)]
+    if target.cuda is not None:
+        argv += ["--cuda", target.cuda]
+    for arch in target.gpu_arch or ():
+        argv += ["--gpu-arch", arch]
+    if target.manifests is not None:
+        argv += ["--manifests", str(target.manifests)]
+    return shlex.join(argv)
+
+
 def find_record(name: str):
     """The record of an environment envkit made, or exit 2 naming the ones that exist."""
     from envkit import records

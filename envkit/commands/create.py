@@ -5,7 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import machine_for, manifests_dir, print_json, reported_errors, user_dirs
+from envkit.commands.common import (machine_for, manifests_dir, print_json, reported_errors, target_args,
+                                    user_dirs)
 from envkit.commands.options import JsonOption, ProbeTimeoutOption, TargetOptions, with_options
 
 
@@ -54,6 +55,10 @@ def create(
         bool, typer.Option("--jupyter", help="Also install ipykernel and register a Jupyter kernel named after it.")
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the installers' own output.")] = False,
+    cpu: Annotated[
+        bool, typer.Option("--cpu", help="Go ahead when the pick is a CPU build on a machine with GPUs (without a "
+                           "terminal to ask, create stops there unless --cpu or --build is given).")
+    ] = False,
     probe_timeout: ProbeTimeoutOption = 300.0,
     from_lock: Annotated[
         Optional[Path],
@@ -113,7 +118,7 @@ def create(
         the_manifest = catalog.manifests[manifest]
         prepared = prepare(
             CreateRequest(build_id=build, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
-                          verify=not no_verify),
+                          verify=not no_verify, target_args=target_args(target)),
             the_manifest, tables, profile, target.on_target, request, config, dirs, os.environ,
         )
         if dry_run:
@@ -124,11 +129,22 @@ def create(
                 typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
             return
         check_available(prepared.plan, dirs, force, os.environ)
+        asks = not yes and sys.stdin.isatty()
+        if prepared.plan.gpu_unused and not cpu and not asks:
+            import shlex
+
+            from envkit.errors import BadInputError
+
+            suffix = f" {target_args(target)}" if target_args(target) else ""
+
+            raise BadInputError(f"not creating a CPU build on a machine with GPUs: {prepared.plan.gpu_unused}",
+                                hint="Add --cpu to create it anyway, or --build ID for another build "
+                                     f"(`{shlex.join(['envkit', 'list', manifest, '--all'])}{suffix}` lists them).")
         if not json_output:
             typer.echo(plan_text(prepared))
-        elif not yes and sys.stdin.isatty():
+        elif asks:
             typer.echo(plan_text(prepared), err=True)  # the question needs the plan; stdout stays JSON
-        if not yes and sys.stdin.isatty() and not typer.confirm("Create it?", default=True, err=True):
+        if asks and not typer.confirm("Create it?", default=not prepared.plan.gpu_unused, err=True):
             typer.echo("envkit: nothing created", err=True)
             raise typer.Exit(1)
         outcome = _execute(prepared, the_manifest, tables, dirs, force, verbose, probe_timeout)

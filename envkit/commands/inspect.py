@@ -4,7 +4,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from envkit.commands.common import machine_for, manifests_dir, print_json, reported_errors, user_dirs
+from envkit.commands.common import (machine_for, manifests_dir, print_json, reported_errors, target_args,
+                                    user_dirs)
 from envkit.commands.options import (JsonOption, ManifestsOption, PythonOption, TargetOptions, TimeoutOption,
                                      with_options)
 
@@ -68,7 +69,7 @@ def list_builds(
         else:
             from envkit.render import listing_text
 
-            typer.echo(listing_text(profile, resolutions, show_all))
+            typer.echo(listing_text(profile, resolutions, show_all, target_args(target)))
 
 
 def register(app: typer.Typer) -> None:
