@@ -60,9 +60,13 @@ def lock(
         request = parse_python_request(python, tables.python)
         profile = machine_for(tables, target)
         label = ("this machine" if target.on_target else f"profile {profile.name or target.machine or 'overrides'}")
+        from envkit.commands.common import target_args
+
         made = make_lock(LockRequest(manifest=catalog.manifests[manifest], tables=tables, profile=profile,
-                                     target=label, on_target=target.on_target, python=request, build_id=build),
-                         config, dirs.conda_packages, _uv(), os.environ, _isolated(dirs))
+                                     target=label, on_target=target.on_target, python=request, build_id=build,
+                                     target_args=target_args(target)),
+                         config, dirs.conda_packages, _uv(), os.environ, _isolated(dirs),
+                         warn=lambda line: typer.echo(f"envkit: warning: {line}", err=True))
         _write(made, output)
         _report(made, output, json_output)
 
@@ -190,9 +194,12 @@ def create_from_lock(path: Path, manifest, name, prefix, build, python, backend,
 
         profile = machine_for(tables, target)
         machine = "this machine" if target.on_target else f"the machine described ({profile.name or 'unnamed'})"
+        from envkit.commands.common import target_args
+
         prepared, the_manifest = prepare_from_lock(FromLock(path=path, name=name, prefix=prefix, verify=verify),
                                                    the_lock, manifest_of, tables,
-                                                   Target(profile, target.on_target, machine), config, dirs, os.environ)
+                                                   Target(profile, target.on_target, machine, target_args(target)),
+                                                   config, dirs, os.environ)
         if verify and the_manifest is None:
             typer.echo("envkit: note: the lock names no build of envkit's manifests: no post-install check",
                        err=True)

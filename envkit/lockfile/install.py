@@ -51,6 +51,7 @@ class Target:
     profile: MachineProfile
     on_target: bool
     machine: str  # in words, for messages: "this machine", "the machine described (a100)"
+    args: str = ""  # the options that chose the machine, for the commands errors suggest
 
 
 class LockedCondaBackend:
@@ -167,7 +168,8 @@ def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, pytho
         reasons = virtual_reasons(lock, target_virtual_packages(explicit))
     if manifest is not None:
         try:
-            pick_candidate(manifest, target.profile, tables, Request(python=python), build.id, target.on_target)
+            pick_candidate(manifest, target.profile, tables, Request(python=python), build.id, target.on_target,
+                           target.args)
         except DoesNotFit as error:
             reasons.append(error.message)
     raise_unless_fits(reasons, target.machine, build.id if manifest is not None else lock.fact(model.BUILD))

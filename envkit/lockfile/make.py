@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from envkit.config import Config
 from envkit.errors import InstallError
@@ -40,6 +40,7 @@ class LockRequest:
     on_target: bool
     python: Request
     build_id: Optional[str] = None
+    target_args: str = ""  # the options that chose the machine, for the commands errors suggest
 
 
 def cuda_arch(profile: MachineProfile) -> Optional[str]:
@@ -52,12 +53,19 @@ def cuda_arch(profile: MachineProfile) -> Optional[str]:
 
 
 def make_lock(request: LockRequest, config: Config, cache_dir: Path, uv: Path,
-              environ: Mapping[str, str], installer_environ: Mapping[str, str]) -> LockFile:
+              environ: Mapping[str, str], installer_environ: Mapping[str, str],
+              warn: Optional[Callable[[str], None]] = None) -> LockFile:
     from envkit import __version__
     from envkit.create.prepare import pick_candidate
 
-    candidate = pick_candidate(request.manifest, request.profile, request.tables, request.python, request.build_id,
-                               request.on_target)
+    candidate, resolution = pick_candidate(request.manifest, request.profile, request.tables, request.python,
+                                           request.build_id, request.on_target, request.target_args)
+    if request.build_id is None and warn is not None:
+        from envkit.cpu_fallback import gpu_unused
+
+        unused = gpu_unused(resolution, request.profile)
+        if unused:
+            warn(f"the lock pins a CPU build on a machine with GPUs: {unused}")
     build, python = candidate.build, candidate.python
     assert python is not None  # a compatible candidate has its Python
     python_text = str(python)
