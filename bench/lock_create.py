@@ -8,8 +8,9 @@ reached through envkit's mirror setting. `envkit lock` pins it once; then, inter
 
   lock   python -m envkit create --from-lock LOCK --name N --machine PROFILE --yes --no-verify
   solve  python -m envkit create torch --build BUILD --python X.Y --machine PROFILE --name N --yes --no-verify
-  uv     uv venv --python PY DIR && uv pip install --python DIR/bin/python --require-hashes --no-deps --no-index
-         -r PINS   (PINS: the lock's files on the mirror, `name @ URL --hash=sha256:...`; the same uv and cache)
+  uv     uv venv --python PY DIR && uv pip install --python DIR/bin/python --require-hashes --no-deps
+         --index-url INDEX -r PINS   (PINS: the lock's pins as envkit writes them, `name==version --hash=sha256:...`,
+         INDEX: the lock's index on the mirror; the same uv and cache)
 
 Warm caches (one uncounted round of each first). Goal: lock within 1.2x of raw uv. A report, not a test: exits 0
 whether the goal is met or not (1 only if a route fails).
@@ -57,7 +58,11 @@ class LockBench(base.Bench):
                     return target + url[len(upstream):]
             return url
 
-        return "".join(f"{p.name} @ {mirrored(p.url)} --hash=sha256:{p.sha256}\n" for p in read_lock(self.lock).pip())
+        from envkit.lockfile.install import requirements_lines
+
+        lock = read_lock(self.lock)
+        self.pins_index = mirrored(lock.custom["envkit.index_url"])
+        return requirements_lines(lock.pip(), [mirrored(p.url) for p in lock.pip()], True)
 
     def run_route(self, route: str) -> tuple[float, Path]:
         self.count += 1
@@ -73,7 +78,7 @@ class LockBench(base.Bench):
             prefix = self.envs / name
             commands = [([self.uv, "venv", "--python", self.python, str(prefix)], self.uv_env),
                         ([self.uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "--require-hashes",
-                          "--no-deps", "--no-index", "-r", str(self.pins)], self.uv_env)]
+                          "--no-deps", "--index-url", self.pins_index, "-r", str(self.pins)], self.uv_env)]
         start = time.perf_counter()
         for argv, env in commands:
             base._run(argv, env)

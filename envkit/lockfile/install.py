@@ -115,8 +115,11 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
         backend, conda_plan = VenvBackend(), None
     steps: tuple[PipPart, ...] = ()
     if pips:
-        steps = (PipPart("locked pip packages", tuple(f"{p.name}=={p.version}" for p in pips), "the locked URLs",
-                         requirements=_requirements_file(pips, pip_sources, dirs.cache)),)
+        index = lock.fact(model.INDEX_URL)
+        index_url = fetch_url(index, config, f"{origin}: {model.INDEX_URL}") if index else None
+        steps = (PipPart("locked pip packages", tuple(f"{p.name}=={p.version}" for p in pips),
+                         index_url or "the locked URLs",
+                         requirements=requirements_file(pips, pip_sources, index_url is not None, dirs.cache)),)
     verify = request.verify and manifest is not None
     plan = Plan(manifest=manifest.name if manifest else (lock.fact(model.MANIFEST) or "lock"), build=build, name=name,
                 prefix=prefix, python=python, backend=backend.name,
@@ -188,8 +191,19 @@ def _channel_of(url: str) -> str:
     return url.rsplit("/", 2)[0]
 
 
-def _requirements_file(packages: Sequence[LockedPackage], sources: Sequence[str], cache: Path) -> Path:
-    lines = "".join(f"{p.name} @ {source} --hash=sha256:{p.sha256}\n" for p, source in zip(packages, sources))
+def requirements_lines(packages: Sequence[LockedPackage], sources: Sequence[str], from_index: bool) -> str:
+    """The pip part as hash-pinned requirements. From the build's index (an envkit lock names it), each
+    ``name==version --hash=sha256:...``: the hash pins the very file the lock names, and uv finds it in its cache
+    (a direct URL with a hash is fetched and hashed again on every install: 3x slower for a 180 MiB torch wheel).
+    Without an index (a lock from elsewhere), ``name @ URL --hash=sha256:...``."""
+    if from_index:
+        return "".join(f"{p.name}=={p.version} --hash=sha256:{p.sha256}\n" for p in packages)
+    return "".join(f"{p.name} @ {source} --hash=sha256:{p.sha256}\n" for p, source in zip(packages, sources))
+
+
+def requirements_file(packages: Sequence[LockedPackage], sources: Sequence[str], from_index: bool,
+                      cache: Path) -> Path:
+    lines = requirements_lines(packages, sources, from_index)
     path = cache / "locks" / f"{hashlib.sha256(lines.encode()).hexdigest()[:32]}.txt"
     if not path.exists():
         write_atomic(path, lines.encode("utf-8"))

@@ -79,6 +79,13 @@ def test_pip_build_locks_and_installs_with_hashes(home: Home, torch_index: Index
                        str(PROFILES / "rtx4090-cuda126.yaml"), "--yes")
     assert made.returncode == 0, made.stderr + made.stdout
     assert home.in_env("t1", "import torch; print(torch.__version__)") == "2.13.0+cu126"
+    # The wheel's hash changed in the lock: no file on the index has it, uv refuses, nothing is left.
+    tampered = home.root / "tampered.yml"
+    tampered.write_text(lock.read_text().replace(pins["torch"].sha256, "f" * 64))
+    bad = home.envkit("create", "--from-lock", str(tampered), "--name", "t2", "--machine",
+                      str(PROFILES / "rtx4090-cuda126.yaml"), "--yes")
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
+    assert "Hash mismatch for `torch==2.13.0+cu126`" in bad.stderr and home.record("t2") is None and not home.prefix("t2").exists()
     exported = home.root / "t1.yml"
     done = home.envkit("export", "t1", "-o", str(exported))
     assert done.returncode == 0, done.stderr
