@@ -9,11 +9,11 @@ from typing import Annotated
 
 import typer
 
-from envkit.commands import check, create, envs, inspect, lock
+from envkit.commands import check, create, envs, inspect, lock, site
 from envkit.commands.common import Settings
 
 # The order in which `envkit --help` lists them: look, make, check, manage.
-COMMAND_GROUPS = (inspect, create, lock, check, envs)
+COMMAND_GROUPS = (inspect, create, lock, check, envs, site)
 
 app = typer.Typer(
     name="envkit",

@@ -69,7 +69,8 @@ def listing_text(profile: MachineProfile, resolutions: Sequence[Resolution], sho
     return "\n\n".join(blocks)
 
 
-def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bool, target_args: str) -> str:
+def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bool, target_args: str,
+                    where: str = "this machine") -> str:
     from envkit.cpu_fallback import gpu_unused
 
     manifest = resolution.manifest
@@ -84,7 +85,7 @@ def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: b
     if show_all:
         rows += hidden
     if not resolution.compatible:
-        lines.append(f"  No build of {manifest.name} fits this machine.")
+        lines.append(f"  No build of {manifest.name} fits {where}.")
     if rows:
         cells = [_cells(c) for c in rows]
         widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(_HEADERS)]
@@ -100,7 +101,7 @@ def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: b
         lines.append(f"  note on {resolution.selected.build.id}: {resolution.selected.build.notes}")
     if hidden and not show_all:
         lines.append(
-            f"  {len(hidden)} more {'builds do' if len(hidden) != 1 else 'build does'} not fit this machine: "
+            f"  {len(hidden)} more {'builds do' if len(hidden) != 1 else 'build does'} not fit {where}: "
             f"`envkit list {manifest.name} --all{' ' + target_args if target_args else ''}` says why."
         )
     return "\n".join(line.rstrip() for line in lines)

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import machine_for, manifests_dir, print_json, reported_errors, user_dirs
+from envkit.commands.common import manifests_dir, print_json, reported_errors, user_dirs
 from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, with_options
 
 OutputOption = Annotated[
@@ -41,7 +41,11 @@ def lock(
     (conda-lock and micromamba read it). Install it anywhere with `envkit create --from-lock FILE`: the same files,
     hash-checked, through your mirrors.
 
-    Examples: `envkit lock torch`, `envkit lock torch --machine a100-node.yaml -o torch-a100.lock.yml`.
+    For several machines (--machine repeated or a directory, --partition P of the site file) the build is one that
+    fits every machine, solved with the lowest __cuda and __cuda_arch among them.
+
+    Examples: `envkit lock torch`, `envkit lock torch --machine a100-node.yaml -o torch-a100.lock.yml`,
+    `envkit lock torch --partition gpu-4-a100`.
 
     Exit codes: 0 written, 1 the solve or the index failed, 2 bad input.
     """
@@ -58,15 +62,27 @@ def lock(
         catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
         tables = catalog.tables
         request = parse_python_request(python, tables.python)
-        profile = machine_for(tables, target)
-        label = ("this machine" if target.on_target else f"profile {profile.name or target.machine or 'overrides'}")
-        from envkit.commands.common import target_args
+        from envkit.commands.common import fleet_for, target_args
 
-        made = make_lock(LockRequest(manifest=catalog.manifests[manifest], tables=tables, profile=profile,
-                                     target=label, on_target=target.on_target, python=request, build_id=build,
-                                     target_args=target_args(target)),
-                         config, dirs.conda_packages, _uv(), os.environ, _isolated(dirs),
-                         warn=lambda line: typer.echo(f"envkit: warning: {line}", err=True))
+        the_manifest = catalog.manifests[manifest]
+        fleet = fleet_for(tables, target)
+
+        def warn(line: str) -> None:
+            typer.echo(f"envkit: warning: {line}", err=True)
+
+        if fleet.single is not None:
+            profile, build_id = fleet.single, build
+        else:  # the build that fits every machine, planned on the one whose driver supports the lowest CUDA
+            from envkit.commands.create import _for_fleet
+
+            profile, build_id, unused = _for_fleet(the_manifest, fleet, tables, request, build, target, python)
+            if unused:
+                warn(f"the lock pins a CPU build for machines with GPUs: {unused}")
+        made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=profile,
+                                     target=_target_words(target, fleet), on_target=target.on_target, python=request,
+                                     build_id=build_id, target_args=target_args(target),
+                                     gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus)),
+                         config, dirs.conda_packages, _uv(), os.environ, _isolated(dirs), warn=warn)
         _write(made, output)
         _report(made, output, json_output)
 
@@ -107,6 +123,17 @@ def export(
         made = export_lock(record, load_config(os.environ, dirs), _uv(), _isolated(dirs), index_of)
         _write(made, output)
         _report(made, output, json_output)
+
+
+def _target_words(target: TargetOptions, fleet) -> str:
+    """What a lock is for, in words: this machine, a partition, profiles."""
+    from envkit.fleet import names_text
+
+    if target.on_target:
+        return "this machine"
+    if target.partition is not None:
+        return f"partition {target.partition}"
+    return f"machines {names_text(fleet.names)}" if fleet.single is None else f"profile {fleet.names[0]}"
 
 
 def _uv() -> Path:
@@ -192,14 +219,25 @@ def create_from_lock(path: Path, manifest, name, prefix, build, python, backend,
         def manifest_of(manifest_name):
             return catalog.manifests.get(manifest_name)
 
-        profile = machine_for(tables, target)
-        machine = "this machine" if target.on_target else f"the machine described ({profile.name or 'unnamed'})"
-        from envkit.commands.common import target_args
+        from envkit.commands.common import fleet_for, target_args, target_argv
 
+        fleet = fleet_for(tables, target)
+        configs = [c for c in fleet.configs() if c.has_gpus] or list(fleet.configs())
+        profile = fleet.single or min(configs, key=lambda c: tuple(c.profile.cuda_driver or (0, 0))).profile
+        machine = "this machine" if target.on_target else _target_words(target, fleet)
+        each = tuple((", ".join(c.names), c.profile) for c in fleet.configs()) if fleet.single is None else ()
         prepared, the_manifest = prepare_from_lock(FromLock(path=path, name=name, prefix=prefix, verify=verify),
                                                    the_lock, manifest_of, tables,
-                                                   Target(profile, target.on_target, machine, target_args(target)),
-                                                   config, dirs, os.environ)
+                                                   Target(profile, target.on_target, machine, target_args(target),
+                                                          each), config, dirs, os.environ)
+        if not target.on_target:  # what it was made for, as create records it (verify judges against it)
+            import dataclasses
+
+            from envkit.target import target_dict
+
+            plan = dataclasses.replace(prepared.plan, target=target_dict(
+                fleet, target_argv(target, absolute=True, manifests=False)))
+            prepared = dataclasses.replace(prepared, plan=plan)
         if verify and the_manifest is None:
             typer.echo("envkit: note: the lock names no build of envkit's manifests: no post-install check",
                        err=True)

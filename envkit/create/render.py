@@ -32,7 +32,7 @@ def plan_text(prepared: Prepared) -> str:
     build = plan.build
     lines = [f"Warning:     {plan.gpu_unused}."] if plan.gpu_unused else []
     lines += [
-        f"Machine:     {machine_line(plan.profile).removeprefix('Machine: ')}",
+        *_target_lines(plan),
         f"Build:       {build.id} ({plan.manifest} {build.version}, {build.variant}"
         + (f", CUDA {build.cuda})" if build.cuda else ", CPU only)"),
         f"Environment: {plan.name} at {plan.prefix}",
@@ -56,6 +56,17 @@ def plan_text(prepared: Prepared) -> str:
     return "\n".join(lines)
 
 
+def _target_lines(plan) -> list[str]:
+    machines = (plan.target or {}).get("machines") or []
+    line = machine_line(plan.profile).removeprefix("Machine: ")
+    if len(machines) <= 1:
+        return [f"Machine:     {line}"]
+    from envkit.fleet import names_text
+
+    return [f"Machines:    {len(machines)}: {names_text(machines, most=6)} (the build fits every one)",
+            f"  solve for: {line} (the lowest driver CUDA among them)"]
+
+
 def plan_json(prepared: Prepared) -> dict[str, Any]:
     plan = prepared.plan
     return {
@@ -73,6 +84,7 @@ def plan_json(prepared: Prepared) -> dict[str, Any]:
         "jupyter": plan.jupyter,
         "verify": plan.verify,
         "machine": plan.profile.to_dict(),
+        "target": plan.target,
         "gpu_unused": None if plan.gpu_unused is None else {"reason": plan.gpu_unused},
     }
 

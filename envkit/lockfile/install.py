@@ -52,6 +52,7 @@ class Target:
     on_target: bool
     machine: str  # in words, for messages: "this machine", "the machine described (a100)"
     args: str = ""  # the options that chose the machine, for the commands errors suggest
+    each: tuple[tuple[str, MachineProfile], ...] = ()  # a fleet: (its machines' names, profile) per configuration
 
 
 class LockedCondaBackend:
@@ -160,21 +161,26 @@ def _build_of(lock: LockFile, manifest_of: Callable[[str], Optional[Manifest]]) 
 
 def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, python: Version, tables: Tables,
                target: Target, environ: Mapping[str, str]) -> None:
+    """Every machine of the target must fit (a fleet's GPU-less machines, a login node, only by their Python)."""
     reasons: list[str] = []
-    if lock.conda():  # only conda packages name virtual packages; the engine is not loaded for a pip-only lock
-        from envkit.conda_engine import target_virtual_packages
-        from envkit.lockfile.make import cuda_arch
+    each = target.each or (("", target.profile),)
+    with_gpus = [pair for pair in each if pair[1].gpus] or list(each)
+    for names, profile in each:
+        said = f"{names}: " if names else ""
+        if lock.conda() and (names, profile) in with_gpus:  # the engine is not loaded for a pip-only lock
+            from envkit.conda_engine import target_virtual_packages
+            from envkit.lockfile.make import cuda_arch
 
-        cuda, _ = cuda_for_solve(target.profile, environ)
-        arch = cuda_arch(target.profile) if cuda else None
-        explicit = ((("__cuda", cuda),) if cuda else ()) + ((("__cuda_arch", arch),) if arch else ())
-        reasons = virtual_reasons(lock, target_virtual_packages(explicit))
-    if manifest is not None:
-        try:
-            pick_candidate(manifest, target.profile, tables, Request(python=python), build.id, target.on_target,
-                           target.args)
-        except DoesNotFit as error:
-            reasons.append(error.message)
+            cuda, _ = cuda_for_solve(profile, environ)
+            arch = cuda_arch(profile) if cuda else None
+            explicit = ((("__cuda", cuda),) if cuda else ()) + ((("__cuda_arch", arch),) if arch else ())
+            reasons += [said + reason for reason in virtual_reasons(lock, target_virtual_packages(explicit))]
+        if manifest is not None and ((names, profile) in with_gpus or not build.is_gpu):
+            try:
+                pick_candidate(manifest, profile, tables, Request(python=python), build.id, target.on_target,
+                               target.args)
+            except DoesNotFit as error:
+                reasons.append(said + error.message)
     raise_unless_fits(reasons, target.machine, build.id if manifest is not None else lock.fact(model.BUILD))
 
 

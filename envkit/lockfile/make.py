@@ -21,7 +21,7 @@ from envkit.errors import InstallError
 from envkit.lockfile import model
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 from envkit.lockfile.urls import upstream_url
-from envkit.machine import MachineProfile
+from envkit.machine import Gpu, MachineProfile
 from envkit.plan import conda_part, cuda_for_solve, pip_parts
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ class LockRequest:
     python: Request
     build_id: Optional[str] = None
     target_args: str = ""  # the options that chose the machine, for the commands errors suggest
+    gpus: tuple[Gpu, ...] = ()  # every GPU of the target's machines (a fleet): __cuda_arch is the lowest of them
 
 
 def cuda_arch(profile: MachineProfile) -> Optional[str]:
@@ -71,7 +72,8 @@ def make_lock(request: LockRequest, config: Config, cache_dir: Path, uv: Path,
     python_text = str(python)
     pips = pip_parts(build, request.tables.python, config, jupyter=False)
     cuda, _ = cuda_for_solve(request.profile, environ)
-    arch = cuda_arch(request.profile) if cuda else None
+    every = MachineProfile(gpus=request.gpus) if request.gpus else request.profile
+    arch = cuda_arch(every) if cuda else None
     packages: list[LockedPackage] = []
     channels: tuple[str, ...] = ()
     asked: list[str] = []
