@@ -205,7 +205,7 @@ def create_from_lock(path: Path, manifest, name, prefix, build, python, backend,
 
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
-        the_lock = read_lock(path)
+        the_lock = read_lock(path, dirs.cache)
         from envkit.lockfile.model import MANIFEST
 
         directory = manifests_dir(target.manifests)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from envkit.errors import BadInputError
 from envkit.lockfile.model import MANAGERS, VERSION, LockedPackage, LockFile
@@ -32,7 +32,18 @@ class LockFileError(BadInputError):
     """A lock file that cannot be read, or that lacks what installing it needs."""
 
 
-def read_lock(path: Path) -> LockFile:
+def read_lock(path: Path, cache_dir: Optional[Path] = None) -> LockFile:
+    """The lock in ``path``; with ``cache_dir``, parsed once and kept there while the file is unchanged (a warm
+    `create --from-lock` then imports no PyYAML)."""
+    if cache_dir is not None and path.is_file():
+        from envkit.filecache import cached
+
+        return cached(cache_dir, "lock", [path], ("lockfile/format.py", "lockfile/model.py", "yamltext.py"),
+                      lambda: _read(path))
+    return _read(path)
+
+
+def _read(path: Path) -> LockFile:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

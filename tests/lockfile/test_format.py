@@ -166,3 +166,16 @@ wheels = [{{ url = "http://127.0.0.1:9/whl/cu126/torch/torch-2.13.0%2Bcu126-py3-
     [package] = pylock_packages(text, "3.12", config)
     assert package.url == "https://download.pytorch.org/whl/cu126/torch/torch-2.13.0%2Bcu126-py3-none-any.whl"
     assert package.sha256 == SHA and package.manager == "pip"
+
+
+def test_a_cached_lock_is_read_again_when_the_file_changes(tmp_path: Path):
+    path = tmp_path / "conda-lock.yml"
+    path.write_text(dump_lock(sample()), encoding="utf-8")
+    cache = tmp_path / "cache"
+    assert read_lock(path, cache).custom["envkit.python"] == "3.11"
+    assert list((cache / "lock").glob("*.pickle"))  # kept
+    path.write_text(dump_lock(sample()).replace("envkit.python: '3.11'", "envkit.python: '3.12'"), encoding="utf-8")
+    assert read_lock(path, cache).custom["envkit.python"] == "3.12"
+    path.write_text("version: 1\n", encoding="utf-8")
+    with pytest.raises(LockFileError):
+        read_lock(path, cache)
