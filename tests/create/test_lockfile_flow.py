@@ -207,3 +207,32 @@ def test_from_lock_refuses_options_that_choose_what_to_install(conda_home: Home,
     lock = lock_legacy(home, conda_manifests)
     done = from_lock(home, lock, "x", "--build", "tensorflow-2.15-cpu", *GTX1080TI, manifests=conda_manifests)
     assert done.returncode == 2 and "--build cannot go with it" in done.stderr, done.stderr
+
+
+def test_export_of_a_solved_environment_installs_the_same_packages(conda_home: Home, conda_manifests: Path):
+    """An environment made by a solve (no lock), exported: its upstream URLs and hashes, and a lock that makes the
+    same environment again; --json and --dry-run say what would happen without doing it."""
+    home = conda_home
+    made = home.envkit("create", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(conda_manifests), "--name", "solved",
+                       "--yes", env=no_conda(home))
+    assert made.returncode == 0, made.stderr
+    exported = home.root / "solved.yml"
+    done = home.envkit("export", "solved", "-o", str(exported), "--json", "--manifests", str(conda_manifests))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["conda"] == 3 and report["output"] == str(exported)
+    lock = read_lock(exported)
+    assert all(p.url.startswith(LEGACY_CHANNEL + "/") for p in lock.conda())
+    assert lock.custom[model.BUILD] == "tensorflow-2.4.1-cu101"
+    dry = from_lock(home, exported, "again", *GTX1080TI, "--dry-run", "--json", manifests=conda_manifests)
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["name"] == "again" and not home.prefix("again").exists()
+    again = from_lock(home, exported, "again", *GTX1080TI, manifests=conda_manifests)
+    assert again.returncode == 0, again.stderr
+    assert conda_meta(home.prefix("again")) == conda_meta(home.prefix("solved"))
+
+
+def test_export_of_an_unknown_environment_is_bad_input(home: Home):
+    done = home.envkit("export", "nope")
+    assert done.returncode == 2 and "envkit made no environment named 'nope'" in done.stderr
