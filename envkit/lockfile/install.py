@@ -26,7 +26,7 @@ from envkit.files import write_atomic
 from envkit.installers import installer_environ, link_mode
 from envkit.lockfile import model
 from envkit.lockfile.fit import check_platform, raise_unless_fits, virtual_reasons
-from envkit.lockfile.format import LockFileError, dump_lock
+from envkit.lockfile.format import LockFileError
 from envkit.lockfile.model import LockedPackage, LockFile, python_of_lock
 from envkit.lockfile.urls import fetch_url
 from envkit.machine import MachineProfile
@@ -60,7 +60,7 @@ class LockedCondaBackend:
 
     name = "rattler"
 
-    def __init__(self, packages: Sequence[LockedPackage], sources: Sequence[str], lock: LockFile) -> None:
+    def __init__(self, packages: Sequence[LockedPackage], sources: Sequence[str], lock: Path) -> None:
         self.packages, self.sources, self.lock = tuple(packages), tuple(sources), lock
 
     def describe(self, plan: Plan, context: Context) -> list[str]:
@@ -77,7 +77,31 @@ class LockedCondaBackend:
         archives = [(path, channel, package.sha256, package.md5 or "")
                     for path, channel, package in zip(paths, channels, self.packages)]
         install_archives(plan.prefix, archives, context.conda_cache, on_line)
-        write_atomic(plan.prefix / RECORD_DIR / LOCK_IN_PREFIX, dump_lock(self.lock).encode("utf-8"))
+        save_lock(plan.prefix, self.lock)
+
+
+class LockedVenvBackend:
+    """A lock without a conda part: a venv from a Python of its version on this machine (as `create` makes for
+    pure-pip builds); the lock is kept in it, as in a conda one."""
+
+    name = "venv"
+
+    def __init__(self, lock: Path) -> None:
+        from envkit.backends.venv import VenvBackend
+
+        self.venv, self.lock = VenvBackend(), lock
+
+    def describe(self, plan: Plan, context: Context) -> list[str]:
+        return self.venv.describe(plan, context)
+
+    def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
+        self.venv.make_prefix(plan, context, on_line)
+        save_lock(plan.prefix, self.lock)
+
+
+def save_lock(prefix: Path, lock: Path) -> None:
+    """A copy of the lock file, as it is, beside envkit's record: `envkit export` takes its upstream URLs from it."""
+    write_atomic(prefix / RECORD_DIR / LOCK_IN_PREFIX, lock.read_bytes())
 
 
 def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[str], Optional[Manifest]],
@@ -105,15 +129,13 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
               else (config.envs_dir or dirs.envs) / name)
     backend: Backend
     if conda:
-        backend = LockedCondaBackend(conda, conda_sources, lock)
+        backend = LockedCondaBackend(conda, conda_sources, request.path)
         cuda = cuda_for_solve(target.profile, environ)
         conda_plan: Optional[CondaPart] = CondaPart(
             channels=tuple(dict.fromkeys(_channel_of(s) for s in conda_sources)),
             specs=tuple(f"{p.name}={p.version}={p.build or '*'}" for p in conda), cuda=cuda[0], cuda_source=cuda[1])
     else:
-        from envkit.backends.venv import VenvBackend
-
-        backend, conda_plan = VenvBackend(), None
+        backend, conda_plan = LockedVenvBackend(request.path), None
     steps: tuple[PipPart, ...] = ()
     if pips:
         index = lock.fact(model.INDEX_URL)
