@@ -105,8 +105,11 @@ def _package(item: Any, origin: str, index: int) -> LockedPackage:
     url = _text(entry.get("url"), origin, f"{where}, field 'url'")
     if any(c.isspace() for c in url) or "://" not in url:
         raise LockFileError(f"{origin}, {where}: {url!r} is not a URL", hint=_HINT)
+    version = _text(entry.get("version"), origin, f"{where}, field 'version'")
     if manager == "pip" and not _PIP_NAME.match(name):
         raise LockFileError(f"{origin}, {where}: {name!r} is not a valid package name", hint=_HINT)
+    if manager == "pip" and not _pep440(version):  # it reaches uv's requirements as name==version
+        raise LockFileError(f"{origin}, {where}: {version!r} is not a valid version", hint=_HINT)
     md5 = hashes.get("md5")
     dependencies = _string_map(entry.get("dependencies") or {}, origin, f"{where}, field 'dependencies'")
     build = entry.get("build")
@@ -114,11 +117,21 @@ def _package(item: Any, origin: str, index: int) -> LockedPackage:
     if not isinstance(optional, bool):
         raise LockFileError(f"{origin}, {where}: 'optional' must be true or false", hint=_HINT)
     return LockedPackage(
-        name=name, version=_text(entry.get("version"), origin, f"{where}, field 'version'"), manager=manager,
+        name=name, version=version, manager=manager,
         platform=_text(entry.get("platform"), origin, f"{where}, field 'platform'"),
         url=url, sha256=hashes["sha256"].lower(),
         md5=md5.lower() if isinstance(md5, str) else None, build=build if isinstance(build, str) else None,
         dependencies=tuple(dependencies.items()), category=str(entry.get("category") or "main"), optional=optional)
+
+
+def _pep440(version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version)
+    except InvalidVersion:
+        return False
+    return not any(c.isspace() for c in version)
 
 
 def _merge_categories(packages: tuple[LockedPackage, ...]) -> tuple[LockedPackage, ...]:

@@ -38,9 +38,13 @@ def test_legacy_conda_build_locks_installs_exactly_and_exports(conda_home: Home,
                                                                 conda_manifests: Path):
     home = conda_home
     lock = home.root / "tf.lock.yml"
-    done = home.envkit("lock", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(conda_manifests), "-o", str(lock))
+    done = home.envkit("lock", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(conda_manifests), "-o", str(lock),
+                       "--json")
     assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["conda"] == 3 and report["pip"] == 0 and report["metadata"][model.TARGET] == "profile course-01"
     locked = read_lock(lock)
+    assert {(p["name"], p["sha256"]) for p in report["packages"]} == {(p.name, p.sha256) for p in locked.packages}
     names = {p.name for p in locked.conda()}
     assert names == {"python", "cudatoolkit", "tensorflow-gpu"}
     for package in locked.conda():  # upstream URLs, not the mirror, and both hashes
@@ -65,7 +69,20 @@ def test_legacy_conda_build_locks_installs_exactly_and_exports(conda_home: Home,
     assert {(p.name, p.url, p.sha256) for p in again.conda()} == {(p.name, p.url, p.sha256) for p in locked.conda()}
 
 
-def test_pip_build_locks_and_installs_with_hashes(home: Home, torch_index: IndexServer):
+def installed_files(prefix: Path) -> set[tuple[str, str]]:
+    """Each installed distribution's files and their hashes, as its RECORD lists them (installer-written files and
+    bytecode aside): (distribution name, "path,hash")."""
+    out = set()
+    for record in prefix.glob("lib/python*/site-packages/*.dist-info/RECORD"):
+        name = record.parent.name.split("-")[0]
+        for line in record.read_text().splitlines():
+            path = line.split(",")[0]
+            if not path.endswith((".pyc", "RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "uv_cache.json")):
+                out.add((name, line))
+    return out
+
+
+def test_pip_build_locks_and_installs_with_hashes(home: Home, torch_index: IndexServer, torch_wheels):
     lock = home.root / "torch.lock.yml"
     done = home.envkit("lock", *CU126, "-o", str(lock))
     assert done.returncode == 0, done.stderr
@@ -79,6 +96,18 @@ def test_pip_build_locks_and_installs_with_hashes(home: Home, torch_index: Index
                        str(PROFILES / "rtx4090-cuda126.yaml"), "--yes")
     assert made.returncode == 0, made.stderr + made.stdout
     assert home.in_env("t1", "import torch; print(torch.__version__)") == "2.13.0+cu126"
+    # The same lock at a --prefix, through another mirror of the index: the same distributions, file for file.
+    torch_index.add_index("/mirror2/cu126", torch_wheels["cu126"])
+    home.write_config({"https://download.pytorch.org/whl": f"{torch_index.url}/mirror2",
+                       "https://pypi.org/simple": f"{torch_index.url}/pypi/simple"})
+    elsewhere = home.root / "elsewhere" / "t1b"
+    made = home.envkit("create", "--from-lock", str(lock), "--prefix", str(elsewhere), "--machine",
+                       str(PROFILES / "rtx4090-cuda126.yaml"), "--yes")
+    assert made.returncode == 0, made.stderr + made.stdout
+    assert "/mirror2/cu126" in made.stdout  # it really came through the other mirror
+    first = installed_files(home.prefix("t1"))
+    assert first == installed_files(elsewhere) and {"torch", "torchvision", "torchaudio", "filelock"} <= {
+        name for name, _ in first}
     # The wheel's hash changed in the lock: no file on the index has it, uv refuses, nothing is left.
     tampered = home.root / "tampered.yml"
     tampered.write_text(lock.read_text().replace(pins["torch"].sha256, "f" * 64))

@@ -140,6 +140,12 @@ def test_pip_names_that_could_be_read_as_options_are_refused():
         parse_lock(text, "f.yml")
 
 
+def test_pip_versions_that_could_carry_options_are_refused():
+    text = dump_lock(sample()).replace("version: 3.20.0", "version: 3.20.0 --index-url http://evil", 1)
+    with pytest.raises(LockFileError, match="is not a valid version"):
+        parse_lock(text, "f.yml")
+
+
 def test_urls_with_whitespace_are_refused():
     text = dump_lock(sample()).replace("filelock-3.20.0-py3-none-any.whl", "a.whl --index-url http://x", 1)
     with pytest.raises(LockFileError, match="not a URL"):
