@@ -170,7 +170,9 @@ def _report(made, output: Path, json_output: bool) -> None:
                                   "sha256": p.sha256} for p in made.packages]})
         return
     typer.echo(f"Locked {len(conda)} conda and {len(pip)} pip packages into {output}")
-    typer.echo(f"Install it with: envkit create --from-lock {output} --name ENV")
+    import shlex
+
+    typer.echo(f"Install it with: {shlex.join(['envkit', 'create', '--from-lock', str(output)])}")
 
 
 def register(app: typer.Typer) -> None:

@@ -83,9 +83,10 @@ def installed_files(prefix: Path) -> set[tuple[str, str]]:
 
 
 def test_pip_build_locks_and_installs_with_hashes(home: Home, torch_index: IndexServer, torch_wheels):
-    lock = home.root / "torch.lock.yml"
+    lock = home.root / "torch lock.yml"  # a space: the printed next step quotes it
     done = home.envkit("lock", *CU126, "-o", str(lock))
     assert done.returncode == 0, done.stderr
+    assert f"Install it with: envkit create --from-lock '{lock}'" in done.stdout
     locked = read_lock(lock)
     assert not locked.conda()
     pins = {p.name: p for p in locked.pip()}
