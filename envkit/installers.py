@@ -74,14 +74,16 @@ def pip_command(step: PipPart, python: Path, uv: Optional[Path], version: Versio
         if uses_uv(uv, version):
             return [str(uv), "pip", "install", "--python", str(python), *pinned]
         return [str(python), "-m", "pip", "install", *pinned, *_trusted(step.index_url), "--progress-bar", "off"]
+    links = ["--find-links", step.find_links] if step.find_links else []
     if uses_uv(uv, version):
-        return [str(uv), "pip", "install", "--python", str(python), "--index-url", step.index_url, *step.packages]
-    return [str(python), "-m", "pip", "install", "--index-url", step.index_url, *_trusted(step.index_url),
-            "--progress-bar", "off", *step.packages]
+        return [str(uv), "pip", "install", "--python", str(python), "--index-url", step.index_url, *links,
+                *step.packages]
+    return [str(python), "-m", "pip", "install", "--index-url", step.index_url, *links,
+            *_trusted(step.index_url, step.find_links), "--progress-bar", "off", *step.packages]
 
 
-def _trusted(index_url: str) -> list[str]:
-    """pip ignores a plain-http index unless told to trust its host; envkit only gets here with an http URL the
-    user configured as a mirror (or loopback), so it tells pip."""
-    parts = urlsplit(index_url)
-    return ["--trusted-host", parts.netloc] if parts.scheme == "http" and parts.netloc else []
+def _trusted(*urls: Optional[str]) -> list[str]:
+    """pip ignores a plain-http index or find-links page unless told to trust its host; envkit only gets here with
+    an http URL the user configured as a mirror (or loopback), so it tells pip (each host once)."""
+    hosts = [urlsplit(url).netloc for url in urls if url and urlsplit(url).scheme == "http" and urlsplit(url).netloc]
+    return [arg for host in dict.fromkeys(hosts) for arg in ("--trusted-host", host)]

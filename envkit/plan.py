@@ -32,11 +32,13 @@ class CondaPart:
 
 @dataclass(frozen=True)
 class PipPart:
-    """One pip install step: these packages, with this index as the only index (no PyPI fallback)."""
+    """One pip install step: these packages, with this index as the only index (no PyPI fallback), and for the
+    builds that come from a flat page of links (PyTorch 1.x's torch_stable.html), that page as well."""
 
     purpose: str
     packages: tuple[str, ...]
     index_url: str
+    find_links: Optional[str] = None
     # A file of hash-pinned requirements (``name @ URL --hash=sha256:...``, one per line) installed exactly as they
     # are, instead of ``packages`` from ``index_url``: a lock's pip part (``packages`` then only names them).
     requirements: Optional[Path] = None
@@ -102,8 +104,10 @@ def pip_parts(build: Build, pythons: PythonTable, config: Config, jupyter: bool)
     out = []
     if build.pip is not None and build.pip.packages:
         index = build.pip.index_url or pythons.pypi_index
+        links = build.pip.find_links
         out.append(PipPart(f"{build.id} packages", build.pip.packages,
-                           check_transport(config.mirrored(index), config, "index")))
+                           check_transport(config.mirrored(index), config, "index"),
+                           check_transport(config.mirrored(links), config, "find-links page") if links else None))
     if jupyter:
         out.append(PipPart("Jupyter kernel", JUPYTER_PACKAGES, default_index))
     return tuple(out)

@@ -95,6 +95,8 @@ def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: b
         for candidate, row in zip(rows, cells):
             mark = "  * " if candidate is selected else "    "
             notes = _notes(candidate)
+            if show_all and candidate.build.unconfirmed:  # for admins: what the manifest's authors could not check
+                notes.append(f"unconfirmed: {candidate.build.unconfirmed}")
             lines.append(mark + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + notes[0])
             lines.extend(indent + note for note in notes[1:])
     if resolution.selected is not None and resolution.selected.build.notes:
@@ -166,4 +168,5 @@ def candidate_json(candidate: Candidate) -> dict[str, Any]:
         "python_requires": str(build.python),
         "reasons": list(candidate.reasons),
         "notes": build.notes,
+        "unconfirmed": build.unconfirmed,
     }

@@ -29,6 +29,7 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
     directory = manifests_dir(target.manifests)
     tables = load_tables(directory)
     judged = _machines_to_judge(tables, target, record)  # bad input fails here, before the long part
+    _say_job(environ or os.environ)
     reports = check_against(python, options, [(profile, here) for _, profile, here in judged],
                             environ or os.environ, tables=tables, expected=expected,
                             manifest_for=lambda name: _framework_manifest(directory, tables, name))
@@ -52,6 +53,18 @@ def _machines_to_judge(tables, target: TargetOptions, record):
     if same is not None:  # this machine is one the environment is for: a real check
         return [((same.name,), here, True)]
     return [(config.names, config.profile, False) for config in fleet.configs()]
+
+
+def _say_job(environ) -> None:
+    """Inside a Slurm job, say so: the check sees the GPUs the job was given, not all of the node's."""
+    from envkit.slurm.job_context import job_context
+
+    context = job_context(environ)
+    if context.in_job:
+        visible = environ.get("CUDA_VISIBLE_DEVICES")
+        gpus = f"the GPUs it was given (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else "every GPU"
+        typer.echo(f"envkit: inside Slurm job {context.job_id} on node {context.node or 'unknown'}: checking {gpus}",
+                   err=True)
 
 
 def _print_reports(reports, names, json_output: bool, record) -> None:
@@ -138,6 +151,14 @@ def verify(
         ),
     ] = None,
     json_output: JsonOption = False,
+    gpus: Annotated[
+        Optional[int], typer.Option("--gpus", min=1, help="With --partition on a Slurm cluster: GPUs to ask for. "
+                                    "Default: all of a node's GPUs.", show_default=False)
+    ] = None,
+    queue_timeout: Annotated[
+        float, typer.Option("--queue-timeout", min=1, max=86400, help="With --partition: seconds the job may wait "
+                            "to start; past that it is cancelled and the check reported as not run.")
+    ] = 300.0,
     check: CheckOptions = CheckOptions(),
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -145,9 +166,13 @@ def verify(
 
     By name (ENV), the environment is judged against the build `envkit create` made it from, and the result is
     stored in its record (`envkit envs` shows it). With --prefix, any environment directory is checked, as
-    `envkit doctor --python PREFIX/bin/python` would.
+    `envkit doctor --python PREFIX/bin/python` would. With --partition on a Slurm login node, the check runs on a
+    node of that partition through srun (the node runs this same envkit: a shared home) and the record keeps the
+    node's name; a check whose job cannot start is NOT RUN (neither PASS nor FAIL) and its job is cancelled.
+    Without Slurm, --partition judges the build from the site file's node profiles.
 
-    Exit codes: 0 PASS, 1 FAIL, 2 bad input. Example: `envkit verify torch-cu126`.
+    Exit codes: 0 PASS, 1 FAIL or not run, 2 bad input. Examples: `envkit verify torch-cu126`,
+    `envkit verify torch-cu126 --partition gpu-4-a100 --multi-gpu`.
     """
     with reported_errors():
         import dataclasses
@@ -158,6 +183,13 @@ def verify(
         if (env is None) == (prefix is None):
             raise BadInputError("give an environment name or --prefix PATH (one of them)",
                                 hint="`envkit envs` lists the environments envkit made.")
+        if target.partition is not None:
+            from envkit.commands.node_check import slurm_here, verify_on_node
+
+            if slurm_here():
+                raise typer.Exit(verify_on_node(env, prefix, gpus, queue_timeout, check, target, json_output))
+            typer.echo("envkit: no Slurm here (sinfo is not on PATH): judging the build from the site file's node "
+                       "profiles; the GPU part needs a node of the partition", err=True)
         record = None
         expected = None
         if env is not None:
@@ -193,15 +225,22 @@ def verify(
 def _store_verify(record, reports, names, target: TargetOptions) -> None:
     """Into the record, unless the environment was replaced while the check ran (then it judged the old one).
     Machines named with --machine/--partition become the record's target."""
+    import os
+
     from envkit import records
     from envkit.create.lock import name_lock
     from envkit.probe.check import verify_summary
+    from envkit.slurm.job_context import job_context
 
     dirs = user_dirs()
     with name_lock(dirs.locks, record.name):
         current = records.load(dirs.records, record.name)
         if current is not None and current.created == record.created and current.prefix == record.prefix:
             summary = verify_summary(reports[0], reports[1:], [n for group in names for n in group])
+            context = job_context(os.environ)
+            if context.in_job:  # checked on a Slurm node: which one, in which job
+                summary.update(node=context.node, job=context.job_id,
+                               partition=os.environ.get("SLURM_JOB_PARTITION"))
             updated = records.with_verify(current, summary)
             if target.elsewhere:
                 import dataclasses

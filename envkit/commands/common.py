@@ -82,7 +82,13 @@ def fleet_for(tables, target: TargetOptions):
     if not target.elsewhere:
         from envkit.detect import detect_machine
 
-        profile = apply_overrides(detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout), overrides)
+        import os
+
+        from envkit.slurm.job_context import apply_job_context, job_context
+
+        profile = detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout)
+        # Inside a Slurm job (or with CUDA_VISIBLE_DEVICES set): only the GPUs the job was given count.
+        profile = apply_overrides(apply_job_context(profile, job_context(os.environ)), overrides)
         return Fleet((Machine(name=profile.name or "this machine", profile=profile),))
     machines = load_profiles(target.machine or (), user_dirs().cache)
     if target.partition is not None:

@@ -60,6 +60,10 @@ def create(
                            "terminal to ask, create stops there unless --cpu or --build is given).")
     ] = False,
     probe_timeout: ProbeTimeoutOption = 300.0,
+    verify_on_node: Annotated[
+        bool, typer.Option("--verify-on-node", help="With --partition on a Slurm login node: once created, run the "
+                           "check on a node of the partition through srun, as `envkit verify NAME --partition P`.")
+    ] = False,
     from_lock: Annotated[
         Optional[Path],
         typer.Option("--from-lock", metavar="FILE", help="Install exactly what this conda-lock.yml pins (from `envkit "
@@ -96,7 +100,7 @@ def create(
         from envkit.commands.lock import create_from_lock
 
         create_from_lock(from_lock, manifest, name, prefix, build, python, backend, dry_run, yes, force, json_output,
-                         not no_verify, jupyter, verbose, probe_timeout, target)
+                         not no_verify, jupyter, verbose, probe_timeout, target, verify_on_node=verify_on_node)
         return
     with reported_errors():
         if manifest is None:
@@ -114,6 +118,8 @@ def create(
         from envkit.create.render import plan_json, plan_text
         from envkit.resolve import parse_python_request
 
+        if verify_on_node:
+            _check_verify_on_node(target, json_output, dry_run)
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
         catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
@@ -167,7 +173,30 @@ def create(
         outcome = _execute(prepared, the_manifest, tables, dirs, force, verbose, probe_timeout)
         _print_outcome(prepared, outcome, json_output)
         failed = outcome.report is not None and not outcome.report.ok
+        if verify_on_node:
+            from envkit.commands.node_check import verify_on_node as check_on_node
+            from envkit.commands.options import CheckOptions
+
+            status = check_on_node(prepared.plan.name, None, None, 300.0,
+                                   CheckOptions(framework=the_manifest.framework, probe_timeout=probe_timeout),
+                                   target, False)
+            failed = failed or status != 0
         raise typer.Exit(1 if failed else 0)
+
+
+def _check_verify_on_node(target, json_output: bool, dry_run: bool) -> None:
+    """--verify-on-node needs a partition and a Slurm cluster; exit 2 (or 1 without Slurm) before creating."""
+    from envkit.errors import BadInputError
+
+    if target.partition is None:
+        raise BadInputError("--verify-on-node runs the check on a node of a Slurm partition: add --partition P")
+    if json_output:
+        raise BadInputError("--verify-on-node prints the node's report as text: leave out --json",
+                            hint="Or run `envkit verify NAME --partition P --json` after creating.")
+    if not dry_run:
+        from envkit.slurm.client import Slurm
+
+        Slurm().require()
 
 
 def _for_fleet(manifest, fleet, tables, request, build_id, target, python):

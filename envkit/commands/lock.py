@@ -182,7 +182,7 @@ def register(app: typer.Typer) -> None:
 
 def create_from_lock(path: Path, manifest, name, prefix, build, python, backend, dry_run: bool, yes: bool,
                      force: bool, json_output: bool, verify: bool, jupyter: bool, verbose: bool,
-                     probe_timeout: float, target: TargetOptions) -> None:
+                     probe_timeout: float, target: TargetOptions, verify_on_node: bool = False) -> None:
     """`envkit create --from-lock FILE`: the options that choose what to install do not go with it."""
     with reported_errors():
         import os
@@ -192,6 +192,7 @@ def create_from_lock(path: Path, manifest, name, prefix, build, python, backend,
 
         clashing = [flag for flag, given in (("MANIFEST", manifest), ("--build", build), ("--python", python),
                                              ("--jupyter", jupyter or None),
+
                                              ("--backend", None if backend == "auto" else backend)) if given]
         if clashing:
             raise BadInputError(f"--from-lock installs what the lock pins: {', '.join(clashing)} cannot go with it",
@@ -205,6 +206,10 @@ def create_from_lock(path: Path, manifest, name, prefix, build, python, backend,
         from envkit.lockfile.format import read_lock
         from envkit.lockfile.install import FromLock, Target, prepare_from_lock
 
+        if verify_on_node:
+            from envkit.commands.create import _check_verify_on_node
+
+            _check_verify_on_node(target, json_output, dry_run)
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
         the_lock = read_lock(path, dirs.cache)
@@ -259,4 +264,12 @@ def create_from_lock(path: Path, manifest, name, prefix, build, python, backend,
         outcome = _execute(prepared, the_manifest, tables, dirs, force, verbose, probe_timeout)
         _print_outcome(prepared, outcome, json_output)
         failed = outcome.report is not None and not outcome.report.ok
+        if verify_on_node:  # as `envkit create --verify-on-node` does it
+            from envkit.commands.node_check import verify_on_node as check_on_node
+            from envkit.commands.options import CheckOptions
+
+            framework = the_manifest.framework if the_manifest is not None else "auto"
+            status = check_on_node(prepared.plan.name, None, None, 300.0,
+                                   CheckOptions(framework=framework, probe_timeout=probe_timeout), target, False)
+            failed = failed or status != 0
         raise typer.Exit(1 if failed else 0)

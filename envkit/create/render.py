@@ -47,6 +47,8 @@ def plan_text(prepared: Prepared) -> str:
     for step in plan.pip:
         lines.append(f"Pip:         {' '.join(step.packages)}  ({step.purpose})")
         lines.append(f"  index:     {step.index_url} (the only index)")
+        if step.find_links:
+            lines.append(f"  links:     {step.find_links} (a page of wheel links, searched as well)")
     lines.append("Commands:")
     lines += [f"  {command}" for command in plan_commands(prepared)]
     check = ("yes, on this machine" if plan.on_target else
@@ -79,7 +81,8 @@ def plan_json(prepared: Prepared) -> dict[str, Any]:
         "backend_reason": plan.backend_reason,
         "conda": None if plan.conda is None else {
             "channels": list(plan.conda.channels), "specs": list(plan.conda.specs), "cuda": plan.conda.cuda},
-        "pip": [{"purpose": s.purpose, "packages": list(s.packages), "index_url": s.index_url} for s in plan.pip],
+        "pip": [{"purpose": s.purpose, "packages": list(s.packages), "index_url": s.index_url,
+                 "find_links": s.find_links} for s in plan.pip],
         "commands": plan_commands(prepared),
         "jupyter": plan.jupyter,
         "verify": plan.verify,

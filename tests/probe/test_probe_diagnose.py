@@ -38,7 +38,7 @@ CASES = {
     "torch-2.5.1-cu121-multi-gpu-failed": ("v100-a100-cuda122", True, ["multi-gpu-failed", "bench-failed"], False),
     "torch-2.13.0-cpu-multi-gpu-and-bench-skipped": ("no-gpu", True, ["multi-gpu-skipped", "bench-skipped"], True),
     "torch-2.14.0-cu130-login-node": ("v100x8-cuda130", False, ["does-not-fit", "gpus-not-checked-here"], False),
-    "torch-1.5.0-cu101-login-node": ("h100-cuda128", False,
+    "torch-1.3.1-cu101-login-node": ("h100-cuda128", False,
                                      ["no-kernels", "gpus-not-checked-here", "build-not-in-manifest"], False),
     "jax-0.4.30-cpu-on-gpu-machine": ("h100-cuda128", True, ["cpu-build", "build-not-in-manifest"], False),
     "auto-nothing-installed": ("h100-cuda128", True, ["no-framework"], False),
