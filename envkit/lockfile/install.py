@@ -138,10 +138,11 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
         backend, conda_plan = LockedVenvBackend(request.path), None
     steps: tuple[PipPart, ...] = ()
     if pips:
-        index = lock.fact(model.INDEX_URL)
+        index, links = lock.fact(model.INDEX_URL), lock.fact(model.FIND_LINKS)
         index_url = fetch_url(index, config, f"{origin}: {model.INDEX_URL}") if index else None
+        links_url = fetch_url(links, config, f"{origin}: {model.FIND_LINKS}") if index and links else None
         steps = (PipPart("locked pip packages", tuple(f"{p.name}=={p.version}" for p in pips),
-                         index_url or "the locked URLs",
+                         index_url or "the locked URLs", links_url,
                          requirements=requirements_file(pips, pip_sources, index_url is not None, dirs.cache)),)
     verify = request.verify and manifest is not None
     plan = Plan(manifest=manifest.name if manifest else (lock.fact(model.MANIFEST) or "lock"), build=build, name=name,

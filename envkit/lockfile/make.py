@@ -86,12 +86,14 @@ def make_lock(request: LockRequest, config: Config, cache_dir: Path, uv: Path,
     from envkit.lockfile.pylock import lock_pip
 
     for step in pips:
-        packages += lock_pip(step.packages, step.index_url, python_text, config, uv, installer_environ)
+        packages += lock_pip(step.packages, step.index_url, python_text, config, uv, installer_environ,
+                             step.find_links)
         asked += [step.index_url, *step.packages]
     custom = {
         model.MANIFEST: request.manifest.name, model.BUILD: build.id, model.TARGET: request.target,
         model.CUDA_DRIVER: cuda or "", model.CUDA_ARCH: arch or "", model.PYTHON: python_text,
         model.INDEX_URL: upstream_url(pips[0].index_url, config) if pips else "", model.ENVKIT_VERSION: __version__,
+        model.FIND_LINKS: upstream_url(pips[0].find_links, config) if pips and pips[0].find_links else "",
     }
     content = hashlib.sha256(json.dumps([python_text, *asked]).encode()).hexdigest()
     return LockFile(packages=tuple(packages), platforms=(PLATFORM,), channels=channels,

@@ -22,6 +22,7 @@ TARGET = "envkit.target"  # in words: "this machine (name)", "profile NAME", "pa
 CUDA_DRIVER = "envkit.cuda_driver"  # the __cuda the solve saw ("" for none)
 CUDA_ARCH = "envkit.cuda_arch"  # the __cuda_arch the solve saw: the lowest compute capability of the target's GPUs
 INDEX_URL = "envkit.index_url"  # the upstream index of the pip part
+FIND_LINKS = "envkit.find_links"  # and its page of links, for the builds that have one (PyTorch 1.x)
 PYTHON = "envkit.python"  # X.Y
 ENVKIT_VERSION = "envkit.version"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from envkit.config import Config
 from envkit.errors import InstallError
@@ -22,8 +22,9 @@ _TIMEOUT_S = 600.0
 
 
 def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Config, uv: Path,
-             environ: Mapping[str, str]) -> list[LockedPackage]:
-    """Resolve ``packages`` from ``index_url`` (already mirrored) only, for CPython ``python`` (X.Y) on linux-64."""
+             environ: Mapping[str, str], find_links: Optional[str] = None) -> list[LockedPackage]:
+    """Resolve ``packages`` from ``index_url`` (already mirrored) only, plus the ``find_links`` page of the builds
+    that have one, for CPython ``python`` (X.Y) on linux-64."""
     from envkit.process import run_captured
 
     with tempfile.TemporaryDirectory(prefix="envkit-lock-") as scratch:
@@ -31,7 +32,8 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
         requirements.write_text("".join(f"{p}\n" for p in packages), encoding="utf-8")
         output = Path(scratch) / "pylock.toml"
         argv = [str(uv), "pip", "compile", "--quiet", "--format", "pylock.toml", "--python-version", python,
-                "--python-platform", UV_PLATFORM, "--index-url", index_url, "--no-header", "--python", sys.executable,
+                "--python-platform", UV_PLATFORM, "--index-url", index_url,
+                *(["--find-links", find_links] if find_links else []), "--no-header", "--python", sys.executable,
                 "-o", str(output), "--", str(requirements)]
         done = run_captured(argv, environ, _TIMEOUT_S)
         if done.returncode != 0:
