@@ -9,11 +9,11 @@ from typing import Annotated
 
 import typer
 
-from envkit.commands import check, create, envs, inspect, manifests, site, slurm
+from envkit.commands import check, create, envs, inspect, lock, manifests, site, slurm
 from envkit.commands.common import Settings
 
 # The order in which `envkit --help` lists them: look, make, check, manage, clusters, maintain the manifests.
-COMMAND_GROUPS = (inspect, create, check, envs, site, slurm, manifests)
+COMMAND_GROUPS = (inspect, create, lock, check, envs, site, slurm, manifests)
 
 app = typer.Typer(
     name="envkit",
