@@ -11,7 +11,7 @@ from envkit.errors import EnvkitError
 from envkit.filecache import cached
 
 if TYPE_CHECKING:
-    from envkit.catalog.model import Catalog
+    from envkit.catalog.model import Catalog, Tables
 
 # The code whose output is cached: a change to any of it (a new field, a fixed parser) is a different key.
 _CODE = ("catalog/layout.py", "catalog/load.py", "catalog/model.py", "catalog/node.py", "catalog/tables.py",
@@ -29,6 +29,20 @@ def cached_catalog(directory: Path, names: Sequence[str], cache_dir: Optional[Pa
     files = [directory / table for table in TABLE_FILES] + [directory / f"{name}{SUFFIX}" for name in wanted]
     return cached(cache_dir, "catalog", files, _CODE, lambda: _load(directory, names),
                   extra=(str(directory.resolve()), ",".join(wanted), packaging_version))
+
+
+def cached_tables(directory: Path, cache_dir: Optional[Path]) -> Tables:
+    """``load_tables(directory)`` (what `envkit detect` needs), from the cache when the tables are unchanged."""
+    from packaging import __version__ as packaging_version
+
+    return cached(cache_dir, "tables", [directory / table for table in TABLE_FILES], _CODE,
+                  lambda: _load_tables(directory), extra=(str(directory.resolve()), packaging_version))
+
+
+def _load_tables(directory: Path) -> Tables:
+    from envkit.catalog.load import load_tables
+
+    return load_tables(directory)
 
 
 def _load(directory: Path, names: Sequence[str]) -> Catalog:
