@@ -105,3 +105,22 @@ def test_a_build_python_range_answers_like_its_specifier_set(manifests: Path):
         assert str(spec) == str(build.python)
         for version in (*catalog.tables.python.versions, *others):
             assert build.python.contains(version) == spec.contains(version), (build.id, version)
+
+
+def test_the_command_table_names_every_command_its_group_registers():
+    """envkit.cli builds only the named command's group: its table must say truly which group has which command."""
+    import typer
+
+    from envkit.cli import COMMAND_GROUPS, groups_for
+
+    for group, commands in COMMAND_GROUPS:
+        app = typer.Typer()
+        [module] = groups_for([commands[0]])
+        assert module.__name__ == f"envkit.commands.{group}"
+        module.register(app)
+        assert [info.name or info.callback.__name__ for info in app.registered_commands] == list(commands)
+    every = groups_for(["--help"])
+    assert [m.__name__ for m in every] == [f"envkit.commands.{group}" for group, _ in COMMAND_GROUPS]
+    modules = Path(__file__).parent.parent / "envkit" / "commands"
+    with_register = {p.stem for p in modules.glob("*.py") if "\ndef register(app" in p.read_text()}
+    assert with_register == {group for group, _ in COMMAND_GROUPS}
