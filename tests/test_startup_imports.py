@@ -17,11 +17,11 @@ from envkit.catalog.cache import cached_tables
 from envkit.catalog.load import load_tables
 
 PROFILES = Path(__file__).parent / "profiles"
-# Modules the warm `envkit list --json` must not import (their packages' submodules neither).
+# Modules the warm `envkit list --json --machine PROFILE` must not import (their packages' submodules neither).
 NEVER_ON_THE_WARM_PATH = ("yaml", "packaging.specifiers", "packaging.tags", "pynvml", "rattler", "requests",
                           "envkit.catalog.load", "envkit.catalog.schema", "envkit.catalog.tables",
                           "envkit.yamltext", "envkit.site", "envkit.config", "envkit.probe", "envkit.create",
-                          "envkit.backends")
+                          "envkit.backends", "envkit.detect", "ctypes", "tempfile")
 # Runs envkit as its console script does and writes the names of the modules it imported to argv[1].
 WRAPPER = """
 import sys
