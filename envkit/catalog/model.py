@@ -30,6 +30,8 @@ class ArchSet:
 
 @dataclass(frozen=True)
 class PipInstall:
+    """How pip installs a build: its packages, and the index (and flat links page) they come from."""
+
     packages: tuple[str, ...]
     index_url: Optional[str] = None  # None: the default index (PyPI or its mirror)
     find_links: Optional[str] = None  # a flat page of links to wheels searched besides the index (pip --find-links)
@@ -47,6 +49,8 @@ class BundledLibrary:
 
 @dataclass(frozen=True)
 class CondaInstall:
+    """How conda installs a build: its packages, from these channels."""
+
     channels: tuple[str, ...]
     packages: tuple[str, ...]
 
@@ -100,6 +104,8 @@ class PythonRange:
 
 @dataclass(frozen=True)
 class Build:
+    """One installable build of a framework: its version, its CUDA and GPU code, the Pythons it is for."""
+
     id: str
     manifest: str
     version: Version
@@ -125,6 +131,8 @@ class Build:
 
 @dataclass(frozen=True)
 class Manifest:
+    """A framework's manifest (envs/<name>.yaml): every build envkit knows of it."""
+
     name: str
     summary: str
     framework: str
@@ -135,6 +143,8 @@ class Manifest:
 
 @dataclass(frozen=True)
 class PythonTable:
+    """python.yaml: the Pythons envkit can provide, the default, and where they come from."""
+
     versions: tuple[Version, ...]  # the Pythons envkit can provide, oldest first
     default: Version
     conda_channel: str  # where an environment made by conda or rattler gets its Python, when its build names none
@@ -152,6 +162,8 @@ class Tables:
 
 @dataclass(frozen=True)
 class Catalog:
+    """A manifests directory as loaded: its shared tables and the manifests asked for."""
+
     directory: Path
     tables: Tables
     manifests: Mapping[str, Manifest]  # in the order asked for (or by name)
