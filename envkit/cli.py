@@ -15,8 +15,9 @@ import typer
 from envkit.commands.common import Settings
 
 # The command groups (modules of envkit.commands) and the commands each registers, in the order in which
-# `envkit --help` lists them: look, make, check, manage, clusters. A command named first on the command line needs
-# only its own group imported and built (start-up is measured on `envkit list`); anything else gets them all.
+# `envkit --help` lists them: look, make, check, manage, clusters, maintain the manifests. A command named first on
+# the command line needs only its own group imported and built (start-up is measured on `envkit list`); anything
+# else gets them all.
 COMMAND_GROUPS = (
     ("inspect", ("detect", "list")),
     ("create", ("create",)),
@@ -24,6 +25,7 @@ COMMAND_GROUPS = (
     ("envs", ("envs", "run", "remove")),
     ("site", ("site",)),
     ("slurm", ("survey", "job")),
+    ("manifests", ("manifests",)),  # a group of subcommands: `envkit manifests check|validate|...`
 )
 
 app = typer.Typer(
