@@ -124,5 +124,5 @@ def test_the_command_table_names_every_command_its_group_registers():
     every = groups_for(["--help"])
     assert [m.__name__ for m in every] == [f"envkit.commands.{group}" for group, _ in COMMAND_GROUPS]
     modules = Path(__file__).parent.parent / "envkit" / "commands"
-    with_register = {p.stem for p in modules.glob("*.py") if "\ndef register(app" in p.read_text()}
+    with_register = {p.stem for p in modules.glob("*.py") if "\ndef register(" in p.read_text()}
     assert with_register == {group for group, _ in COMMAND_GROUPS}
