@@ -19,6 +19,7 @@ from envkit.catalog.model import (
     CondaInstall,
     Manifest,
     PipInstall,
+    PythonRange,
     Tables,
 )
 from envkit.catalog.node import Node, kind
@@ -184,9 +185,10 @@ def _parse_build(
     python_node = node if node.has("python") else release
     python_text = python_node.text("python")
     try:
-        python = SpecifierSet(python_text)
+        spec = SpecifierSet(python_text)
     except InvalidSpecifier:
         python_node.fail(f"{python_text!r} is not a version range like '>=3.10,<3.15'", "python")
+    python = PythonRange(spec, tables.python.versions)
     if not any(python.contains(v) for v in tables.python.versions):
         python_node.fail(f"{python_text!r} admits none of the Pythons in python.yaml", "python")
 
