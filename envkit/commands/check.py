@@ -7,7 +7,7 @@ import typer
 
 from envkit.commands.common import (fleet_for, find_record, manifests_dir, print_json, recorded_build,
                                     reported_errors, target_argv, user_dirs)
-from envkit.commands.options import CheckOptions, EnvArgument, JsonOption, TargetOptions, with_options
+from envkit.commands.options import CheckOptions, EnvArgument, JsonOption, TargetOptions, seconds_between, with_options
 
 
 def check_environment(python: Path, check: CheckOptions, target: TargetOptions, json_output: bool,
@@ -174,8 +174,9 @@ def verify(
                                     "Default: all of a node's GPUs.", show_default=False)
     ] = None,
     queue_timeout: Annotated[
-        float, typer.Option("--queue-timeout", min=1, max=86400, help="With --partition: seconds the job may wait "
-                            "to start; past that it is cancelled and the check reported as not run.")
+        float, typer.Option("--queue-timeout", callback=seconds_between(1, 86400),
+                            help="With --partition: seconds the job may wait to start; past that it is cancelled and "
+                                 "the check reported as not run.")
     ] = 300.0,
     check: CheckOptions = CheckOptions(),
     target: TargetOptions = TargetOptions(),

@@ -7,11 +7,11 @@ import typer
 
 from envkit.commands.common import (current_site, find_record, manifests_dir, print_json, recorded_build,
                                     reported_errors)
-from envkit.commands.options import JsonOption, ManifestsOption, RunInArgument
+from envkit.commands.options import JsonOption, ManifestsOption, RunInArgument, seconds_between
 
 QueueTimeoutOption = Annotated[
     float,
-    typer.Option("--timeout", min=1, max=86400,
+    typer.Option("--timeout", callback=seconds_between(1, 86400),
                  help="Seconds a job may wait in the queue before it is cancelled and reported as not started."),
 ]
 PartitionOption = Annotated[

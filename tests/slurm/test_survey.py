@@ -156,3 +156,15 @@ def test_a_partition_name_that_could_read_as_an_option_is_bad_input_before_sinfo
         done = envkit("survey", "--partition", name, env=env)
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("envkit: error: --partition") and "Traceback" not in done.stderr
+
+
+def test_a_queue_time_limit_that_is_not_a_finite_number_of_seconds_is_bad_input(tmp_path):
+    # nan passed typer's min/max range check and reached int() in srun's --immediate: a crash on a real cluster.
+    (tmp_path / "slurm.conf").write_text("")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "SLURM_CONF": str(tmp_path / "slurm.conf")}
+    for value in ("nan", "inf", "0"):
+        for args in (("survey", "--timeout", value), ("verify", "x", "--partition", "p", "--queue-timeout", value)):
+            done = envkit(*args, env=env)
+            assert done.returncode == 2 and "give seconds between 1 and 86400" in done.stderr, (args, done.stderr)
