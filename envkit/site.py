@@ -332,8 +332,13 @@ def save_site(site: Site, path: Path) -> None:
     """Write ``site`` to ``path`` atomically (readers see the old file or the new, never half of it)."""
     import yaml  # lazy: only survey writes a site file
 
+    from envkit.errors import EnvkitError
     from envkit.files import write_atomic
 
     same_place = path.resolve().parent == site.path.resolve().parent
     text = yaml.safe_dump(site_to_dict(site, inline_files=not same_place), sort_keys=False, allow_unicode=True)
-    write_atomic(path, text.encode("utf-8"))
+    try:
+        write_atomic(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise EnvkitError(f"cannot write the site file {path}: {exc.strerror or exc}",
+                          hint=f"Point ${SITE_VARIABLE} at a file you can write, or ask whoever keeps {path}.") from None

@@ -228,3 +228,15 @@ def test_a_partition_spec_is_a_name_and_its_nodes():
 def test_a_malformed_partition_spec_is_bad_input(spec):
     with pytest.raises(BadInputError, match="expected NAME or NAME:NODE"):
         parse_partition_spec(spec)
+
+
+def test_a_site_file_that_cannot_be_written_is_an_error_naming_it(tmp_path):
+    # An OSError here used to end a whole survey as an internal error.
+    from envkit.errors import EnvkitError
+
+    site = load_site(example_site(tmp_path))
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    with pytest.raises(EnvkitError, match=f"cannot write the site file {blocked / 'site.yaml'}") as failed:
+        save_site(site, blocked / "site.yaml")
+    assert failed.value.exit_code == 1 and "$ENVKIT_SITE" in failed.value.hint
