@@ -48,6 +48,9 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
         raise BadInputError(f"--partition {target.partition}: the check runs on one node; name one",
                             hint=f"For example: --partition {partition}:{nodes[0]}")
     node = nodes[0] if nodes else None
+    from envkit.probe.runner import check_framework
+
+    check_framework(check.framework)  # exit 2 here, not in a job on the node
     if env is not None:
         find_record(env)  # exit 2 here, not on the node, for a name envkit did not make
     slurm = Slurm()

@@ -76,10 +76,15 @@ def locate_python(python: Path, environ: Mapping[str, str]) -> Path:
     return python
 
 
+def check_framework(framework: str) -> None:
+    """Raise BadInputError for a framework the probe does not know."""
+    if framework not in FRAMEWORK_CHOICES:
+        raise BadInputError(f"--framework {framework}: expected one of {', '.join(FRAMEWORK_CHOICES)}")
+
+
 def check_request(python: Path, options: ProbeOptions) -> None:
     """Raise BadInputError for a Python that is not there or a framework the probe does not know."""
-    if options.framework not in FRAMEWORK_CHOICES:
-        raise BadInputError(f"--framework {options.framework}: expected one of {', '.join(FRAMEWORK_CHOICES)}")
+    check_framework(options.framework)
     if not python.exists():
         raise BadInputError(f"--python {python}: no such file", hint="Pass the path of the environment's python.")
     if python.is_dir():

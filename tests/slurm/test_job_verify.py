@@ -136,6 +136,14 @@ def test_verify_on_an_unknown_partition_is_exit_2(cluster_user):
     assert done.returncode == 2 and "part-a" in done.stderr
 
 
+def test_verify_with_an_unknown_framework_is_exit_2_before_any_job(cluster_user):
+    # It used to start a job and let the node's envkit refuse the option.
+    env, _ = cluster_user
+    done = envkit("verify", "torch-test", "--partition", "part-a", "--framework=--json", env=env)
+    assert done.returncode == 2 and "--framework --json: expected one of" in done.stderr
+    assert "running the check on a node" not in done.stderr
+
+
 def test_create_verify_on_node_needs_a_partition_and_slurm(slurm_site, tmp_path):
     env = user_env(slurm_site, tmp_path)
     done = envkit("create", "torch", "--verify-on-node", "--dry-run", env=env)
