@@ -198,6 +198,9 @@ def _check_verify_on_node(target, json_output: bool, dry_run: bool) -> None:
     if json_output:
         raise BadInputError("--verify-on-node prints the node's report as text: leave out --json",
                             hint="Or run `envkit verify NAME --partition P --json` after creating.")
+    from envkit.commands.node_check import node_target
+
+    node_target(target)  # the options verify would refuse, refused before the environment is made
     if not dry_run:
         from envkit.slurm.client import Slurm
 

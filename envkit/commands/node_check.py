@@ -23,6 +23,22 @@ def node_args(env: Optional[str], prefix: Optional[Path], check, target, json_ou
     return args
 
 
+def node_target(target) -> tuple[str, Optional[str]]:
+    """(the partition, the node if one is named) the check runs on; BadInputError (exit 2) for options that name
+    other machines or several nodes. Checked before anything is made or queued."""
+    from envkit.errors import BadInputError
+    from envkit.site import parse_partition_spec
+
+    if target.machine or target.cuda is not None or target.gpu_arch:
+        raise BadInputError("--partition checks on the partition's own nodes: leave out --machine, --cuda and "
+                            "--gpu-arch")
+    partition, nodes = parse_partition_spec(target.partition)
+    if len(nodes) > 1:
+        raise BadInputError(f"--partition {target.partition}: the check runs on one node; name one",
+                            hint=f"For example: --partition {partition}:{nodes[0]}")
+    return partition, nodes[0] if nodes else None
+
+
 def slurm_here() -> bool:
     from envkit.slurm.client import Slurm
 
@@ -38,16 +54,7 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
     from envkit.slurm.client import Slurm
     from envkit.slurm.remote import check_on_node, partition_gpus
 
-    if target.machine or target.cuda is not None or target.gpu_arch:
-        raise BadInputError("--partition checks on the partition's own nodes: leave out --machine, --cuda and "
-                            "--gpu-arch")
-    from envkit.site import parse_partition_spec
-
-    partition, nodes = parse_partition_spec(target.partition)
-    if len(nodes) > 1:
-        raise BadInputError(f"--partition {target.partition}: the check runs on one node; name one",
-                            hint=f"For example: --partition {partition}:{nodes[0]}")
-    node = nodes[0] if nodes else None
+    partition, node = node_target(target)
     from envkit.probe.runner import check_framework
 
     check_framework(check.framework)  # exit 2 here, not in a job on the node

@@ -165,3 +165,15 @@ def test_a_job_partition_that_is_no_name_is_exit_2_before_anything_is_looked_up(
         assert done.returncode == 2 and "is not a partition name" in done.stderr, done.stderr
     no_command = envkit("job", "my env", "-p", "gpu", env=env)  # the example it prints pastes as one argument each
     assert no_command.returncode == 2 and "envkit job 'my env' --partition gpu -- python train.py" in no_command.stderr
+
+
+def test_create_verify_on_node_refuses_what_the_check_would_refuse_before_creating(tmp_path):
+    # Several nodes, or --machine beside the partition, used to be refused by the check only after the create.
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    profile = str(Path(__file__).resolve().parents[1] / "profiles" / "h100-cuda128.yaml")
+    for extra, words in ((("--partition", "gpu:a1,a2"), "the check runs on one node"),
+                         (("--partition", "gpu", "--machine", profile), "leave out --machine")):
+        done = envkit("create", "torch", "--verify-on-node", "--dry-run", *extra, env=env)
+        assert done.returncode == 2 and words in done.stderr, done.stderr
+        assert done.stdout == ""
