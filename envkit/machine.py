@@ -151,7 +151,9 @@ def read_profile(path: Path, cache_dir: Optional[Path] = None) -> MachineProfile
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ProfileError(f"cannot read machine profile {path}: {exc.strerror or exc}") from None
+            raise ProfileError(f"cannot read machine profile {path}: {exc.strerror or exc}",
+                               hint="Save a machine's profile with `envkit detect --json > FILE` on it, and give that "
+                                    "FILE (or a directory of them).") from None
         except UnicodeDecodeError:
             raise ProfileError(f"machine profile {path} is not UTF-8 text (YAML or JSON)") from None
         try:

@@ -66,8 +66,9 @@ def test_unknown_manifest_name_lists_the_real_ones(envs_dir):
 
 
 def test_missing_directory_is_bad_input(tmp_path):
-    with pytest.raises(BadInputError, match="does not exist"):
+    with pytest.raises(BadInputError, match="does not exist") as caught:
         load_catalog(tmp_path / "nope")
+    assert "$ENVKIT_MANIFESTS" in caught.value.hint  # where the directory came from, as a next step
 
 
 # --- broken manifests -------------------------------------------------------------------------------------------

@@ -93,8 +93,9 @@ def test_profile_that_is_not_text(tmp_path):
 
 
 def test_missing_profile_file(tmp_path):
-    with pytest.raises(ProfileError, match="cannot read machine profile"):
+    with pytest.raises(ProfileError, match="cannot read machine profile") as caught:
         read_profile(tmp_path / "absent.yaml")
+    assert "envkit detect --json > FILE" in caught.value.hint  # how to make one
 
 
 def base() -> MachineProfile:

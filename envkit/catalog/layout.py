@@ -25,14 +25,18 @@ def default_manifests_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+_MANIFESTS_HINT = ("Check --manifests, $ENVKIT_MANIFESTS and the config's `manifests:` (unset them for the shipped "
+                   "manifests).")
+
+
 def manifest_names(directory: Path) -> list[str]:
     """The manifests a directory offers: every *.yaml that is not one of the shared tables."""
     try:
         entries = os.listdir(directory)
     except FileNotFoundError:
-        raise BadInputError(f"manifests directory {directory} does not exist") from None
+        raise BadInputError(f"manifests directory {directory} does not exist", hint=_MANIFESTS_HINT) from None
     except NotADirectoryError:
-        raise BadInputError(f"manifests directory {directory} is not a directory") from None
+        raise BadInputError(f"manifests directory {directory} is not a directory", hint=_MANIFESTS_HINT) from None
     except OSError as exc:
         raise BadInputError(f"cannot read manifests directory {directory}: {exc.strerror or exc}") from None
     return sorted(e[: -len(SUFFIX)] for e in entries if e.endswith(SUFFIX) and e not in TABLE_FILES)
