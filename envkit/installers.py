@@ -78,3 +78,43 @@ def _trusted(index_url: str) -> list[str]:
     user configured as a mirror (or loopback), so it tells pip."""
     parts = urlsplit(index_url)
     return ["--trusted-host", parts.netloc] if parts.scheme == "http" and parts.netloc else []
+
+
+def wrong_builds(prefix: Path, step: PipPart) -> list[str]:
+    """The step's packages installed in ``prefix`` without the local version its build asks for ("torch 2.13.1,
+    not +cu126"), read from their .dist-info; empty when the step names no local version."""
+    if step.local is None:
+        return []
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    installed = _installed(prefix)
+    out = []
+    for text in step.packages:
+        name = canonicalize_name(Requirement(text).name)
+        version = installed.get(name)
+        wanted = f"+{step.local}" if step.local else "no local version"
+        if version is None:
+            out.append(f"{name} is not installed")
+        elif (version.local or "") != step.local:
+            out.append(f"{name} {version}, not {wanted}")
+    return out
+
+
+def _installed(prefix: Path) -> dict[str, Version]:
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion
+
+    out = {}
+    for metadata in prefix.glob("lib/python*/site-packages/*.dist-info/METADATA"):
+        fields = {}
+        for line in metadata.read_text(encoding="utf-8", errors="replace").splitlines():
+            if not line:
+                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip().lower(), value.strip())
+        try:
+            out[canonicalize_name(fields["name"])] = Version(fields["version"])
+        except (KeyError, InvalidVersion):
+            continue
+    return out

@@ -37,6 +37,7 @@ class PipPart:
     purpose: str
     packages: tuple[str, ...]
     index_url: str
+    local: Optional[str] = None  # each package's installed local version ("cu126"; "": none); None: not checked
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ def pip_parts(build: Build, pythons: PythonTable, config: Config, jupyter: bool)
     if build.pip is not None and build.pip.packages:
         index = build.pip.index_url or pythons.pypi_index
         out.append(PipPart(f"{build.id} packages", build.pip.packages,
-                           check_transport(config.mirrored(index), config, "index")))
+                           check_transport(config.mirrored(index), config, "index"),
+                           local=build.pip.local_version if build.is_gpu else None))
     if jupyter:
         out.append(PipPart("Jupyter kernel", JUPYTER_PACKAGES, default_index))
     return tuple(out)

@@ -37,6 +37,7 @@ class Record:
     installer: Optional[str] = None  # uv or pip, when pip packages were installed
     kernel: Optional[str] = None  # the Jupyter kernelspec name, with --jupyter
     verify: Optional[dict[str, Any]] = None  # the last check: {"ok", "time", "causes"}
+    run: Optional[str] = None  # the id of the create run that made it (its journal's)
     schema: int = SCHEMA
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -38,7 +38,7 @@ _BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 _MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip", "conda", "releases"}
 _RELEASE_KEYS = {"version", "python", "notes", "pip", "conda", "builds"}
 _BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda"}
-_PIP_KEYS = {"index_url", "packages"}
+_PIP_KEYS = {"index_url", "packages", "local_version"}
 _CONDA_KEYS = {"channels", "packages"}
 _ARCH_KEYS = {"sass", "ptx"}
 
@@ -429,7 +429,11 @@ def _pip(node: _Node, values: Mapping[str, Any], variant: str) -> PipInstall:
         index_url = index_url.replace("{variant}", variant)
         if not index_url.startswith("https://"):
             pip.fail(f"{index_url!r}: index URLs are the upstream https URLs", "index_url")
-    return PipInstall(packages=packages, index_url=index_url)
+    local = pip.text("local_version", required=False)  # default: the variant on its own index, else none
+    local = (variant if index_url else "none") if local is None else local.replace("{variant}", variant)
+    if not re.fullmatch(r"none|[a-z0-9]+(\.[a-z0-9]+)*", local):
+        pip.fail(f"{local!r}: a local version label like 'cu126', or 'none'", "local_version")
+    return PipInstall(packages=packages, index_url=index_url, local_version="" if local == "none" else local)
 
 
 # Name, optional [extras], optional version constraints: enough to catch typos without importing a parser.

@@ -32,6 +32,7 @@ class ArchSet:
 class PipInstall:
     packages: tuple[str, ...]
     index_url: Optional[str] = None  # None: the default index (PyPI or its mirror)
+    local_version: Optional[str] = None  # what follows '+' in each installed version ("cu126"); "": no local part
 
 
 @dataclass(frozen=True)
