@@ -58,18 +58,25 @@ def machine_line(profile: MachineProfile) -> str:
 _HEADERS = ("BUILD", "VERSION", "VARIANT", "CUDA", "PYTHON")
 
 
-def listing_text(profile: MachineProfile, resolutions: Sequence[Resolution], show_all: bool) -> str:
+def listing_text(profile: MachineProfile, resolutions: Sequence[Resolution], show_all: bool,
+                 target_args: str = "") -> str:
     """The ``envkit list`` table: per manifest the selected build (*), the compatible ones, and with ``show_all``
-    the incompatible ones with their reasons."""
+    the incompatible ones with their reasons. ``target_args``: the options that chose the machine (``--machine
+    FILE``...), shell-quoted, so that the commands it suggests judge the same machine when pasted."""
     blocks = [machine_line(profile)]
     for resolution in resolutions:
-        blocks.append(_manifest_block(resolution, show_all))
+        blocks.append(_manifest_block(resolution, profile, show_all, target_args))
     return "\n\n".join(blocks)
 
 
-def _manifest_block(resolution: Resolution, show_all: bool) -> str:
+def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bool, target_args: str) -> str:
+    from envkit.cpu_fallback import gpu_unused
+
     manifest = resolution.manifest
     lines = [f"{manifest.name}: {manifest.summary}"]
+    unused = gpu_unused(resolution, profile)
+    if unused:
+        lines.append(f"  Warning: {unused}.")
     if manifest.retired:
         lines.append(f"  retired: {manifest.retired}")
     rows = list(resolution.compatible)
@@ -94,7 +101,7 @@ def _manifest_block(resolution: Resolution, show_all: bool) -> str:
     if hidden and not show_all:
         lines.append(
             f"  {len(hidden)} more {'builds do' if len(hidden) != 1 else 'build does'} not fit this machine: "
-            f"`envkit list {manifest.name} --all` says why."
+            f"`envkit list {manifest.name} --all{' ' + target_args if target_args else ''}` says why."
         )
     return "\n".join(line.rstrip() for line in lines)
 
@@ -115,7 +122,9 @@ def _notes(candidate: Candidate) -> list[str]:
         return [f"no: {reason}" for reason in candidate.reasons] or ["no"]
     if not candidate.build.is_gpu:
         return ["CPU only"]
-    return ["native" if candidate.native else "minor-version compatibility (SASS only)"]
+    if candidate.native:
+        return ["the driver runs its CUDA"]
+    return ["runs through CUDA minor-version compatibility (an older driver of the same CUDA major)"]
 
 
 def listing_json(profile: MachineProfile, resolutions: Sequence[Resolution]) -> dict[str, Any]:
@@ -128,11 +137,19 @@ def listing_json(profile: MachineProfile, resolutions: Sequence[Resolution]) -> 
                 "framework": r.manifest.framework,
                 "retired": r.manifest.retired,
                 "selected": r.selected.build.id if r.selected else None,
+                "gpu_unused": _gpu_unused_json(r, profile),
                 "builds": [candidate_json(c) for c in r.candidates],
             }
             for r in resolutions
         ],
     }
+
+
+def _gpu_unused_json(resolution: Resolution, profile: MachineProfile) -> dict[str, Any] | None:
+    from envkit.cpu_fallback import gpu_unused
+
+    reason = gpu_unused(resolution, profile)
+    return None if reason is None else {"reason": reason}
 
 
 def candidate_json(candidate: Candidate) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Which builds of a manifest run on a machine, and which one to pick. Pure functions: no I/O.
 
 A GPU build is compatible only when (1) the driver supports its CUDA, natively or through CUDA minor-version
-compatibility (then from SASS only: an older driver cannot JIT the newer toolkit's PTX), (2) EVERY GPU is covered by
+compatibility (then only from ready-made SASS: an older driver cannot JIT-compile a newer toolkit's PTX), (2) EVERY GPU is covered by
 its SASS (same major, lower-or-equal minor) or PTX (lower-or-equal arch), and (3) it publishes a Python envkit can
 provide. Every verdict carries its reasons in words a user understands.
 """
@@ -112,7 +112,10 @@ def assess(build: Build, profile: MachineProfile, tables: Tables, request: Reque
         return Candidate(build, False, native, python, tuple(problems))
     problems = [] if driver_ok else [driver_reason]
     notes = [driver_reason] if driver_ok else []
-    for gpus, verdict, ok in _coverage(build.arch, profile.gpus, sass_only=native is False, cuda=build.cuda):
+    # Only a driver that runs the build through minor-version compatibility limits it to ready-made GPU code; a
+    # driver too old for the build at all is reported as such, and the GPUs are judged as a new driver would run it.
+    minor_compat = driver_ok and native is False
+    for gpus, verdict, ok in _coverage(build.arch, profile.gpus, sass_only=minor_compat, cuda=build.cuda):
         (notes if ok else problems).append(f"{_gpu_group(gpus)}: {verdict}")
     if python_problem:
         problems.append(python_problem)
@@ -153,8 +156,8 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Opti
     else:
         driver_text = f"driver {driver}"
     return False, True, (
-        f"runs CUDA {cuda} on driver CUDA {have} through minor-version compatibility ({driver_text}, "
-        f">= {floor}); SASS only"
+        f"runs CUDA {cuda} on driver CUDA {have} through CUDA minor-version compatibility ({driver_text}, "
+        f">= {floor}), which runs only GPU code compiled ahead of time"
     )
 
 
@@ -172,13 +175,15 @@ def _coverage(
             continue
         sass, ptx = sass_for(arch, capability), ptx_for(arch, capability)
         if sass is not None:
-            out.append((group, f"runs {sass.sm} code", True))
+            out.append((group, f"runs the build's {sass.sm} code", True))
         elif ptx is not None and sass_only:
             out.append((group, (
-                f"only {ptx.compute} PTX, which this driver cannot JIT-compile for a CUDA {cuda} build "
-                f"(minor-version compatibility runs SASS only)"), False))
+                f"the build has no ready-made code for {capability.sm}, only {ptx.compute} PTX, and this driver "
+                f"cannot JIT-compile a CUDA {cuda} build's PTX (it is older than CUDA {cuda}); a driver for CUDA "
+                f"{cuda} or newer would"), False))
         elif ptx is not None:
-            out.append((group, f"JIT-compiles {ptx.compute} PTX (slow first start)", True))
+            out.append((group, f"the driver compiles the build's {ptx.compute} PTX for it at first start (slow once)",
+                        True))
         else:
             out.append((group, f"no kernels for {capability.sm}: this build has {describe_arch(arch, capability)}",
                         False))

@@ -68,7 +68,9 @@ def test_list_text_marks_the_selected_build_and_hides_incompatible_ones():
     selected = [line for line in lines if line.startswith("  * ")]
     assert len(selected) == 1 and "torch-2.11-cu128" in selected[0]
     assert "torch-2.14-cu130" not in result.stdout
-    assert "do not fit this machine: `envkit list torch --all` says why." in result.stdout
+    # The next step judges the same machine when pasted.
+    machine = str(PROFILES / "rtx5090-cuda128.yaml")
+    assert f"do not fit this machine: `envkit list torch --all --machine {machine}` says why." in result.stdout
 
 
 def test_list_all_shows_reasons():

@@ -190,6 +190,10 @@ def test_minor_version_compatibility_runs_sass_but_not_newer_ptx(catalog):
     on_ptx = assess(build, machine("12.4", "9.0", driver="550.54.14"), catalog.tables)
     assert not on_ptx.compatible
     assert "cannot JIT-compile" in on_ptx.reasons[0]
+    # A driver too old for the build at all: the driver is the reason, not the PTX (a new driver would JIT it).
+    too_old = assess(build, machine("11.4", "9.0", driver="470.82.01"), catalog.tables)
+    assert not too_old.compatible
+    assert len(too_old.reasons) == 1 and "needs driver CUDA >= 12.8" in too_old.reasons[0]
     natively = assess(build, machine("12.8", "9.0", driver="570.86.15"), catalog.tables)
     assert natively.compatible and natively.native is True
 
@@ -292,7 +296,7 @@ def test_legacy_tensorflow_is_a_conda_build_with_its_cudatoolkit(catalog, load_p
 
 def test_tensorflow_jit_on_blackwell_is_said(catalog, load_profile):
     selected = resolve(catalog.manifests["tensorflow"], load_profile("rtx5090-cuda128"), catalog.tables).selected
-    assert any("JIT-compiles compute_90 PTX" in reason for reason in selected.reasons)
+    assert any("compiles the build's compute_90 PTX for it at first start" in reason for reason in selected.reasons)
 
 
 def test_retired_mxnet_says_why_hopper_gets_no_gpu_build(catalog, load_profile):

@@ -19,7 +19,8 @@ from envkit.errors import BadInputError, EnvkitError, UnknownNameError
 from envkit.installers import installer_environ, link_mode
 from envkit.machine import MachineProfile
 from envkit.records import check_name
-from envkit.resolve import Candidate, Request, resolve
+from envkit.cpu_fallback import gpu_unused
+from envkit.resolve import Candidate, Request, Resolution, resolve
 from envkit.userdirs import UserDirs
 
 
@@ -31,6 +32,7 @@ class CreateRequest:
     prefix: Optional[Path] = None
     jupyter: bool = False
     verify: bool = True
+    target_args: str = ""  # the options that chose the machine, shell-quoted, for suggested commands
 
 
 @dataclass(frozen=True)
@@ -45,29 +47,34 @@ class DoesNotFit(EnvkitError):
 
 
 def pick_candidate(manifest: Manifest, profile: MachineProfile, tables: Tables, python: Request,
-                   build_id: Optional[str], on_target: bool) -> Candidate:
+                   build_id: Optional[str], on_target: bool, target_args: str = "") -> tuple[Candidate, Resolution]:
+    """The build to install (asked for, or the pick) and the resolution it came from. ``target_args``: the options
+    that chose the machine, for the commands the errors suggest."""
     machine = "this machine" if on_target else f"the machine described ({profile.name or 'unnamed'})"
     resolution = resolve(manifest, profile, tables, python)
+    same_machine = f" {target_args}" if target_args else ""
     if build_id is None:
         if resolution.selected is None:
             raise DoesNotFit(f"no build of {manifest.name} fits {machine}",
-                             hint=f"`envkit list {manifest.name} --all` says why each one does not.")
-        return resolution.selected
+                             hint=f"`envkit list {manifest.name} --all{same_machine}` says why each one does not.")
+        return resolution.selected, resolution
     for candidate in resolution.candidates:
         if candidate.build.id == build_id:
             if not candidate.compatible:
                 raise DoesNotFit(f"{build_id} does not fit {machine}: {'; '.join(candidate.reasons)}",
-                                 hint=f"`envkit list {manifest.name}` shows the builds that do; to build for another "
-                                      "machine, give its profile with --machine.")
-            return candidate
+                                 hint=f"`envkit list {manifest.name}{same_machine}` shows the builds that do; to build "
+                                      "for another machine, give its profile with --machine.")
+            return candidate, resolution
     ids = ", ".join(c.build.id for c in resolution.candidates[:6])
     raise UnknownNameError(f"{manifest.name} has no build {build_id!r}",
-                           hint=f"Builds look like {ids}, ...; `envkit list {manifest.name} --all` lists them all.")
+                           hint=f"Builds look like {ids}, ...; `envkit list {manifest.name} --all{same_machine}` lists "
+                                "them all.")
 
 
 def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile: MachineProfile, on_target: bool,
             python: Request, config: Config, dirs: UserDirs, environ: Mapping[str, str]) -> Prepared:
-    candidate = pick_candidate(manifest, profile, tables, python, request.build_id, on_target)
+    candidate, resolution = pick_candidate(manifest, profile, tables, python, request.build_id, on_target,
+                                           request.target_args)
     build = candidate.build
     assert candidate.python is not None  # a compatible candidate has its Python
     name = check_name(request.name or (request.prefix.name if request.prefix else default_name(manifest.name, build)))
@@ -88,7 +95,8 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
     plan = Plan(manifest=manifest.name, build=build, name=name, prefix=prefix, python=candidate.python,
                 backend=backend_name, backend_reason=why, conda=conda_install, pip=pips, jupyter=request.jupyter,
                 verify=request.verify, profile=profile, on_target=on_target,
-                in_conda_envs=backend_name == "conda" and request.prefix is None)
+                in_conda_envs=backend_name == "conda" and request.prefix is None,
+                gpu_unused=None if request.build_id else gpu_unused(resolution, profile))
     context = Context(tools=tools, environ=installer_environ(environ, dirs.uv_cache, link_mode(dirs.uv_cache, prefix)),
                       conda_cache=dirs.conda_packages)
     return Prepared(plan=plan, backend=backend_for(backend_name, tools), context=context)

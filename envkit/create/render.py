@@ -30,7 +30,8 @@ def plan_commands(prepared: Prepared) -> list[str]:
 def plan_text(prepared: Prepared) -> str:
     plan = prepared.plan
     build = plan.build
-    lines = [
+    lines = [f"Warning:     {plan.gpu_unused}."] if plan.gpu_unused else []
+    lines += [
         f"Machine:     {machine_line(plan.profile).removeprefix('Machine: ')}",
         f"Build:       {build.id} ({plan.manifest} {build.version}, {build.variant}"
         + (f", CUDA {build.cuda})" if build.cuda else ", CPU only)"),
@@ -48,7 +49,9 @@ def plan_text(prepared: Prepared) -> str:
         lines.append(f"  index:     {step.index_url} (the only index)")
     lines.append("Commands:")
     lines += [f"  {command}" for command in plan_commands(prepared)]
-    check = "yes, on this machine" if plan.on_target else "yes, here; GPUs are judged from the build (another machine's profile)"
+    check = ("yes, on this machine" if plan.on_target else
+             "yes, here (without the target's GPUs: whether they are covered is judged from the build's CUDA and GPU "
+             "code in the manifest)")
     lines.append(f"Check:       {check if plan.verify else 'no (--no-verify)'}")
     return "\n".join(lines)
 
@@ -70,6 +73,7 @@ def plan_json(prepared: Prepared) -> dict[str, Any]:
         "jupyter": plan.jupyter,
         "verify": plan.verify,
         "machine": plan.profile.to_dict(),
+        "gpu_unused": None if plan.gpu_unused is None else {"reason": plan.gpu_unused},
     }
 
 

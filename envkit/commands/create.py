@@ -1,0 +1,168 @@
+"""Making an environment: ``envkit create``."""
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from envkit.commands.common import (machine_for, manifests_dir, print_json, reported_errors, target_args,
+                                    user_dirs)
+from envkit.commands.options import JsonOption, ProbeTimeoutOption, TargetOptions, with_options
+
+
+@with_options
+def create(
+    manifest: Annotated[
+        str, typer.Argument(metavar="MANIFEST", help="What to install: torch, tensorflow, jax, mxnet (`envkit list`).")
+    ],
+    name: Annotated[
+        Optional[str],
+        typer.Option("--name", "-n", metavar="ENV", help="The environment's name. Default: the manifest and the "
+                     "variant, e.g. torch-cu126.", show_default=False),
+    ] = None,
+    build: Annotated[
+        Optional[str],
+        typer.Option("--build", metavar="ID", help="Install this build (an id from `envkit list MANIFEST`) instead "
+                     "of the newest one that fits.", show_default=False),
+    ] = None,
+    python: Annotated[
+        Optional[str],
+        typer.Option("--python", metavar="X.Y", help="The environment's Python. Default: python.yaml's default, or "
+                     "the closest the build publishes.", show_default=False),
+    ] = None,
+    backend: Annotated[
+        str,
+        typer.Option("--backend", metavar="auto|conda|rattler|venv",
+                     help="conda: your conda, mamba or micromamba. rattler: envkit's embedded conda engine (no "
+                     "conda needed; brings old Pythons, cudatoolkit). venv: a virtual environment from a Python on "
+                     "this machine, installed with uv. auto: the plan says which and why."),
+    ] = "auto",
+    prefix: Annotated[
+        Optional[Path],
+        typer.Option("--prefix", metavar="PATH", help="Create the environment in this directory (must not exist).",
+                     show_default=False),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and the exact commands; change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before creating.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an environment of the same name (kept if the new one fails).")
+    ] = False,
+    json_output: JsonOption = False,
+    no_verify: Annotated[bool, typer.Option("--no-verify", help="Skip the post-install check.")] = False,
+    jupyter: Annotated[
+        bool, typer.Option("--jupyter", help="Also install ipykernel and register a Jupyter kernel named after it.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the installers' own output.")] = False,
+    cpu: Annotated[
+        bool, typer.Option("--cpu", help="Go ahead when the pick is a CPU build on a machine with GPUs (without a "
+                           "terminal to ask, create stops there unless --cpu or --build is given).")
+    ] = False,
+    probe_timeout: ProbeTimeoutOption = 300.0,
+    target: TargetOptions = TargetOptions(),
+) -> None:
+    """Create an environment with the newest build of MANIFEST that runs on this machine, check it, record it.
+
+    envkit picks the build as `envkit list MANIFEST` does, shows the plan (where, which Python, which packages from
+    which index or channels, the commands), creates the environment without sudo, installs the build from its own
+    index only, runs the post-install GPU check, and prints how to activate it. A failure or Ctrl-C leaves nothing
+    half-made behind.
+
+    Packages are fetched from the upstream URLs in the manifests, or from mirrors set in envkit's config file
+    ($ENVKIT_CONFIG, else ~/.config/envkit/config.yaml; key `mirrors:` maps an upstream URL prefix to a mirror).
+    Set ENVKIT_INSTALLER=pip to install with pip instead of uv.
+
+    Examples: `envkit create torch`, `envkit create tensorflow --dry-run`,
+    `envkit create torch --machine a100-node.yaml --name torch-a100` (on a login node, for a GPU partition).
+
+    Exit codes: 0 created and checked, 1 failed (nothing left behind) or the check failed, 2 bad input.
+    """
+    with reported_errors():
+        import os
+        import sys
+
+        from envkit.catalog.cache import cached_catalog
+        from envkit.config import load_config
+        from envkit.create.execute import AlreadyExists, check_available
+        from envkit.create.prepare import CreateRequest, prepare
+        from envkit.create.render import plan_json, plan_text
+        from envkit.resolve import parse_python_request
+
+        dirs = user_dirs()
+        config = load_config(os.environ, dirs)
+        catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
+        tables = catalog.tables
+        request = parse_python_request(python, tables.python)
+        profile = machine_for(tables, target)
+        the_manifest = catalog.manifests[manifest]
+        prepared = prepare(
+            CreateRequest(build_id=build, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
+                          verify=not no_verify, target_args=target_args(target)),
+            the_manifest, tables, profile, target.on_target, request, config, dirs, os.environ,
+        )
+        if dry_run:
+            print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
+            try:
+                check_available(prepared.plan, dirs, force, os.environ)
+            except AlreadyExists as taken:  # a dry run changes nothing, but says what the real run would meet
+                typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
+            return
+        check_available(prepared.plan, dirs, force, os.environ)
+        asks = not yes and sys.stdin.isatty()
+        if prepared.plan.gpu_unused and not cpu and not asks:
+            import shlex
+
+            from envkit.errors import BadInputError
+
+            suffix = f" {target_args(target)}" if target_args(target) else ""
+
+            raise BadInputError(f"not creating a CPU build on a machine with GPUs: {prepared.plan.gpu_unused}",
+                                hint="Add --cpu to create it anyway, or --build ID for another build "
+                                     f"(`{shlex.join(['envkit', 'list', manifest, '--all'])}{suffix}` lists them).")
+        if not json_output:
+            typer.echo(plan_text(prepared))
+        elif asks:
+            typer.echo(plan_text(prepared), err=True)  # the question needs the plan; stdout stays JSON
+        if asks and not typer.confirm("Create it?", default=not prepared.plan.gpu_unused, err=True):
+            typer.echo("envkit: nothing created", err=True)
+            raise typer.Exit(1)
+        outcome = _execute(prepared, the_manifest, tables, dirs, force, verbose, probe_timeout)
+        _print_outcome(prepared, outcome, json_output)
+        failed = outcome.report is not None and not outcome.report.ok
+        raise typer.Exit(1 if failed else 0)
+
+
+def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe_timeout: float):
+    import os
+    import sys
+
+    from envkit.create.execute import execute, step_count
+    from envkit.create.progress import Progress
+
+    progress = Progress(sys.stderr, step_count(prepared.plan), verbose=verbose, live=sys.stderr.isatty())
+
+    def checker(plan, python):
+        from envkit.activation import activated_environ
+        from envkit.probe.check import check_environment
+        from envkit.probe.runner import ProbeOptions
+
+        options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout)
+        environ = activated_environ(plan.prefix, plan.kind, plan.name, os.environ)  # as `envkit run` runs it
+        return check_environment(python, options, plan.profile, environ, manifest_for=lambda _: manifest,
+                                 tables=tables, on_target=plan.on_target, expected=plan.build)
+
+    return execute(prepared, dirs, progress, force, checker, os.environ)
+
+
+def _print_outcome(prepared, outcome, json_output: bool) -> None:
+    if json_output:
+        from envkit.create.render import outcome_json
+
+        print_json(outcome_json(prepared, outcome))
+    else:
+        from envkit.create.render import outcome_text
+
+        typer.echo(outcome_text(prepared, outcome))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(create)

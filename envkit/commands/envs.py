@@ -1,0 +1,88 @@
+"""The environments envkit made: ``envkit envs``, ``envkit run``, ``envkit remove``."""
+
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from envkit.commands.common import find_record, print_json, reported_errors, user_dirs
+from envkit.commands.options import JsonOption
+
+
+def list_envs(json_output: JsonOption = False) -> None:
+    """List the environments envkit made: build, backend, Python, the last check's result, where they are."""
+    with reported_errors():
+        from envkit import records
+        from envkit.records_render import envs_json, envs_text
+
+        found = records.load_all(user_dirs().records)
+        if json_output:
+            print_json(envs_json(found))
+        else:
+            typer.echo(envs_text(found))
+
+
+def remove(
+    env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to delete (`envkit envs` lists them).")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete an environment envkit made: its directory, its Jupyter kernel and its record."""
+    with reported_errors():
+        import os
+        import sys
+
+        from envkit.create.remove import remove_environment
+        from envkit.errors import BadInputError
+
+        record = find_record(env)
+        if not yes:
+            if not sys.stdin.isatty():
+                raise BadInputError(f"not removing {env} without confirmation", hint="Add --yes to remove it.")
+            if not typer.confirm(f"Delete {env} at {record.prefix}?", default=False, err=True):
+                typer.echo("envkit: nothing removed", err=True)
+                raise typer.Exit(1)
+        for line in remove_environment(record, user_dirs(), os.environ):
+            typer.echo(line)
+
+
+def run(
+    env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them).")],
+    command: Annotated[
+        Optional[List[str]], typer.Argument(metavar="-- CMD...", help="The command and its arguments.",
+                                            show_default=False)
+    ] = None,
+) -> None:
+    """Run a command inside an environment, activated as `conda activate` or `source bin/activate` would do it.
+
+    Example: `envkit run torch-cu126 -- python train.py --epochs 3`. The exit code is the command's.
+    """
+    with reported_errors():
+        import os
+        import shutil
+
+        from envkit.activation import activated_argv, activated_environ
+        from envkit.errors import BadInputError, EnvkitError
+
+        record = find_record(env)
+        argv = list(command or [])
+        if argv and argv[0] == "--":
+            argv = argv[1:]
+        if not argv:
+            raise BadInputError("give the command to run after --", hint=f"e.g. envkit run {env} -- python -V")
+        prefix = Path(record.prefix)
+        if not (prefix / "bin").is_dir():
+            raise EnvkitError(f"environment {env} is gone from {prefix}",
+                              hint=f"`envkit remove {env} --yes` forgets it; `envkit create` makes it again.")
+        environ = activated_environ(prefix, record.kind, record.name, os.environ)
+        if shutil.which(argv[0], path=environ["PATH"]) is None:
+            raise BadInputError(f"{argv[0]}: no such command in {env} or on PATH")
+        full = activated_argv(prefix, record.kind, argv)
+        os.execvpe(full[0], full, environ)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("envs")(list_envs)
+    app.command(
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+    )(run)
+    app.command()(remove)

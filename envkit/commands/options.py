@@ -1,0 +1,163 @@
+"""Options shared by several commands, declared once.
+
+Single options are ``Annotated`` types (``json_output: JsonOption = False``). Groups of options that travel
+together (the machine a command resolves for, the post-install check's settings) are frozen dataclasses whose fields
+carry the options; ``@with_options`` puts their fields into a command's signature, so a new command that resolves
+builds takes them all with one parameter: ``def lock(..., target: TargetOptions)``.
+"""
+
+import dataclasses
+import functools
+import inspect
+import typing
+from pathlib import Path
+from typing import Annotated, Callable, List, Optional
+
+import typer
+
+
+def seconds_between(low: float, high: float) -> Callable[[float], float]:
+    """A typer callback that takes a finite number of seconds in [low, high] (nan and inf are refused)."""
+
+    def check(value: float) -> float:
+        import math
+
+        if not math.isfinite(value) or not low <= value <= high:
+            raise typer.BadParameter(f"give seconds between {low:g} and {high:g}")
+        return value
+
+    return check
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+ManifestsOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--manifests",
+        envvar="ENVKIT_MANIFESTS",
+        help="Read manifests from this directory instead of the shipped ones (try an edited copy of envs/).",
+        show_default=False,
+    ),
+]
+MachineOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--machine",
+        help="Resolve for the machine described in this profile file (the output of `envkit detect --json` "
+        "saved on another machine, or a Slurm partition's GPUs) instead of this one.",
+        show_default=False,
+    ),
+]
+CudaOption = Annotated[
+    Optional[str],
+    typer.Option("--cuda", metavar="X.Y", help="Take X.Y as the highest CUDA the driver supports.", show_default=False),
+]
+GpuArchOption = Annotated[
+    Optional[List[str]],
+    typer.Option(
+        "--gpu-arch",
+        metavar="X.Y",
+        help="Take the machine's GPUs to be one GPU per value, of this compute capability (e.g. --gpu-arch 7.0 "
+        "--gpu-arch 8.0 for a V100 and an A100). Repeatable.",
+        show_default=False,
+    ),
+]
+PythonOption = Annotated[
+    Optional[str],
+    typer.Option("--python", metavar="X.Y", help="Only builds that publish this Python version.", show_default=False),
+]
+TimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--timeout", callback=seconds_between(0.1, 600), help="Seconds each hardware probe may take before it is cut off."
+    ),
+]
+EnvArgument = Annotated[
+    Optional[str],
+    typer.Argument(metavar="ENV", help="An environment envkit made (`envkit envs` lists them).", show_default=False),
+]
+ProbeTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--probe-timeout",
+        callback=seconds_between(1, 3600),
+        help="Seconds the check may take (importing the framework, the computations) before it is stopped.",
+    ),
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetOptions:
+    """The machine a command resolves for: this one (detected), or a profile, with overrides."""
+
+    machine: MachineOption = None
+    cuda: CudaOption = None
+    gpu_arch: GpuArchOption = None
+    manifests: ManifestsOption = None
+    timeout: TimeoutOption = 10.0
+
+    @property
+    def on_target(self) -> bool:
+        """Whether the machine judged against is this one (no profile file, no overrides)."""
+        return self.machine is None and self.cuda is None and not self.gpu_arch
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckOptions:
+    """The post-install check's settings (verify, doctor)."""
+
+    framework: Annotated[
+        str,
+        typer.Option(
+            "--framework",
+            metavar="NAME",
+            help="The framework to check: torch, tensorflow, jax, mxnet, or auto (the first of those installed).",
+        ),
+    ] = "auto"
+    multi_gpu: Annotated[
+        bool,
+        typer.Option(
+            "--multi-gpu",
+            help="Also run a real all-reduce across all GPUs, check its sum and report the bus bandwidth (torch: "
+            "NCCL, one process per GPU; TensorFlow: a MirroredStrategy all-reduce; JAX: a psum under pmap). Needs "
+            "at least 2 GPUs; not built for MXNet.",
+        ),
+    ] = False
+    bench: Annotated[
+        bool,
+        typer.Option("--bench", help="Also time a matrix multiply on each GPU and report TFLOP/s in float32 and "
+                     "float16 (torch, TensorFlow and JAX; not MXNet)."),
+    ] = False
+    probe_timeout: ProbeTimeoutOption = 300.0
+
+
+def with_options(command: Callable) -> Callable:
+    """Expand each parameter of ``command`` annotated with an options dataclass into that dataclass's options.
+
+    typer reads the expanded signature (every parameter keyword-only, as typer passes them); the command is called
+    with one instance per group, built from them.
+    """
+    signature = inspect.signature(command)
+    hints = typing.get_type_hints(command, include_extras=True)
+    groups: dict[str, type] = {}
+    parameters: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        group = hints.get(parameter.name)
+        if isinstance(group, type) and dataclasses.is_dataclass(group):
+            groups[parameter.name] = group
+            group_hints = typing.get_type_hints(group, include_extras=True)
+            for field in dataclasses.fields(group):
+                parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY,
+                                                    default=field.default, annotation=group_hints[field.name]))
+        else:
+            parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY,
+                                                annotation=hints.get(parameter.name, parameter.annotation)))
+
+    @functools.wraps(command)
+    def expanded(**kwargs):
+        for name, group in groups.items():
+            kwargs[name] = group(**{field.name: kwargs.pop(field.name) for field in dataclasses.fields(group)})
+        return command(**kwargs)
+
+    expanded.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return expanded

@@ -1,0 +1,44 @@
+"""When the pick on a machine with GPUs is a CPU build: why no GPU build fits, in one plain sentence. Pure.
+
+A CPU build on a GPU machine is almost never what a user wants, and it is easy to miss in a table: `envkit list`
+and the plan of `envkit create` say it first, and `create` without a terminal needs `--cpu` (or `--build`) to go on.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from envkit.machine import MachineProfile
+from envkit.resolve import Candidate, Resolution
+
+
+def gpu_unused(resolution: Resolution, profile: MachineProfile) -> Optional[str]:
+    """The reason this machine's GPUs go unused by the pick, or None when they are used (or there are none)."""
+    selected = resolution.selected
+    if not profile.gpus or selected is None or selected.build.is_gpu:
+        return None
+    name = resolution.manifest.name
+    gpu_builds = [c for c in resolution.candidates if c.build.is_gpu]
+    machine = _machine_words(profile)
+    if not gpu_builds:
+        return f"the manifest {name} has no GPU build, so this machine's GPUs ({machine}) go unused"
+    closest = _closest(gpu_builds)
+    why = "; ".join(closest.reasons) or "it does not fit"
+    return (f"no {name} GPU build in the manifests runs on {machine}, so the pick is a CPU build: the closest, "
+            f"{closest.build.id}, {why}")
+
+
+def _closest(candidates: list[Candidate]) -> Candidate:
+    """The GPU build that misses by the least: the fewest reasons, then the oldest CUDA (the likeliest to be within
+    an old driver's reach), then the newest release."""
+    return min(candidates, key=lambda c: (len(c.reasons), c.build.cuda or (0, 0), _negated(c)))
+
+
+def _negated(candidate: Candidate) -> tuple[int, ...]:
+    return tuple(-part for part in candidate.build.version.release)
+
+
+def _machine_words(profile: MachineProfile) -> str:
+    driver = f"a driver for CUDA {profile.cuda_driver}" if profile.cuda_driver else "no known driver CUDA"
+    archs = sorted({g.compute_capability.sm for g in profile.gpus if g.compute_capability})
+    return f"{driver} and {', '.join(archs) or 'GPUs of unknown compute capability'}"
