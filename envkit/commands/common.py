@@ -108,7 +108,7 @@ def find_record(name: str):
     from envkit.errors import UnknownNameError
 
     dirs = user_dirs()
-    record = records.load(dirs.records, name) if _plain_name(name) else None
+    record = records.load(dirs.records, name) if plain_name(name) else None
     if record is None:
         known = [r.name for r in records.load_all(dirs.records)]
         raise UnknownNameError(
@@ -118,7 +118,7 @@ def find_record(name: str):
     return record
 
 
-def _plain_name(name: str) -> bool:
+def plain_name(name: str) -> bool:
     from envkit.errors import BadInputError
     from envkit.records import check_name
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from envkit import records
 from envkit.backends.base import python_of, run_step
-from envkit.create.journal import Journal, recover, recover_others, stamp, unstamp
+from envkit.create.journal import Journal, recover, recover_others, unstamp
 from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.plan import Plan
 from envkit.create.prepare import Prepared
@@ -80,7 +80,7 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
                 journal.begin_prefix()
                 pause_at("begun")
                 with watching(journal.add_process):
-                    record, report = _build(prepared, progress, checker, journal.run)
+                    record, report = _build(prepared, progress, checker, journal)
                 records.save(record, dirs.records)
                 pause_at("recorded")
                 unstamp(plan.prefix)
@@ -105,22 +105,24 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
 
 
 def _build(prepared: Prepared, progress: Progress, checker: Checker,
-           run: str) -> tuple[records.Record, Optional["Report"]]:
+           journal: Journal) -> tuple[records.Record, Optional["Report"]]:
     plan, backend, context = prepared.plan, prepared.backend, prepared.context
     with progress.step(f"Creating the environment at {plan.prefix} ({plan.backend}, Python {plan.python})") as out:
-        backend.make_prefix(plan, context, _pausing_inside(plan.prefix, out))
+        with _pausing_at_start("inside-backend"):
+            backend.make_prefix(plan, context, out)
         pause_at("backend")
-        stamp(plan.prefix)
+        journal.mark_stamped(plan.prefix)
     pause_at("stamped")
     python = python_of(plan.prefix)
     installer = None
     for step in plan.pip:
         installer = "uv" if uses_uv(context.tools.uv, plan.python) else "pip"
         with progress.step(f"Installing {step.purpose} with {installer} from {step.index_url}") as out:
-            run_step(pip_command(step, python, context.tools.uv, plan.python), context.environ, out,
-                     f"installing {', '.join(step.packages)} from {step.index_url} failed",
-                     hint="The lines above are the installer's. Check the index (a mirror in envkit's config?) and "
-                          "that it has these packages for this Python.")
+            with _pausing_at_start("installing"):
+                run_step(pip_command(step, python, context.tools.uv, plan.python), context.environ, out,
+                         f"installing {', '.join(step.packages)} from {step.index_url} failed",
+                         hint="The lines above are the installer's. Check the index (a mirror in envkit's config?) "
+                              "and that it has these packages for this Python.")
             _check_builds(plan.prefix, step)
         pause_at("installed")
     kernel = None
@@ -131,7 +133,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker,
                      hint="The lines above are ipykernel's.")
     report = None
     if plan.verify:
-        with progress.step("Checking that it works (the post-install check)"):
+        with progress.step("Checking that it works (the post-install check)"), _pausing_at_start("checking"):
             report = checker(plan, python)
         pause_at("checked")
     record = records.Record(
@@ -139,9 +141,15 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker,
         backend=plan.backend, manifest=plan.manifest, build=plan.build.id, python=str(plan.python),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=plan.profile.to_dict(),
         on_target=plan.on_target, installer=installer, kernel=kernel,
-        verify=_summary(report) if report is not None else None, run=run,
+        verify=_summary(report) if report is not None else None, run=journal.run,
     )
     return record, report
+
+
+def _summary(report: "Report") -> dict:
+    from envkit.probe.check import verify_summary
+
+    return verify_summary(report)
 
 
 def _check_builds(prefix: Path, step) -> None:
@@ -154,19 +162,9 @@ def _check_builds(prefix: Path, step) -> None:
                                 "wheels. What this run made was removed.")
 
 
-def _pausing_inside(prefix: Path, out: Callable[[str], None]) -> Callable[[str], None]:
-    """The backend's output lines, with the test-only pause at the first line once the prefix exists."""
-    def on_line(line: str) -> None:
-        out(line)
-        if prefix.exists():
-            pause_at("inside-backend")
-    return on_line
-
-
-def _summary(report: "Report") -> dict:
-    from envkit.probe.check import verify_summary
-
-    return verify_summary(report)
+def _pausing_at_start(point: str) -> contextlib.AbstractContextManager[None]:
+    """The test-only pause once the block's first child process has started (and is in the journal)."""
+    return watching(lambda pgid: pause_at(point))
 
 
 def check_available(plan: Plan, dirs: UserDirs, force: bool, environ: Mapping[str, str]) -> None:

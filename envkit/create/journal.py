@@ -61,6 +61,7 @@ class Journal:
     prefix: str
     run: str = ""  # the run's id, in its record too: how recovery tells the run's environment from the one before
     making_prefix: bool = False  # the backend was started on the prefix (which did not exist before)
+    stamped: bool = False  # the backend was done and the prefix stamped
     processes: list[list[int]] = field(default_factory=list)  # [process group, its leader's start time]
     kernelspec: Optional[str] = None  # the kernelspec this run will create, if any
     old_record: Optional[dict[str, Any]] = None  # the index entry before this run
@@ -92,6 +93,11 @@ class Journal:
         self.making_prefix = True
         self.save()
 
+    def mark_stamped(self, prefix: Path) -> None:
+        stamp(prefix)
+        self.stamped = True
+        self.save()
+
     def add_process(self, pgid: int) -> None:
         started = start_time(pgid)
         if started is not None:
@@ -105,14 +111,12 @@ class Journal:
                 for pgid, started in self.processes if not stop_leftovers(pgid, started)]
 
     def _ours(self, prefix: Path) -> bool:
-        """Whether what is at ``prefix`` is this run's: stamped by it, or begun by it and holding no other run's
-        record (a complete environment of another run, or of the user's making since, is never deleted)."""
+        """Whether what is at ``prefix`` is this run's: stamped, or the backend's unfinished work (begun, never
+        stamped, holding no record). Once stamped, an unstamped directory there is someone else's: the user's,
+        made after the run died, is never deleted."""
         if is_stamped(prefix):
             return True
-        if not self.making_prefix:
-            return False
-        inside = _inside_record(prefix)
-        return inside is None or inside.get("run") == self.run
+        return self.making_prefix and not self.stamped and _inside_record(prefix) is None
 
     def undo(self, records_dir: Path, made_prefix: Optional[bool] = None) -> list[str]:
         """Remove what the run made and put back what it set aside; returns what it could not do, one line each.
@@ -124,6 +128,9 @@ class Journal:
         if prefix is not None and made_prefix is not False and (prefix.exists() or prefix.is_symlink()):
             if made_prefix or self._ours(prefix):
                 remove_tree(prefix)
+            elif self.making_prefix and records.owner(prefix) is None:
+                notes.append(f"{prefix} was left by an envkit run that was stopped while making it; envkit cannot "
+                             "tell it from files of yours, so it is still there: remove it yourself")
         if self.kernelspec and prefix is not None:
             spec = Path(self.kernelspec)
             if runs_in(spec, prefix):
