@@ -93,7 +93,7 @@ def wrong_builds(prefix: Path, step: PipPart) -> list[str]:
     for text in step.packages:
         name = canonicalize_name(Requirement(text).name)
         version = installed.get(name)
-        wanted = f"+{step.local}" if step.local else "no local version"
+        wanted = f"+{step.local}" if step.local else "a plain version"
         if version is None:
             out.append(f"{name} is not installed")
         elif (version.local or "") != step.local:

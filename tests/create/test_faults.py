@@ -175,3 +175,25 @@ def test_a_killed_fresh_run_is_undone_by_the_next_create_of_another_name_too(ven
     assert [e["name"] for e in venv_target.envs()] == ["other"]
     again = venv_target.create("--no-verify")
     assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_mirror_serving_a_plain_build_under_the_cuda_index_fails_the_run_and_leaves_nothing(
+        home: Home, pypi_server: IndexServer, tmp_path: Path, verify: bool):
+    """/whl/cu126 serves a plain torch 2.13.1 (the release line's pin admits it): never recorded as the cu126 build."""
+    from conftest import fake_torch_files
+    from support.pypi_index import build_wheel
+
+    wheels = tmp_path / "plain"
+    pypi_server.add_index("/whl/cu126", [
+        build_wheel(wheels, "torch", "2.13.1", files=fake_torch_files("2.13.1", "12.6")),
+        build_wheel(wheels, "torchvision", "0.28.1", requires=["torch==2.13.1"]),
+        build_wheel(wheels, "torchaudio", "2.11.1", requires=["torch==2.13.1"]),
+    ])
+    home.mirror_to(pypi_server)
+    done = home.envkit("create", *CU126, "--yes", *(() if verify else ("--no-verify",)))
+    assert done.returncode == 1, done.stderr
+    assert "served the wrong build: torch 2.13.1, not +cu126" in done.stderr
+    assert "Checking that it works" not in done.stderr  # it stopped at the install, before any check or record
+    assert not home.prefix("torch-cu126").exists() and home.record("torch-cu126") is None
+    assert json.loads(home.envkit("envs", "--json").stdout) == []
