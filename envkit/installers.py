@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from packaging.version import Version
 
 from envkit.plan import PipPart
+from envkit.userdirs import UserDirs
 
 UV_MIN_PYTHON = Version("3.8")  # uv cannot install into older environments: pip does it there
 _DROPPED_PREFIXES = ("PIP_", "UV_")
@@ -27,9 +28,12 @@ _DROPPED = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "P
             "PYTHONSTARTUP")
 
 
-def installer_environ(environ: Mapping[str, str], cache: Optional[Path], link_mode: Optional[str] = None) -> dict[str, str]:
+def installer_environ(environ: Mapping[str, str], dirs: Optional[UserDirs],
+                      link_mode: Optional[str] = None) -> dict[str, str]:
     """``environ`` without anything that tells pip or uv where packages come from or points at another
-    environment, plus envkit's own settings: no config files, no user site, no Python downloads, envkit's cache."""
+    environment, plus envkit's own settings: no config files, no user site, no Python downloads, and everything
+    they write (caches, uv's credentials store) under envkit's directories (``dirs``), never ~/.cache/uv or
+    ~/.local/share/uv."""
     out = {k: v for k, v in environ.items()
            if (k in _TRANSPORT or not k.startswith(_DROPPED_PREFIXES)) and k not in _DROPPED}
     out.update({
@@ -40,8 +44,13 @@ def installer_environ(environ: Mapping[str, str], cache: Optional[Path], link_mo
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "PIP_NO_INPUT": "1",
     })
-    if cache is not None:
-        out["UV_CACHE_DIR"] = str(cache)
+    if dirs is not None:
+        out.update({
+            "UV_CACHE_DIR": str(dirs.uv_cache),
+            "UV_PYTHON_CACHE_DIR": str(dirs.cache / "uv-python"),
+            "UV_CREDENTIALS_DIR": str(dirs.data / "uv-credentials"),  # else $XDG_DATA_HOME/uv/credentials
+            "PIP_CACHE_DIR": str(dirs.cache / "pip"),
+        })
     if link_mode is not None:
         out["UV_LINK_MODE"] = link_mode
     return out

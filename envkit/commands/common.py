@@ -33,9 +33,13 @@ def reported_errors() -> Iterator[None]:
         if error.hint:
             typer.echo(f"  {error.hint}", err=True)
         raise typer.Exit(error.exit_code) from None
-    except KeyboardInterrupt:
-        typer.echo("envkit: interrupted", err=True)
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as error:  # Ctrl-C: 130; SIGTERM (envkit.errors.Interrupted): 143, as shells count
+        import signal
+
+        signum = getattr(error, "signum", signal.SIGINT)
+        typer.echo("envkit: interrupted" + (f" ({signal.Signals(signum).name})" if signum != signal.SIGINT else ""),
+                   err=True)
+        raise typer.Exit(128 + signum) from None
     except (typer.Exit, typer.Abort):
         raise
     except Exception as error:  # a bug in envkit: never a bare traceback unless asked for
@@ -64,6 +68,12 @@ def manifests_dir(manifests: Optional[Path]) -> Path:
     from envkit.catalog import default_manifests_dir
 
     if manifests is None:
+        import os
+
+        if os.environ.get("ENVKIT_MANIFESTS") is not None:  # set but empty: typer takes it for unset
+            from envkit.errors import BadInputError
+
+            raise BadInputError("$ENVKIT_MANIFESTS is empty", hint="Unset it, or give a manifests directory.")
         return default_manifests_dir()
     if not str(manifests).strip() or manifests == Path(""):
         from envkit.errors import BadInputError

@@ -26,7 +26,7 @@ from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.plan import Plan
 from envkit.create.prepare import Prepared
 from envkit.create.progress import Progress
-from envkit.errors import EnvkitError, InstallError
+from envkit.errors import EnvkitError, InstallError, Interrupted
 from envkit.installers import pip_command, uses_uv, wrong_builds
 from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
 from envkit.process import watching
@@ -167,12 +167,12 @@ def _pausing_at_start(point: str) -> contextlib.AbstractContextManager[None]:
     return watching(lambda pgid: pause_at(point))
 
 
-def check_available(plan: Plan, dirs: UserDirs, force: bool, environ: Mapping[str, str]) -> None:
-    """Fail early, before the plan is shown, when the name or the path is taken (checked again under the locks).
-    Writes nothing: a dry run calls it too."""
+def check_available(plan: Plan, dirs: UserDirs, force: bool, environ: Mapping[str, str]) -> list[Path]:
+    """Fail early, before the plan is shown, when the name or the path is taken (checked again under the locks);
+    what --force would replace. Writes nothing: a dry run calls it too."""
     if journal_path(dirs.locks, plan.name).exists():
-        return  # a run in progress or a dead one: the real run waits for, or undoes, it first
-    to_replace(plan, records.load(dirs.records, plan.name), force, environ)
+        return []  # a run in progress or a dead one: the real run waits for, or undoes, it first
+    return to_replace(plan, records.load(dirs.records, plan.name), force, environ)
 
 
 def to_replace(plan: Plan, old: Optional[records.Record], force: bool, environ: Mapping[str, str]) -> list[Path]:
@@ -223,7 +223,7 @@ def _signals_interrupt() -> Iterator[None]:
     """SIGTERM (a cancelled Slurm job, `kill`), SIGHUP (a closed terminal or ssh session) and SIGQUIT clean up as
     Ctrl-C does: the installers run in their own sessions, so envkit must stop them itself."""
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        raise Interrupted(signum)
 
     signals = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
     try:
