@@ -197,3 +197,20 @@ def test_a_mirror_serving_a_plain_build_under_the_cuda_index_fails_the_run_and_l
     assert "Checking that it works" not in done.stderr  # it stopped at the install, before any check or record
     assert not home.prefix("torch-cu126").exists() and home.record("torch-cu126") is None
     assert json.loads(home.envkit("envs", "--json").stdout) == []
+
+
+def test_an_installer_a_killed_run_left_running_is_stopped_before_anything_touches_the_prefix(
+        venv_target: Target, torch_index: IndexServer, torch_wheels):
+    wheel = next(w for w in torch_wheels["cu126"] if w.name.startswith("torchvision"))
+    torch_index.delay_file(wheel.name, 30)  # uv is still downloading when envkit dies
+    venv_target.kill_at("installing")
+    deadline = time.monotonic() + 60
+    while not any(path.endswith(wheel.name) for path in torch_index.requests):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert _running_in(venv_target.prefix)  # uv, in its own session, outlived envkit
+    removed = venv_target.envkit("remove", venv_target.name, "--yes")
+    assert removed.returncode == 0, removed.stderr
+    assert _running_in(venv_target.prefix) == []
+    time.sleep(1)
+    assert not venv_target.prefix.exists()  # and nothing writes into it again
