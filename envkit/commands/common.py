@@ -112,12 +112,17 @@ def target_args(target: TargetOptions) -> str:
     return shlex.join(argv)
 
 
-def find_record(name: str):
-    """The record of an environment envkit made, or exit 2 naming the ones that exist."""
+def find_record(name: str, settled: bool = False):
+    """The record of an environment envkit made, or exit 2 naming the ones that exist. ``settled``: and no create
+    run of it going on or interrupted (exit 1 saying so)."""
     from envkit import records
     from envkit.errors import UnknownNameError
 
     dirs = user_dirs()
+    if settled and plain_name(name):
+        from envkit.create.journal import check_settled
+
+        check_settled(dirs.locks, name)
     record = records.load(dirs.records, name) if plain_name(name) else None
     if record is None:
         known = [r.name for r in records.load_all(dirs.records)]

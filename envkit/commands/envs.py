@@ -79,7 +79,7 @@ def run(
         from envkit.activation import activated_argv, activated_environ
         from envkit.errors import BadInputError, EnvkitError
 
-        record = find_record(env)
+        record = find_record(env, settled=True)
         argv = list(command or [])
         if argv and argv[0] == "--":
             argv = argv[1:]

@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from envkit import records
 from envkit.create.lock import Busy, journal_path, name_lock, prefix_lock
+from envkit.errors import EnvkitError
 from envkit.jupyter import runs_in
 from envkit.process import start_time, stop_leftovers
 from envkit.testpause import pause_at
@@ -233,16 +234,32 @@ def interrupted(locks: Path) -> list[Interrupted]:
     for path in sorted(locks.glob("*.creating")) if locks.is_dir() else ():
         name = path.name[: -len(".creating")]
         journal = Journal.load(path)
-        if journal is None:
-            continue
-        try:
-            with name_lock(locks, name):
-                running = False
-        except Busy:
-            running = True
-        if path.exists():
+        running = _running(locks, name)
+        if journal is not None and running is not None:
             out.append(Interrupted(name=name, prefix=journal.prefix, running=running))
     return out
+
+
+def _running(locks: Path, name: str) -> Optional[bool]:
+    """Whether a live run of ``name`` holds its lock (True) or its journal is a dead run's (False); None: no journal."""
+    if not journal_path(locks, name).exists():
+        return None
+    try:
+        with name_lock(locks, name):
+            return False if journal_path(locks, name).exists() else None
+    except Busy:
+        return True
+
+
+def check_settled(locks: Path, name: str) -> None:
+    """Raise unless ``name`` is free of runs going on or interrupted: `envkit run` and `verify` would see a half-made
+    environment, or the one a --force run has set aside."""
+    running = _running(locks, name)
+    if running:
+        raise Busy(f"environment {name!r} is being created right now", hint="Wait for that run to finish.")
+    if running is False:
+        raise EnvkitError(f"the last `envkit create` of {name!r} was interrupted before it finished",
+                          hint=f"`envkit create` of it cleans up (or `envkit remove {name} --yes` deletes it).")
 
 
 def recover_name(locks: Path, records_dir: Path, name: str) -> list[str]:

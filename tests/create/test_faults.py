@@ -133,6 +133,9 @@ def test_sigkill_at_each_step(request, backend: str, step: str, mode: str):
     [entry] = [e for e in target.envs() if e["name"] == target.name]
     assert entry["state"] == "interrupted", entry
     assert target.envkit("envs").stdout.count("interrupted") >= 1
+    for command in (("run", target.name, "--", "python", "-c", "pass"), ("verify", target.name)):
+        refused = target.envkit(*command)  # never run in, or judge, a half-made environment
+        assert refused.returncode == 1 and "was interrupted before it finished" in refused.stderr, refused.stderr
 
     if mode == "force":
         # The next create (no --force) cleans up first: the old environment is back, or the complete new one stands.
