@@ -23,6 +23,8 @@ def probe_nvml(gpu_names: GpuNameTable, nvml: Any = None) -> MachineProfile:
     not when envkit is imported, so commands that never detect do not pay for it.
     """
     if nvml is None:
+        if not _library_loads():  # no driver: said at once, without importing pynvml (most of detection's cost)
+            return MachineProfile(notes=(f"NVML: library {NVML_LIBRARY} not found",))
         try:
             import pynvml as nvml
         except ImportError:
@@ -40,10 +42,24 @@ def probe_nvml(gpu_names: GpuNameTable, nvml: Any = None) -> MachineProfile:
             pass  # the facts are read; a failed shutdown changes none of them
 
 
+NVML_LIBRARY = "libnvidia-ml.so.1"  # the name pynvml loads on Linux
+
+
+def _library_loads() -> bool:
+    """Whether the dynamic loader finds NVML's library, as pynvml's nvmlInit will look for it."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return False
+    return True
+
+
 def _describe(nvml: Any, exc: Exception) -> str:
     code = getattr(exc, "value", None)
     if code == nvml.NVML_ERROR_LIBRARY_NOT_FOUND:
-        return "library libnvidia-ml.so.1 not found"
+        return f"library {NVML_LIBRARY} not found"
     if code == nvml.NVML_ERROR_DRIVER_NOT_LOADED:
         return "NVIDIA driver not loaded"
     return str(exc)  # pynvml's own wording: "Insufficient Permissions", "GPU is lost", ...

@@ -218,3 +218,16 @@ def test_merge_prefers_the_first_probe_per_fact_and_a_complete_gpu_list(cuda_tab
     only_partial = merge_probes([partial_gpus], cuda_table)
     assert only_partial.gpus == partial_gpus.gpus
     assert only_partial.cuda_driver == CudaVersion(12, 2) and only_partial.sources[CUDA_DRIVER] == DERIVED_CUDA
+
+
+@pytest.mark.skipif(_nvml_library_present(), reason="this machine has an NVIDIA driver")
+def test_without_the_library_pynvml_is_not_even_imported(gpu_names):
+    code = (
+        "import sys\n"
+        "from envkit.catalog import default_manifests_dir, load_tables\n"
+        "from envkit.detect.nvml import probe_nvml\n"
+        "profile = probe_nvml(load_tables(default_manifests_dir()).gpu_names)\n"
+        "print(profile.notes[0], 'pynvml' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "NVML: library libnvidia-ml.so.1 not found False"
