@@ -45,6 +45,8 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = ()) -> st
     rows += sorted(lines)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows)
-    if any(not run.running for run in runs):
-        text += ("\nAn interrupted run is cleaned up by the next `envkit create`, or by `envkit remove NAME`.")
+    for run in runs:
+        if not run.running:
+            text += (f"\n{run.name}: its last `envkit create` was interrupted; the next create cleans up, or "
+                     f"`envkit remove {run.name} --yes` deletes it.")
     return text

@@ -9,7 +9,6 @@ lands exactly there."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

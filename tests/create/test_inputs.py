@@ -3,7 +3,6 @@ bare `envkit`, progress printed once per step, and nothing written outside the d
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
