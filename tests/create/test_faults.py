@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors
-from support.pypi_index import IndexServer
+from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors, fake_torch_files
+from support.pypi_index import IndexServer, build_wheel
+from test_create_conda import no_conda
 
 # The points a run passes, in order ("inside-backend": the backend's child runs (venv) or the engine is installing
 # into the prefix (rattler); "installing", "checking": the installer / the check runs, envkit holds).
@@ -109,8 +110,6 @@ def venv_target(home: Home, torch_index: IndexServer) -> Target:
 
 @pytest.fixture
 def rattler_target(home: Home, legacy_channel: Path, conda_manifests: Path) -> Target:
-    from test_create_conda import no_conda
-
     home.write_config(conda_mirrors(legacy_channel))
     args = (*LEGACY_BUILD, *GTX1080TI, "--backend", "rattler", "--manifests", str(conda_manifests))
     return Target(home, "rattler", args, no_conda(home), "tensorflow-cu101")
@@ -183,9 +182,6 @@ def test_a_killed_fresh_run_is_undone_by_the_next_create_of_another_name_too(ven
 def test_a_mirror_serving_a_plain_build_under_the_cuda_index_fails_the_run_and_leaves_nothing(
         home: Home, pypi_server: IndexServer, tmp_path: Path, verify: bool):
     """/whl/cu126 serves a plain torch 2.13.1 (the release line's pin admits it): never recorded as the cu126 build."""
-    from conftest import fake_torch_files
-    from support.pypi_index import build_wheel
-
     wheels = tmp_path / "plain"
     pypi_server.add_index("/whl/cu126", [
         build_wheel(wheels, "torch", "2.13.1", files=fake_torch_files("2.13.1", "12.6")),
