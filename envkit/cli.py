@@ -9,11 +9,11 @@ from typing import Annotated
 
 import typer
 
-from envkit.commands import check, create, envs, inspect
+from envkit.commands import check, create, envs, inspect, site, slurm
 from envkit.commands.common import Settings
 
-# The order in which `envkit --help` lists them: look, make, check, manage.
-COMMAND_GROUPS = (inspect, create, check, envs)
+# The order in which `envkit --help` lists them: look, make, check, manage, clusters.
+COMMAND_GROUPS = (inspect, create, check, envs, site, slurm)
 
 app = typer.Typer(
     name="envkit",

@@ -8,6 +8,7 @@ config). Example::
       "https://pypi.org/simple": "http://127.0.0.1:8080/pypi/simple"
       "https://conda.anaconda.org/conda-forge": "file:///srv/channels/conda-forge"
     envs_dir: /scratch/me/envkit-envs     # optional: environments go here instead of the user data dir
+    site: /shared/envkit/site.yaml        # optional: the site file (partitions and their node profiles)
 
 A mirror maps every URL that starts with its upstream (at a path boundary) to the same path under the mirror.
 """
@@ -24,7 +25,7 @@ from envkit.errors import BadInputError
 from envkit.userdirs import UserDirs
 
 CONFIG_VARIABLE = "ENVKIT_CONFIG"
-_KEYS = ("mirrors", "envs_dir")
+_KEYS = ("mirrors", "envs_dir", "site")
 
 
 class ConfigError(BadInputError):
@@ -42,6 +43,7 @@ class Config:
     path: Optional[Path]  # the file read, None when there was none
     mirrors: tuple[Mirror, ...] = ()
     envs_dir: Optional[Path] = None
+    site: Optional[Path] = None  # the site file named by the config (envkit.site)
 
     def mirrored(self, url: str) -> str:
         """``url`` on its mirror (the longest matching upstream wins), or ``url`` itself."""
@@ -138,7 +140,9 @@ def config_from_data(data: Any, path: Path) -> Config:
     unknown = sorted(str(key) for key in data if key not in _KEYS)
     if unknown:
         raise ConfigError(f"{path}: unknown key {unknown[0]!r}", hint=f"The keys are: {', '.join(_KEYS)}.")
-    return Config(path=path, mirrors=_mirrors(data.get("mirrors"), path), envs_dir=_envs_dir(data.get("envs_dir"), path))
+    return Config(path=path, mirrors=_mirrors(data.get("mirrors"), path),
+                  envs_dir=_absolute_dir(data.get("envs_dir"), path, "envs_dir"),
+                  site=_site(data.get("site"), path))
 
 
 def _mirrors(value: Any, path: Path) -> tuple[Mirror, ...]:
@@ -159,12 +163,22 @@ def _mirrors(value: Any, path: Path) -> tuple[Mirror, ...]:
     return tuple(out)
 
 
-def _envs_dir(value: Any, path: Path) -> Optional[Path]:
+def _absolute_dir(value: Any, path: Path, key: str) -> Optional[Path]:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{path}: 'envs_dir' must be a directory path")
+        raise ConfigError(f"{path}: '{key}' must be a directory path")
     expanded = Path(os.path.expandvars(value)).expanduser()
     if not expanded.is_absolute():
-        raise ConfigError(f"{path}: envs_dir {value!r} must be an absolute path")
+        raise ConfigError(f"{path}: {key} {value!r} must be an absolute path")
     return expanded
+
+
+def _site(value: Any, path: Path) -> Optional[Path]:
+    """The site file: an absolute path, or one relative to the config file (an admin's config beside its site)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{path}: 'site' must be the path of a site file")
+    expanded = Path(os.path.expandvars(value)).expanduser()
+    return expanded if expanded.is_absolute() else path.parent / expanded

@@ -22,20 +22,27 @@ def gpu_unused(resolution: Resolution, profile: MachineProfile) -> Optional[str]
     machine = _machine_words(profile)
     if not gpu_builds:
         return f"the manifest {name} has no GPU build, so this machine's GPUs ({machine}) go unused"
-    closest = _closest(gpu_builds)
+    closest = _closest(gpu_builds, profile)
     why = "; ".join(closest.reasons) or "it does not fit"
     return (f"no {name} GPU build in the manifests runs on {machine}, so the pick is a CPU build: the closest, "
             f"{closest.build.id}, {why}")
 
 
-def _closest(candidates: list[Candidate]) -> Candidate:
-    """The GPU build that misses by the least: the fewest reasons, then the oldest CUDA (the likeliest to be within
-    an old driver's reach), then the newest release."""
-    return min(candidates, key=lambda c: (len(c.reasons), c.build.cuda or (0, 0), _negated(c)))
+def _closest(candidates: list[Candidate], profile: MachineProfile) -> Candidate:
+    """The GPU build that misses by the least. Among those with the fewest reasons: where some would run on this
+    driver (they miss on GPU code or Python), the newest of them (the newest carries the newest GPUs' code); where
+    every one needs a newer driver, the one with the oldest CUDA (the nearest to the driver's reach)."""
+    fewest = min(len(c.reasons) for c in candidates)
+    near = [c for c in candidates if len(c.reasons) == fewest]
+    within_reach = [c for c in near if not _needs_newer_driver(c, profile)]
+    if within_reach:
+        return max(within_reach, key=lambda c: (c.build.cuda or (0, 0), c.build.version))
+    return min(near, key=lambda c: (c.build.cuda or (0, 0), tuple(-part for part in c.build.version.release)))
 
 
-def _negated(candidate: Candidate) -> tuple[int, ...]:
-    return tuple(-part for part in candidate.build.version.release)
+def _needs_newer_driver(candidate: Candidate, profile: MachineProfile) -> bool:
+    cuda = candidate.build.cuda
+    return profile.cuda_driver is None or (cuda is not None and cuda > profile.cuda_driver)
 
 
 def _machine_words(profile: MachineProfile) -> str:

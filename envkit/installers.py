@@ -76,22 +76,25 @@ def uses_uv(uv: Optional[Path], python: Version) -> bool:
 
 def pip_command(step: PipPart, python: Path, uv: Optional[Path], version: Version) -> list[str]:
     """The install command of one pip step into the environment whose interpreter is ``python``."""
+    links = ["--find-links", step.find_links] if step.find_links else []
     if uses_uv(uv, version):
-        return [str(uv), "pip", "install", "--python", str(python), "--index-url", step.index_url, *step.packages]
-    return [str(python), "-m", "pip", "install", "--index-url", step.index_url, *_trusted(step.index_url),
-            "--progress-bar", "off", *step.packages]
+        return [str(uv), "pip", "install", "--python", str(python), "--index-url", step.index_url, *links,
+                *step.packages]
+    return [str(python), "-m", "pip", "install", "--index-url", step.index_url, *links,
+            *_trusted(step.index_url, step.find_links), "--progress-bar", "off", *step.packages]
 
 
-def _trusted(index_url: str) -> list[str]:
-    """pip ignores a plain-http index unless told to trust its host; envkit only gets here with an http URL the
-    user configured as a mirror (or loopback), so it tells pip."""
-    parts = urlsplit(index_url)
-    return ["--trusted-host", parts.netloc] if parts.scheme == "http" and parts.netloc else []
+def _trusted(*urls: Optional[str]) -> list[str]:
+    """pip ignores a plain-http index or find-links page unless told to trust its host; envkit only gets here with
+    an http URL the user configured as a mirror (or loopback), so it tells pip (each host once)."""
+    hosts = [urlsplit(url).netloc for url in urls if url and urlsplit(url).scheme == "http" and urlsplit(url).netloc]
+    return [arg for host in dict.fromkeys(hosts) for arg in ("--trusted-host", host)]
 
 
 def wrong_builds(prefix: Path, step: PipPart) -> list[str]:
     """The step's packages installed in ``prefix`` without the local version its build asks for ("torch 2.13.1,
-    not +cu126"), read from their .dist-info; empty when the step names no local version."""
+    not +cu126"), read from their .dist-info; empty when the step names no local version. A package pinned to one
+    version (``torch==1.8.1+cu111``, ``torchaudio==0.8.1``) is what its pin says: the installer took nothing else."""
     if step.local is None:
         return []
     from packaging.requirements import Requirement
@@ -100,7 +103,10 @@ def wrong_builds(prefix: Path, step: PipPart) -> list[str]:
     installed = _installed(prefix)
     out = []
     for text in step.packages:
-        name = canonicalize_name(Requirement(text).name)
+        requirement = Requirement(text)
+        if any(spec.operator in ("==", "===") and "*" not in spec.version for spec in requirement.specifier):
+            continue
+        name = canonicalize_name(requirement.name)
         version = installed.get(name)
         wanted = f"+{step.local}" if step.local else "a plain version"
         if version is None:

@@ -32,11 +32,13 @@ class CondaPart:
 
 @dataclass(frozen=True)
 class PipPart:
-    """One pip install step: these packages, with this index as the only index (no PyPI fallback)."""
+    """One pip install step: these packages, with this index as the only index (no PyPI fallback), and for the
+    builds that come from a flat page of links (PyTorch 1.x's torch_stable.html), that page as well."""
 
     purpose: str
     packages: tuple[str, ...]
     index_url: str
+    find_links: Optional[str] = None
     local: Optional[str] = None  # each package's installed local version ("cu126"; "": none); None: not checked
 
 
@@ -57,6 +59,7 @@ class Plan:
     on_target: bool  # whether the profile is this machine's (so the check after installing can judge its GPUs)
     in_conda_envs: bool = False  # made by name in the user's conda envs directory: `conda activate NAME` finds it
     gpu_unused: Optional[str] = None  # why a CPU build was picked on a machine with GPUs (envkit.cpu_fallback)
+    target: Optional[dict] = None  # the machines it is for, when not this one (recorded; see envkit.target)
 
     @property
     def kind(self) -> str:
@@ -99,8 +102,10 @@ def pip_parts(build: Build, pythons: PythonTable, config: Config, jupyter: bool)
     out = []
     if build.pip is not None and build.pip.packages:
         index = build.pip.index_url or pythons.pypi_index
+        links = build.pip.find_links
         out.append(PipPart(f"{build.id} packages", build.pip.packages,
                            check_transport(config.mirrored(index), config, "index"),
+                           check_transport(config.mirrored(links), config, "find-links page") if links else None,
                            local=build.pip.local_version if build.is_gpu else None))
     if jupyter:
         out.append(PipPart("Jupyter kernel", JUPYTER_PACKAGES, default_index))

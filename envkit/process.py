@@ -120,16 +120,20 @@ def stop_group(process: subprocess.Popen, grace: float = GRACE) -> tuple[bytes, 
     return out if out is not None and out[0] is not None else (b"", b"")
 
 
-def run_captured(argv: Sequence[str], env: Mapping[str, str], timeout: float, grace: float = GRACE) -> Captured:
+def run_captured(argv: Sequence[str], env: Mapping[str, str], timeout: float, grace: float = GRACE,
+                 input_text: Optional[str] = None) -> Captured:
     """Run ``argv`` to completion or ``timeout`` seconds, capturing its output. OSError when it cannot start.
+    ``input_text`` is written to its stdin (else it reads nothing).
 
     Past the time limit, or on any exception while waiting (Ctrl-C), its whole process group is stopped."""
     started = time.monotonic()
-    process = subprocess.Popen(list(argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    stdin = subprocess.DEVNULL if input_text is None else subprocess.PIPE
+    process = subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, start_new_session=True)
     try:
         _started(process)
-        stdout, stderr = process.communicate(timeout=timeout)
+        data = None if input_text is None else input_text.encode("utf-8")
+        stdout, stderr = process.communicate(input=data, timeout=timeout)
         returncode: Optional[int] = process.returncode
     except subprocess.TimeoutExpired:
         stdout, stderr = stop_group(process, grace)

@@ -35,6 +35,8 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = ()) -> st
     lines = []
     for record in found:
         check = "-" if record.verify is None else ("PASS" if record.verify.get("ok") else "FAIL")
+        if record.verify is not None and record.verify.get("on_target") is False:
+            check += "*"  # judged from the profiles of the machines it is for: its GPU part did not run
         if record.name in states:
             check = states.pop(record.name)  # a --force run of it was interrupted: not PASS until that is settled
         where = record.prefix if Path(record.prefix).is_dir() else f"{record.prefix} (missing)"
@@ -44,9 +46,12 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = ()) -> st
             lines.append((run.name, "-", "-", "-", states[run.name], "-", run.prefix or "-"))
     rows += sorted(lines)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows)
+    note = ""
+    if any(row[4].endswith("*") for row in rows[1:]):
+        note = "\n* judged from the profiles of the machines it is for (its GPU part can only run there)"
     for run in runs:
         if not run.running:
-            text += (f"\n{run.name}: its last `envkit create` was interrupted; the next create cleans up, or "
+            note += (f"\n{run.name}: its last `envkit create` was interrupted; the next create cleans up, or "
                      f"`envkit remove {run.name} --yes` deletes it.")
-    return text
+    table = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows)
+    return table + note

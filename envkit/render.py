@@ -69,7 +69,8 @@ def listing_text(profile: MachineProfile, resolutions: Sequence[Resolution], sho
     return "\n\n".join(blocks)
 
 
-def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bool, target_args: str) -> str:
+def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bool, target_args: str,
+                    where: str = "this machine") -> str:
     from envkit.cpu_fallback import gpu_unused
 
     manifest = resolution.manifest
@@ -84,7 +85,7 @@ def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: b
     if show_all:
         rows += hidden
     if not resolution.compatible:
-        lines.append(f"  No build of {manifest.name} fits this machine.")
+        lines.append(f"  No build of {manifest.name} fits {where}.")
     if rows:
         cells = [_cells(c) for c in rows]
         widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(_HEADERS)]
@@ -94,13 +95,15 @@ def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: b
         for candidate, row in zip(rows, cells):
             mark = "  * " if candidate is selected else "    "
             notes = _notes(candidate)
+            if show_all and candidate.build.unconfirmed:  # for admins: what the manifest's authors could not check
+                notes.append(f"unconfirmed: {candidate.build.unconfirmed}")
             lines.append(mark + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + notes[0])
             lines.extend(indent + note for note in notes[1:])
     if resolution.selected is not None and resolution.selected.build.notes:
         lines.append(f"  note on {resolution.selected.build.id}: {resolution.selected.build.notes}")
     if hidden and not show_all:
         lines.append(
-            f"  {len(hidden)} more {'builds do' if len(hidden) != 1 else 'build does'} not fit this machine: "
+            f"  {len(hidden)} more {'builds do' if len(hidden) != 1 else 'build does'} not fit {where}: "
             f"`envkit list {manifest.name} --all{' ' + target_args if target_args else ''}` says why."
         )
     return "\n".join(line.rstrip() for line in lines)
@@ -165,4 +168,5 @@ def candidate_json(candidate: Candidate) -> dict[str, Any]:
         "python_requires": str(build.python),
         "reasons": list(candidate.reasons),
         "notes": build.notes,
+        "unconfirmed": build.unconfirmed,
     }

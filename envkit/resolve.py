@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 from envkit.catalog.model import ArchSet, Build, Manifest, PythonTable, Tables
 from envkit.errors import BadInputError
 from envkit.machine import Gpu, MachineProfile
-from envkit.versions import ComputeCapability, CudaVersion
+from envkit.versions import ComputeCapability
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -115,7 +115,7 @@ def assess(build: Build, profile: MachineProfile, tables: Tables, request: Reque
     # Only a driver that runs the build through minor-version compatibility limits it to ready-made GPU code; a
     # driver too old for the build at all is reported as such, and the GPUs are judged as a new driver would run it.
     minor_compat = driver_ok and native is False
-    for gpus, verdict, ok in _coverage(build.arch, profile.gpus, sass_only=minor_compat, cuda=build.cuda):
+    for gpus, verdict, ok in _coverage(build, profile.gpus, sass_only=minor_compat):
         (notes if ok else problems).append(f"{_gpu_group(gpus)}: {verdict}")
     if python_problem:
         problems.append(python_problem)
@@ -163,10 +163,10 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Opti
 
 # --- the GPUs ----------------------------------------------------------------------------------------------------
 
-def _coverage(
-    arch: ArchSet, gpus: Sequence[Gpu], sass_only: bool, cuda: CudaVersion
-) -> list[tuple[list[Gpu], str, bool]]:
+def _coverage(build: Build, gpus: Sequence[Gpu], sass_only: bool) -> list[tuple[list[Gpu], str, bool]]:
     """For each group of identical GPUs: (the GPUs, what the build has for them, whether that runs)."""
+    assert build.arch is not None and build.cuda is not None
+    arch, cuda = build.arch, build.cuda
     out = []
     for group in _groups(gpus):
         capability = group[0].compute_capability
@@ -174,7 +174,13 @@ def _coverage(
             out.append((group, "compute capability unknown; pass --gpu-arch X.Y", False))
             continue
         sass, ptx = sass_for(arch, capability), ptx_for(arch, capability)
-        if sass is not None:
+        too_new_for = [b for b in build.bundled if capability < b.min_compute_capability]
+        if too_new_for and (sass is not None or ptx is not None):
+            library = too_new_for[0]
+            out.append((group, (
+                f"the build has code for this GPU, but the {library.name} it bundles needs a GPU of compute "
+                f"capability {library.min_compute_capability} or newer"), False))
+        elif sass is not None:
             out.append((group, f"runs the build's {sass.sm} code", True))
         elif ptx is not None and sass_only:
             out.append((group, (

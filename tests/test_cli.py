@@ -180,14 +180,14 @@ def test_detect_json_is_a_profile_that_list_reads_back(tmp_path):
     saved.write_text(envkit("detect", "--json").stdout)
     result = envkit("list", "torch", "--json", "--machine", str(saved))
     assert result.returncode == 0
-    assert json.loads(result.stdout)["manifests"][0]["selected"] == "torch-2.14-cpu"
+    assert json.loads(result.stdout)["manifests"][0]["selected"] == "torch-2.15-cpu"
 
 
 @pytest.mark.skipif(shutil.which("envkit") is None, reason="console script not on PATH")
 def test_console_script_runs_from_another_directory(tmp_path):
     result = subprocess.run(["envkit", "list", "torch", "--machine", str(PROFILES / "no-gpu.yaml")],
                             capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    assert result.returncode == 0 and "torch-2.14-cpu" in result.stdout
+    assert result.returncode == 0 and "torch-2.15-cpu" in result.stdout
 
 
 def test_the_selected_builds_note_is_shown():

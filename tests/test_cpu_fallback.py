@@ -65,3 +65,13 @@ def test_create_without_a_terminal_needs_cpu_or_build(tmp_path: Path):
     by_id = json.loads(envkit("create", "jax", "--machine", K80, "--dry-run", "--json", "--build",
                               plan["build"], env=home).stdout)
     assert by_id["gpu_unused"] is None
+
+
+def test_on_a_gpu_newer_than_every_build_the_closest_is_the_newest(catalog, load_profile):
+    """MXNet (retired) on an H100: the driver runs every build, none has sm_90 code; the closest is the newest
+    variant (cu112, sm_50 to sm_86), not the oldest."""
+    profile = load_profile("h100-cuda128")
+    resolution = resolve(catalog.manifests["mxnet"], profile, catalog.tables)
+    reason = gpu_unused(resolution, profile)
+    assert reason is not None and "the closest, mxnet-1.9.1-cu112," in reason
+    assert "no kernels for sm_90" in reason

@@ -31,7 +31,9 @@ def _edit(directory: Path, name: str, change) -> None:
 
 def test_the_default_is_the_variant_on_its_own_index_and_none_on_pypi(catalog):
     torch = catalog.manifests["torch"]
-    assert torch.builds and all(b.pip.local_version == b.variant for b in torch.builds)
+    own = [b for b in torch.builds if b.pip.index_url or b.pip.find_links]  # the PyTorch index or links page
+    assert own and all(b.pip.local_version == b.variant for b in own)
+    assert all(b.pip.local_version == "" for b in torch.builds if b not in own)  # 1.x's default builds: PyPI
     jax = [b for b in catalog.manifests["jax"].builds if b.is_gpu and b.pip is not None]
     assert jax and all(b.pip.local_version == "" for b in jax)  # PyPI publishes no local versions
 
@@ -64,6 +66,8 @@ def test_each_package_must_carry_the_local_version(tmp_path: Path):
     step = PipPart("p", ("torch==2.13.*", "torchvision==0.28.*", "torchaudio==2.11.*"), "http://x", local="cu126")
     assert wrong_builds(tmp_path, step) == ["torch 2.13.1, not +cu126", "torchaudio is not installed"]
     assert wrong_builds(tmp_path, PipPart("p", ("torch==2.13.*",), "http://x", local=None)) == []
+    exact = PipPart("p", ("torch==2.13.1", "torchaudio==0.8.1"), "http://x", local="cu126")
+    assert wrong_builds(tmp_path, exact) == []  # pinned to one version: what the pin says
     assert wrong_builds(tmp_path, PipPart("p", ("torch==2.13.*",), "http://x", local="")) == []
     assert wrong_builds(tmp_path, PipPart("p", ("torchvision",), "http://x", local="")) == \
         ["torchvision 0.28.0+cu126, not a plain version"]  # a manifest that says none means none

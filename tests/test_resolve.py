@@ -32,7 +32,7 @@ TORCH_SELECTIONS = [
     ("v100x8-cuda130", "torch-2.14-cu126", True),
     # cu126 through CUDA 12 minor-version compatibility (535 >= 525.60.13), SASS for both sm_70 and sm_80.
     ("v100-a100-cuda122", "torch-2.14-cu126", False),
-    ("no-gpu", "torch-2.14-cpu", None),
+    ("no-gpu", "torch-2.15-cpu", None),
     ("rtx2070-cuda124", "torch-2.14-cu126", False),
     # 11.2 driver: no CUDA 12 build; cu118 through CUDA 11 minor-version compat, sm_61 runs the sm_60 code.
     ("gtx1080ti-cuda112", "torch-2.7-cu118", False),
@@ -40,13 +40,17 @@ TORCH_SELECTIONS = [
     # sm_120 on a 12.8 driver: 13.x needs a newer driver, cu126 has no Blackwell code: the newest cu128 (2.11).
     ("rtx5090-cuda128", "torch-2.11-cu128", True),
     # Same release natively (cu130) before through minor-version compatibility (cu132).
-    ("b200-cuda130", "torch-2.14-cu130", True),
-    # sm_37 lives only in the cu118 line (until 2.7), via CUDA 11 minor-version compat on R470.
-    ("k80x2-cuda114", "torch-2.7-cu118", False),
+    ("b200-cuda130", "torch-2.15-cu130", True),
+    # sm_37 lives only in the cu118 line (until 2.7), via CUDA 11 minor-version compat on R470; but 2.4-2.7 cu118
+    # bundle cuDNN 9.1, which needs compute capability 5.0: 2.3 (cuDNN 8.7) is the K80's newest.
+    ("k80x2-cuda114", "torch-2.3-cu118", False),
     # sm_89 runs the sm_86 code.
     ("rtx4090-cuda126", "torch-2.14-cu126", True),
-    # 450.51.06 is below CUDA 11's minor-version floor: only builds for CUDA <= 11.0 would run; none exist.
-    ("cuda110-old-r450", "torch-2.14-cpu", None),
+    # 450.51.06 is below CUDA 11's minor-version floor: only builds for CUDA <= 11.0 run: the newest is 1.12 cu102,
+    # whose sm_70 code runs on the T4 (sm_75).
+    ("cuda110-old-r450", "torch-1.12-cu102", True),
+    # The d2l course's 4x V100 on driver 418.67 (CUDA 10.1): cu101's newest, 1.8.1, has sm_70 code.
+    ("d2l", "torch-1.8-cu101", True),
 ]
 
 
@@ -95,9 +99,9 @@ def test_gpu_builds_rank_before_every_cpu_build(catalog, torch_on):
     variants = [c.build.variant for c in resolution.compatible]
     first_cpu = variants.index("cpu")
     assert all(v == "cpu" for v in variants[first_cpu:])
-    # The newest CPU build (2.14) ranks after the last GPU build (2.0 cu117, after cu118 by CUDA).
-    assert resolution.compatible[first_cpu - 1].build.id == "torch-2.0-cu117"
-    assert resolution.compatible[first_cpu].build.id == "torch-2.14-cpu"
+    # The newest CPU build (2.15) ranks after the last GPU build (1.4 cu92, after cu101 and cu100 by CUDA).
+    assert resolution.compatible[first_cpu - 1].build.id == "torch-1.4-cu92"
+    assert resolution.compatible[first_cpu].build.id == "torch-2.15-cpu"
 
 
 def test_driver_too_old_reason_states_both_versions(catalog, torch_on):
@@ -115,7 +119,7 @@ def test_python_request_narrows_to_builds_that_publish_it(catalog, torch_on):
     resolution = torch_on("no-gpu", python=Version("3.8"))
     assert resolution.selected.build.id == "torch-2.4-cpu"
     assert resolution.selected.python == Version("3.8")
-    assert by_id(resolution)["torch-2.14-cpu"].reasons == ("publishes Python 3.10-3.15, not 3.8",)
+    assert by_id(resolution)["torch-2.14-cpu"].reasons == ("publishes Python 3.10-3.14, not 3.8",)
 
 
 def test_default_python_is_the_tables_default_or_the_closest_below(catalog, torch_on):

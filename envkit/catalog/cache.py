@@ -12,7 +12,8 @@ from envkit.errors import EnvkitError
 from envkit.filecache import cached
 
 # The code whose output is cached: a change to any of it (a new field, a fixed parser) is a different key.
-_CODE = ("catalog/load.py", "catalog/model.py", "cuda.py", "versions.py", "gpu_names.py", "yamltext.py")
+_CODE = ("catalog/load.py", "catalog/model.py", "catalog/node.py", "catalog/tables.py", "catalog/schema.py",
+         "catalog/entries.py", "cuda.py", "versions.py", "gpu_names.py", "yamltext.py")
 
 
 def cached_catalog(directory: Path, names: Sequence[str], cache_dir: Optional[Path]) -> Catalog:

@@ -33,6 +33,17 @@ class PipInstall:
     packages: tuple[str, ...]
     index_url: Optional[str] = None  # None: the default index (PyPI or its mirror)
     local_version: Optional[str] = None  # what follows '+' in each installed version ("cu126"); "": no local part
+    find_links: Optional[str] = None  # a flat page of links to wheels searched besides the index (pip --find-links)
+
+
+@dataclass(frozen=True)
+class BundledLibrary:
+    """A library a build ships whose GPU support is narrower than the build's own kernels: the cuDNN 9 in torch
+    2.4-2.7 cu118 needs compute capability 5.0 though the wheel carries sm_37 code. A GPU below the floor cannot
+    run the build, whatever its arch list says."""
+
+    name: str  # as a user knows it, with its version: "cuDNN 9.1"
+    min_compute_capability: ComputeCapability
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,13 @@ class Build:
     pip: Optional[PipInstall] = None
     conda: Optional[CondaInstall] = None
     notes: Optional[str] = None
+    bundled: tuple[BundledLibrary, ...] = ()  # GPU builds only
+    unconfirmed: Optional[str] = None  # what the manifest's authors could not check (shown to admins)
+
+    @property
+    def min_compute_capability(self) -> Optional[ComputeCapability]:
+        """The oldest GPU every bundled library supports (None: no floor beyond the arch list)."""
+        return max((b.min_compute_capability for b in self.bundled), default=None)
 
     @property
     def is_gpu(self) -> bool:

@@ -5,18 +5,22 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import (find_record, machine_for, manifests_dir, print_json, reported_errors,
-                                    user_dirs)
+from envkit.commands.common import (fleet_for, find_record, manifests_dir, print_json, reported_errors,
+                                    target_argv, user_dirs)
 from envkit.commands.options import CheckOptions, EnvArgument, JsonOption, TargetOptions, with_options
 
 
 def check_environment(python: Path, check: CheckOptions, target: TargetOptions, json_output: bool,
-                      expected=None, environ=None):
-    """Probe an environment's Python, judge the result for the machine, print the report; returns the report."""
+                      expected=None, environ=None, record=None):
+    """Probe an environment's Python once, judge the result for each machine it is for, print the report(s).
+
+    The machines: the ones the options name; else those the record says the environment was made for (this
+    machine, when it is one of them: then the check is real); else this machine. Returns (ok, reports, machines
+    judged by name per report)."""
     import os
 
     from envkit.catalog import load_tables
-    from envkit.probe.check import check_environment as run_check
+    from envkit.probe.check import check_against
     from envkit.probe.runner import ProbeOptions, check_request
 
     options = ProbeOptions(framework=check.framework, multi_gpu=check.multi_gpu, bench=check.bench,
@@ -24,22 +28,67 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
     check_request(python, options)
     directory = manifests_dir(target.manifests)
     tables = load_tables(directory)
-    profile = machine_for(tables, target)  # bad input fails here, before the long part
-    report = run_check(python, options, profile, environ or os.environ, tables=tables, on_target=target.on_target,
-                       manifest_for=lambda name: _framework_manifest(directory, tables, name), expected=expected)
-    _print_report(report, json_output)
-    return report
+    judged = _machines_to_judge(tables, target, record)  # bad input fails here, before the long part
+    _say_job(environ or os.environ)
+    reports = check_against(python, options, [(profile, here) for _, profile, here in judged],
+                            environ or os.environ, tables=tables, expected=expected,
+                            manifest_for=lambda name: _framework_manifest(directory, tables, name))
+    names = [list(names) for names, _, _ in judged]
+    _print_reports(reports, names, json_output, record)
+    return all(r.ok for r in reports), reports, names
 
 
-def _print_report(report, json_output: bool) -> None:
+def _machines_to_judge(tables, target: TargetOptions, record):
+    """[(machine names, profile, whether the probe runs on it)]: one per distinct configuration."""
+    if not target.on_target or record is None or not getattr(record, "target", None):
+        fleet = fleet_for(tables, target)
+        if fleet.single is not None:
+            return [((fleet.machines[0].name,), fleet.single, target.on_target)]
+        return [(config.names, config.profile, False) for config in fleet.configs()]
+    from envkit.target import matching, target_fleet
+
+    fleet = target_fleet(record.target, f"the record of {record.name}")
+    here = fleet_for(tables, TargetOptions(manifests=target.manifests, timeout=target.timeout)).single
+    same = matching(fleet, here)
+    if same is not None:  # this machine is one the environment is for: a real check
+        return [((same.name,), here, True)]
+    return [(config.names, config.profile, False) for config in fleet.configs()]
+
+
+def _say_job(environ) -> None:
+    """Inside a Slurm job, say so: the check sees the GPUs the job was given, not all of the node's."""
+    from envkit.slurm.job_context import job_context
+
+    context = job_context(environ)
+    if context.in_job:
+        visible = environ.get("CUDA_VISIBLE_DEVICES")
+        gpus = f"the GPUs it was given (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else "every GPU"
+        typer.echo(f"envkit: inside Slurm job {context.job_id} on node {context.node or 'unknown'}: checking {gpus}",
+                   err=True)
+
+
+def _print_reports(reports, names, json_output: bool, record) -> None:
     if json_output:
         from envkit.probe.render import report_json
 
-        print_json(report_json(report))
-    else:
-        from envkit.probe.render import report_text
+        if len(reports) == 1:
+            print_json({**report_json(reports[0]), "machines": names[0]})
+        else:
+            print_json({"ok": all(r.ok for r in reports), "machines": [n for group in names for n in group],
+                        "reports": [{**report_json(r), "machines": n} for r, n in zip(reports, names)]})
+        return
+    from envkit.fleet import names_text
+    from envkit.probe.render import report_text
 
-        typer.echo(report_text(report))
+    blocks = []
+    for report, machines in zip(reports, names):
+        text = report_text(report)
+        blocks.append(text if len(reports) == 1 else f"For {names_text(machines)}:\n{text}")
+    if record is not None and not all(r.on_target for r in reports):
+        everyone = [n for group in names for n in group]
+        blocks.append(f"The GPU part of {record.name} can only be checked on the machines it is for "
+                      f"({names_text(everyone)}): run `envkit verify {record.name}` there.")
+    typer.echo("\n\n".join(blocks))
 
 
 def _framework_manifest(directory: Path, tables, framework: Optional[str]):
@@ -85,8 +134,8 @@ def doctor(
         from envkit.probe.runner import default_python, locate_python
 
         located = locate_python(python, os.environ) if python is not None else default_python(os.environ)
-        report = check_environment(located, check, target, json_output)
-        raise typer.Exit(0 if report.ok else 1)
+        ok, _, _ = check_environment(located, check, target, json_output)
+        raise typer.Exit(0 if ok else 1)
 
 
 @with_options
@@ -102,6 +151,14 @@ def verify(
         ),
     ] = None,
     json_output: JsonOption = False,
+    gpus: Annotated[
+        Optional[int], typer.Option("--gpus", min=1, help="With --partition on a Slurm cluster: GPUs to ask for. "
+                                    "Default: all of a node's GPUs.", show_default=False)
+    ] = None,
+    queue_timeout: Annotated[
+        float, typer.Option("--queue-timeout", min=1, max=86400, help="With --partition: seconds the job may wait "
+                            "to start; past that it is cancelled and the check reported as not run.")
+    ] = 300.0,
     check: CheckOptions = CheckOptions(),
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -109,9 +166,13 @@ def verify(
 
     By name (ENV), the environment is judged against the build `envkit create` made it from, and the result is
     stored in its record (`envkit envs` shows it). With --prefix, any environment directory is checked, as
-    `envkit doctor --python PREFIX/bin/python` would.
+    `envkit doctor --python PREFIX/bin/python` would. With --partition on a Slurm login node, the check runs on a
+    node of that partition through srun (the node runs this same envkit: a shared home) and the record keeps the
+    node's name; a check whose job cannot start is NOT RUN (neither PASS nor FAIL) and its job is cancelled.
+    Without Slurm, --partition judges the build from the site file's node profiles.
 
-    Exit codes: 0 PASS, 1 FAIL, 2 bad input. Example: `envkit verify torch-cu126`.
+    Exit codes: 0 PASS, 1 FAIL or not run, 2 bad input. Examples: `envkit verify torch-cu126`,
+    `envkit verify torch-cu126 --partition gpu-4-a100 --multi-gpu`.
     """
     with reported_errors():
         import dataclasses
@@ -122,6 +183,13 @@ def verify(
         if (env is None) == (prefix is None):
             raise BadInputError("give an environment name or --prefix PATH (one of them)",
                                 hint="`envkit envs` lists the environments envkit made.")
+        if target.partition is not None:
+            from envkit.commands.node_check import slurm_here, verify_on_node
+
+            if slurm_here():
+                raise typer.Exit(verify_on_node(env, prefix, gpus, queue_timeout, check, target, json_output))
+            typer.echo("envkit: no Slurm here (sinfo is not on PATH): judging the build from the site file's node "
+                       "profiles; the GPU part needs a node of the partition", err=True)
         record = None
         expected = None
         if env is not None:
@@ -142,23 +210,47 @@ def verify(
             from envkit.activation import activated_environ
 
             environ = activated_environ(prefix, record.kind, record.name, os.environ)
-        report = check_environment(python, check, target, json_output, expected=expected, environ=environ)
-        if record is not None and target.on_target:
-            _store_verify(record, report)
-        raise typer.Exit(0 if report.ok else 1)
+        ok, reports, names = check_environment(python, check, target, json_output, expected=expected,
+                                               environ=environ, record=record)
+        # Stored unless it would hide a real result: a check that ran on the machines the environment is for, or
+        # one for the machines named, always; one judged from their profiles only where no real one is recorded.
+        if record is not None:
+            real = all(r.on_target for r in reports)
+            last_real = record.verify is not None and record.verify.get("on_target", True)
+            if real or not target.on_target or not last_real:
+                _store_verify(record, reports, names, target)
+        raise typer.Exit(0 if ok else 1)
 
 
-def _store_verify(record, report) -> None:
-    """Into the record, unless the environment was replaced while the check ran (then it judged the old one)."""
+def _store_verify(record, reports, names, target: TargetOptions) -> None:
+    """Into the record, unless the environment was replaced while the check ran (then it judged the old one).
+    Machines named with --machine/--partition become the record's target."""
+    import os
+
     from envkit import records
     from envkit.create.lock import name_lock
     from envkit.probe.check import verify_summary
+    from envkit.slurm.job_context import job_context
 
     dirs = user_dirs()
     with name_lock(dirs.locks, record.name):
         current = records.load(dirs.records, record.name)
         if current is not None and current.created == record.created and current.prefix == record.prefix:
-            records.save(records.with_verify(current, verify_summary(report)), dirs.records)
+            summary = verify_summary(reports[0], reports[1:], [n for group in names for n in group])
+            context = job_context(os.environ)
+            if context.in_job:  # checked on a Slurm node: which one, in which job
+                summary.update(node=context.node, job=context.job_id,
+                               partition=os.environ.get("SLURM_JOB_PARTITION"))
+            updated = records.with_verify(current, summary)
+            if target.elsewhere:
+                import dataclasses
+
+                from envkit.target import target_dict
+
+                fleet = fleet_for(None, target)
+                updated = dataclasses.replace(updated, target=target_dict(
+                    fleet, target_argv(target, absolute=True, manifests=False)))
+            records.save(updated, dirs.records)
 
 
 def _recorded_build(record, manifests: Optional[Path]):

@@ -82,34 +82,128 @@ def manifests_dir(manifests: Optional[Path]) -> Path:
     return manifests
 
 
-def machine_for(tables, target: TargetOptions):
-    """This machine (detected) or the one in a profile file, with the command-line overrides applied."""
-    from envkit.machine import apply_overrides, parse_overrides, read_profile
+def fleet_for(tables, target: TargetOptions):
+    """The machines to resolve for (envkit.fleet.Fleet): this one (detected), or the profiles and partition
+    named, with the command-line overrides applied (to one machine only: they describe one)."""
+    from envkit.fleet import Fleet, Machine, fleet_of, load_profiles
+    from envkit.machine import apply_overrides, parse_overrides
 
     overrides = parse_overrides(target.cuda, target.gpu_arch or ())
-    if target.machine is not None:
-        profile = read_profile(target.machine, user_dirs().cache)
-    else:
+    if not target.elsewhere:
         from envkit.detect import detect_machine
 
+        import os
+
+        from envkit.slurm.job_context import apply_job_context, job_context
+
         profile = detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout)
-    return apply_overrides(profile, overrides)
+        # Inside a Slurm job (or with CUDA_VISIBLE_DEVICES set): only the GPUs the job was given count.
+        profile = apply_overrides(apply_job_context(profile, job_context(os.environ)), overrides)
+        return Fleet((Machine(name=profile.name or "this machine", profile=profile),))
+    machines = load_profiles(target.machine or (), user_dirs().cache)
+    if target.partition is not None:
+        machines += partition_machines(target.partition)
+    fleet = fleet_of(machines)
+    if target.cuda is not None or target.gpu_arch:
+        if len(fleet.machines) != 1:
+            from envkit.errors import BadInputError
+
+            raise BadInputError("--cuda and --gpu-arch describe one machine, and these options name "
+                                f"{len(fleet.machines)}", hint="Edit the profiles instead, or name one machine.")
+        only = fleet.machines[0]
+        fleet = Fleet((Machine(only.name, apply_overrides(only.profile, overrides), only.file),))
+    return fleet
+
+
+def partition_machines(spec: str):
+    """The machines of ``PARTITION[:NODE,...]`` in the site file."""
+    import os
+
+    from envkit.config import load_config
+    from envkit.errors import UnknownNameError
+    from envkit.fleet import named
+    from envkit.site import load_site, partition_profiles, site_path
+
+    name, _, nodes = spec.partition(":")
+    dirs = user_dirs()
+    site = load_site(site_path(os.environ, load_config(os.environ, dirs), dirs), dirs.cache)
+    machines = [named(profile, profile.name or name) for profile in partition_profiles(site, name)]
+    if nodes:
+        wanted = [node for node in nodes.split(",") if node]
+        known = {m.name for m in machines}
+        unknown = [node for node in wanted if node not in known]
+        if unknown:
+            raise UnknownNameError(f"partition {name!r} has no node {unknown[0]!r}; it has: {', '.join(sorted(known))}",
+                                   hint="`envkit site` lists the partitions and their nodes.")
+        machines = [m for m in machines if m.name in wanted]
+    return machines
+
+
+def machine_for(tables, target: TargetOptions):
+    """The one machine a command judges: this one, or the one profile named; a fleet of several is an error."""
+    fleet = fleet_for(tables, target)
+    if fleet.single is None:
+        from envkit.errors import BadInputError
+
+        raise BadInputError(f"this command judges one machine, and the options name {len(fleet.machines)}",
+                            hint="Name one profile with --machine.")
+    return fleet.single
+
+
+def group_command(fleet, target: TargetOptions, manifest: str, group, python: Optional[str] = None
+                  ) -> Optional[str]:
+    """The `envkit create` command for one group of a fleet, shell-quoted: one profile per distinct configuration
+    of the group (--machine FILE), or its nodes of the partition (--partition NAME:NODE,...)."""
+    import re
+    import shlex
+
+    from envkit.fleet import distinct
+
+    if group.selected is None:
+        return None
+    members = [m for m in fleet.machines if m.name in set(group.machines)]
+    argv = ["envkit", "create", manifest, "--build", group.selected.build.id]
+    first = re.sub(r"[^A-Za-z0-9._-]+", "-", members[0].name).strip("-.") or "group"
+    argv += ["--name", f"{manifest}-{first}"[:64]]
+    if python is not None:
+        argv += ["--python", python]
+    if not group.selected.build.is_gpu:
+        argv.append("--cpu")  # no GPU build fits this group: say so, or create stops to ask
+    nodes = []
+    for config in distinct(members):
+        with_file = next((m for m in config.machines if m.file), None)
+        if with_file is not None:
+            argv += ["--machine", with_file.file]
+        else:
+            nodes.extend(m.name for m in config.machines)
+    if nodes and target.partition is not None:
+        argv += ["--partition", f"{target.partition.partition(':')[0]}:{','.join(nodes)}"]
+    if target.manifests is not None:
+        argv += ["--manifests", str(target.manifests)]
+    return shlex.join(argv)
+
+
+def target_argv(target: TargetOptions, absolute: bool = False, manifests: bool = True) -> list[str]:
+    """The options that chose the machines (``absolute``: profile paths made absolute, for a record)."""
+    argv: list[str] = []
+    for machine in target.machine or ():
+        argv += ["--machine", str(machine.absolute() if absolute else machine)]
+    if target.partition is not None:
+        argv += ["--partition", target.partition]
+    if target.cuda is not None:
+        argv += ["--cuda", target.cuda]
+    for arch in target.gpu_arch or ():
+        argv += ["--gpu-arch", arch]
+    if manifests and target.manifests is not None:
+        argv += ["--manifests", str(target.manifests)]
+    return argv
 
 
 def target_args(target: TargetOptions) -> str:
     """The options that chose the machine, shell-quoted, for the next-step commands envkit prints."""
     import shlex
 
-    argv: list[str] = []
-    if target.machine is not None:
-        argv += ["--machine", str(target.machine)]
-    if target.cuda is not None:
-        argv += ["--cuda", target.cuda]
-    for arch in target.gpu_arch or ():
-        argv += ["--gpu-arch", arch]
-    if target.manifests is not None:
-        argv += ["--manifests", str(target.manifests)]
-    return shlex.join(argv)
+    return shlex.join(target_argv(target))
 
 
 def find_record(name: str, settled: bool = False):

@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import (machine_for, manifests_dir, print_json, reported_errors, target_args,
-                                    user_dirs)
+from envkit.commands.common import (fleet_for, group_command, manifests_dir, print_json, reported_errors,
+                                    target_args, target_argv, user_dirs)
 from envkit.commands.options import JsonOption, ProbeTimeoutOption, TargetOptions, with_options
 
 
@@ -58,6 +58,10 @@ def create(
                            "terminal to ask, create stops there unless --cpu or --build is given).")
     ] = False,
     probe_timeout: ProbeTimeoutOption = 300.0,
+    verify_on_node: Annotated[
+        bool, typer.Option("--verify-on-node", help="With --partition on a Slurm login node: once created, run the "
+                           "check on a node of the partition through srun, as `envkit verify NAME --partition P`.")
+    ] = False,
     target: TargetOptions = TargetOptions(),
 ) -> None:
     """Create an environment with the newest build of MANIFEST that runs on this machine, check it, record it.
@@ -71,8 +75,13 @@ def create(
     ($ENVKIT_CONFIG, else ~/.config/envkit/config.yaml; key `mirrors:` maps an upstream URL prefix to a mirror).
     Set ENVKIT_INSTALLER=pip to install with pip instead of uv.
 
+    For several machines (--machine repeated or a directory, --partition) the build must fit every one of them;
+    when no GPU build does, create makes nothing and prints the commands that make one environment per group. An
+    environment made for other machines records them: `envkit verify NAME` judges it against them.
+
     Examples: `envkit create torch`, `envkit create tensorflow --dry-run`,
-    `envkit create torch --machine a100-node.yaml --name torch-a100` (on a login node, for a GPU partition).
+    `envkit create torch --machine a100-node.yaml --name torch-a100` (on a login node, for a GPU partition),
+    `envkit create torch --partition gpu-4-a100`.
 
     Exit codes: 0 created and checked, 1 failed (nothing left behind) or the check failed, 2 bad input.
     """
@@ -87,18 +96,32 @@ def create(
         from envkit.create.render import plan_json, plan_text
         from envkit.resolve import parse_python_request
 
+        if verify_on_node:
+            _check_verify_on_node(target, json_output, dry_run)
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
         catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
         tables = catalog.tables
         request = parse_python_request(python, tables.python)
-        profile = machine_for(tables, target)
         the_manifest = catalog.manifests[manifest]
+        fleet = fleet_for(tables, target)
+        profile, build_id, unused = (fleet.single, build, None) if fleet.single is not None else \
+            _for_fleet(the_manifest, fleet, tables, request, build, target, python)
         prepared = prepare(
-            CreateRequest(build_id=build, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
+            CreateRequest(build_id=build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
                           verify=not no_verify, target_args=target_args(target)),
             the_manifest, tables, profile, target.on_target, request, config, dirs, os.environ,
         )
+        if not target.on_target:
+            import dataclasses
+
+            from envkit.target import target_dict
+
+            plan = dataclasses.replace(prepared.plan, target=target_dict(fleet, target_argv(target, absolute=True,
+                                                                                             manifests=False)))
+            if fleet.single is None and build is None:
+                plan = dataclasses.replace(plan, gpu_unused=unused)
+            prepared = dataclasses.replace(prepared, plan=plan)
         if dry_run:
             print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
             try:
@@ -133,7 +156,62 @@ def create(
         outcome = _execute(prepared, the_manifest, tables, dirs, force, verbose, probe_timeout)
         _print_outcome(prepared, outcome, json_output)
         failed = outcome.report is not None and not outcome.report.ok
+        if verify_on_node:
+            from envkit.commands.node_check import verify_on_node as check_on_node
+            from envkit.commands.options import CheckOptions
+
+            status = check_on_node(prepared.plan.name, None, None, 300.0,
+                                   CheckOptions(framework=the_manifest.framework, probe_timeout=probe_timeout),
+                                   target, False)
+            failed = failed or status != 0
         raise typer.Exit(1 if failed else 0)
+
+
+def _check_verify_on_node(target, json_output: bool, dry_run: bool) -> None:
+    """--verify-on-node needs a partition and a Slurm cluster; exit 2 (or 1 without Slurm) before creating."""
+    from envkit.errors import BadInputError
+
+    if target.partition is None:
+        raise BadInputError("--verify-on-node runs the check on a node of a Slurm partition: add --partition P")
+    if json_output:
+        raise BadInputError("--verify-on-node prints the node's report as text: leave out --json",
+                            hint="Or run `envkit verify NAME --partition P --json` after creating.")
+    if not dry_run:
+        from envkit.slurm.client import Slurm
+
+        Slurm().require()
+
+
+def _for_fleet(manifest, fleet, tables, request, build_id, target, python):
+    """For several machines: (the profile to plan with, the build that fits them all, why their GPUs go unused).
+    The plan's profile is the GPU machine whose driver supports the lowest CUDA: the conda solve must hold there."""
+    from envkit.cpu_fallback import gpu_unused
+    from envkit.create.prepare import DoesNotFit
+    from envkit.errors import BadInputError
+    from envkit.fleet import names_text
+    from envkit.fleet_resolve import resolve_fleet
+
+    result = resolve_fleet(manifest, fleet, tables, request)
+    same = f" {target_args(target)}" if target_args(target) else ""
+    configs = [c for c in fleet.configs() if c.has_gpus] or list(fleet.configs())
+    lowest = min(configs, key=lambda c: tuple(c.profile.cuda_driver or (0, 0))).profile
+    if build_id is not None:
+        chosen = next((c for c in result.resolution.candidates if c.build.id == build_id), None)
+        if chosen is not None and not chosen.compatible:
+            raise DoesNotFit(f"{build_id} does not fit every machine: "
+                             f"{'; '.join(chosen.reasons)}",
+                             hint=f"`envkit list {manifest.name}{same}` shows the builds that fit every machine.")
+        return lowest, build_id, None  # an unknown id: prepare says which there are
+    if result.split:
+        commands = [group_command(fleet, target, manifest.name, group, python) for group in result.groups]
+        raise BadInputError(
+            f"no GPU build of {manifest.name} fits all {len(fleet.machines)} machines, so envkit makes no single "
+            f"environment for them: one per group",
+            hint="Create them with:\n" + "\n".join(f"    {command}" for command in commands if command))
+    if result.selected is None:
+        raise DoesNotFit(f"no build of {manifest.name} fits every machine of {names_text(fleet.names)}",
+                         hint=f"`envkit list {manifest.name} --all{same}` says why each one does not.")
+    return lowest, result.selected.build.id, gpu_unused(result.resolution, lowest)
 
 
 def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe_timeout: float):

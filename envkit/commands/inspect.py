@@ -4,8 +4,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from envkit.commands.common import (machine_for, manifests_dir, print_json, reported_errors, target_args,
-                                    user_dirs)
+from envkit.commands.common import (fleet_for, group_command, machine_for, manifests_dir, print_json,
+                                    reported_errors, target_args, user_dirs)
 from envkit.commands.options import (JsonOption, ManifestsOption, PythonOption, TargetOptions, TimeoutOption,
                                      with_options)
 
@@ -52,24 +52,32 @@ def list_builds(
     A GPU build fits when the driver supports its CUDA (natively, or through CUDA minor-version compatibility),
     it has kernels for EVERY GPU in the machine, and it publishes a Python envkit can provide.
 
-    Examples: `envkit list torch`, `envkit list --all --machine a100-node.yaml`, `envkit list tensorflow --cuda 11.2`.
+    For several machines (--machine repeated, a directory of profiles, --partition) a build fits only when it fits
+    every machine; the builds that do not say on which machines and why. When no GPU build fits them all, the
+    machines are split into the fewest groups, each with the newest GPU build that fits all of its machines, and
+    the command that creates each group's environment.
+
+    Examples: `envkit list torch`, `envkit list --all --machine a100-node.yaml`, `envkit list tensorflow --cuda 11.2`,
+    `envkit list torch --machine lab-profiles/`, `envkit list torch --partition gpu-4-a100`.
     """
     with reported_errors():
         from envkit.catalog.cache import cached_catalog
-        from envkit.resolve import parse_python_request, resolve
+        from envkit.fleet_resolve import resolve_fleet
+        from envkit.resolve import parse_python_request
 
         catalog = cached_catalog(manifests_dir(target.manifests), names or (), user_dirs().cache)
         request = parse_python_request(python, catalog.tables.python)
-        profile = machine_for(catalog.tables, target)
-        resolutions = [resolve(m, profile, catalog.tables, request) for m in catalog.manifests.values()]
+        fleet = fleet_for(catalog.tables, target)
+        results = [resolve_fleet(m, fleet, catalog.tables, request) for m in catalog.manifests.values()]
         if json_output:
-            from envkit.render import listing_json
+            from envkit.render_fleet import fleet_listing_json
 
-            print_json(listing_json(profile, resolutions))
+            print_json(fleet_listing_json(fleet, results))
         else:
-            from envkit.render import listing_text
+            from envkit.render_fleet import fleet_listing_text
 
-            typer.echo(listing_text(profile, resolutions, show_all, target_args(target)))
+            typer.echo(fleet_listing_text(fleet, results, show_all, target_args(target),
+                                          lambda name, group: group_command(fleet, target, name, group, python)))
 
 
 def register(app: typer.Typer) -> None:

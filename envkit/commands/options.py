@@ -40,11 +40,25 @@ ManifestsOption = Annotated[
     ),
 ]
 MachineOption = Annotated[
-    Optional[Path],
+    Optional[List[Path]],
     typer.Option(
         "--machine",
+        metavar="FILE|DIR",
         help="Resolve for the machine described in this profile file (the output of `envkit detect --json` "
-        "saved on another machine, or a Slurm partition's GPUs) instead of this one.",
+        "saved on another machine) instead of this one. Repeatable, and a directory means every *.yaml/*.json "
+        "profile in it: a build then fits only when it fits every machine (a fleet). A machine's name is its "
+        "profile's `name`, else its file name.",
+        show_default=False,
+    ),
+]
+PartitionOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--partition",
+        metavar="NAME[:NODE,...]",
+        help="Resolve for the nodes of this partition of the site file ($ENVKIT_SITE, else the config's `site:`, "
+        "else site.yaml in envkit's config directory; `envkit site` lists them), as a fleet. NAME:NODE,... "
+        "keeps only those nodes (names as `envkit site` shows them).",
         show_default=False,
     ),
 ]
@@ -88,9 +102,11 @@ ProbeTimeoutOption = Annotated[
 
 @dataclasses.dataclass(frozen=True)
 class TargetOptions:
-    """The machine a command resolves for: this one (detected), or a profile, with overrides."""
+    """The machines a command resolves for: this one (detected), or profiles and partitions (a fleet), with
+    overrides."""
 
     machine: MachineOption = None
+    partition: PartitionOption = None
     cuda: CudaOption = None
     gpu_arch: GpuArchOption = None
     manifests: ManifestsOption = None
@@ -98,8 +114,13 @@ class TargetOptions:
 
     @property
     def on_target(self) -> bool:
-        """Whether the machine judged against is this one (no profile file, no overrides)."""
-        return self.machine is None and self.cuda is None and not self.gpu_arch
+        """Whether the machine judged against is this one (no profile file, no partition, no overrides)."""
+        return not self.machine and self.partition is None and self.cuda is None and not self.gpu_arch
+
+    @property
+    def elsewhere(self) -> bool:
+        """Whether other machines were named (profiles or a partition), overrides aside."""
+        return bool(self.machine) or self.partition is not None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -140,7 +140,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker,
         name=plan.name, prefix=str(plan.prefix), kind=plan.kind,
         backend=plan.backend, manifest=plan.manifest, build=plan.build.id, python=str(plan.python),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=plan.profile.to_dict(),
-        on_target=plan.on_target, installer=installer, kernel=kernel,
+        on_target=plan.on_target, installer=installer, kernel=kernel, target=plan.target,
         verify=_summary(report) if report is not None else None, run=journal.run,
     )
     return record, report

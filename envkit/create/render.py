@@ -32,7 +32,7 @@ def plan_text(prepared: Prepared) -> str:
     build = plan.build
     lines = [f"Warning:     {plan.gpu_unused}."] if plan.gpu_unused else []
     lines += [
-        f"Machine:     {machine_line(plan.profile).removeprefix('Machine: ')}",
+        *_target_lines(plan),
         f"Build:       {build.id} ({plan.manifest} {build.version}, {build.variant}"
         + (f", CUDA {build.cuda})" if build.cuda else ", CPU only)"),
         f"Environment: {plan.name} at {plan.prefix}",
@@ -47,6 +47,8 @@ def plan_text(prepared: Prepared) -> str:
     for step in plan.pip:
         lines.append(f"Pip:         {' '.join(step.packages)}  ({step.purpose})")
         lines.append(f"  index:     {step.index_url} (the only index)")
+        if step.find_links:
+            lines.append(f"  links:     {step.find_links} (a page of wheel links, searched as well)")
     lines.append("Commands:")
     lines += [f"  {command}" for command in plan_commands(prepared)]
     check = ("yes, on this machine" if plan.on_target else
@@ -54,6 +56,17 @@ def plan_text(prepared: Prepared) -> str:
              "code in the manifest)")
     lines.append(f"Check:       {check if plan.verify else 'no (--no-verify)'}")
     return "\n".join(lines)
+
+
+def _target_lines(plan) -> list[str]:
+    machines = (plan.target or {}).get("machines") or []
+    line = machine_line(plan.profile).removeprefix("Machine: ")
+    if len(machines) <= 1:
+        return [f"Machine:     {line}"]
+    from envkit.fleet import names_text
+
+    return [f"Machines:    {len(machines)}: {names_text(machines, most=6)} (the build fits every one)",
+            f"  solve for: {line} (the lowest driver CUDA among them)"]
 
 
 def plan_json(prepared: Prepared) -> dict[str, Any]:
@@ -68,11 +81,13 @@ def plan_json(prepared: Prepared) -> dict[str, Any]:
         "backend_reason": plan.backend_reason,
         "conda": None if plan.conda is None else {
             "channels": list(plan.conda.channels), "specs": list(plan.conda.specs), "cuda": plan.conda.cuda},
-        "pip": [{"purpose": s.purpose, "packages": list(s.packages), "index_url": s.index_url} for s in plan.pip],
+        "pip": [{"purpose": s.purpose, "packages": list(s.packages), "index_url": s.index_url,
+                 "find_links": s.find_links} for s in plan.pip],
         "commands": plan_commands(prepared),
         "jupyter": plan.jupyter,
         "verify": plan.verify,
         "machine": plan.profile.to_dict(),
+        "target": plan.target,
         "gpu_unused": None if plan.gpu_unused is None else {"reason": plan.gpu_unused},
     }
 

@@ -134,6 +134,8 @@ def manual_commands(build: Build, python: Optional[str] = None) -> tuple[str, ..
     if build.pip is not None and build.pip.packages:
         packages = " ".join(shlex.quote(p) for p in build.pip.packages)
         index = f" --index-url {shlex.quote(build.pip.index_url)}" if build.pip.index_url else ""
+        if build.pip.find_links:
+            index += f" --find-links {shlex.quote(build.pip.find_links)}"
         if build.conda is None:
             out.append(f"python{python or '3'} -m venv {name}")
             out.append(f"{name}/bin/python -m pip install {packages}{index}")

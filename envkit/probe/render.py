@@ -111,7 +111,7 @@ def report_text(report: Report) -> str:
         lines.append(f"Installed: no {probe.framework}")
     elif probe.reported:
         lines.append("Installed: none of torch, tensorflow, jax, mxnet")
-    where = "" if report.on_target else " (judged from a profile: the check itself ran on this machine)"
+    where = "" if report.on_target else " (a machine described by a profile: its GPUs are judged, the computations ran here)"
     lines.append(machine_line(report.machine) + where)
     if probe.cpu_checks:
         lines.append(f"  CPU: {_checks_text(probe.cpu_checks)}")
@@ -169,7 +169,8 @@ def _extras_text(probe: ProbeResult) -> list[str]:
             lines.append(f"  Bench: skipped: {bench.skipped}")
         for run in bench.runs:
             result = f"{run.tflops:g} TFLOP/s" if run.tflops is not None else "FAILED"
-            size = f" ({run.n}x{run.n} matmul)" if run.n else ""
+            precision = ", TF32" if run.dtype == "float32" and bench.tf32 else ""
+            size = f" ({run.n}x{run.n} matmul{precision})" if run.n else ""
             lines.append(f"  Bench: GPU {run.index} {run.dtype}{size}: {result}")
     return lines
 

@@ -1,4 +1,4 @@
-"""What a probe run gave: the probe's JSON (see script.py) read into frozen dataclasses. Pure: no I/O.
+"""What a probe run gave: the probe's JSON (see program/main.py) read into frozen dataclasses. Pure: no I/O.
 
 A run that did not produce a report (it hung and was cut off, printed something that is not the probe's JSON, or
 exited with an error) is still a ProbeResult: ``failure`` says what went wrong, ``stdout``/``stderr`` keep the

@@ -1,8 +1,8 @@
-"""Run the probe script with an environment's own Python and read what it printed.
+"""Run the probe program with an environment's own Python and read what it printed.
 
 The one place in envkit.probe that starts processes: an argv list (never a shell), isolated mode (``-I``: the
-environment's site-packages, but no PYTHONPATH, no user site, neither the current nor the script's directory on
-sys.path, on every Python since 3.4), a clean environment that
+environment's site-packages, but no PYTHONPATH, no user site, not the current directory on sys.path, on every
+Python since 3.4; the probe's zipapp, envkit.probe.zipapp, is all it adds there), a clean environment that
 keeps only what decides which GPUs a framework sees and where it finds its libraries, its own process group, and a
 time limit after which the whole group is killed. Whatever the probe does, the caller gets a ProbeResult.
 """
@@ -13,13 +13,14 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Optional
 
 from envkit.errors import BadInputError
 from envkit.process import run_captured
 from envkit.probe.result import ProbeResult, cut_off, parse_output
+from envkit.probe.zipapp import probe_program
+from envkit.userdirs import user_dirs
 
-SCRIPT = Path(__file__).with_name("script.py")
 FRAMEWORK_CHOICES = ("auto", "torch", "tensorflow", "jax", "mxnet")
 
 # Passed through to the probe: what decides which GPUs it sees and where libraries are found. Nothing else.
@@ -89,14 +90,25 @@ def run_probe(
     python: Path,
     options: ProbeOptions,
     environ: Mapping[str, str],
-    script: Path = SCRIPT,
+    script: Optional[Path] = None,
+    *,
+    cache_dir: Optional[Path] = None,
 ) -> ProbeResult:
     """Run the probe with ``python``; a hang, a crash or garbage output becomes a ProbeResult, never an exception.
 
-    Raises BadInputError only when ``python`` cannot be run at all (no such file, not executable).
+    ``script``: a probe program to run instead of envkit's own, which is assembled into ``cache_dir`` (by default
+    envkit's user cache directory) on its first run. Raises BadInputError only when ``python`` cannot be run at all
+    (no such file, not executable).
     """
     check_request(python, options)
-    argv = [str(python), "-I", str(script), options.framework]
+    if script is not None:
+        return _run(python, script, options, environ)
+    with probe_program(cache_dir if cache_dir is not None else user_dirs(os.environ).cache) as program:
+        return _run(python, program, options, environ)
+
+
+def _run(python: Path, program: Path, options: ProbeOptions, environ: Mapping[str, str]) -> ProbeResult:
+    argv = [str(python), "-I", str(program), options.framework]
     argv += ["--multi-gpu"] * options.multi_gpu + ["--bench"] * options.bench
     try:
         done = run_captured(argv, probe_environment(environ), options.timeout)

@@ -69,7 +69,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(home: Home, torch_index: In
     assert "'torch==2.13.*' 'torchvision==0.28.*' 'torchaudio==2.11.*'" in out
     assert not home.data.exists() and torch_index.requests == []
     plan = json.loads(home.envkit("create", *CU126, "--dry-run", "--json").stdout)
-    assert plan["pip"] == [{"purpose": "torch-2.13-cu126 packages", "index_url": index,
+    assert plan["pip"] == [{"purpose": "torch-2.13-cu126 packages", "index_url": index, "find_links": None,
                             "packages": ["torch==2.13.*", "torchvision==0.28.*", "torchaudio==2.11.*"]}]
     assert plan["backend"] == "venv" and plan["conda"] is None and len(plan["commands"]) == 2
 

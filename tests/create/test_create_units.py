@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 from pathlib import Path
 
@@ -224,6 +226,32 @@ def test_pip_is_told_to_trust_a_plain_http_mirror_and_only_that(catalog):
     assert argv[argv.index("--trusted-host") + 1] == "cache.lab:8080"
     [https] = pip_parts(build, catalog.tables.python, Config(path=None), jupyter=False)
     assert "--trusted-host" not in pip_command(https, Path("/e/bin/python"), None, Version("3.12"))
+
+
+def test_a_find_links_page_is_mirrored_and_passed_to_uv_and_pip_with_the_index(catalog):
+    """torch 1.8 cu101 comes from torch_stable.html plus the default index: both mirrored, both in the argv, before
+    the packages; pip trusts each plain-http host once."""
+    build = _build(catalog, "torch-1.8-cu101")
+    mirrored = _config(**{PYTORCH: "http://cache.lab:8080/whl", "https://pypi.org/simple": "http://cache.lab:8080/pypi"})
+    [step] = pip_parts(build, catalog.tables.python, mirrored, jupyter=False)
+    assert step.index_url == "http://cache.lab:8080/pypi"
+    assert step.find_links == "http://cache.lab:8080/whl/torch_stable.html"
+    uv = pip_command(step, Path("/e/bin/python"), Path("/uv"), Version("3.8"))
+    assert uv[5:9] == ["--index-url", "http://cache.lab:8080/pypi", "--find-links",
+                       "http://cache.lab:8080/whl/torch_stable.html"]
+    assert uv[9:] == ["torch==1.8.1+cu101", "torchvision==0.9.1+cu101", "torchaudio==0.8.1"]
+    pip = pip_command(step, Path("/e/bin/python"), None, Version("3.7"))
+    assert pip.count("--trusted-host") == 1 and pip[pip.index("--find-links") + 1].endswith("/torch_stable.html")
+    assert pip[-3:] == ["torch==1.8.1+cu101", "torchvision==0.9.1+cu101", "torchaudio==0.8.1"]
+
+
+def test_a_find_links_page_on_plain_http_without_a_mirror_is_refused(catalog):
+    from envkit.catalog.model import PipInstall
+
+    build = replace(_build(catalog, "torch-1.8-cu101"),
+                    pip=PipInstall(packages=("torch==1.8.1+cu101",), find_links="http://evil.example/links.html"))
+    with pytest.raises(BadInputError, match="find-links page 'http://evil.example/links.html' is not https"):
+        pip_parts(build, catalog.tables.python, Config(path=None), jupyter=False)
 
 
 @pytest.mark.parametrize("kind, defaults", [("conda", True), ("mamba", True), ("micromamba", False)])

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from envkit.probe.result import ProbeResult
-from envkit.probe.runner import SCRIPT, ProbeOptions, run_probe
+from envkit.probe.runner import ProbeOptions, run_probe
+from envkit.probe.zipapp import cached_program
+from envkit.userdirs import user_dirs
 
 HERE = Path(__file__).parent
 FAKES = HERE / "fakes"
@@ -45,7 +47,8 @@ def probe(python: Path, framework: str = "auto", environ: Optional[Mapping[str, 
 
 def raw_probe(python: Path, *args: str, environ: Optional[Mapping[str, str]] = None) -> dict:
     """The probe's JSON as printed, run directly (for checks on the format itself)."""
-    done = subprocess.run([str(python), "-I", str(SCRIPT), *args], capture_output=True, text=True, timeout=60,
+    program = cached_program(user_dirs(os.environ).cache)  # the tests' own cache (tests/conftest.py)
+    done = subprocess.run([str(python), "-I", str(program), *args], capture_output=True, text=True, timeout=60,
                           env=dict(environ if environ is not None else base_environ()))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)

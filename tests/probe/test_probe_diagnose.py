@@ -1,4 +1,5 @@
-"""Every diagnosis rule, on a recorded probe output (tests/probe/data/, written by hand: see its README)."""
+"""Every diagnosis rule, on a recorded probe output (tests/probe/data/: written by hand, and a few captured on a real
+H100: see its README)."""
 
 from __future__ import annotations
 
@@ -37,11 +38,16 @@ CASES = {
     "torch-2.5.1-cu121-multi-gpu-failed": ("v100-a100-cuda122", True, ["multi-gpu-failed", "bench-failed"], False),
     "torch-2.13.0-cpu-multi-gpu-and-bench-skipped": ("no-gpu", True, ["multi-gpu-skipped", "bench-skipped"], True),
     "torch-2.14.0-cu130-login-node": ("v100x8-cuda130", False, ["does-not-fit", "gpus-not-checked-here"], False),
-    "torch-1.5.0-cu101-login-node": ("h100-cuda128", False,
+    "torch-1.3.1-cu101-login-node": ("h100-cuda128", False,
                                      ["no-kernels", "gpus-not-checked-here", "build-not-in-manifest"], False),
     "jax-0.4.30-cpu-on-gpu-machine": ("h100-cuda128", True, ["cpu-build", "build-not-in-manifest"], False),
     "auto-nothing-installed": ("h100-cuda128", True, ["no-framework"], False),
     "torch-probe-crashed": ("h100-cuda128", True, ["probe-crashed"], False),
+    # Captured on a real H100 (issue 15), not written by hand.
+    "torch-2.11.0-cu130-h100-captured": ("h100-cuda130", True, [], True),
+    "torch-2.11.0-cu130-h100-captured-multi-gpu-bench": ("h100-cuda130", True, ["multi-gpu-skipped"], True),
+    "jax-0.11.2-cu13-h100-captured": ("h100-cuda130", True, [], True),
+    "jax-0.11.2-cu13-h100-captured-multi-gpu-bench": ("h100-cuda130", True, ["multi-gpu-skipped"], True),
 }
 # Rules tested on runs that printed no report (their recorded stderr/stdout is in data/ too).
 NO_REPORT_RULES = {"probe-timed-out", "python-too-old", "probe-no-report"}
@@ -80,7 +86,7 @@ def test_every_rule_is_tested_on_a_recorded_output():
 
 
 def test_recorded_outputs_have_the_probes_format():
-    from envkit.probe import script
+    from envkit.probe.program import main as script
 
     keys = set(script.new_report("torch", {"multi_gpu": False, "bench": False}))
     per_framework = {"build_info", "distributions", "backend"}  # added by the tensorflow / jax / mxnet probes

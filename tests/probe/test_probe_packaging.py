@@ -30,7 +30,9 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_the_wheel_carries_the_probe(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for module in ("__init__", "script", "runner", "result", "diagnose", "builds", "render"):
+    for module in ("__init__", "zipapp", "runner", "result", "diagnose", "builds", "render", "program/__init__",
+                   "program/main", "program/torch_probe", "program/tensorflow_probe", "program/jax_probe",
+                   "program/mxnet_probe"):
         assert f"envkit/probe/{module}.py" in names
 
 
@@ -54,7 +56,7 @@ def test_installed_envkit_runs_doctor_from_any_directory(wheel, tmp_path, fake_e
     checked = fake_env({"torch": {"gpus": [A100]}})
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = subprocess.run([str(home / "bin" / "python"), "-c", "import envkit.probe.runner as r; print(r.SCRIPT)"],
+    where = subprocess.run([str(home / "bin" / "python"), "-c", "import envkit.probe.zipapp as z; print(z.SOURCE)"],
                            capture_output=True, text=True, cwd=elsewhere, check=True, timeout=60)
     assert Path(where.stdout.strip()).is_relative_to(home)  # the wheel's probe, not the checkout's
     result = subprocess.run([str(home / "bin" / "envkit"), "doctor", "--json", "--python", str(checked.python)],

@@ -123,7 +123,7 @@ def test_the_probe_runs_in_isolated_mode_with_the_framework_argument(tmp_path):
     python = fake_python(tmp_path / "python", f'printf "%s\\n" "$@" > {args}; exit 1')
     run_probe(python, ProbeOptions(framework="jax", multi_gpu=True, bench=True), base_environ())
     argv = args.read_text().splitlines()
-    assert argv[0] == "-I" and argv[1].endswith("envkit/probe/script.py")
+    assert argv[0] == "-I" and argv[1].endswith(".pyz")
     assert argv[2:] == ["jax", "--multi-gpu", "--bench"]
 
 

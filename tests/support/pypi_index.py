@@ -212,6 +212,9 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
     indexes: dict[str, dict[NormalizedName, dict[str, _Wheel]]] = field(default_factory=dict)
+    # Flat pages of links (pip --find-links), as download.pytorch.org/whl/torch_stable.html: page path -> files,
+    # each file served beside the page.
+    pages: dict[str, dict[str, _Wheel]] = field(default_factory=dict)
     failing: set[tuple[str, NormalizedName]] = field(default_factory=set)
     delays: dict[str, float] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
@@ -297,6 +300,17 @@ class IndexServer:
                 projects.setdefault(project, {}).setdefault(entry.filename, entry)
         return self.index_url(prefix)
 
+    def add_find_links(self, page: str, wheels: Iterable[Path]) -> str:
+        """Serve `wheels` on one flat HTML page of links at the path `page` (like `/whl/torch_stable.html`), the
+        files beside it; return the page's URL, for an installer's --find-links."""
+        entries = [_Wheel.of(Path(wheel)) for wheel in wheels]
+        path = "/" + page.strip("/")
+        with self._state.lock:
+            files = self._state.pages.setdefault(path, {})
+            for entry in entries:
+                files.setdefault(entry.filename, entry)
+        return f"{self.url}{path}"
+
     def delay_file(self, filename: str, seconds: float) -> None:
         """Hold the body of `filename` (in any index) for `seconds` after its headers, or until close()."""
         with self._state.lock:
@@ -371,6 +385,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, path: str, state: _State) -> _Response:
         """Pick the response while holding the lock; the response itself is sent without it."""
+        for page, files in state.pages.items():
+            if path == page:
+                return functools.partial(self._send_html, _flat_page(files.values()))
+            folder, _, name = path.rpartition("/")
+            if folder == page.rpartition("/")[0] and name in files:
+                return functools.partial(self._send_file, files[name], state.delays.get(name, 0.0))
         for prefix in sorted(state.indexes, key=len, reverse=True):
             if path == prefix or path.startswith(prefix + "/"):
                 return self._route_in_index(prefix, path[len(prefix) :], state)
@@ -463,6 +483,13 @@ def _project_page(project: str, wheels: Iterable[_Wheel], *, core_metadata: bool
         href = f"{quote(wheel.filename)}#sha256={wheel.sha256}"
         links.append(f'<a href="{href}"{attributes}>{html.escape(wheel.filename)}</a><br>')
     return _page(f"Links for {html.escape(project)}", "\n".join(links))
+
+
+def _flat_page(wheels: Iterable[_Wheel]) -> str:
+    """A find-links page: every file linked by its name relative to the page, with its hash."""
+    links = [f'<a href="{quote(w.filename)}#sha256={w.sha256}">{html.escape(w.filename)}</a><br>'
+             for w in sorted(wheels, key=lambda w: w.filename)]
+    return _page("Links", "\n".join(links))
 
 
 def _page(title: str, body: str) -> str:

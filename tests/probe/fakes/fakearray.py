@@ -7,6 +7,7 @@ the probe calls, including the messages the real ones give when things go wrong.
 """
 
 import json
+import math
 import os
 import threading
 import time
@@ -59,6 +60,14 @@ def perturb(values, amount=0.5):
     if isinstance(values, list):
         return [perturb(v, amount) for v in values]
     return values + amount
+
+
+def tf32(values):
+    """Nested lists with every value rounded to TF32's 10 bits of mantissa."""
+    if isinstance(values, list):
+        return [tf32(value) for value in values]
+    mantissa, exponent = math.frexp(values)
+    return math.ldexp(round(mantissa * 2048) / 2048.0, exponent)
 
 
 def covered(arch_list, capability):

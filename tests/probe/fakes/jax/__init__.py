@@ -4,7 +4,8 @@ version, cuda (None: no CUDA plugin, CPU only), gpus [{name, capability}], wrong
 oom [GPU indices: allocating a big array there fails, as on a full GPU],
 collective ("wrong": one GPU gets a wrong psum; "raise": the psum fails with NCCL's error; "hang": it never
 returns),
-busbw_gbs and tflops (how long psums and big products take: see fakearray.take_time).
+busbw_gbs and tflops (how long psums and big products take: see fakearray.take_time),
+tf32 (float32 products on GPUs round their inputs to TF32 unless asked for Precision.HIGHEST, as XLA does on an H100).
 The test installs dist-info for jax, jaxlib and (with cuda) jax-cuda12-plugin next to it.
 
 jax.pmap runs the function once per device, in threads, like SPMD code runs on every GPU at once, and
@@ -173,7 +174,7 @@ def pmap(fun, axis_name=None, devices=None, **kwargs):
     return mapped
 
 
-lax = types.SimpleNamespace(conv=_conv, psum=_psum)
+lax = types.SimpleNamespace(conv=_conv, psum=_psum, Precision=types.SimpleNamespace(DEFAULT="DEFAULT", HIGHEST="HIGHEST"))
 
 
 # --- jax.random ------------------------------------------------------------------------------------------------------

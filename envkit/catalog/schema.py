@@ -1,0 +1,264 @@
+"""Schema checks of a framework manifest (envs/<name>.yaml): parsed YAML in, a frozen Manifest out. Pure.
+
+Every problem is a ManifestError naming the file, the build and the field. The schema is documented for admins in
+envs/README.md.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Optional
+
+from envkit.catalog.entries import conda_spec_problem, https_url_problem, pip_requirement_problem
+from envkit.catalog.model import (
+    CPU,
+    FRAMEWORKS,
+    ArchSet,
+    Build,
+    BundledLibrary,
+    CondaInstall,
+    Manifest,
+    PipInstall,
+    Tables,
+)
+from envkit.catalog.node import Node, kind
+from envkit.cuda import CudaTable
+from envkit.versions import ComputeCapability, CudaVersion
+
+_VARIANT = re.compile(r"^(cpu|cu\d{2,3})$")
+_BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip", "conda", "releases"}
+# `bundled` and `unconfirmed` may be set on a release for all its builds; a build's own value wins.
+_RELEASE_KEYS = {"version", "python", "notes", "pip", "conda", "builds", "bundled", "unconfirmed"}
+_BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda", "bundled", "unconfirmed"}
+_PIP_KEYS = {"index_url", "find_links", "packages", "local_version"}
+_CONDA_KEYS = {"channels", "packages"}
+_ARCH_KEYS = {"sass", "ptx"}
+_BUNDLED_KEYS = {"name", "min_compute_capability"}
+
+
+def parse_manifest(data: Any, path: str, expected_name: str, tables: Tables) -> Manifest:
+    node = Node(data, path)
+    node.only(_MANIFEST_KEYS)
+    name = node.text("name")
+    if name != expected_name:
+        node.fail(f"must be the file's name, {expected_name!r}", "name")
+    framework = node.text("framework")
+    if framework not in FRAMEWORKS:
+        node.fail(f"{framework!r} is not one of {', '.join(FRAMEWORKS)}", "framework")
+    arch_sets = _arch_sets(node) if node.has("arch_sets") else {}
+    manifest_install = _install_defaults(node)
+    builds: list[Build] = []
+    seen: set[str] = set()
+    for position, raw_release in enumerate(node.children("releases")):
+        release = Node(raw_release, path, prefix=f"releases[{position}].")
+        release.only(_RELEASE_KEYS)
+        release_install = _merge(manifest_install, _install_defaults(release))
+        for build_position, raw_build in enumerate(release.children("builds")):
+            build = _parse_build(name, release, raw_build, build_position, release_install, arch_sets, tables)
+            if build.id in seen:
+                release.fail(f"duplicate build id {build.id!r}", f"builds[{build_position}].id")
+            seen.add(build.id)
+            builds.append(build)
+    return Manifest(
+        name=name,
+        summary=node.text("summary"),
+        framework=framework,
+        builds=tuple(builds),
+        path=path,
+        retired=node.text("retired", required=False),
+    )
+
+
+def _arch_sets(node: Node) -> dict[str, ArchSet]:
+    sets = node.child("arch_sets")
+    return {str(key): _arch(sets.child(str(key))) for key in sets.data}
+
+
+def _arch(node: Node) -> ArchSet:
+    node.only(_ARCH_KEYS)
+
+    def capabilities(key: str) -> tuple[ComputeCapability, ...]:
+        out = []
+        for position, text in enumerate(node.text_list(key)):
+            try:
+                out.append(ComputeCapability.parse(text))
+            except ValueError as exc:
+                node.fail(str(exc), f"{key}[{position}]")
+        return tuple(sorted(set(out)))
+
+    arch = ArchSet(sass=capabilities("sass"), ptx=capabilities("ptx"))
+    if not arch.sass and not arch.ptx:
+        node.fail("needs at least one sass or ptx architecture")
+    return arch
+
+
+def _install_defaults(node: Node) -> dict[str, dict[str, Any]]:
+    """The pip/conda keys a manifest or release sets for all the builds under it."""
+    out: dict[str, dict[str, Any]] = {}
+    for part, keys in (("pip", _PIP_KEYS), ("conda", _CONDA_KEYS)):
+        if node.has(part):
+            sub = node.child(part)
+            sub.only(keys)
+            out[part] = dict(sub.data)
+    return out
+
+
+def _merge(base: Mapping[str, Mapping[str, Any]], over: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    merged = {part: dict(values) for part, values in base.items()}
+    for part, values in over.items():
+        merged.setdefault(part, {}).update(values)
+    return merged
+
+
+def _parse_build(
+    manifest: str,
+    release: Node,
+    raw: Any,
+    position: int,
+    inherited: Mapping[str, Mapping[str, Any]],
+    arch_sets: Mapping[str, ArchSet],
+    tables: Tables,
+) -> Build:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    where = f"{release.prefix}builds[{position}]"
+    first = Node(raw, release.path, prefix=f"{where}.")
+    version_text = release.text("version")
+    variant = first.text("variant")
+    build_id = first.text("id", required=False) or f"{manifest}-{version_text}-{variant}"
+    node = Node(raw, release.path, build=build_id)  # from here on, errors name the build
+    node.only(_BUILD_KEYS)
+    if not _BUILD_ID.match(build_id):
+        node.fail("a build id is letters, digits and . _ + -", "id")
+    if not _VARIANT.match(variant or ""):
+        node.fail(f"{variant!r} is not 'cpu' or 'cu' and the CUDA digits (cu118, cu126, cu12)", "variant")
+    try:
+        version = Version(version_text)
+    except InvalidVersion:
+        release.fail(f"{version_text!r} is not a version like '2.9'", "version")
+    python_node = node if node.has("python") else release
+    python_text = python_node.text("python")
+    try:
+        python = SpecifierSet(python_text)
+    except InvalidSpecifier:
+        python_node.fail(f"{python_text!r} is not a version range like '>=3.10,<3.15'", "python")
+    if not any(python.contains(v) for v in tables.python.versions):
+        python_node.fail(f"{python_text!r} admits none of the Pythons in python.yaml", "python")
+
+    cuda = node.parsed("cuda", CudaVersion.parse, required=False)
+    arch = _build_arch(node, arch_sets) if node.has("arch") else None
+    if variant == CPU and (cuda or arch):
+        node.fail("a cpu build has no cuda or arch", "cuda" if cuda else "arch")
+    if variant != CPU:
+        if cuda is None:
+            node.fail(f"a {variant} build needs the CUDA it targets", "cuda")
+        if arch is None:
+            node.fail("a GPU build needs its architecture list (sass and/or ptx)", "arch")
+        _check_cuda(node, cuda, arch, tables.cuda)
+        if variant not in (cuda.tag, f"cu{cuda.major}"):
+            node.fail(f"{variant!r} does not name CUDA {cuda}: expected {cuda.tag} (or cu{cuda.major} for a build "
+                      f"that serves the whole CUDA {cuda.major} line)", "variant")
+
+    install = _merge(inherited, _install_defaults(node))
+    pip = _pip(node, install.get("pip"), variant) if "pip" in install else None
+    conda = _conda(node, install["conda"]) if "conda" in install else None
+    if pip is None and conda is None:
+        node.fail("a build needs pip packages or conda packages to install", "pip")
+    return Build(
+        id=build_id, manifest=manifest, version=version, variant=variant, python=python, cuda=cuda,
+        arch=arch, pip=pip, conda=conda, notes=node.text("notes", required=False) or release.text("notes", False),
+        bundled=_bundled(node, release, arch),
+        unconfirmed=node.text("unconfirmed", required=False) or release.text("unconfirmed", False),
+    )
+
+
+def _build_arch(node: Node, arch_sets: Mapping[str, ArchSet]) -> ArchSet:
+    value = node.data["arch"]
+    if isinstance(value, str):
+        if value not in arch_sets:
+            node.fail(f"no arch set named {value!r} in arch_sets ({', '.join(arch_sets) or 'none defined'})", "arch")
+        return arch_sets[value]
+    return _arch(node.child("arch"))
+
+
+def _check_cuda(node: Node, cuda: CudaVersion, arch: ArchSet, table: CudaTable) -> None:
+    if cuda not in table.min_driver:
+        node.fail(f"CUDA {cuda} is not in cuda.yaml's min_driver table", "cuda")
+    oldest = table.min_compute_capability.get(cuda.major)
+    if oldest is not None:
+        too_old = [cc for cc in (*arch.sass, *arch.ptx) if cc < oldest]
+        if too_old:
+            node.fail(f"CUDA {cuda.major}.x cannot build for {too_old[0].sm} (its oldest is {oldest.sm})", "arch")
+
+
+def _pip(node: Node, values: Mapping[str, Any], variant: str) -> PipInstall:
+    pip = Node(values, node.path, node.build, "pip.")
+    packages = pip.text_list("packages")
+    if not packages:
+        pip.fail("missing or empty", "packages")
+    for position, requirement in enumerate(packages):
+        problem = pip_requirement_problem(requirement)
+        if problem:
+            pip.fail(problem, f"packages[{position}]")
+    urls = {}
+    for key, what in (("index_url", "index"), ("find_links", "find-links")):
+        url = pip.text(key, required=False)  # null: unset what the manifest or release set (index: the default)
+        if url is not None:
+            url = url.replace("{variant}", variant)
+            problem = https_url_problem(url, what)
+            if problem:
+                pip.fail(problem, key)
+        urls[key] = url
+    return PipInstall(packages=packages, **urls, local_version=_local_version(pip, variant, any(urls.values())))
+
+
+def _local_version(pip: Node, variant: str, own_source: bool) -> str:
+    """What follows '+' in each installed version of the build's packages; "" for none. Default: the variant when
+    the build's packages come from its own index or links page (PyTorch's), else none (what PyPI publishes)."""
+    local = pip.text("local_version", required=False)
+    local = (variant if own_source else "none") if local is None else local.replace("{variant}", variant)
+    if not re.fullmatch(r"none|[a-z0-9]+(\.[a-z0-9]+)*", local):
+        pip.fail(f"{local!r}: a local version label like 'cu126', or 'none'", "local_version")
+    return "" if local == "none" else local
+
+
+def _conda(node: Node, values: Mapping[str, Any]) -> CondaInstall:
+    conda = Node(values, node.path, node.build, "conda.")
+    channels = conda.text_list("channels")
+    if not channels:
+        conda.fail("missing or empty: full channel URLs", "channels")
+    for position, channel in enumerate(channels):
+        problem = https_url_problem(channel, "channel")
+        if problem:
+            conda.fail(problem, f"channels[{position}]")
+    packages = conda.text_list("packages")
+    if not packages:
+        conda.fail("missing or empty", "packages")
+    for position, spec in enumerate(packages):
+        problem = conda_spec_problem(spec)
+        if problem:
+            conda.fail(problem, f"packages[{position}]")
+    return CondaInstall(channels=channels, packages=packages)
+
+
+def _bundled(node: Node, release: Node, arch: Optional[ArchSet]) -> tuple[BundledLibrary, ...]:
+    """The libraries a GPU build bundles whose GPU floor is above some of its kernels (the build's own list, else
+    its release's)."""
+    owner = node if node.has("bundled") else release
+    if not owner.has("bundled"):
+        return ()
+    if arch is None:
+        owner.fail("only a GPU build bundles GPU libraries", "bundled")
+    raw = owner.data["bundled"]
+    if not isinstance(raw, list) or not raw:
+        owner.fail(f"expected a list of {{name, min_compute_capability}}, got {kind(raw)}", "bundled")
+    out = []
+    for position, item in enumerate(raw):
+        entry = Node(item, owner.path, owner.build, f"{owner.prefix}bundled[{position}].")
+        entry.only(_BUNDLED_KEYS)
+        out.append(BundledLibrary(name=entry.text("name"),
+                                  min_compute_capability=entry.parsed("min_compute_capability",
+                                                                      ComputeCapability.parse)))
+    return tuple(out)

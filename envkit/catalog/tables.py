@@ -1,0 +1,73 @@
+"""Schema checks of the shared tables of a manifests directory: cuda.yaml and python.yaml (gpus.yaml is parsed by
+envkit.gpu_names). Pure: data in, frozen tables out, a ManifestError naming file and field otherwise."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from envkit.catalog.model import PythonTable
+from envkit.catalog.node import Node
+from envkit.cuda import CudaTable
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
+
+
+def parse_cuda_table(data: Any, path: str) -> CudaTable:
+    node = Node(data, path)
+    node.only({"min_driver", "minor_version_compatibility", "min_compute_capability"})
+
+    def table(key: str, parse_key: Callable[[str], Any], parse_value: Callable[[str], Any]) -> dict[Any, Any]:
+        sub = node.child(key)
+        if not sub.data:
+            node.fail("missing or empty", key)
+        out = {}
+        for raw_key in sub.data:
+            sub.check_scalar(raw_key, str(raw_key))
+            try:
+                parsed_key = parse_key(str(raw_key))
+            except ValueError as exc:
+                sub.fail(str(exc), str(raw_key))
+            out[parsed_key] = sub.parsed(raw_key, parse_value)
+        return out
+
+    return CudaTable(
+        min_driver=table("min_driver", CudaVersion.parse, DriverVersion.parse),
+        minor_compat_floor=table("minor_version_compatibility", _major, DriverVersion.parse),
+        min_compute_capability=table("min_compute_capability", _major, ComputeCapability.parse),
+    )
+
+
+def _major(text: str) -> int:
+    if not text.isdigit():
+        raise ValueError(f"{text!r} is not a CUDA major version like '12'")
+    return int(text)
+
+
+def parse_python_table(data: Any, path: str) -> PythonTable:
+    node = Node(data, path)
+    node.only({"versions", "default", "conda_channel", "pypi_index"})
+    versions = tuple(sorted(_python_version(node, "versions", text) for text in node.text_list("versions")))
+    if not versions:
+        node.fail("missing or empty", "versions")
+    default = node.parsed("default", lambda text: _python_version(node, "default", text))
+    if default not in versions:
+        node.fail(f"{default} is not one of the versions listed", "default")
+    sources = {key: https_url(node, key) for key in ("conda_channel", "pypi_index")}
+    return PythonTable(versions=versions, default=default, **sources)
+
+
+def https_url(node: Node, key: str) -> str:
+    url = node.text(key)
+    if not url.startswith("https://"):
+        node.fail(f"{url!r}: give the upstream https URL (map it to a mirror in envkit's config)", key)
+    return url.rstrip("/")
+
+
+def _python_version(node: Node, key: str, text: str) -> Any:
+    from packaging.version import Version
+
+    if not re.match(r"^3\.\d+$", text):
+        node.fail(f"{text!r} is not a Python version like '3.12'", key)
+    return Version(text)
+
+

@@ -1,0 +1,72 @@
+"""``envkit verify ENV --partition P``: the check run on a node of a Slurm partition, reported from here."""
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def node_args(env: Optional[str], prefix: Optional[Path], check, target, json_output: bool) -> list[str]:
+    """The arguments of the `envkit verify` the node runs: the same check, judged on the node's own hardware."""
+    args = ["verify"]
+    args += [env] if env is not None else ["--prefix", str(Path(prefix).resolve())]  # type: ignore[arg-type]
+    args += ["--framework", check.framework, "--probe-timeout", f"{check.probe_timeout:g}",
+             "--timeout", f"{target.timeout:g}"]
+    if check.multi_gpu:
+        args.append("--multi-gpu")
+    if check.bench:
+        args.append("--bench")
+    if target.manifests is not None:
+        args += ["--manifests", str(Path(target.manifests).resolve())]
+    if json_output:
+        args.append("--json")
+    return args
+
+
+def slurm_here() -> bool:
+    from envkit.slurm.client import Slurm
+
+    return Slurm().present
+
+
+def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[int], queue_timeout: float, check,
+                   target, json_output: bool) -> int:
+    """Run the check on a node of ``target.partition`` (``P`` or ``P:NODE``); relay its report and exit status.
+    Returns the exit status."""
+    from envkit.commands.common import find_record, print_json
+    from envkit.errors import BadInputError
+    from envkit.slurm.client import Slurm
+    from envkit.slurm.remote import check_on_node, partition_gpus
+
+    if target.machine or target.cuda is not None or target.gpu_arch:
+        raise BadInputError("--partition checks on the partition's own nodes: leave out --machine, --cuda and "
+                            "--gpu-arch")
+    partition, _, nodes = target.partition.partition(":")
+    node = nodes or None
+    if node is not None and "," in node:
+        raise BadInputError(f"--partition {target.partition}: the check runs on one node; name one",
+                            hint=f"For example: --partition {partition}:{node.split(',')[0]}")
+    if env is not None:
+        find_record(env)  # exit 2 here, not on the node, for a name envkit did not make
+    slurm = Slurm()
+    slurm.require()
+    most = partition_gpus(slurm, partition)
+    if gpus is not None and gpus > most:
+        raise BadInputError(f"--gpus {gpus}: the nodes of partition {partition} have at most {most} GPU(s)")
+    wanted = gpus if gpus is not None else most
+    typer.echo(f"envkit: running the check on a node of {partition} with {wanted} GPU(s) through srun "
+               f"(waiting at most {queue_timeout:g} s for it to start)", err=True)
+    result = check_on_node(slurm, partition, node_args(env, prefix, check, target, json_output), wanted,
+                           queue_timeout, check.probe_timeout, node=node)
+    if not result.ran:
+        if json_output:
+            print_json({"status": "not run", "partition": partition, "reason": result.not_run})
+        else:
+            typer.echo(f"NOT RUN on {partition}: {result.not_run}")
+        typer.echo("envkit: the check did not run: it is neither PASS nor FAIL, and the environment's record is "
+                   "unchanged", err=True)
+        return 1
+    typer.echo(result.stdout, nl=False)
+    if result.stderr.strip():
+        typer.echo(result.stderr.rstrip("\n"), err=True)
+    return result.returncode if result.returncode is not None else 1

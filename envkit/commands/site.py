@@ -1,0 +1,117 @@
+"""The site file's partitions, their nodes and GPU configurations: ``envkit site``."""
+
+from typing import Any
+
+import typer
+
+from envkit.commands.common import print_json, reported_errors, user_dirs
+from envkit.commands.options import JsonOption
+
+
+def site(json_output: JsonOption = False) -> None:
+    """Show the site file: its partitions, their nodes and GPU configurations, and when each was surveyed.
+
+    The site file is $ENVKIT_SITE, else the `site:` key of envkit's config file, else site.yaml in envkit's config
+    directory (~/.config/envkit/site.yaml). `envkit survey` writes it on a Slurm cluster; it can also be written
+    by hand from saved `envkit detect --json` outputs (the README shows the format). `--partition NAME` on list,
+    create, verify and doctor then targets a partition's nodes.
+
+    Exit codes: 0 shown (also when there is no site file), 2 the site file is broken.
+    """
+    with reported_errors():
+        import os
+
+        from envkit.config import load_config
+        from envkit.site import load_site, site_path
+
+        dirs = user_dirs()
+        loaded = load_site(site_path(os.environ, load_config(os.environ, dirs), dirs), dirs.cache)
+        if json_output:
+            print_json(site_json(loaded))
+        else:
+            typer.echo(site_text(loaded))
+
+
+def _partitions(loaded) -> list[dict[str, Any]]:
+    from envkit.fleet import distinct, named
+    from envkit.site import machine_name
+
+    out = []
+    for partition in loaded.partitions.values():
+        machines = [named(node.profile, machine_name(partition, i)) for i, node in enumerate(partition.nodes)]
+        counts = {m.name: node.count for m, node in zip(machines, partition.nodes)}
+        out.append({
+            "partition": partition,
+            "machines": machines,
+            "configs": [(c, sum(counts[n] for n in c.names)) for c in distinct(machines)],
+        })
+    return out
+
+
+def site_json(loaded) -> dict[str, Any]:
+    return {
+        "site": str(loaded.path),
+        "exists": not loaded.missing,
+        "partitions": [
+            {
+                "name": entry["partition"].name,
+                "surveyed": entry["partition"].surveyed,
+                "nodes": [
+                    {"name": machine.name, "node": node.node, "count": node.count, "profile_file": node.profile_file,
+                     "profile": node.profile.to_dict()}
+                    for machine, node in zip(entry["machines"], entry["partition"].nodes)
+                ],
+                "configurations": [
+                    {"machines": list(config.names), "nodes": count,
+                     "cuda_driver": str(config.profile.cuda_driver) if config.profile.cuda_driver else None,
+                     "gpus": _gpus(config.profile)}
+                    for config, count in entry["configs"]
+                ],
+                "unreachable": [{"node": n, "reason": r} for n, r in entry["partition"].unreachable],
+                "error": entry["partition"].error,
+            }
+            for entry in _partitions(loaded)
+        ],
+    }
+
+
+def _gpus(profile) -> str:
+    if not profile.gpus:
+        return "no GPU"
+    counts: dict[str, int] = {}
+    for gpu in profile.gpus:
+        counts[gpu.description] = counts.get(gpu.description, 0) + 1
+    return ", ".join(f"{n}x {key}" if n > 1 else key for key, n in counts.items())
+
+
+def site_text(loaded) -> str:
+    if loaded.missing:
+        return (f"No site file at {loaded.path}.\n"
+                "Run `envkit survey` on a Slurm login node, set $ENVKIT_SITE to the file your admin published, or "
+                "write one by hand from saved `envkit detect --json` outputs (the README shows the format).")
+    lines = [f"Site file: {loaded.path}"]
+    if not loaded.partitions:
+        lines.append("No partitions in it.")
+    for entry in _partitions(loaded):
+        partition = entry["partition"]
+        when = f"surveyed {partition.surveyed}" if partition.surveyed else "not surveyed (written by hand)"
+        configs = entry["configs"]
+        lines.append("")
+        lines.append(f"{partition.name}: {partition.node_count} node{'s' if partition.node_count != 1 else ''}, "
+                     f"{len(configs)} configuration{'s' if len(configs) != 1 else ''}; {when}")
+        for config, count in configs:
+            driver = f"CUDA {config.profile.cuda_driver}" if config.profile.cuda_driver else "no NVIDIA driver"
+            version = f"driver {config.profile.driver_version}, " if config.profile.driver_version else ""
+            from envkit.fleet import names_text
+
+            lines.append(f"  {names_text(config.names)} ({count} node{'s' if count != 1 else ''}): {version}{driver}; "
+                         f"{_gpus(config.profile)}")
+        for node, reason in partition.unreachable:
+            lines.append(f"  unreachable: {node}: {reason}")
+        if partition.error:
+            lines.append(f"  error: {partition.error}")
+    return "\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(site)

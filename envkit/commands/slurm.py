@@ -1,0 +1,202 @@
+"""Slurm: ``envkit survey`` (the GPU partitions into the site file) and ``envkit job`` (an sbatch script)."""
+
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from envkit.commands.common import find_record, manifests_dir, print_json, reported_errors, user_dirs
+from envkit.commands.options import JsonOption, ManifestsOption
+
+QueueTimeoutOption = Annotated[
+    float,
+    typer.Option("--timeout", min=1, max=86400,
+                 help="Seconds a job may wait in the queue before it is cancelled and reported as not started."),
+]
+PartitionOption = Annotated[
+    str, typer.Option("--partition", "-p", metavar="P", help="The Slurm partition (as in the site file: "
+                                                             "`envkit survey` writes it).")
+]
+
+
+def current_site():
+    """(the site file's path, the site in it)."""
+    import os
+
+    from envkit.config import load_config
+    from envkit.site import load_site, site_path
+
+    dirs = user_dirs()
+    path = site_path(os.environ, load_config(os.environ, dirs), dirs)
+    return path, load_site(path, dirs.cache)
+
+
+def survey(
+    partition: Annotated[
+        Optional[List[str]],
+        typer.Option("--partition", "-p", metavar="P", help="Survey this partition (repeatable). Default: every "
+                     "partition whose nodes have GPUs (GRES gpu).", show_default=False),
+    ] = None,
+    all_nodes: Annotated[
+        bool, typer.Option("--all-nodes", help="Detect every node, not one per distinct configuration (GRES and "
+                           "features).")
+    ] = False,
+    timeout: QueueTimeoutOption = 120.0,
+    json_output: JsonOption = False,
+) -> None:
+    """Find the cluster's GPU partitions with sinfo and detect their nodes through srun, into the site file.
+
+    On one node of each distinct configuration (every node with --all-nodes), `envkit detect --json` runs in a job
+    with all of the node's GPUs, using this same Python (envkit must be where the nodes see it: a shared home).
+    Partitions are surveyed in parallel. A job that does not start within --timeout is cancelled; what could not be
+    reached is written with the reason, and a partition that failed keeps what the site file said about it.
+    Then `envkit list torch --partition P` resolves for that partition.
+
+    Exit codes: 0 every partition surveyed, 1 one failed (the others are written), 2 bad input.
+    """
+    with reported_errors():
+        from envkit.site import Partition, save_site, with_partition
+        from envkit.slurm.client import Slurm
+        from envkit.slurm.survey import gpu_partitions, survey as run_survey
+
+        slurm = Slurm()
+        slurm.require()
+        path, site = current_site()
+        chosen = gpu_partitions(slurm, partition or ())
+        if not chosen:
+            from envkit.errors import EnvkitError
+
+            raise EnvkitError("sinfo lists no partition whose nodes have GPUs (GRES gpu)",
+                              hint="Name one with --partition if its GPUs are not configured as GRES.")
+
+        def progress(name: str, message: str) -> None:
+            typer.echo(f"{name}: {message}", err=True)
+
+        outcomes = run_survey(slurm, chosen, all_nodes=all_nodes, timeout=timeout, progress=progress)
+        for outcome in outcomes:
+            if outcome.partition is not None:
+                site = with_partition(site, outcome.partition)
+            elif outcome.name not in site.partitions:  # a new partition: say why it has no nodes
+                site = with_partition(site, Partition(name=outcome.name, unreachable=outcome.unreachable,
+                                                      error=outcome.error))
+        save_site(site, path)
+        if json_output:
+            print_json({"site": str(path), "partitions": [
+                {"name": o.name, "ok": o.ok, "error": o.error, "nodes": [
+                    {"node": n.node, "count": n.count, "profile": n.profile.to_dict()}
+                    for n in (o.partition.nodes if o.partition else ())],
+                 "unreachable": [{"node": node, "reason": why} for node, why in o.unreachable]}
+                for o in outcomes]})
+        else:
+            for outcome in outcomes:
+                if outcome.ok:
+                    assert outcome.partition is not None
+                    typer.echo(f"{outcome.name}: {len(outcome.partition.nodes)} node configuration(s) surveyed")
+                else:
+                    typer.echo(f"{outcome.name}: NOT surveyed: {outcome.error}")
+            typer.echo(f"Site file: {path}")
+        raise typer.Exit(0 if all(o.ok for o in outcomes) else 1)
+
+
+def job(
+    env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them).")],
+    command: Annotated[
+        Optional[List[str]], typer.Argument(metavar="-- CMD...", help="The command the job runs in the environment.",
+                                            show_default=False)
+    ] = None,
+    partition: PartitionOption = ...,  # type: ignore[assignment]
+    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs per node. Default: all of a node's GPUs "
+                                                "(the fewest any node of the partition has).")] = None,
+    cpus: Annotated[Optional[int], typer.Option("--cpus", min=1, help="CPUs per task (also OMP_NUM_THREADS).")] = None,
+    time: Annotated[Optional[str], typer.Option("--time", metavar="T", help="Time limit, as sbatch reads it "
+                                                "(minutes, HH:MM:SS, D-HH:MM).")] = None,
+    job_name: Annotated[Optional[str], typer.Option("--job-name", metavar="NAME", help="The job's name.")] = None,
+    output: Annotated[Optional[str], typer.Option("--output", metavar="FILE", help="Where the job's output goes. "
+                                                  "Default: sbatch's slurm-<id>.out in the working directory.")] = None,
+    submit: Annotated[bool, typer.Option("--submit", help="Submit the script with sbatch and print the job id.")] = False,
+    show: Annotated[bool, typer.Option("--print", help="Print the script (the default without --submit).")] = False,
+    per_gpu: Annotated[bool, typer.Option("--per-gpu", help="One process per GPU with torchrun (PyTorch "
+                                          "environments): for a program that distributes itself (DDP).")] = False,
+    manifests: ManifestsOption = None,
+) -> None:
+    """Write (and with --submit, submit) an sbatch script that runs CMD in ENV on a node of partition P.
+
+    The script asks for the partition, --gpus-per-node, --cpus-per-task and --time, exports OMP_NUM_THREADS from
+    SLURM_CPUS_PER_TASK, and runs CMD inside ENV activated as `envkit run` does. envkit first checks the
+    environment's build against every node configuration of the partition in the site file, and refuses (exit 1,
+    with the reasons) when it would not run there. PyTorch uses one GPU unless the program distributes: --per-gpu
+    starts one process per GPU (torchrun).
+
+    Example: `envkit job torch-cu126 -p gpu-4-a100 --gpus 2 --cpus 6 --time 1:00:00 --submit -- python train.py`.
+    """
+    with reported_errors():
+        import sys
+
+        from envkit.errors import BadInputError
+        from envkit.slurm.script import JobSpec, sbatch_script
+
+        if not command:
+            raise BadInputError("give the command the job runs after `--`",
+                                hint=f"For example: envkit job {env} --partition {partition} -- python train.py")
+        record = find_record(env)
+        _, site = current_site()
+        framework, gpus = _check_fit(record, site, partition, gpus, manifests)
+        if per_gpu and framework != "torch":
+            raise BadInputError(f"--per-gpu starts one process per GPU with torchrun, which needs a PyTorch "
+                                f"environment; {env} has {framework or 'an unknown framework'}")
+        spec = JobSpec(partition=partition, command=tuple(command), gpus=gpus, cpus=cpus, time=time,
+                       job_name=job_name if job_name is not None else env, output=output, per_gpu=per_gpu,
+                       activate=(sys.executable, "-m", "envkit", "run", env, "--"))
+        script = sbatch_script(spec)
+        if not submit:
+            typer.echo(script, nl=False)
+            return
+        if show:
+            typer.echo(script, nl=False, err=True)
+        from envkit.slurm.client import Slurm
+
+        job_id = Slurm().submit(script)
+        typer.echo(job_id)
+        where = output or f"slurm-{job_id}.out"
+        typer.echo(f"envkit: submitted job {job_id} to {partition}; its output goes to {where}; "
+                   f"`squeue -j {job_id}` shows it", err=True)
+
+
+def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Optional[Path]):
+    """(the framework, the GPUs per node to ask for); EnvkitError (exit 1) with the reasons when the environment's
+    build would not run on every node configuration of the partition."""
+    from envkit.catalog import load_tables
+    from envkit.commands.check import _recorded_build
+    from envkit.errors import EnvkitError
+    from envkit.resolve import assess
+    from envkit.site import get_partition, machine_name, partition_profiles
+
+    profiles = partition_profiles(site, partition)
+    counts = [len(profile.gpus) for profile in profiles]
+    if gpus is not None and gpus > max(counts):
+        raise EnvkitError(f"--gpus {gpus}: the nodes of partition {partition} have at most {max(counts)} GPU(s)",
+                          hint=f"Ask for {max(counts)} or fewer.")
+    chosen = gpus if gpus is not None else (min(counts) or None)
+    framework, build = _recorded_build(record, manifests)
+    if build is None:
+        typer.echo(f"envkit: warning: the build {record.build} of {record.name} is no longer in the manifests; "
+                   f"its fit with {partition} is not checked", err=True)
+        return framework, chosen
+    tables = load_tables(manifests_dir(manifests))
+    part = get_partition(site, partition)
+    problems = []
+    for position, profile in enumerate(profiles):
+        candidate = assess(build, profile, tables)
+        if not candidate.compatible:
+            reasons = "; ".join(candidate.reasons)
+            problems.append(f"{machine_name(part, position)}: {reasons}")
+    if problems:
+        raise EnvkitError(f"{record.name} ({record.build}) would not run on partition {partition}: "
+                          + " | ".join(problems),
+                          hint=f"Create one for it: envkit create {record.manifest} --partition {partition}")
+    return framework, chosen
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(survey)
+    app.command()(job)

@@ -1,0 +1,156 @@
+"""A fleet: the machines an environment is for (several profile files, a directory of them, a site partition).
+
+Low in the layers, beside machine.py: a fleet is a tuple of named profiles. Identical profiles are judged once, so
+machines are grouped by the facts resolution looks at (:func:`profile_key`: the driver, its CUDA, every GPU's name
+and architecture; not the name, not where the facts came from, not the GPUs' memory, which a node reports a little
+differently with ECC or MIG settings). A machine's name is its profile's ``name``, else its file's
+name (without the suffix).
+
+Reading profiles is the only I/O here (:func:`load_profiles`); everything else is pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Hashable, Optional, Sequence
+
+from envkit.errors import ProfileError
+from envkit.machine import MachineProfile
+
+PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    profile: MachineProfile
+    file: Optional[str] = None  # the profile file it was read from, if any
+
+
+@dataclass(frozen=True)
+class Config:
+    """One distinct machine configuration of a fleet and the machines that share it."""
+
+    profile: MachineProfile  # the first machine's, named after it
+    machines: tuple[Machine, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.machines)
+
+    @property
+    def has_gpus(self) -> bool:
+        return bool(self.profile.gpus)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    machines: tuple[Machine, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.machines)
+
+    @property
+    def single(self) -> Optional[MachineProfile]:
+        """The one machine's profile when the fleet is one machine."""
+        return self.machines[0].profile if len(self.machines) == 1 else None
+
+    def configs(self) -> tuple[Config, ...]:
+        """The distinct configurations, in the order their first machine comes."""
+        return distinct(self.machines)
+
+
+def profile_key(profile: MachineProfile) -> Hashable:
+    """The facts resolution looks at; equal keys resolve the same way."""
+    return (
+        str(profile.cuda_driver) if profile.cuda_driver else None,
+        str(profile.driver_version) if profile.driver_version else None,
+        tuple((g.name, str(g.compute_capability) if g.compute_capability else None) for g in profile.gpus),
+    )
+
+
+def distinct(machines: Sequence[Machine]) -> tuple[Config, ...]:
+    groups: dict[Hashable, list[Machine]] = {}
+    for machine in machines:
+        groups.setdefault(profile_key(machine.profile), []).append(machine)
+    return tuple(Config(profile=replace(group[0].profile, name=group[0].name), machines=tuple(group))
+                 for group in groups.values())
+
+
+def fleet_of(machines: Sequence[Machine]) -> Fleet:
+    """A fleet with unique names: the same machine given twice counts once; two different machines that share a
+    name are told apart by their files."""
+    seen: dict[str, Hashable] = {}
+    out = []
+    for machine in machines:
+        key = profile_key(machine.profile)
+        if machine.name in seen:
+            if seen[machine.name] == key:
+                continue
+            label = f"{machine.name} ({machine.file or len(out) + 1})"
+            machine = replace(machine, name=label, profile=replace(machine.profile, name=label))
+        seen[machine.name] = key
+        out.append(machine)
+    return Fleet(tuple(out))
+
+
+def named(profile: MachineProfile, fallback: str, file: Optional[str] = None) -> Machine:
+    name = profile.name or fallback
+    return Machine(name=name, profile=replace(profile, name=name), file=file)
+
+
+def profile_files(path: Path) -> list[Path]:
+    """A profile file as it is, or every ``*.yaml``/``*.yml``/``*.json`` in a directory (sorted); a directory
+    with none is an error (exit 2)."""
+    if not path.is_dir():
+        return [path]
+    try:
+        files = sorted(p for p in path.iterdir() if p.suffix in PROFILE_SUFFIXES and p.is_file())
+    except OSError as exc:
+        raise ProfileError(f"cannot read the profile directory {path}: {exc.strerror or exc}") from None
+    if not files:
+        raise ProfileError(f"the directory {path} holds no machine profiles (*.yaml or *.json files)",
+                           hint="Save one per machine there with `envkit detect --json > NAME.json`.")
+    return files
+
+
+def load_profiles(paths: Sequence[Path], cache_dir: Optional[Path] = None) -> list[Machine]:
+    """The machines in profile files and directories of them. A broken file is an error naming it (exit 2). A
+    directory's profiles are parsed together and cached as one entry (envkit.filecache), so a warm run over
+    hundreds of nodes reads one cache file and stats each profile."""
+    machines: list[Machine] = []
+    for path in paths:
+        files = profile_files(path)
+        if path.is_dir():
+            machines.extend(_directory(files, cache_dir))
+        else:
+            machines.append(_one(files[0], cache_dir))
+    return machines
+
+
+def _one(path: Path, cache_dir: Optional[Path]) -> Machine:
+    from envkit.machine import read_profile
+
+    return named(read_profile(path, cache_dir), path.stem, str(path))
+
+
+def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
+    from envkit.filecache import cached
+
+    def parse() -> list[Machine]:
+        return [_one(path, None) for path in files]
+
+    return cached(cache_dir, "profiles", files, ("yamltext.py", "machine.py", "fleet.py"), parse)
+
+
+def names_text(names: Sequence[str], most: int = 4) -> str:
+    """Machine names for a sentence: all of a few, the first ones and a count of many."""
+    if len(names) <= most:
+        return ", ".join(names)
+    return f"{', '.join(names[:most - 1])} and {len(names) - most + 1} more"
+
+
+def fleet_json(fleet: Fleet) -> list[dict[str, Any]]:
+    return [{**m.profile.to_dict(), "name": m.name, "file": m.file} for m in fleet.machines]

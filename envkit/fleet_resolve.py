@@ -1,0 +1,167 @@
+"""Which builds fit a whole fleet, and how to split a fleet that no GPU build fits. Pure functions: no I/O.
+
+- Each distinct configuration is resolved once (envkit.resolve); a build fits the fleet only when it fits every
+  configuration. Its reasons name the machines they hold for (``deepten: needs driver CUDA >= 12.1 ...``), and
+  ``fails_on`` lists the machines it does not fit.
+- Machines without a GPU in a fleet that has GPU machines (a login node, a front-end) do not veto GPU builds: such
+  an environment is meant for the GPU machines, and a CUDA build of a framework imports and runs on the CPU there.
+  They are still judged for Python, and listed as ``cpu_only``. A fleet of GPU-less machines only is judged as one
+  GPU-less machine is: CPU builds.
+- Groups, when no GPU build fits every GPU configuration: the fewest groups of configurations such that each group
+  has a GPU build fitting all of its machines. This is minimum set cover, solved exactly: the sets are, per GPU
+  build, the configurations it fits (only the maximal ones kept); covers of 1, 2, ... sets are tried in order, the
+  sets ordered by their best build's rank, so the first cover found is the smallest and prefers newer builds. Each
+  configuration goes to the first set of the cover that holds it; each group then gets the newest GPU build that
+  fits all of its machines. A configuration no GPU build fits is a group of its own, with the best build that fits
+  it (a CPU build) or none. The number of distinct configurations is small (a site has a handful), and with more
+  than 16 sets the search falls back to the greedy cover (at most ln(n)+1 times the minimum).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Mapping, Optional, Sequence
+
+from envkit.catalog.model import Manifest, Tables
+from envkit.fleet import Config, Fleet, names_text
+from envkit.resolve import Candidate, Request, Resolution, rank, resolve
+
+EXACT_LIMIT = 16  # maximal sets up to which the cover is searched exhaustively
+
+
+@dataclass(frozen=True)
+class Group:
+    machines: tuple[str, ...]
+    selected: Optional[Candidate]  # the build for this group; None when nothing fits it
+
+
+@dataclass(frozen=True)
+class FleetResolution:
+    resolution: Resolution  # merged: a candidate is compatible when it fits every machine
+    fails_on: Mapping[str, tuple[str, ...]]  # build id -> the machines it does not fit
+    machines: tuple[str, ...]
+    cpu_only: tuple[str, ...] = ()  # GPU-less machines in a fleet with GPU machines
+    groups: tuple[Group, ...] = ()  # only when no GPU build fits every GPU machine
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.resolution.manifest
+
+    @property
+    def selected(self) -> Optional[Candidate]:
+        return self.resolution.selected
+
+    @property
+    def split(self) -> bool:
+        """Whether the fleet needs more than one environment to use all its GPUs."""
+        return len(self.groups) > 1
+
+
+def resolve_fleet(manifest: Manifest, fleet: Fleet, tables: Tables, request: Request = Request()) -> FleetResolution:
+    configs = fleet.configs()
+    per_config = [resolve(manifest, config.profile, tables, request) for config in configs]
+    if len(configs) == 1:  # one configuration, however many machines: exactly the single-machine answer
+        resolution = per_config[0]
+        fails = {c.build.id: configs[0].names for c in resolution.incompatible}
+        return FleetResolution(resolution, fails, fleet.names)
+    gpu = [i for i, config in enumerate(configs) if config.has_gpus]
+    judged = gpu if gpu else list(range(len(configs)))
+    cpu_only = tuple(name for i, config in enumerate(configs) if i not in judged for name in config.names)
+    by_build = [{c.build.id: c for c in r.candidates} for r in per_config]
+    merged, fails_on = [], {}
+    for build in manifest.builds:
+        verdicts = [(configs[i], by_build[i][build.id]) for i in range(len(configs))]
+        candidate, failing = _merge(verdicts, judged_ids={id(configs[i]) for i in judged}, gpu_build=build.is_gpu)
+        merged.append(candidate)
+        if failing:
+            fails_on[build.id] = failing
+    resolution = Resolution(manifest=manifest, candidates=tuple(rank(merged, has_gpus=bool(gpu))))
+    groups: tuple[Group, ...] = ()
+    fits_all_gpus = any(c.compatible and c.build.is_gpu for c in merged)
+    if len(gpu) > 1 and not fits_all_gpus:
+        groups = _groups([configs[i] for i in gpu], [per_config[i] for i in gpu], cpu_only)
+    return FleetResolution(resolution, fails_on, fleet.names, cpu_only, groups)
+
+
+def _merge(verdicts: Sequence[tuple[Config, Candidate]], judged_ids: set[int], gpu_build: bool
+           ) -> tuple[Candidate, tuple[str, ...]]:
+    """One build's verdicts on every configuration as one candidate, its reasons prefixed by the machines."""
+    first = verdicts[0][1]
+    failing: list[str] = []
+    reasons: dict[str, list[str]] = {}
+    natives = []
+    for config, candidate in verdicts:
+        judged = id(config) in judged_ids or not gpu_build
+        if judged and not candidate.compatible:
+            failing.extend(config.names)
+        if judged:
+            natives.append(candidate.native)
+    compatible = not failing
+    for config, candidate in verdicts:
+        judged = id(config) in judged_ids or not gpu_build
+        if not judged:
+            texts = ["no GPU: the environment runs there on the CPU only"]
+        elif compatible or not candidate.compatible:
+            texts = list(candidate.reasons)
+        else:
+            continue  # a machine it fits, beside machines it does not: the failures are the reasons
+        for text in texts:
+            reasons.setdefault(text, []).extend(config.names)
+    native = None if not gpu_build else (False if False in natives else (True if natives else None))
+    words = tuple(f"{names_text(names)}: {text}" for text, names in reasons.items())
+    return Candidate(first.build, compatible, native, first.python, words), tuple(failing)
+
+
+def _groups(configs: Sequence[Config], resolutions: Sequence[Resolution], cpu_only: Sequence[str]
+            ) -> tuple[Group, ...]:
+    """The fewest groups of GPU configurations, each with a GPU build that fits all of its machines."""
+    order = {c.build.id: i for i, c in enumerate(rank(
+        [c for r in resolutions for c in r.candidates if c.compatible and c.build.is_gpu], has_gpus=True))}
+    fits: dict[str, frozenset[int]] = {}
+    for index, resolution in enumerate(resolutions):
+        for candidate in resolution.compatible:
+            if candidate.build.is_gpu:
+                fits[candidate.build.id] = fits.get(candidate.build.id, frozenset()) | {index}
+    # One set per distinct configuration set, named by its best build; only sets no other set contains.
+    best: dict[frozenset[int], str] = {}
+    for build_id, members in fits.items():
+        if members not in best or order[build_id] < order[best[members]]:
+            best[members] = build_id
+    maximal = sorted((s for s in best if not any(s < other for other in best)), key=lambda s: order[best[s]])
+    coverable = frozenset().union(*maximal) if maximal else frozenset()
+    cover = _cover(maximal, coverable)
+    assigned: list[list[int]] = [[] for _ in cover]
+    for index in range(len(configs)):
+        home = next((n for n, members in enumerate(cover) if index in members), None)
+        if home is not None:
+            assigned[home].append(index)
+    groups = [_group(configs, resolutions, members, order) for members in assigned if members]
+    groups += [_group(configs, resolutions, [i], order) for i in range(len(configs)) if i not in coverable]
+    return tuple(groups)
+
+
+def _cover(sets: Sequence[frozenset[int]], universe: frozenset[int]) -> list[frozenset[int]]:
+    if not universe:
+        return []
+    if len(sets) <= EXACT_LIMIT:
+        for size in range(1, len(sets) + 1):
+            for chosen in combinations(sets, size):
+                if frozenset().union(*chosen) == universe:
+                    return list(chosen)
+    left, chosen_sets = set(universe), []
+    while left:  # greedy: the set covering most of what is left (the better-ranked one on a tie)
+        pick = max(sets, key=lambda s: len(s & left))
+        chosen_sets.append(pick)
+        left -= pick
+    return chosen_sets
+
+
+def _group(configs: Sequence[Config], resolutions: Sequence[Resolution], members: Sequence[int],
+           order: Mapping[str, int]) -> Group:
+    """The group's machines and the newest build fitting them all (a GPU one first)."""
+    names = tuple(name for i in members for name in configs[i].names)
+    common = set.intersection(*({c.build.id for c in resolutions[i].compatible} for i in members))
+    candidates = [c for c in resolutions[members[0]].candidates if c.build.id in common]
+    ranked = rank(candidates, has_gpus=True)
+    return Group(machines=names, selected=ranked[0] if ranked else None)

@@ -1,0 +1,312 @@
+"""How each known failure is recognised: the patterns frameworks print, and one matcher per rule of
+envkit.probe.rules. A matcher reads the facts of a check and yields the values for its rule's templates, once per
+thing it found (nothing: the rule does not apply). Pure."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+from envkit.probe.builds import parse_cuda
+from envkit.probe.facts import (Facts, arch_strings, covers, device_label, first_line, gpus_text, last_line,
+                                machine_label)
+from envkit.probe.result import NO_REPORT, TIMED_OUT, Check, ProbeResult
+from envkit.versions import CudaVersion
+
+Matcher = Callable[[Facts], Iterable[Mapping[str, Any]]]
+
+
+# --- patterns in what frameworks print ---------------------------------------------------------------------------
+
+DRIVER_TOO_OLD = (
+    r"driver on your system is too old \(found version (?P<number>\d{4,6})\)",
+    r"NVIDIA driver's CUDA version is (?P<version>\d+\.\d+) which is older",
+    r"CUDA driver version is insufficient for CUDA runtime version",
+    r"cudaErrorInsufficientDriver",
+    r"CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+)
+NO_KERNEL = (
+    r"no kernel image is available for execution on the device",
+    r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation",
+    r"CUDA_ERROR_NO_BINARY_FOR_GPU",
+    r"cudaErrorNoKernelImageForDevice",
+)
+NUMPY2 = (
+    r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2",
+    r"_ARRAY_API not found",
+    r"numpy\.core\.multiarray failed to import",
+)
+OUT_OF_MEMORY = (r"out of memory", r"CUDA_ERROR_OUT_OF_MEMORY", r"RESOURCE_EXHAUSTED")
+BUSY = (r"busy or unavailable", r"CUDA_ERROR_DEVICES_UNAVAILABLE", r"cudaErrorDevicesUnavailable")
+OLD_PYTHON = (r"Unknown option: -I", r"SyntaxError: invalid syntax", r"unknown option -I")
+MISSING_LIBRARY = r"(?P<library>lib[\w.+-]+?\.so(?:\.[\d.]+)?): cannot open shared object file"
+# Values of CUDA_VISIBLE_DEVICES that hide every GPU.
+HIDING = re.compile(r"^\s*(|-1|none|NoDevFiles|void)\s*$", re.IGNORECASE)
+
+
+def search(patterns: Sequence[str], texts: Iterable[str]) -> Optional[re.Match]:
+    for text in texts:
+        for pattern in patterns:
+            found = re.search(pattern, text)
+            if found:
+                return found
+    return None
+
+
+def driver_cuda_from(probe: ProbeResult) -> Optional[CudaVersion]:
+    """The driver's CUDA as a framework's error reported it: "found version 11020" is CUDA 11.2."""
+    found = search(DRIVER_TOO_OLD[:2], probe.texts())
+    if found is None:
+        return None
+    groups = found.groupdict()
+    try:
+        if groups.get("number"):
+            return CudaVersion.from_driver_int(int(groups["number"]))
+        return CudaVersion.parse(groups["version"])
+    except ValueError:
+        return None
+
+
+# --- matchers ----------------------------------------------------------------------------------------------------
+
+def timed_out(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if f.probe.failure == TIMED_OUT:
+        timeout = f.probe.timeout or 0
+        yield {"timeout": f"{timeout:g}", "longer": f"{max(timeout * 2, 60):g}"}
+
+
+def old_python(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if f.probe.failure == NO_REPORT and search(OLD_PYTHON, [f.probe.stderr, f.probe.stdout]):
+        yield {}
+
+
+def no_report(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if f.probe.failure is not None and f.probe.failure != TIMED_OUT:
+        yield {"what": f.probe.failure_detail, "tail": last_line(f.probe.stderr) or "nothing on stderr"}
+
+
+def probe_error(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if f.probe.reported and f.probe.probe_error is not None:
+        yield {"error": f.probe.probe_error.text}
+
+
+def no_framework(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if f.probe.reported and f.probe.framework is None and f.probe.probe_error is None:
+        yield {}
+
+
+def numpy2(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if f.probe.reported and search(NUMPY2, f.probe.texts()):
+        yield {"effect": "cannot be imported" if not f.probe.imported else
+               "imports, but fails wherever it exchanges arrays with NumPy"}
+
+
+def import_missing(f: Facts) -> Iterable[Mapping[str, Any]]:
+    error = f.probe.import_error
+    if f.probe.reported and f.probe.framework and error is not None and error.type == "ModuleNotFoundError" \
+            and re.search(rf"No module named '{re.escape(f.probe.framework)}'", error.message):
+        yield {}
+
+
+def missing_library(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if f.probe.imported or f.probe.import_error is None:
+        return
+    found = search([MISSING_LIBRARY], [f.probe.import_error.message, f.probe.import_error.traceback])
+    if found:
+        library = found.group("library")
+        if library.startswith("libcuda.so"):
+            why = ("it is the NVIDIA driver's own library, so this machine (or container) has no usable NVIDIA "
+                   "driver")
+            what = ("Run it where the driver is (a GPU node; in a container, start it with the GPUs passed through), "
+                    "or use a CPU build here")
+        else:
+            why = "a library this build needs is not installed"
+            what = "Reinstall the build into a fresh environment"
+        yield {"library": library, "why": why, "what": what}
+
+
+def import_failed(f: Facts) -> Iterable[Mapping[str, Any]]:
+    error = f.probe.import_error
+    if f.probe.reported and f.probe.framework and not f.probe.imported and error is not None:
+        yield {"error": first_line(error.text)}
+
+
+def driver_too_old(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if not f.probe.imported or not search(DRIVER_TOO_OLD, f.probe.texts()):
+        return
+    have = f.driver_cuda or (f.profile.cuda_driver if f.on_target else None)
+    need = parse_cuda(f.probe.cuda)
+    floor = f.tables.cuda.min_driver.get(need) if f.tables is not None and need is not None else None
+    yield {
+        "have": f"CUDA {have}" if have else "an older CUDA",
+        "need": f"CUDA {need}" if need else "a newer CUDA",
+        "update": f" Or have the NVIDIA driver updated to {floor} or newer (the first for CUDA {need})."
+        if floor else " Or have the NVIDIA driver updated.",
+    }
+
+
+def cpu_build(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if not f.probe.imported or f.gpu_build or not f.gpus_wanted:
+        return
+    evidence = {
+        "torch": "torch.version.cuda is None" + (", and its version ends in +cpu" if "+cpu" in (f.probe.version or "")
+                                                 else ""),
+        "tensorflow": "its build information says it was not built with CUDA",
+        "jax": "no CUDA plugin (jax[cudaNN]) is installed",
+        "mxnet": "it was built without CUDA",
+    }.get(f.framework, "it was built without CUDA")
+    gpus = len(f.profile.gpus)
+    machine = "this machine's" if f.on_target else "that machine's"
+    yield {"evidence": evidence, "gpus": f"{machine} {gpus_text(gpus)}" if gpus else "a GPU"}
+
+
+def _looked_for_gpus(f: Facts) -> bool:
+    """Whether the probe got as far as asking a GPU build for its GPUs, on the machine being judged."""
+    return f.on_target and f.probe.imported and f.gpu_build and f.probe.probe_error is None
+
+
+def _no_gpu_visible(f: Facts) -> bool:
+    return _looked_for_gpus(f) and f.seen == 0
+
+
+def slurm_no_gpu(f: Facts) -> Iterable[Mapping[str, Any]]:
+    job = f.env.get("SLURM_JOB_ID")
+    if job and _no_gpu_visible(f):
+        yield {"job": job}
+
+
+def cvd_hides_all(value: str, gpus: int) -> bool:
+    """Whether CUDA_VISIBLE_DEVICES hides every GPU of a machine with ``gpus`` GPUs: an empty list, -1, or a first
+    entry that names no GPU there (CUDA reads the list up to its first invalid entry). UUIDs are taken as valid."""
+    if HIDING.match(value):
+        return True
+    if gpus == 0:
+        return False  # nothing to hide: the machine has no GPU
+    first = value.split(",")[0].strip()
+    if first.startswith(("GPU-", "MIG-")):
+        return False
+    return not (first.isdigit() and int(first) < gpus)
+
+
+def gpus_hidden(f: Facts) -> Iterable[Mapping[str, Any]]:
+    value = f.env.get("CUDA_VISIBLE_DEVICES")
+    if value is not None and _no_gpu_visible(f) and cvd_hides_all(value, len(f.profile.gpus)):
+        yield {"value": value}
+
+
+def gpus_partly_hidden(f: Facts) -> Iterable[Mapping[str, Any]]:
+    value = f.env.get("CUDA_VISIBLE_DEVICES")
+    total = len(f.profile.gpus)
+    if value is not None and _looked_for_gpus(f) and 0 < f.seen < total:
+        yield {"value": value, "seen": f.seen, "total": gpus_text(total)}
+
+
+def no_gpu_here(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if _no_gpu_visible(f) and not f.profile.gpus:
+        yield {}
+
+
+def gpus_not_seen(f: Facts) -> Iterable[Mapping[str, Any]]:
+    total = len(f.profile.gpus)
+    value = f.env.get("CUDA_VISIBLE_DEVICES")
+    explained = value is not None and (f.seen > 0 or cvd_hides_all(value, total))  # a subset, or none, on purpose
+    if _looked_for_gpus(f) and f.seen < total and not explained:
+        error = next(iter(f.probe.errors), None)
+        yield {"seen": f.seen, "total": gpus_text(total),
+               "error": f" It said: {first_line(error.text)}" if error is not None else ""}
+
+
+def no_kernels(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if not f.probe.imported or not f.gpu_build:
+        return
+    arch = tuple(f.probe.arch_list) or (arch_strings(f.installed.arch) if f.installed and f.installed.arch else ())
+    carries = ", ".join(arch) or "no list of its GPU code"
+    if f.on_target:
+        said = search(NO_KERNEL, f.probe.texts()) is not None
+        for device in f.probe.devices:
+            covered = covers(arch, device.compute_capability)
+            failed_checks = any(c.error is not None and search(NO_KERNEL, [c.error.text]) for c in device.checks)
+            if covered is False or failed_checks or (said and covered is None and not device.ok):
+                yield {"gpu": device_label(device.index, device.name, device.compute_capability),
+                       "carries": carries}
+    elif f.installed is None:
+        for gpu in f.profile.gpus:
+            capability = str(gpu.compute_capability) if gpu.compute_capability else None
+            if covers(arch, capability) is False:
+                yield {"gpu": device_label(gpu.index, gpu.name, capability), "carries": carries}
+
+
+def check_errors(patterns: Sequence[str]) -> Matcher:
+    """Checks that failed with one of these errors: one finding per device, the first such check's."""
+    def match(f: Facts) -> Iterable[Mapping[str, Any]]:
+        done = set()
+        for where, check in f.checks():
+            if where not in done and check.error is not None and search(patterns, [check.error.text]):
+                done.add(where)
+                yield {"where": where, "check": check.name, "error": first_line(check.error.text)}
+    return match
+
+
+_EXPLAINED = DRIVER_TOO_OLD + NO_KERNEL + OUT_OF_MEMORY + BUSY
+
+
+def computation_failed(f: Facts) -> Iterable[Mapping[str, Any]]:
+    for where, check in f.checks():
+        if check.error is not None and not search(_EXPLAINED, [check.error.text]):
+            yield {"where": where, "check": check.name, "error": first_line(check.error.text)}
+
+
+def wrong_results(f: Facts) -> Iterable[Mapping[str, Any]]:
+    """One finding per device, naming every computation that came out wrong there and the first one's problem."""
+    wrong: dict[str, list[Check]] = {}
+    for where, check in f.checks():
+        if check.error is None and not check.ok:
+            wrong.setdefault(where, []).append(check)
+    for where, checks in wrong.items():
+        yield {"where": where, "check": " and ".join(c.name for c in checks),
+               "problem": checks[0].problem or "the result is wrong"}
+
+
+def does_not_fit(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if f.on_target or f.installed is None or f.tables is None or not f.probe.imported:
+        return
+    from envkit.resolve import assess
+
+    candidate = assess(f.installed, f.profile, f.tables)
+    if candidate.build.is_gpu and not candidate.compatible:
+        yield {"build": f.installed.id, "machine": machine_label(f.profile), "reasons": "; ".join(candidate.reasons)}
+
+
+def not_checked_here(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if not f.on_target and f.probe.imported and f.profile.gpus:
+        yield {"machine": machine_label(f.profile)}
+
+
+def not_identified(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if f.probe.imported and f.installed is None and f.manifest is not None:
+        yield {"manifest": f.manifest.name}
+
+
+def multi_gpu_failed(f: Facts) -> Iterable[Mapping[str, Any]]:
+    collective = f.probe.multi_gpu
+    if collective is not None and collective.ok is False:
+        error = first_line(collective.error.text) if collective.error else "no rank reported success"
+        yield {"n": collective.world_size or f.seen, "error": error, "method": collective.method or "all-reduce"}
+
+
+def multi_gpu_skipped(f: Facts) -> Iterable[Mapping[str, Any]]:
+    collective = f.probe.multi_gpu
+    if collective is not None and collective.ok is None:
+        yield {"why": collective.skipped or "skipped"}
+
+
+def bench_failed(f: Facts) -> Iterable[Mapping[str, Any]]:
+    bench = f.probe.bench
+    for run in bench.runs if bench is not None else ():
+        if run.error is not None:
+            yield {"index": run.index, "dtype": run.dtype, "error": first_line(run.error.text)}
+
+
+def bench_skipped(f: Facts) -> Iterable[Mapping[str, Any]]:
+    if f.probe.bench is not None and f.probe.bench.ok is None:
+        yield {"why": f.probe.bench.skipped or "skipped"}

@@ -1,0 +1,166 @@
+"""The probe's entry point: the arguments, the report every framework fills in, the framework imported under guard,
+and the ONE JSON document on stdout (everything else the framework writes goes to stderr, and is kept)."""
+
+import contextlib
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+
+from .collective import MULTI_GPU_TIMEOUT, STUCK
+from .jax_probe import probe_jax
+from .mxnet_probe import probe_mxnet
+from .record import Recorder, TeeText, clip, error_record, finite
+from .tensorflow_probe import probe_tensorflow
+from .torch_probe import nccl_worker, probe_torch
+
+PROBE_FORMAT = 1
+FRAMEWORKS = ("torch", "tensorflow", "jax", "mxnet")
+PROBES = {"torch": probe_torch, "tensorflow": probe_tensorflow, "jax": probe_jax, "mxnet": probe_mxnet}
+# Environment variables that explain what a framework sees (passed through by envkit's runner).
+ENVIRONMENT_KEYS = (
+    "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH",
+    "SLURM_JOB_ID", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE",
+)
+
+
+def installed_frameworks():
+    """The frameworks whose top-level package can be found, without importing any of them."""
+    try:
+        from importlib.util import find_spec
+    except ImportError:
+        return []
+    found = []
+    for name in FRAMEWORKS:
+        try:
+            if find_spec(name) is not None:
+                found.append(name)
+        except Exception:
+            found.append(name)  # a broken package is still "installed": importing it will say how it is broken
+    return found
+
+
+def new_report(framework, options):
+    return {
+        "probe_format": PROBE_FORMAT,
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "platform": platform.platform(),
+        "environment": dict((k, os.environ.get(k)) for k in ENVIRONMENT_KEYS),
+        "requested": framework,
+        "installed": [],
+        "framework": None,
+        "imported": False,
+        "import_seconds": None,
+        "import_error": None,
+        "version": None,
+        "gpu_build": None,
+        "cuda": None,
+        "cudnn": None,
+        "gpu_available": None,
+        "device_count": None,
+        "arch_list": [],
+        "cpu": {"checks": []},
+        "devices": [],
+        "multi_gpu": None,
+        "bench": None,
+        "errors": [],
+        "warnings": [],
+        "stderr": "",
+        "probe_error": None,
+        "options": options,
+    }
+
+
+def run(report, argv):
+    recorder = Recorder(report)
+    requested = report["requested"]
+    report["installed"] = installed_frameworks()
+    if requested == "auto":
+        if not report["installed"]:
+            report["import_error"] = {"where": "import", "type": "ModuleNotFoundError", "message":
+                                      "none of %s is installed" % ", ".join(FRAMEWORKS), "traceback": ""}
+            return
+        framework = report["installed"][0]
+    elif requested in PROBES:
+        framework = requested
+    else:
+        report["probe_error"] = {"where": "arguments", "type": "UsageError", "message":
+                                 "unknown framework %r; expected auto, %s" % (requested, ", ".join(FRAMEWORKS)),
+                                 "traceback": ""}
+        return
+    report["framework"] = framework
+    started = time.time()
+    try:
+        __import__(framework)
+    except BaseException as exc:  # ImportError, but also SystemExit or a crash of an extension's init code
+        report["import_error"] = error_record("import %s" % framework, exc)
+        report["import_seconds"] = round(time.time() - started, 3)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return
+    report["import_seconds"] = round(time.time() - started, 3)
+    report["imported"] = True
+    PROBES[framework](report, recorder, report["options"])
+
+
+def main(argv):
+    if len(argv) >= 6 and argv[0] == "--nccl-worker":
+        out = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
+        result = nccl_worker(int(argv[1]), int(argv[2]), argv[3], int(argv[4]), int(argv[5]))
+        out.write(json.dumps(result))
+        out.flush()
+        return 0
+    # Anything the framework writes to stdout (C code included) goes to stderr: stdout is for the JSON alone.
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    requested = argv[0] if argv else "auto"
+    options = {"multi_gpu": "--multi-gpu" in argv[1:], "bench": "--bench" in argv[1:],
+               "multi_gpu_timeout": MULTI_GPU_TIMEOUT}
+    for arg in argv[1:]:
+        if arg.startswith("--multi-gpu-timeout="):
+            try:
+                options["multi_gpu_timeout"] = max(1.0, float(arg.partition("=")[2]))
+            except ValueError:
+                pass
+    report = new_report(requested, options)
+    tee = TeeText(sys.stderr)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with contextlib.redirect_stderr(tee):
+                try:
+                    run(report, argv)
+                except BaseException as exc:  # the probe's own bug, or an exit from inside a framework
+                    report["probe_error"] = error_record("probe", exc)
+        report["warnings"] = [
+            {"category": w.category.__name__, "message": clip(w.message), "source": "%s:%s" % (w.filename, w.lineno)}
+            for w in caught
+        ]
+    except BaseException as exc:
+        report["probe_error"] = error_record("probe", exc)
+    report["stderr"] = tee.text()
+    out.write(json.dumps(_json_safe(report), sort_keys=True))
+    out.write("\n")
+    out.flush()
+    if STUCK:  # a collective still hangs in its thread: do not wait for it (or for the framework's teardown)
+        sys.stderr.flush()
+        os._exit(0)
+    return 0
+
+
+def _json_safe(value):
+    """Plain JSON: no NaN or infinity (strict parsers reject them), no objects a framework slipped in."""
+    if isinstance(value, dict):
+        return dict((str(k), _json_safe(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float):
+        return value if finite(value) else None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+

@@ -1,0 +1,74 @@
+"""``envkit list`` for a fleet (several machines, a directory of profiles, a partition): text and JSON. Pure.
+
+One machine renders exactly as envkit.render does, with ``"machines"`` added to the JSON. Several add: the distinct
+configurations and the machines sharing each, per build the machines it does not fit (``"fails_on"``), and, when no
+GPU build fits every GPU machine, the groups with the build for each (``"groups"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+from envkit.fleet import Fleet, fleet_json, names_text
+from envkit.fleet_resolve import FleetResolution
+from envkit.machine import MachineProfile
+from envkit.render import _manifest_block, listing_json, listing_text, machine_line
+
+# A group's create command: (manifest name, group) -> the command line, shell-quoted; supplied by the CLI.
+GroupCommand = Callable[[str, Any], Optional[str]]
+
+
+def fleet_header(fleet: Fleet) -> str:
+    configs = fleet.configs()
+    lines = [f"Machines: {len(fleet.machines)} ({len(configs)} distinct "
+             f"configuration{'s' if len(configs) != 1 else ''})"]
+    for config in configs:
+        line = machine_line(config.profile).removeprefix("Machine: ").removeprefix(f"{config.profile.name}: ")
+        lines.append(f"  {names_text(config.names)}: {line}")
+    return "\n".join(lines)
+
+
+def fleet_listing_text(fleet: Fleet, results: Sequence[FleetResolution], show_all: bool, target_args: str = "",
+                       group_command: Optional[GroupCommand] = None) -> str:
+    single = fleet.single
+    if single is not None:
+        return listing_text(single, [r.resolution for r in results], show_all, target_args)
+    blocks = [fleet_header(fleet)]
+    for result in results:
+        # The warning about unused GPUs names one machine's facts: for a fleet the groups say it better.
+        block = _manifest_block(result.resolution, MachineProfile(), show_all, target_args, where="every machine")
+        blocks.append("\n".join([block, *_fleet_lines(result, group_command)]))
+    return "\n\n".join(blocks)
+
+
+def _fleet_lines(result: FleetResolution, group_command: Optional[GroupCommand]) -> list[str]:
+    lines = []
+    if result.cpu_only:
+        lines.append(f"  No GPU on {names_text(result.cpu_only)}: not judged for GPU builds (an environment for "
+                     "the GPU machines runs there on the CPU only).")
+    if result.groups:
+        lines.append(f"  No GPU build of {result.manifest.name} fits every machine; one environment per group:")
+        for group in result.groups:
+            build = group.selected.build.id if group.selected else "no build fits"
+            lines.append(f"    {build}: {names_text(group.machines, most=8)}")
+            command = group_command(result.manifest.name, group) if group_command else None
+            if command:
+                lines.append(f"      {command}")
+    return lines
+
+
+def fleet_listing_json(fleet: Fleet, results: Sequence[FleetResolution]) -> dict[str, Any]:
+    profile = fleet.single or MachineProfile()
+    data = listing_json(profile, [r.resolution for r in results])
+    if fleet.single is None:
+        del data["machine"]
+    data["machines"] = fleet_json(fleet)
+    for manifest, result in zip(data["manifests"], results):
+        manifest["cpu_only"] = list(result.cpu_only)
+        manifest["groups"] = [
+            {"machines": list(g.machines), "selected": g.selected.build.id if g.selected else None}
+            for g in result.groups
+        ]
+        for build in manifest["builds"]:
+            build["fails_on"] = list(result.fails_on.get(build["id"], ()))
+    return data

@@ -1,0 +1,320 @@
+"""The site file: named partitions (or machine groups) and the profiles of the nodes in them.
+
+``envkit survey`` (Slurm) writes it; an admin or a user can also write it by hand from saved ``envkit detect --json``
+outputs. ``--partition NAME`` then targets that partition's profiles as a fleet. Format (YAML; JSON accepted too)::
+
+    version: 1
+    partitions:
+      gpu-4-a100:
+        surveyed: "2026-11-22T17:00:00Z"   # optional, ISO 8601 UTC, when survey last wrote it
+        nodes:                             # one entry per distinct node configuration (or per node)
+          - node: a100-01                  # Slurm node name (optional when hand-written)
+            count: 12                      # optional, default 1: how many nodes share this configuration
+            profile: {...}                 # inline machine profile exactly as `envkit detect --json` prints it
+          - profile_file: v100-node.yaml   # OR a saved profile file, relative to the site file
+        unreachable:                       # optional: what survey could not reach and why
+          - {node: a100-07, reason: "timeout: the job did not start within 120 s (cancelled)"}
+        error: "partition is down"         # optional: the whole partition could not be surveyed this time
+
+Where it is: ``$ENVKIT_SITE``, else the config's ``site:`` key, else ``site.yaml`` in envkit's user config directory.
+A missing file is an error only when a partition is asked for. Writing keeps the other partitions as they were
+(``save_site(with_partition(load_site(path), partition), path)``), but not the comments of a hand-written file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from envkit.errors import BadInputError, ProfileError, UnknownNameError
+from envkit.machine import MachineProfile, profile_from_dict, read_profile
+
+SITE_VARIABLE = "ENVKIT_SITE"
+VERSION = 1
+_TOP_KEYS = ("version", "partitions")
+_PARTITION_KEYS = ("surveyed", "nodes", "unreachable", "error")
+_NODE_KEYS = ("node", "count", "profile", "profile_file")
+# Partition and node names reach sbatch/srun argv: a plain name, never something that reads as an option.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+_HINT = "Fix the site file, or point $ENVKIT_SITE at another one (the README describes the format)."
+
+
+class SiteError(BadInputError):
+    """The site file cannot be read or says something envkit cannot use. Names the file and the field."""
+
+    def __init__(self, path: Path, where: str, problem: str) -> None:
+        super().__init__(f"site file {path}: {where}: {problem}" if where else f"site file {path}: {problem}",
+                         hint=_HINT)
+        self.path = path
+        self.where = where
+
+
+@dataclass(frozen=True)
+class SiteNode:
+    node: Optional[str]  # the Slurm node name; None when hand-written without one
+    count: int  # how many nodes share this configuration
+    profile: MachineProfile
+    profile_file: Optional[str] = None  # as written in the file (relative to it), when the profile came from one
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    nodes: tuple[SiteNode, ...] = ()
+    surveyed: Optional[str] = None  # ISO 8601 UTC
+    unreachable: tuple[tuple[str, str], ...] = ()  # (node, reason)
+    error: Optional[str] = None
+
+    @property
+    def node_count(self) -> int:
+        return sum(node.count for node in self.nodes)
+
+
+@dataclass(frozen=True)
+class Site:
+    path: Path
+    partitions: Mapping[str, Partition]
+    missing: bool = False  # no file at ``path`` (an empty site)
+
+
+def valid_name(name: str) -> bool:
+    return bool(_NAME.fullmatch(name))
+
+
+def site_path(environ: Mapping[str, str], config: Any, dirs: Any) -> Path:
+    """``$ENVKIT_SITE``, else the config's ``site:`` key, else ``site.yaml`` in the user config directory."""
+    named = environ.get(SITE_VARIABLE)
+    if named is not None:
+        if not named.strip():
+            raise BadInputError(f"${SITE_VARIABLE} is empty", hint="Unset it, or give the path of a site file.")
+        return Path(named).expanduser()
+    configured = getattr(config, "site", None)
+    if configured is not None:
+        return Path(configured)
+    return Path(dirs.config) / "site.yaml"
+
+
+def load_site(path: Path, cache_dir: Optional[Path] = None) -> Site:
+    """The site file at ``path``, validated; an empty site (``missing=True``) when there is no file."""
+    from envkit.filecache import cached
+
+    if not path.exists():
+        return Site(path=path, partitions={}, missing=True)
+
+    def parse() -> Any:
+        from envkit.yamltext import parse_yaml
+
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SiteError(path, "", f"cannot be read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise SiteError(path, "", "is not UTF-8 text (YAML or JSON)") from None
+        try:
+            return parse_yaml(text)
+        except ValueError as exc:
+            raise SiteError(path, "", f"not valid YAML or JSON: {exc}") from None
+
+    return site_from_dict(cached(cache_dir, "yaml", [path], ("yamltext.py",), parse), path, cache_dir)
+
+
+def site_from_dict(data: Any, path: Path, cache_dir: Optional[Path] = None) -> Site:
+    if data is None:
+        return Site(path=path, partitions={})
+    if not isinstance(data, Mapping):
+        raise SiteError(path, "", "expected a mapping with 'version' and 'partitions' keys")
+    _no_unknown_keys(data, _TOP_KEYS, path, "")
+    version = data.get("version", VERSION)
+    if version != VERSION:
+        raise SiteError(path, "version", f"this envkit reads version {VERSION}, the file says {version!r}")
+    raw = data.get("partitions") or {}
+    if not isinstance(raw, Mapping):
+        raise SiteError(path, "partitions", "expected a mapping of partition names to partitions")
+    partitions = {}
+    for name, entry in raw.items():
+        if not isinstance(name, str) or not valid_name(name):
+            raise SiteError(path, f"partitions.{name}", "a partition name is letters, digits, '_', '.', '+', '-'")
+        partitions[name] = _partition(name, entry, path, cache_dir)
+    return Site(path=path, partitions=partitions)
+
+
+def _no_unknown_keys(data: Mapping, keys: tuple[str, ...], path: Path, where: str) -> None:
+    unknown = sorted(str(key) for key in data if key not in keys)
+    if unknown:
+        field = f"{where}.{unknown[0]}" if where else unknown[0]
+        raise SiteError(path, field, f"unknown key (the keys are: {', '.join(keys)})")
+
+
+def _partition(name: str, entry: Any, path: Path, cache_dir: Optional[Path]) -> Partition:
+    where = f"partitions.{name}"
+    if entry is None:
+        entry = {}
+    if not isinstance(entry, Mapping):
+        raise SiteError(path, where, "expected a mapping with 'nodes'")
+    _no_unknown_keys(entry, _PARTITION_KEYS, path, where)
+    raw_nodes = entry.get("nodes") or []
+    if not isinstance(raw_nodes, list):
+        raise SiteError(path, f"{where}.nodes", "expected a list of nodes")
+    nodes = tuple(_node(item, f"{where}.nodes[{i}]", path, cache_dir) for i, item in enumerate(raw_nodes))
+    return Partition(
+        name=name, nodes=nodes, surveyed=_surveyed(entry.get("surveyed"), path, f"{where}.surveyed"),
+        unreachable=_unreachable(entry.get("unreachable"), path, f"{where}.unreachable"),
+        error=_text(entry.get("error"), path, f"{where}.error"),
+    )
+
+
+def _node(item: Any, where: str, path: Path, cache_dir: Optional[Path]) -> SiteNode:
+    if not isinstance(item, Mapping):
+        raise SiteError(path, where, "expected a mapping with 'profile' or 'profile_file'")
+    _no_unknown_keys(item, _NODE_KEYS, path, where)
+    node = item.get("node")
+    if node is not None and (not isinstance(node, str) or not valid_name(node)):
+        raise SiteError(path, f"{where}.node", f"expected a node name (letters, digits, '_', '.', '-'), got {node!r}")
+    count = item.get("count", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise SiteError(path, f"{where}.count", f"expected a whole number of nodes (1 or more), got {count!r}")
+    inline, file = item.get("profile"), item.get("profile_file")
+    if (inline is None) == (file is None):
+        raise SiteError(path, where, "give either 'profile' (inline) or 'profile_file', exactly one")
+    if file is not None:
+        if not isinstance(file, str) or not file.strip():
+            raise SiteError(path, f"{where}.profile_file", f"expected a file path, got {file!r}")
+        try:
+            profile = read_profile(path.parent / Path(file).expanduser(), cache_dir)
+        except ProfileError as exc:
+            raise SiteError(path, f"{where}.profile_file", exc.message) from None
+        return SiteNode(node=node, count=count, profile=profile, profile_file=file)
+    origin = f"{path}, {where}.profile"
+    try:
+        profile = profile_from_dict(inline, origin)
+    except ProfileError as exc:
+        problem = exc.message.removeprefix(f"machine profile {origin}: ")
+        raise SiteError(path, f"{where}.profile", problem) from None
+    return SiteNode(node=node, count=count, profile=profile)
+
+
+def _surveyed(value: Any, path: Path, where: str) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, _dt.datetime):  # YAML reads an unquoted timestamp as a datetime
+        moment = value
+    else:
+        if not isinstance(value, str):
+            raise SiteError(path, where, f"expected an ISO 8601 time like '2026-11-22T17:00:00Z', got {value!r}")
+        try:
+            moment = _dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise SiteError(path, where, f"expected an ISO 8601 time like '2026-11-22T17:00:00Z', got {value!r}") \
+                from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _unreachable(value: Any, path: Path, where: str) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SiteError(path, where, "expected a list of {node, reason}")
+    out = []
+    for i, entry in enumerate(value):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("node"), str) \
+                or not isinstance(entry.get("reason"), str):
+            raise SiteError(path, f"{where}[{i}]", "expected {node: NAME, reason: TEXT}")
+        out.append((entry["node"], entry["reason"]))
+    return tuple(out)
+
+
+def _text(value: Any, path: Path, where: str) -> Optional[str]:
+    if value is None or isinstance(value, str):
+        return value
+    raise SiteError(path, where, f"expected text, got {value!r}")
+
+
+def machine_name(partition: Partition, position: int) -> str:
+    """A node's name in a fleet: its profile's name, else its Slurm node name, else its profile file, else
+    ``PARTITION#N``."""
+    entry = partition.nodes[position]
+    if entry.profile.name:
+        return entry.profile.name
+    if entry.node:
+        return entry.node
+    if entry.profile_file:
+        return Path(entry.profile_file).stem
+    return f"{partition.name}#{position + 1}"
+
+
+def get_partition(site: Site, name: str) -> Partition:
+    """The partition called ``name``; UnknownNameError (exit 2) listing the partitions there are."""
+    partition = site.partitions.get(name)
+    if partition is not None:
+        return partition
+    if site.missing:
+        raise UnknownNameError(
+            f"unknown partition {name!r}: there is no site file at {site.path}",
+            hint="Run `envkit survey` on the cluster's login node, write one by hand (see the README), or set "
+                 "$ENVKIT_SITE to the site file your admin published.",
+        )
+    there = ", ".join(sorted(site.partitions)) or "none"
+    raise UnknownNameError(f"unknown partition {name!r} in site file {site.path}; the partitions there are: {there}",
+                           hint="Run `envkit site` to see them.")
+
+
+def partition_profiles(site: Site, name: str) -> list[MachineProfile]:
+    """One profile per node configuration in the partition, each named (see :func:`machine_name`)."""
+    partition = get_partition(site, name)
+    if not partition.nodes:
+        why = f" ({partition.error})" if partition.error else ""
+        raise BadInputError(f"partition {name!r} in site file {site.path} has no node profiles{why}",
+                            hint="Survey it again (`envkit survey`), or add its node profiles to the site file.")
+    return [replace(entry.profile, name=machine_name(partition, i)) for i, entry in enumerate(partition.nodes)]
+
+
+def site_to_dict(site: Site, inline_files: bool = False) -> dict[str, Any]:
+    """The file form of ``site``, readable again by :func:`load_site`. Profiles that came from a ``profile_file``
+    stay references unless ``inline_files`` (a copy written elsewhere, where the relative path would not hold)."""
+    partitions: dict[str, Any] = {}
+    for name, partition in site.partitions.items():
+        entry: dict[str, Any] = {}
+        if partition.surveyed is not None:
+            entry["surveyed"] = partition.surveyed
+        entry["nodes"] = [_node_dict(node, inline_files) for node in partition.nodes]
+        if partition.unreachable:
+            entry["unreachable"] = [{"node": node, "reason": reason} for node, reason in partition.unreachable]
+        if partition.error is not None:
+            entry["error"] = partition.error
+        partitions[name] = entry
+    return {"version": VERSION, "partitions": partitions}
+
+
+def _node_dict(node: SiteNode, inline_files: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if node.node is not None:
+        out["node"] = node.node
+    out["count"] = node.count
+    if node.profile_file is not None and not inline_files:
+        out["profile_file"] = node.profile_file
+    else:
+        out["profile"] = node.profile.to_dict()
+    return out
+
+
+def with_partition(site: Site, partition: Partition) -> Site:
+    """``site`` with ``partition`` added or replaced; the other partitions as they were, in their order."""
+    partitions = dict(site.partitions)
+    partitions[partition.name] = partition
+    return replace(site, partitions=partitions, missing=False)
+
+
+def save_site(site: Site, path: Path) -> None:
+    """Write ``site`` to ``path`` atomically (readers see the old file or the new, never half of it)."""
+    import yaml  # lazy: only survey writes a site file
+
+    from envkit.files import write_atomic
+
+    same_place = path.resolve().parent == site.path.resolve().parent
+    text = yaml.safe_dump(site_to_dict(site, inline_files=not same_place), sort_keys=False, allow_unicode=True)
+    write_atomic(path, text.encode("utf-8"))

@@ -1,0 +1,164 @@
+"""The Slurm programs envkit calls (sinfo, srun, sbatch, scancel), each through envkit.process with a time limit.
+
+Whether Slurm is here is asked once per :class:`Slurm` (``shutil.which("sinfo")``); the job id of a submission is
+read from ``sbatch --parsable`` in one place. A job that cannot start within its time limit is withdrawn (``srun
+--immediate``) and, should srun itself be cut off, cancelled by its unique job name: never left queued.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+from envkit.errors import EnvkitError
+from envkit.process import Captured, run_captured
+
+QUERY_TIMEOUT = 30.0  # sinfo hangs while slurmctld is not answering
+_JOB_ID = re.compile(r"^(\d+)(?:;\S+)?$")
+# srun's own words when it never got an allocation (the job did not start).
+_NOT_STARTED = ("Unable to allocate resources", "Job allocation", "Requested partition configuration not available",
+                "Invalid partition", "invalid partition")
+_EXEC_FAILED = re.compile(r"execve\(\): (?P<what>.*)$", re.MULTILINE)
+
+
+class SlurmError(EnvkitError):
+    """A Slurm program failed or is missing: carries Slurm's own message."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One ``srun`` run: what it printed, and whether the job ever started on a node."""
+
+    started: bool
+    returncode: Optional[int]  # None: cut off
+    stdout: str
+    stderr: str
+    job_name: str
+
+    @property
+    def ok(self) -> bool:
+        return self.started and self.returncode == 0
+
+    def why(self) -> str:
+        """Slurm's (or the program's) own last words, one line."""
+        if self.returncode is None:
+            return "cut off at its time limit (the job was cancelled)"
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        slurm = [line for line in lines if line.startswith(("srun:", "slurmstepd")) and "queued and waiting" not in line]
+        program = [line for line in lines if not line.startswith(("srun:", "slurmstepd"))]
+        words = (program[-2:] + slurm[-1:]) if self.started and program else slurm[-2:]
+        return "; ".join(words) if words else f"exit status {self.returncode}"
+
+
+def unique_job_name(purpose: str) -> str:
+    return f"envkit-{purpose}-{uuid.uuid4().hex[:10]}"
+
+
+class Slurm:
+    """The Slurm client programs, as found on PATH once."""
+
+    def __init__(self, env: Optional[Mapping[str, str]] = None, query_timeout: float = QUERY_TIMEOUT) -> None:
+        self.env = dict(os.environ if env is None else env)
+        self.query_timeout = query_timeout
+        self._sinfo = shutil.which("sinfo", path=self.env.get("PATH"))
+
+    @property
+    def present(self) -> bool:
+        return self._sinfo is not None
+
+    def require(self) -> None:
+        if not self.present:
+            raise SlurmError("Slurm's sinfo is not on PATH: this is not a Slurm cluster's login node",
+                             hint="Run envkit on the cluster's login node, or load Slurm (`module load slurm`).")
+
+    def _program(self, name: str) -> str:
+        self.require()
+        path = shutil.which(name, path=self.env.get("PATH"))
+        if path is None:
+            raise SlurmError(f"Slurm's {name} is not on PATH", hint="Check the cluster's Slurm installation.")
+        return path
+
+    def _run(self, argv: Sequence[str], timeout: float) -> Captured:
+        try:
+            return run_captured(argv, self.env, timeout)
+        except OSError as exc:
+            raise SlurmError(f"{argv[0]} could not be started: {exc.strerror or exc}") from None
+
+    def sinfo(self, fmt: str, partitions: Sequence[str] = ()) -> str:
+        argv = [self._program("sinfo"), "-h", "-N", "-o", fmt]
+        if partitions:
+            argv += ["-p", ",".join(partitions)]
+        done = self._run(argv, self.query_timeout)
+        if done.returncode is None:
+            raise SlurmError(f"sinfo did not answer within {self.query_timeout:g} s: the Slurm controller is not "
+                             "reachable", hint="Try again later, or ask the cluster's admins.")
+        if done.returncode != 0:
+            raise SlurmError(f"sinfo failed: {done.stderr.strip() or done.returncode}")
+        return done.stdout
+
+    def srun(self, argv: Sequence[str], *, partition: str, gpus: Optional[int], start_timeout: float,
+             run_timeout: float, purpose: str, node: Optional[str] = None,
+             extra_env: Optional[Mapping[str, str]] = None) -> StepResult:
+        """Run ``argv`` as one task on a node of ``partition`` with ``gpus`` GPUs. A job that does not start within
+        ``start_timeout`` seconds is withdrawn; one that runs past ``run_timeout`` more is cut off and cancelled."""
+        name = unique_job_name(purpose)
+        command = [self._program("srun"), f"--partition={partition}", f"--job-name={name}", "--nodes=1",
+                   "--ntasks=1", f"--immediate={max(1, int(start_timeout))}", "--quiet"]
+        if gpus:
+            command.append(f"--gpus-per-node={gpus}")
+        if node is not None:
+            command.append(f"--nodelist={node}")
+        command += ["--", *argv]
+        env = {**self.env, **(extra_env or {})}
+        try:
+            done = run_captured(command, env, start_timeout + run_timeout)
+        except OSError as exc:
+            raise SlurmError(f"srun could not be started: {exc.strerror or exc}") from None
+        if done.returncode is None:
+            self.cancel_named(name)
+        started = done.returncode == 0 or not any(marker in done.stderr for marker in _NOT_STARTED)
+        return StepResult(started, done.returncode, done.stdout, done.stderr, name)
+
+    def cancel_named(self, name: str) -> None:
+        """Cancel every job of this user named ``name`` (unique per run); quiet when there is none."""
+        scancel = shutil.which("scancel", path=self.env.get("PATH"))
+        if scancel is None:
+            return
+        try:
+            run_captured([scancel, f"--name={name}"], self.env, self.query_timeout)
+        except OSError:
+            pass
+
+    def submit(self, script: str) -> str:
+        """Submit ``script`` with ``sbatch --parsable`` (the script on stdin); the job id."""
+        sbatch = self._program("sbatch")
+        try:
+            done = run_captured([sbatch, "--parsable"], self.env, self.query_timeout, input_text=script)
+        except OSError as exc:
+            raise SlurmError(f"sbatch could not be started: {exc.strerror or exc}") from None
+        if done.returncode is None:
+            raise SlurmError(f"sbatch did not answer within {self.query_timeout:g} s",
+                             hint="Check with `squeue --me` whether the job was queued.")
+        if done.returncode != 0:
+            raise SlurmError(f"sbatch refused the job: {done.stderr.strip() or f'exit status {done.returncode}'}")
+        return parse_job_id(done.stdout)
+
+
+def parse_job_id(stdout: str) -> str:
+    """The job id from ``sbatch --parsable`` (``12345`` or ``12345;cluster``); SlurmError when it is not there."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    match = _JOB_ID.match(lines[-1]) if lines else None
+    if match is None:
+        raise SlurmError(f"sbatch did not print a job id (it printed {stdout.strip()!r})",
+                         hint="Check with `squeue --me` whether the job was queued.")
+    return match.group(1)
+
+
+def exec_failure(stderr: str) -> Optional[str]:
+    """What slurmstepd could not execute (``execve(): python: No such file or directory``), if that happened."""
+    match = _EXEC_FAILED.search(stderr)
+    return match.group("what").strip() if match else None

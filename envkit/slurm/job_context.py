@@ -1,0 +1,59 @@
+"""Inside a Slurm job: which of the node's GPUs the job was given, read from the environment (pure).
+
+NVML lists every GPU of the node whatever ``CUDA_VISIBLE_DEVICES`` says; CUDA programs see only the visible ones.
+envkit therefore narrows a detected profile to them itself, and says so in its notes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping, Optional
+
+from envkit.machine import MachineProfile
+
+
+@dataclass(frozen=True)
+class JobContext:
+    job_id: Optional[str]  # SLURM_JOB_ID
+    node: Optional[str]  # SLURMD_NODENAME
+    visible: Optional[tuple[str, ...]]  # CUDA_VISIBLE_DEVICES split on commas; None when not set
+
+    @property
+    def in_job(self) -> bool:
+        return self.job_id is not None
+
+
+def job_context(environ: Mapping[str, str]) -> JobContext:
+    raw = environ.get("CUDA_VISIBLE_DEVICES")
+    visible = None if raw is None else tuple(part.strip() for part in raw.split(",") if part.strip())
+    return JobContext(job_id=environ.get("SLURM_JOB_ID") or None, node=environ.get("SLURMD_NODENAME") or None,
+                      visible=visible)
+
+
+def apply_job_context(profile: MachineProfile, context: JobContext) -> MachineProfile:
+    """``profile`` as the job sees it: only the GPUs in ``CUDA_VISIBLE_DEVICES`` (by index), named after the
+    Slurm node when it has no name, with a note saying what was done."""
+    notes = list(profile.notes)
+    gpus = profile.gpus
+    name = profile.name
+    if context.in_job:
+        where = f"inside Slurm job {context.job_id}" + (f" on node {context.node}" if context.node else "")
+        if name is None and context.node:
+            name = context.node
+    else:
+        where = "outside a Slurm job"
+    if context.visible is not None:
+        raw = ",".join(context.visible)
+        if all(part.isdigit() for part in context.visible):
+            wanted = [int(part) for part in context.visible]
+            gpus = tuple(gpu for gpu in profile.gpus if gpu.index in wanted)
+            notes.append(f"{where}: only the GPUs in CUDA_VISIBLE_DEVICES={raw} count ({len(gpus)} of the "
+                         f"{len(profile.gpus)} NVML lists)")
+        else:
+            notes.append(f"{where}: CUDA_VISIBLE_DEVICES={raw} names GPUs by UUID or MIG id, which envkit cannot "
+                         "match to NVML's list: all GPUs are shown")
+    elif context.in_job:
+        notes.append(f"{where}: CUDA_VISIBLE_DEVICES is not set, so the job may use every GPU NVML lists")
+    if gpus == profile.gpus and name == profile.name and len(notes) == len(profile.notes):
+        return profile
+    return replace(profile, gpus=gpus, name=name, notes=tuple(notes))

@@ -1,0 +1,93 @@
+"""An environment made for other machines is checked against them: its record keeps the target, `verify NAME` on
+this GPU-less machine never FAILs for GPUs it was never meant to see, and `verify NAME --machine F` updates the
+record that `envkit envs` shows. Real create (local index, real uv), the real probe on the stand-in torch."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from conftest import CU126, PROFILES, PYTHON, Home
+from support.pypi_index import IndexServer
+
+ADA = str(PROFILES / "rtx4090-cuda126.yaml")
+
+
+def test_verify_judges_against_the_recorded_target_and_updates_the_record(home: Home, torch_index: IndexServer):
+    done = home.envkit("create", *CU126, "--yes")
+    assert done.returncode == 0, done.stderr
+    record = home.record("torch-cu126")
+    assert record["target"]["machines"] == ["ada"]
+    assert record["target"]["options"] == ["--machine", ADA]
+    assert record["target"]["profiles"][0]["profile"]["cuda_driver"] == "12.6"
+
+    # On this machine (no GPU): judged against ada, not here. Not a FAIL; the GPU part is said to need ada.
+    checked = home.envkit("verify", "torch-cu126")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "FAIL" not in checked.stdout
+    assert "can only be checked on the machines it is for (ada)" in checked.stdout
+    assert home.record("torch-cu126")["target"] == record["target"]  # the target is kept
+    data = json.loads(home.envkit("verify", "torch-cu126", "--json").stdout)
+    assert data["machines"] == ["ada"] and data["probed_on_machine"] is False
+    assert home.record("torch-cu126")["verify"]["on_target"] is False  # no real result yet: this one is kept
+
+    # A real result (as a check on ada itself would record) is never replaced by one judged from profiles.
+    path = home.data / "records" / "torch-cu126.json"
+    real = json.loads(path.read_text())
+    real["verify"] = {**real["verify"], "on_target": True, "time": "2026-01-01T00:00:00+00:00"}
+    path.write_text(json.dumps(real))
+    assert home.envkit("verify", "torch-cu126").returncode == 0
+    assert home.record("torch-cu126")["verify"]["time"] == "2026-01-01T00:00:00+00:00"
+
+    # For another machine: lab-07's driver (CUDA 11.2) cannot run a CUDA 12.6 build. A real FAIL, recorded.
+    lab = str(PROFILES / "gtx1080ti-cuda112.yaml")
+    failed = home.envkit("verify", "torch-cu126", "--machine", lab)
+    assert failed.returncode == 1, failed.stdout
+    after = home.record("torch-cu126")
+    assert after["verify"]["ok"] is False and after["verify"]["machines"] == ["lab-07"]
+    assert after["verify"]["on_target"] is False
+    assert after["target"]["options"] == ["--machine", lab]
+    envs = home.envkit("envs")
+    assert "FAIL*" in envs.stdout and "judged from the profiles" in envs.stdout
+    listed = json.loads(home.envkit("envs", "--json").stdout)
+    assert listed[0]["verify"]["machines"] == ["lab-07"]
+
+
+def test_an_old_record_without_target_is_for_the_machine_it_was_made_on(home: Home, torch_index: IndexServer):
+    done = home.envkit("create", *CU126, "--yes", "--no-verify")
+    assert done.returncode == 0, done.stderr
+    path = home.data / "records" / "torch-cu126.json"
+    old = json.loads(path.read_text())
+    del old["target"]
+    path.write_text(json.dumps(old))
+    listed = home.envkit("envs", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout)[0]["target"] is None
+    # Judged against this machine, which has no GPU, as before targets were recorded: no crash, a clear verdict.
+    checked = home.envkit("verify", "torch-cu126")
+    assert checked.returncode in (0, 1) and "Traceback" not in checked.stderr
+    assert "can only be checked on the machines it is for" not in checked.stdout
+
+
+def test_create_for_a_fleet_without_a_common_gpu_build_prints_commands_that_work(home: Home, tmp_path):
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    (lab / "deepnine.yaml").write_text((PROFILES / "rtx2070-cuda124.yaml").read_text())
+    (lab / "deepten.yaml").write_text('name: deepten\ndriver_version: "460.32.03"\ncuda_driver: "11.2"\n'
+                                      'gpus:\n  - {name: NVIDIA GeForce GTX 1080, compute_capability: "6.1"}\n')
+    refused = home.envkit("create", "jax", "--machine", str(lab), "--python", PYTHON, "--yes")
+    assert refused.returncode == 2, refused.stdout
+    assert "no GPU build of jax fits all 2 machines" in refused.stderr
+    assert not (home.data / "envs").exists()
+    commands = [line.strip() for line in refused.stderr.splitlines() if line.strip().startswith("envkit create")]
+    assert len(commands) == 2
+    names = []
+    for command in commands:
+        argv = shlex.split(command)
+        assert argv[:3] == ["envkit", "create", "jax"]
+        assert argv[argv.index("--python") + 1] == PYTHON  # what chose the builds travels with them
+        ran = home.envkit(*argv[1:], "--dry-run", "--json")
+        assert ran.returncode == 0, (command, ran.stderr)
+        plan = json.loads(ran.stdout)
+        names.append(plan["target"]["machines"])
+        assert plan["build"] == argv[argv.index("--build") + 1]
+    assert names == [["deepnine"], ["deepten"]]

@@ -1,0 +1,88 @@
+"""The real Slurm cluster on localhost (tests/support/slurm_cluster.py), started once for the session.
+
+Where Slurm is not installed: installed with apt-get when running as root, else the tests are skipped with the
+reason; under CI (CI=true or ENVKIT_TEST_REQUIRE_SLURM=1) a skip is a failure instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from support import fake_nvml
+from support.slurm_cluster import SlurmCluster, install_debian_packages, missing_programs, slurm_required
+
+# What the stand-in NVML answers on each node (the login node, outside a job, has no driver).
+A100 = ("NVIDIA A100-SXM4-40GB", (8, 0), 40960)
+V100 = ("Tesla V100-SXM2-16GB", (7, 0), 16384)
+NODE_GPUS = {
+    "gpu-a1": ("535.129.03", 12020, (A100, A100)),
+    "gpu-a2": ("535.129.03", 12020, (A100, A100)),
+    "gpu-v1": ("470.82.01", 11040, (V100,)),
+}
+
+
+def _unavailable(reason: str):
+    if slurm_required(os.environ):
+        pytest.fail(f"a real Slurm is required here (CI): {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@dataclass
+class Site:
+    """The running cluster, and the environment a client (envkit on the login node) runs with."""
+
+    cluster: SlurmCluster
+    env: dict[str, str]
+    root: Path
+
+    def run_env(self, **extra: str) -> dict[str, str]:
+        return {**self.env, **extra}
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory) -> Iterator[Site]:
+    missing = missing_programs()
+    if missing:
+        why = install_debian_packages()
+        if why is not None:
+            _unavailable(f"Slurm is not available ({', '.join(missing)} missing): {why}")
+    if fake_nvml.compiler() is None:
+        _unavailable("no C compiler (cc) to build the stand-in libnvidia-ml.so.1")
+    root = tmp_path_factory.mktemp("slurm")
+    lib = fake_nvml.build_library(root / "nvml-lib")
+    nodes_dir = root / "nvml-nodes"
+    for node, (driver, cuda, gpus) in NODE_GPUS.items():
+        fake_nvml.write_node(nodes_dir, node, driver, cuda, gpus)
+    cluster = SlurmCluster(root / "cluster")
+    atexit.register(cluster.stop)  # a safety net: the finalizer below stops it in every ordinary case
+    try:
+        cluster.start()
+    except (RuntimeError, OSError) as exc:
+        cluster.stop()
+        _unavailable(f"the test Slurm cluster did not start: {exc}")
+    env = cluster.env()
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(lib.parent), env.get("LD_LIBRARY_PATH")]))
+    env["FAKE_NVML_DIR"] = str(nodes_dir)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env.pop("SLURMD_NODENAME", None)
+    try:
+        yield Site(cluster, env, root)
+    finally:
+        cluster.cancel_all()
+        cluster.stop()
+
+
+@pytest.fixture
+def slurm_site(slurm: Site) -> Iterator[Site]:
+    """The cluster for one test; any job the test left in the queue fails the test (and is cancelled)."""
+    yield slurm
+    left = slurm.cluster.jobs()
+    slurm.cluster.cancel_all()
+    assert not left, f"the test left Slurm jobs in the queue: {left}"

@@ -1,0 +1,149 @@
+"""envkit job (sbatch scripts, submitted for real) and envkit verify --partition (the check on a node, via srun)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from slurm_helpers import envkit, make_torch_env, user_env
+
+from envkit import records
+from envkit.userdirs import user_dirs
+
+
+@pytest.fixture(scope="module")
+def cluster_user(slurm, tmp_path_factory):
+    """A user of the test cluster with a surveyed site file and one environment (torch-2.14-cu126: fits the A100
+    partition, not the V100 one whose driver is CUDA 11.4)."""
+    home = tmp_path_factory.mktemp("cluster-user")
+    env = user_env(slurm, home)
+    done = envkit("survey", "--partition", "part-a", "--partition", "part-v", "--partition", "mixed", env=env)
+    assert done.returncode == 0, done.stderr
+    make_torch_env(home / "envs" / "torch-test", env)
+    return env, home
+
+
+def _record(env):
+    return records.load(user_dirs(env).records, "torch-test")
+
+
+def _wait_done(slurm_site, job: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if job not in slurm_site.cluster.query(["squeue", "-h", "-o", "%i"]).stdout.split():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"job {job} did not finish")
+
+
+TRICKY = ["a b", "it's", "$HOME", '"quoted"', "`id`", "; rm -rf /"]
+SHOW = "import json, os, sys; print(json.dumps([sys.argv[1:], sys.prefix, os.environ.get('OMP_NUM_THREADS')]))"
+
+
+def test_a_submitted_job_runs_the_command_exactly_inside_the_environment(slurm_site, cluster_user, tmp_path):
+    env, home = cluster_user
+    done = envkit("job", "torch-test", "--partition", "part-a", "--gpus", "1", "--cpus", "2", "--time", "5",
+                  "--job-name", "my job $HOME 'x'", "--submit", "--", "python", "-c", SHOW, *TRICKY,
+                  env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    assert job.isdigit()  # the job id alone on stdout
+    _wait_done(slurm_site, job)
+    output = tmp_path / f"slurm-{job}.out"  # sbatch's default, in the working directory
+    argv, prefix, threads = json.loads(output.read_text().strip().splitlines()[-1])
+    assert argv == TRICKY
+    assert Path(prefix) == home / "envs" / "torch-test"
+    assert threads == "2"
+
+
+def test_print_shows_the_script_with_directives_and_quoted_command(cluster_user):
+    env, _ = cluster_user
+    done = envkit("job", "torch-test", "-p", "part-a", "--job-name", "a b$c", "--per-gpu", "--", "python",
+                  "train.py", "it's", env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "#SBATCH --partition=part-a" in lines and "#SBATCH --gpus-per-node=2" in lines  # a node's GPUs
+    assert "#SBATCH --job-name=a_b_c" in lines
+    assert lines[-1].endswith("-m envkit run torch-test -- torchrun --standalone --nproc-per-node=2 train.py "
+                              "'it'\"'\"'s'")
+
+
+def test_a_job_whose_build_does_not_fit_the_partition_is_refused_with_reasons(cluster_user):
+    env, _ = cluster_user
+    for partition in ("part-v", "mixed"):
+        done = envkit("job", "torch-test", "-p", partition, "--submit", "--", "true", env=env)
+        assert done.returncode == 1, done.stderr
+        assert f"would not run on partition {partition}" in done.stderr
+        assert "gpu-v1:" in done.stderr and "11.4" in done.stderr
+        assert done.stdout == ""
+
+
+def test_job_bad_input_is_exit_2(cluster_user):
+    env, _ = cluster_user
+    unknown = envkit("job", "torch-test", "-p", "nosuch", "--", "true", env=env)
+    assert unknown.returncode == 2 and "part-a" in unknown.stderr and "part-v" in unknown.stderr
+    option = envkit("job", "torch-test", "-p", "part-a", "--time", "--wrap=id", "--", "true", env=env)
+    assert option.returncode == 2 and "cannot be passed to sbatch" in option.stderr
+    no_command = envkit("job", "torch-test", "-p", "part-a", env=env)
+    assert no_command.returncode == 2
+    too_many = envkit("job", "torch-test", "-p", "part-a", "--gpus", "3", "--", "true", env=env)
+    assert too_many.returncode == 1 and "at most 2 GPU(s)" in too_many.stderr
+
+
+def test_sbatch_refusing_is_reported_with_its_own_message(slurm_site, cluster_user):
+    env, _ = cluster_user
+    done = envkit("job", "torch-test", "-p", "part-a", "--time", "soon", "--submit", "--", "true", env=env)
+    assert done.returncode == 1
+    assert "sbatch refused the job" in done.stderr and "time" in done.stderr.lower()
+    assert slurm_site.cluster.jobs() == []
+
+
+def test_verify_on_a_node_passes_and_records_the_node(slurm_site, cluster_user):
+    env, _ = cluster_user
+    done = envkit("verify", "torch-test", "--partition", "part-a", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS" in done.stdout
+    assert "inside Slurm job" in done.stderr and "CUDA_VISIBLE_DEVICES=0,1" in done.stderr
+    summary = _record(env).verify
+    assert summary["ok"] is True and summary["node"] in ("gpu-a1", "gpu-a2") and summary["partition"] == "part-a"
+
+
+def test_verify_with_fewer_gpus_checks_those_the_job_was_given(cluster_user):
+    env, _ = cluster_user
+    done = envkit("verify", "torch-test", "--partition", "part-a", "--gpus", "1", "--json", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert "CUDA_VISIBLE_DEVICES=0)" in done.stderr
+    assert len(report["machine"]["gpus"]) == 1, report["machine"]
+
+
+def test_a_check_that_cannot_start_is_not_run_and_its_job_cancelled(slurm_site, cluster_user):
+    env, _ = cluster_user
+    before = _record(env).verify
+    done = envkit("verify", "torch-test", "--partition", "closed", "--queue-timeout", "2", env=env)
+    assert done.returncode == 1
+    assert done.stdout.startswith("NOT RUN on closed: the job did not start within 2 s (cancelled)")
+    assert "PASS" not in done.stdout and "FAIL" not in done.stdout
+    assert _record(env).verify == before
+    assert slurm_site.cluster.jobs() == []
+
+
+def test_verify_on_an_unknown_partition_is_exit_2(cluster_user):
+    env, _ = cluster_user
+    done = envkit("verify", "torch-test", "--partition", "nosuch", env=env)
+    assert done.returncode == 2 and "part-a" in done.stderr
+
+
+def test_create_verify_on_node_needs_a_partition_and_slurm(slurm_site, tmp_path):
+    env = user_env(slurm_site, tmp_path)
+    done = envkit("create", "torch", "--verify-on-node", "--dry-run", env=env)
+    assert done.returncode == 2 and "add --partition P" in done.stderr
+    (tmp_path / "site.yaml").write_text("version: 1\npartitions: {}\n")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    no_slurm = envkit("create", "torch", "--partition", "part-a", "--verify-on-node", "--yes",
+                      env={**env, "PATH": str(empty)})
+    assert no_slurm.returncode == 1 and "not a Slurm cluster" in no_slurm.stderr
+    assert not (tmp_path / "data" / "envkit").exists() or not any((tmp_path / "data" / "envkit").rglob("*.json"))

@@ -1,0 +1,143 @@
+"""The pure parts of envkit.slurm, on captured and recorded text: sinfo, GRES, configurations, job ids, the sbatch
+script, a job's view of its GPUs."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from envkit.errors import BadInputError
+from envkit.machine import Gpu, MachineProfile
+from envkit.slurm.client import SlurmError, StepResult, exec_failure, parse_job_id
+from envkit.slurm.job_context import apply_job_context, job_context
+from envkit.slurm.script import JobSpec, sanitize_name, sbatch_script
+from envkit.slurm.sinfo import distinct_configurations, gpu_count, parse_sinfo, partitions
+from envkit.slurm.survey import profile_from_step
+from envkit.versions import ComputeCapability
+
+DATA = Path(__file__).parent / "data"
+
+
+def cluster_partitions():
+    return partitions(parse_sinfo((DATA / "sinfo-cluster.txt").read_text()))
+
+
+def test_sinfo_rows_group_into_partitions_with_their_gpus():
+    found = cluster_partitions()
+    assert list(found) == ["gpu-4-a100", "gpu-8-v100", "cpu*", "legacy"]
+    assert found["gpu-4-a100"].node_names == ("a100-01", "a100-02", "a100-03")
+    assert found["gpu-8-v100"].has_gpus and not found["cpu*"].nodes[0].gpus
+    assert found["legacy"].available == "down"
+
+
+@pytest.mark.parametrize("gres, count", [
+    ("gpu:a100:4(S:0-1)", 4), ("gpu:v100:8(S:0-1),shard:16", 8), ("gpu:2", 2), ("gpu", 1), ("(null)", 0),
+    ("shard:8", 0), ("gpu:a100:2,gpu:v100:1", 3), ("gpu:a100:4(S:0,1)", 4),
+])
+def test_gpu_count_reads_every_gres_form(gres, count):
+    assert gpu_count(gres) == count
+
+
+def test_a_partition_whose_nodes_differ_gives_one_node_per_configuration_preferring_usable_ones():
+    configurations = distinct_configurations(cluster_partitions()["gpu-8-v100"])
+    # v100-01 and v100-02 share GRES and features; v100-01 is allocated (usable soon), v100-02 drained.
+    assert [(row.node, count) for row, count in configurations] == [("v100-01", 2), ("v100-03", 1)]
+    [(row, count)] = distinct_configurations(cluster_partitions()["gpu-4-a100"])
+    assert (row.node, count) == ("a100-01", 3)
+
+
+def test_sinfo_text_with_a_missing_field_is_an_error_naming_the_line():
+    with pytest.raises(ValueError, match="line 2"):
+        parse_sinfo("p|up|n1|gpu:1|f|idle\np|up|n2|gpu:1\n")
+
+
+@pytest.mark.parametrize("stdout, job", [("12345\n", "12345"), ("777;cluster-b\n", "777"),
+                                         ("sbatch: warning: x\n42\n", "42")])
+def test_the_job_id_is_read_from_sbatch_parsable(stdout, job):
+    assert parse_job_id(stdout) == job
+
+
+def test_no_job_id_is_a_clear_error():
+    with pytest.raises(SlurmError, match="did not print a job id"):
+        parse_job_id("Submitted batch job\n")
+
+
+def test_the_sbatch_script_matches_the_recorded_one_and_quotes_every_user_value():
+    spec = JobSpec(partition="gpu-8-v100", gpus=2, cpus=6, time="1:00:00", job_name="my job it's 1",
+                   output="logs/out-%j.txt", activate=("/shared/venv/bin/python", "-m", "envkit", "run",
+                                                       "torch-cu126", "--"),
+                   command=("python", "train it.py", "--tag", "$HOME", '"quoted"', "it's", "`id`"))
+    script = sbatch_script(spec)
+    assert script == (DATA / "sbatch-record.txt").read_text()
+    last = script.splitlines()[-1]
+    assert shlex.split(last)[6:] == list(spec.command)  # the shell reads back exactly the user's argv
+
+
+@pytest.mark.parametrize("field, value", [("partition", "gpu a100"), ("partition", "--wrap=id"),
+                                          ("time", "1:00 $(id)"), ("output", "out'.txt"), ("output", "-o")])
+def test_a_directive_value_that_could_be_misread_is_refused(field, value):
+    values = {"partition": "p", "command": ("true",), "activate": ("envkit",), field: value}
+    with pytest.raises(BadInputError, match="cannot be passed to sbatch"):
+        sbatch_script(JobSpec(**values))
+
+
+def test_job_names_are_sanitized():
+    assert sanitize_name("my job $HOME; rm -rf /") == "my_job__HOME__rm_-rf__"
+    assert sanitize_name("--begin=now") == "begin_now"
+    assert sanitize_name("$$$") == "___"
+    assert sanitize_name("") == "envkit"
+
+
+def test_per_gpu_launches_torchrun_with_the_gpu_count():
+    spec = JobSpec(partition="p", gpus=4, per_gpu=True, activate=("envkit", "run", "e", "--"),
+                   command=("python", "train.py", "--x"))
+    assert sbatch_script(spec).splitlines()[-1] == (
+        "envkit run e -- torchrun --standalone --nproc-per-node=4 train.py --x")
+    other = JobSpec(partition="p", per_gpu=True, activate=("envkit",), command=("./run.sh",))
+    assert sbatch_script(other).splitlines()[-1] == "envkit torchrun --standalone --nproc-per-node=gpu --no-python " \
+                                                    "./run.sh"
+
+
+def _profile(count: int) -> MachineProfile:
+    gpus = tuple(Gpu(index=i, name="NVIDIA A100-SXM4-40GB", compute_capability=ComputeCapability(8, 0))
+                 for i in range(count))
+    return MachineProfile(gpus=gpus)
+
+
+def test_inside_a_job_only_the_visible_gpus_count_and_the_node_names_the_profile():
+    context = job_context({"SLURM_JOB_ID": "17", "SLURMD_NODENAME": "a100-01", "CUDA_VISIBLE_DEVICES": "1,3"})
+    seen = apply_job_context(_profile(4), context)
+    assert [gpu.index for gpu in seen.gpus] == [1, 3]
+    assert seen.name == "a100-01"
+    assert any("job 17" in note and "CUDA_VISIBLE_DEVICES=1,3" in note and "2 of the 4" in note
+               for note in seen.notes)
+
+
+def test_a_job_given_no_gpus_sees_none_and_uuids_are_not_guessed():
+    none = apply_job_context(_profile(2), job_context({"SLURM_JOB_ID": "5", "CUDA_VISIBLE_DEVICES": ""}))
+    assert none.gpus == ()
+    uuids = apply_job_context(_profile(2), job_context({"CUDA_VISIBLE_DEVICES": "GPU-4b1c,GPU-77aa"}))
+    assert len(uuids.gpus) == 2 and any("UUID" in note for note in uuids.notes)
+
+
+def test_outside_a_job_without_cuda_visible_devices_nothing_changes():
+    profile = _profile(2)
+    assert apply_job_context(profile, job_context({})) is profile
+
+
+def test_a_step_that_never_started_is_a_timeout_with_slurms_words():
+    step = StepResult(False, 1, "", "srun: Partition in DOWN state\nsrun: job 3 queued and waiting for resources\n"
+                      "srun: error: Unable to allocate resources: Requested nodes are busy\n", "envkit-survey-x")
+    profile, why = profile_from_step(step, "n1", 5)
+    assert profile is None
+    assert why.startswith("timeout: the job did not start within 5 s (cancelled)")
+    assert "Requested nodes are busy" in why
+
+
+def test_a_node_that_cannot_run_envkit_says_what_to_do():
+    stderr = "slurmstepd-n1: error: execve(): /home/u/venv/bin/python: No such file or directory\n"
+    assert exec_failure(stderr) == "/home/u/venv/bin/python: No such file or directory"
+    profile, why = profile_from_step(StepResult(True, 2, "", stderr, "j"), "n1", 5)
+    assert profile is None and "cannot run envkit" in why and "shared home" in why

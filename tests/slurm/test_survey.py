@@ -1,0 +1,147 @@
+"""envkit survey on the real test cluster: sinfo finds the GPU partitions, srun runs envkit detect on the nodes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import yaml
+from slurm_helpers import envkit, user_env
+
+from envkit.site import load_site
+from envkit.slurm.client import Slurm
+from envkit.slurm.survey import gpu_partitions, survey
+
+
+def test_survey_writes_every_gpu_partition_from_its_nodes(slurm_site, tmp_path):
+    env = user_env(slurm_site, tmp_path)
+    done = envkit("survey", "--timeout", "20", env=env)
+    # The DOWN partition cannot be surveyed: said, and the exit status says not everything was.
+    assert done.returncode == 1, done.stderr
+    assert "closed: NOT surveyed: partition is down" in done.stdout
+    site = load_site(tmp_path / "site.yaml")
+    assert set(site.partitions) == {"part-a", "part-v", "mixed", "closed"}  # cpu has no GRES gpu
+    [a_node] = site.partitions["part-a"].nodes
+    assert (a_node.node, a_node.count) == ("gpu-a1", 2)
+    assert [g.name for g in a_node.profile.gpus] == ["NVIDIA A100-SXM4-40GB"] * 2
+    assert str(a_node.profile.cuda_driver) == "12.2" and str(a_node.profile.driver_version) == "535.129.03"
+    raw = yaml.safe_load((tmp_path / "site.yaml").read_text())["partitions"]["part-a"]["nodes"][0]["profile"]
+    assert any("inside Slurm job" in note and "gpu-a1" in note for note in raw["notes"])  # the node said so
+    [v_node] = site.partitions["part-v"].nodes
+    assert [str(g.compute_capability) for g in v_node.profile.gpus] == ["7.0"]
+    assert str(v_node.profile.cuda_driver) == "11.4"
+    mixed = site.partitions["mixed"]
+    assert sorted((n.node, n.count) for n in mixed.nodes) == [("gpu-a1", 2), ("gpu-v1", 1)]
+    assert site.partitions["closed"].error == "partition is down" and not site.partitions["closed"].nodes
+    for name in ("part-a", "part-v", "mixed"):
+        assert site.partitions[name].surveyed is not None
+        assert f"{name}: detecting" in done.stderr  # progress per partition
+
+
+def test_all_nodes_detects_each_node(slurm_site, tmp_path):
+    env = user_env(slurm_site, tmp_path)
+    done = envkit("survey", "--partition", "part-a", "--all-nodes", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    [entry] = yaml.safe_load(done.stdout)["partitions"]
+    assert [(n["node"], n["count"]) for n in entry["nodes"]] == [("gpu-a1", 1), ("gpu-a2", 1)]
+    assert [n.node for n in load_site(tmp_path / "site.yaml").partitions["part-a"].nodes] == ["gpu-a1", "gpu-a2"]
+
+
+def test_an_unknown_partition_is_exit_2_naming_those_there_are(slurm_site, tmp_path):
+    done = envkit("survey", "--partition", "nosuch", env=user_env(slurm_site, tmp_path))
+    assert done.returncode == 2
+    assert "no partition named 'nosuch'" in done.stderr and "part-a" in done.stderr and "mixed" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "site.yaml").exists()
+
+
+def test_a_partition_without_gpus_is_exit_2(slurm_site, tmp_path):
+    done = envkit("survey", "--partition", "cpu", env=user_env(slurm_site, tmp_path))
+    assert done.returncode == 2 and "has no GPU nodes" in done.stderr
+
+
+def test_without_slurm_on_path_survey_says_so(slurm_site, tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    done = envkit("survey", env=user_env(slurm_site, tmp_path, PATH=str(empty)))
+    assert done.returncode == 1
+    assert "not a Slurm cluster" in done.stderr and "Traceback" not in done.stderr
+
+
+HAND_WRITTEN = {"version": 1, "partitions": {"part-v": {"nodes": [{"node": "gpu-v1", "count": 1, "profile": {
+    "name": "by-hand", "cuda_driver": "12.0", "gpus": [{"name": "Tesla V100-SXM2-16GB", "compute_capability": "7.0"}],
+}}]}}}
+
+
+def test_a_job_that_does_not_start_in_time_is_cancelled_and_the_partition_left_as_it_was(slurm_site, tmp_path):
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(HAND_WRITTEN))
+    before = load_site(tmp_path / "site.yaml").partitions["part-v"]
+    env = user_env(slurm_site, tmp_path)
+    # Another user's job holds gpu-v1's only GPU.
+    blocker = subprocess.run(["sbatch", "--parsable", "-p", "part-v", "--gpus-per-node=1", "-J", "blocker",
+                              "--output=/dev/null", "--wrap", "sleep 120"], env=slurm_site.env, capture_output=True,
+                             text=True, timeout=30, cwd=tmp_path)
+    assert blocker.returncode == 0, blocker.stderr
+    job = blocker.stdout.strip()
+    try:
+        _wait_running(slurm_site, job)
+        started = time.monotonic()
+        done = envkit("survey", "--partition", "part-v", "--timeout", "2", env=env)
+        elapsed = time.monotonic() - started
+        assert done.returncode == 1
+        assert "part-v: NOT surveyed" in done.stdout
+        assert "timeout: the job did not start within 2 s (cancelled)" in done.stdout
+        assert "Requested nodes are busy" in done.stdout  # Slurm's own words
+        assert elapsed < 30
+        assert slurm_site.cluster.jobs() == [job]  # nothing of the survey's left queued
+        assert load_site(tmp_path / "site.yaml").partitions["part-v"] == before
+    finally:
+        slurm_site.cluster.query(["scancel", job])
+
+
+def _wait_running(slurm_site, job: str) -> None:
+    for _ in range(100):
+        state = slurm_site.cluster.query(["squeue", "-h", "-j", job, "-o", "%T"]).stdout.strip()
+        if state == "RUNNING":
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"job {job} did not start: {state}")
+
+
+def test_a_node_that_cannot_run_envkit_is_reported_with_what_to_do(slurm_site):
+    slurm = Slurm(slurm_site.env)
+    chosen = gpu_partitions(slurm, ["part-v"])
+    [outcome] = survey(slurm, chosen, all_nodes=False, timeout=20,
+                       node_argv=["/nonexistent/venv/bin/python", "-m", "envkit", "detect", "--json"])
+    assert outcome.partition is None
+    [(node, reason)] = outcome.unreachable
+    assert node == "gpu-v1"
+    assert "cannot run envkit" in reason and "/nonexistent/venv/bin/python" in reason
+
+
+def test_a_node_where_envkit_fails_keeps_the_programs_words(slurm_site):
+    slurm = Slurm(slurm_site.env)
+    chosen = gpu_partitions(slurm, ["part-v"])
+    [outcome] = survey(slurm, chosen, all_nodes=False, timeout=20,
+                       node_argv=[sys.executable, "-c", "import sys; sys.exit('detector exploded')"])
+    assert outcome.error is not None and "detector exploded" in outcome.error
+
+
+def test_a_controller_that_does_not_answer_is_a_clear_error_not_a_hang(slurm_site, tmp_path):
+    import re
+
+    from envkit.slurm.client import SlurmError
+
+    conf = slurm_site.cluster.conf.read_text()
+    dead = tmp_path / "slurm.conf"  # the same cluster, but slurmctld's port has nothing listening
+    dead.write_text(re.sub(r"SlurmctldPort=\d+", "SlurmctldPort=9", conf))
+    slurm = Slurm({**slurm_site.env, "SLURM_CONF": str(dead)}, query_timeout=3)
+    started = time.monotonic()
+    try:
+        gpu_partitions(slurm)
+    except SlurmError as error:
+        assert "sinfo" in error.message
+    else:
+        raise AssertionError("sinfo answered without a controller")
+    assert time.monotonic() - started < 20

@@ -1,0 +1,174 @@
+"""Fleets and the site file on the command line: list --machine DIR / repeated / --partition, envkit site, and
+their bad input. Real subprocesses, real manifests."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from test_cli import PROFILES, assert_clean_error, envkit
+
+DEEPTEN = 'name: deepten\ndriver_version: "460.32.03"\ncuda_driver: "11.2"\n' \
+          'gpus:\n  - {name: NVIDIA GeForce GTX 1080, compute_capability: "6.1", memory_mib: 8192}\n'
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Path:
+    directory = tmp_path / "lab"
+    directory.mkdir()
+    (directory / "deepnine.yaml").write_text((PROFILES / "rtx2070-cuda124.yaml").read_text())
+    (directory / "deepten.yaml").write_text(DEEPTEN)
+    return directory
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "v100-node.yaml").write_text((PROFILES / "v100x8-cuda130.yaml").read_text())
+    path = tmp_path / "site.yaml"
+    path.write_text("""\
+version: 1
+partitions:
+  gpu-mixed:
+    surveyed: "2026-11-22T17:00:00Z"
+    nodes:
+      - node: a100-01
+        count: 12
+        profile: {driver_version: "535.104.05", cuda_driver: "12.2",
+                  gpus: [{name: NVIDIA A100-SXM4-80GB, compute_capability: "8.0"}]}
+      - node: v100-01
+        count: 4
+        profile: {driver_version: "535.104.05", cuda_driver: "12.2",
+                  gpus: [{name: Tesla V100-SXM2-32GB, compute_capability: "7.0"}]}
+    unreachable:
+      - {node: a100-07, reason: "timeout: the job did not start within 120 s (cancelled)"}
+  gpu-8-v100:
+    nodes:
+      - profile_file: v100-node.yaml
+""")
+    return {"ENVKIT_SITE": str(path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
+def test_list_a_directory_json_names_machines_and_where_builds_fail(lab):
+    result = envkit("list", "torch", "jax", "--json", "--machine", str(lab))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert "machine" not in data
+    assert [m["name"] for m in data["machines"]] == ["deepnine", "deepten"]
+    torch, jax = data["manifests"]
+    assert torch["selected"] == "torch-2.7-cu118" and torch["groups"] == []
+    cu126 = next(b for b in torch["builds"] if b["id"] == "torch-2.14-cu126")
+    assert cu126["fails_on"] == ["deepten"] and cu126["reasons"] == [
+        "deepten: needs driver CUDA >= 12.6, this machine has 11.2"]
+    assert next(b for b in torch["builds"] if b["id"] == "torch-2.7-cu118")["fails_on"] == []
+    assert [g["machines"] for g in jax["groups"]] == [["deepnine"], ["deepten"]]
+    assert jax["groups"][1]["selected"] == jax["selected"]  # deepten: the CPU build
+
+
+def test_list_repeated_machine_is_the_same_fleet_and_one_machine_keeps_machine(lab):
+    repeated = envkit("list", "torch", "--json", "--machine", str(lab / "deepnine.yaml"),
+                      "--machine", str(lab / "deepten.yaml"))
+    directory = envkit("list", "torch", "--json", "--machine", str(lab))
+    assert json.loads(repeated.stdout)["manifests"] == json.loads(directory.stdout)["manifests"]
+    one = json.loads(envkit("list", "torch", "--json", "--machine", str(lab / "deepnine.yaml")).stdout)
+    assert one["machine"]["name"] == "deepnine" and [m["name"] for m in one["machines"]] == ["deepnine"]
+
+
+def test_list_text_shows_the_groups_with_commands_that_work(lab):
+    result = envkit("list", "jax", "--machine", str(lab))
+    assert result.returncode == 0, result.stderr
+    assert "Machines: 2 (2 distinct configurations)" in result.stdout
+    assert "No GPU build of jax fits every machine; one environment per group:" in result.stdout
+    commands = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("envkit create")]
+    assert len(commands) == 2
+    for command in commands:
+        dry = envkit(*shlex.split(command)[1:], "--dry-run")
+        assert dry.returncode == 0, (command, dry.stderr)
+
+
+def test_duplicate_profiles_are_one_configuration(lab, tmp_path):
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(20):
+        (many / f"node{i:02}.yaml").write_text(DEEPTEN.replace("name: deepten\n", ""))
+    data = json.loads(envkit("list", "torch", "--json", "--machine", str(many)).stdout)
+    assert [m["name"] for m in data["machines"]] == [f"node{i:02}" for i in range(20)]
+    text = envkit("list", "torch", "--machine", str(many)).stdout
+    assert "Machines: 20 (1 distinct configuration)" in text and "node00, node01, node02 and 17 more" in text
+
+
+def test_a_gpu_less_login_node_in_a_fleet(lab):
+    (lab / "login.yaml").write_text("name: login\ncuda_driver: null\ngpus: []\n")
+    data = json.loads(envkit("list", "torch", "--json", "--machine", str(lab)).stdout)
+    [torch] = data["manifests"]
+    assert torch["selected"] == "torch-2.7-cu118" and torch["cpu_only"] == ["login"]
+
+
+def test_a_broken_profile_in_a_directory_is_named(lab):
+    (lab / "broken.yaml").write_text("cuda_driver: [12\n")
+    assert_clean_error(envkit("list", "torch", "--machine", str(lab)), 2, str(lab / "broken.yaml"))
+
+
+def test_an_empty_directory(tmp_path):
+    assert_clean_error(envkit("list", "torch", "--machine", str(tmp_path)), 2, "holds no machine profiles")
+
+
+def test_overrides_describe_one_machine(lab):
+    assert_clean_error(envkit("list", "torch", "--machine", str(lab), "--cuda", "12.4"), 2, "describe one machine")
+
+
+def test_partition_resolves_its_nodes(site):
+    # A100 (sm_80) and V100 (sm_70) nodes on CUDA 12.2: one build must carry both.
+    data = json.loads(envkit("list", "torch", "--json", "--partition", "gpu-mixed", env=site).stdout)
+    assert [m["name"] for m in data["machines"]] == ["a100-01", "v100-01"]
+    [torch] = data["manifests"]
+    both = json.loads(envkit("list", "torch", "--json", "--machine", str(PROFILES / "v100-a100-cuda122.yaml")).stdout)
+    assert torch["selected"] == both["manifests"][0]["selected"] and torch["groups"] == []
+    only = json.loads(envkit("list", "torch", "--json", "--partition", "gpu-mixed:v100-01", env=site).stdout)
+    assert only["machine"]["name"] == "v100-01"
+    assert_clean_error(envkit("list", "torch", "--partition", "gpu-mixed:h100-01", env=site), 2,
+                       "no node 'h100-01'", "a100-01, v100-01")
+
+
+def test_unknown_partition_lists_those_there_are(site):
+    assert_clean_error(envkit("list", "torch", "--partition", "gpu-4-a100", env=site), 2,
+                       "unknown partition 'gpu-4-a100'", "gpu-8-v100, gpu-mixed")
+
+
+def test_no_site_file_and_a_partition(tmp_path):
+    env = {"ENVKIT_SITE": str(tmp_path / "none.yaml")}
+    assert_clean_error(envkit("list", "torch", "--partition", "gpu", env=env), 2, "there is no site file at")
+    shown = envkit("site", env=env)
+    assert shown.returncode == 0 and f"No site file at {tmp_path / 'none.yaml'}" in shown.stdout
+
+
+def test_a_broken_site_file_names_file_and_field(site):
+    path = Path(site["ENVKIT_SITE"])
+    path.write_text("version: 1\npartitions:\n  gpu:\n    nodes:\n      - {count: two, profile: {gpus: []}}\n")
+    for args in (("site",), ("list", "torch", "--partition", "gpu")):
+        assert_clean_error(envkit(*args, env=site), 2, f"site file {path}", "partitions.gpu.nodes[0].count")
+
+
+def test_site_shows_partitions_nodes_and_when_surveyed(site):
+    text = envkit("site", env=site)
+    assert text.returncode == 0, text.stderr
+    assert "gpu-mixed: 16 nodes, 2 configurations; surveyed 2026-11-22T17:00:00Z" in text.stdout
+    assert "a100-01 (12 nodes): driver 535.104.05, CUDA 12.2; NVIDIA A100-SXM4-80GB (sm_80)" in text.stdout
+    assert "unreachable: a100-07: timeout" in text.stdout
+    assert "gpu-8-v100: 1 node, 1 configuration; not surveyed (written by hand)" in text.stdout
+    data = json.loads(envkit("site", "--json", env=site).stdout)
+    assert data["site"] == site["ENVKIT_SITE"] and data["exists"] is True
+    mixed = data["partitions"][0]
+    assert mixed["name"] == "gpu-mixed" and mixed["surveyed"] == "2026-11-22T17:00:00Z"
+    assert [(c["machines"], c["nodes"], c["gpus"]) for c in mixed["configurations"]] == [
+        (["a100-01"], 12, "NVIDIA A100-SXM4-80GB (sm_80)"), (["v100-01"], 4, "Tesla V100-SXM2-32GB (sm_70)")]
+    assert data["partitions"][1]["nodes"][0]["profile_file"] == "v100-node.yaml"
+
+
+def test_the_site_key_of_the_config(site, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"site: {site['ENVKIT_SITE']}\n")
+    data = json.loads(envkit("site", "--json", env={"ENVKIT_CONFIG": str(config)}).stdout)
+    assert data["site"] == site["ENVKIT_SITE"] and len(data["partitions"]) == 2

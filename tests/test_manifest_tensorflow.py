@@ -1,0 +1,83 @@
+"""envs/tensorflow.yaml, row by row, against the sources quoted in its header, restated by hand: the pip wheels'
+Requires-Python and and-cuda pins (PyPI), the GPU code read from the wheels (and HERMETIC_CUDA_COMPUTE_CAPABILITIES
+for 2.18+), AnacondaRecipes/tensorflow_recipes for the legacy conda builds (TF_CUDA_COMPUTE_CAPABILITIES, cudatoolkit
+and cudnn pins) and compat-data's corrections of 2026-11-22 (Anaconda 2.8.2/2.10.0 py3.7-3.10, 2.11.0 py3.8-3.10,
+2.12.0 py3.8-3.11, all cudatoolkit 11.3 / cudnn 8.2)."""
+
+from __future__ import annotations
+
+import pytest
+
+ANACONDA = ("https://repo.anaconda.com/pkgs/main",)
+CONDA_CU10 = ("3.5", "5.2", "6.0", "6.1", "7.0", "7.5")  # the recipe's list for cudatoolkit 10.*
+CONDA_CU11 = (*CONDA_CU10, "8.0")  # and for 11.*
+PASCAL_TO_HOPPER = ("6.0", "7.0", "8.0", "8.9", "9.0")  # sm_60,sm_70,sm_80,sm_89,compute_90
+
+# release -> (Pythons, variant, CUDA, SASS, PTX, how it installs: conda specs or the pip requirement)
+GPU_BUILDS = {
+    # Legacy conda: the 10.1 build claims no PTX (its cuDNN 7.6 has no Ampere support); before TF PR #55613 "x.y"
+    # meant SASS + PTX for every entry (2.8.2), after it PTX for the highest entry only (2.10.0 on).
+    "2.4.1": ("3.7-3.9", "cu101", "10.1", CONDA_CU10, (),
+              ("tensorflow-gpu=2.4.1", "cudatoolkit=10.1", "cudnn=7.6")),
+    "2.8.2": ("3.7-3.10", "cu113", "11.3", CONDA_CU11, CONDA_CU11,
+              ("tensorflow=2.8.2=gpu_py*", "cudatoolkit=11.3", "cudnn=8.2")),
+    "2.10.0": ("3.7-3.10", "cu113", "11.3", CONDA_CU11, ("8.0",),
+               ("tensorflow=2.10.0=gpu_py*", "cudatoolkit=11.3", "cudnn=8.2")),
+    "2.11.0": ("3.8-3.10", "cu113", "11.3", CONDA_CU11, ("8.0",),
+               ("tensorflow=2.11.0=gpu_py*", "cudatoolkit=11.3", "cudnn=8.2")),
+    "2.12.0": ("3.8-3.11", "cu113", "11.3", CONDA_CU11, ("8.0",),
+               ("tensorflow=2.12.0=gpu_py*", "cudatoolkit=11.3", "cudnn=8.2")),
+    # pip tensorflow[and-cuda]: 2.14 pins CUDA 11.8, 2.15 12.2, 2.16/2.17 12.3, 2.18+ 12.5.
+    "2.14": ("3.9-3.11", "cu118", "11.8", ("3.5", "5.0", "6.0", "7.0", "7.5", "8.0"), ("8.0",), "2.14"),
+    "2.15": ("3.9-3.11", "cu122", "12.2", ("5.0", "6.0", "7.0", "7.5", "8.0"), ("8.0",), "2.15"),
+    "2.16": ("3.9-3.12", "cu123", "12.3", ("5.0", "6.0", "7.0", "8.0", "9.0"), ("9.0",), "2.16"),
+    "2.17": ("3.9-3.12", "cu123", "12.3", PASCAL_TO_HOPPER, ("9.0",), "2.17"),
+    "2.18": ("3.9-3.12", "cu125", "12.5", PASCAL_TO_HOPPER, ("9.0",), "2.18"),
+    "2.19": ("3.9-3.12", "cu125", "12.5", PASCAL_TO_HOPPER, ("9.0",), "2.19"),
+    "2.20": ("3.9-3.13", "cu125", "12.5", PASCAL_TO_HOPPER, ("9.0",), "2.20"),
+    "2.21": ("3.10-3.13", "cu125", "12.5", PASCAL_TO_HOPPER, ("9.0",), "2.21"),
+}
+PIP_RELEASES = [release for release, row in GPU_BUILDS.items() if isinstance(row[5], str)]
+
+
+def pythons(catalog, build) -> str:
+    offered = [str(v) for v in catalog.tables.python.versions if build.python.contains(v)]
+    return f"{offered[0]}-{offered[-1]}"
+
+
+def test_every_release_is_in_the_table(catalog):
+    assert {str(b.version) for b in catalog.manifests["tensorflow"].builds} == set(GPU_BUILDS)
+
+
+@pytest.mark.parametrize("release", list(GPU_BUILDS))
+def test_gpu_build_matches_its_sources(catalog, release):
+    python, variant, cuda, sass, ptx, install = GPU_BUILDS[release]
+    gpu = [b for b in catalog.manifests["tensorflow"].builds if str(b.version) == release and b.is_gpu]
+    assert len(gpu) == 1
+    build = gpu[0]
+    assert (pythons(catalog, build), build.variant, str(build.cuda)) == (python, variant, cuda)
+    assert tuple(str(a) for a in build.arch.sass) == sass
+    assert tuple(str(a) for a in build.arch.ptx) == ptx
+    assert build.bundled == ()  # no bundled-library floor: cuDNN 7.6-8.9 support Kepler (3.5) onward
+    if "9.0" in ptx:  # compat-data's corrections: tensorflow#89272, compute_90 PTX failing to JIT on sm_120
+        assert "89272" in build.notes and "sm_120" in build.notes
+    if isinstance(install, tuple):  # a conda build: the Anaconda defaults channel, Python from conda as well
+        assert build.conda.channels == ANACONDA and build.conda.packages == install
+        assert build.pip is None
+    else:
+        assert build.conda is None
+        assert build.pip.packages == (f"tensorflow[and-cuda]=={install}.*",) and build.pip.index_url is None
+
+
+@pytest.mark.parametrize("release", PIP_RELEASES)
+def test_each_pip_release_has_a_tensorflow_cpu_build(catalog, release):
+    cpu = [b for b in catalog.manifests["tensorflow"].builds if str(b.version) == release and not b.is_gpu]
+    assert len(cpu) == 1
+    assert cpu[0].pip.packages == (f"tensorflow-cpu=={release}.*",)
+    assert pythons(catalog, cpu[0]) == GPU_BUILDS[release][0]
+
+
+def test_the_legacy_conda_builds_have_no_cpu_twin(catalog):
+    """The conda builds exist for old drivers; CPU users get the pip tensorflow-cpu builds."""
+    legacy = {r for r, row in GPU_BUILDS.items() if isinstance(row[5], tuple)}
+    assert not [b for b in catalog.manifests["tensorflow"].builds if str(b.version) in legacy and not b.is_gpu]

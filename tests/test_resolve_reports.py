@@ -1,0 +1,129 @@
+"""Resolution cases from public bug reports, each worked out by hand from shared/reference/compat-data.md (with its
+corrections of 2026-11-22) before looking at envkit's answer: the pick, and the reason a wrong pick is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from envkit.resolve import resolve
+
+
+@pytest.fixture
+def judge(catalog, load_profile):
+    def run(manifest: str, machine: str):
+        resolution = resolve(catalog.manifests[manifest], load_profile(machine), catalog.tables)
+        return resolution, {c.build.id: c for c in resolution.candidates}
+
+    return run
+
+
+def test_gtx_1080_ti_on_a_cuda_12_8_driver_gets_cu126_not_cu128(judge):
+    """uv#14742: a driver-only picker chose cu128 for an R570 driver, and the wheel has no sm_61 code. The cu126
+    line keeps Pascal (sm_60 code runs on sm_61); 2.15 has no cu126 build, so 2.14 cu126, natively (12.6 <= 12.8)."""
+    resolution, builds = judge("torch", "gtx1080ti-cuda128")
+    assert resolution.selected.build.id == "torch-2.14-cu126" and resolution.selected.native is True
+    assert "runs the build's sm_60 code" in resolution.selected.reasons[1]
+    refused = builds["torch-2.11-cu128"]
+    assert not refused.compatible
+    assert refused.reasons == ("GPU 0, NVIDIA GeForce GTX 1080 Ti (sm_61): no kernels for sm_61: this build has "
+                               "sm_75 and newer",)
+    assert builds["torch-2.15-cu130"].reasons[0] == "needs driver CUDA >= 13.0, this machine has 12.8"
+
+
+def test_v100_on_a_580_driver_gets_cu126_not_cu130(judge):
+    """A driver-only picker chose cu130 for an R580 driver (CUDA 13.0); CUDA 13 builds have no Volta code (the
+    toolkit itself starts at sm_75). 2.15 is cu130/cu132 only: 2.14 cu126."""
+    resolution, builds = judge("torch", "v100x8-cuda130")
+    assert resolution.selected.build.id == "torch-2.14-cu126" and resolution.selected.native is True
+    for build_id in ("torch-2.15-cu130", "torch-2.15-cu132", "torch-2.14-cu130"):
+        assert not builds[build_id].compatible
+        assert any("no kernels for sm_70: this build has sm_75 and newer" in r for r in builds[build_id].reasons)
+
+
+def test_r470_driver_refuses_cu121_and_takes_cu118_through_minor_version_compatibility(judge):
+    """vLLM#11623: "The NVIDIA driver on your system is too old (found version 11040)" from a cu121 wheel on R470.
+    CUDA 12 builds need a CUDA 12 driver (no compatibility across majors); cu118 runs on 470.199.02 through CUDA 11
+    minor-version compatibility (>= 450.80.02), from SASS: the A100 has sm_80 code in 2.7 cu118."""
+    resolution, builds = judge("torch", "a100-r470-cuda114")
+    assert builds["torch-2.5-cu121"].reasons == ("needs driver CUDA >= 12.1, this machine has 11.4",)
+    assert resolution.selected.build.id == "torch-2.7-cu118" and resolution.selected.native is False
+    assert "minor-version compatibility (driver 470.199.02, >= 450.80.02)" in resolution.selected.reasons[0]
+
+
+def test_rtx_5070_ti_on_a_570_driver_gets_2_11_cu128(judge):
+    """sm_120 on R570 (CUDA 12.8): every CUDA 13 build needs a newer driver, the cu126 line has no Blackwell code
+    and no PTX; 2.11 is the newest release with a cu128 build (sm_120 SASS). Its cu129 twin would run only through
+    minor-version compatibility, so the native cu128 comes first. JAX: the CUDA 12 plugin (PTX from SM 5.2)."""
+    resolution, builds = judge("torch", "rtx5070ti-cuda128")
+    assert resolution.selected.build.id == "torch-2.11-cu128" and resolution.selected.native is True
+    assert builds["torch-2.11-cu129"].compatible and builds["torch-2.11-cu129"].native is False
+    assert "no kernels for sm_120: this build has sm_50 to sm_90 and no PTX for newer GPUs" in \
+        builds["torch-2.14-cu126"].reasons[0]
+    assert builds["torch-2.15-cu130"].reasons == ("needs driver CUDA >= 13.0, this machine has 12.8",)
+    jax, jax_builds = judge("jax", "rtx5070ti-cuda128")
+    assert jax.selected.build.id == "jax-0.12-cu12"
+    assert jax_builds["jax-0.12-cu13"].reasons[0] == "needs driver CUDA >= 13.0, this machine has 12.8"
+
+
+@pytest.mark.parametrize("manifest, expected", [
+    ("torch", "torch-1.8-cu101"),              # cu101's newest; sm_60 code
+    ("tensorflow", "tensorflow-2.4.1-cu101"),  # Anaconda's tensorflow-gpu bundling cudatoolkit 10.1
+    ("mxnet", "mxnet-1.9.1-cu101"),            # mxnet-cu101 (sm_60 SASS)
+    ("jax", "jax-0.12-cpu"),                   # JAX's GPU plugins need a CUDA 12 driver
+])
+def test_slurm_node_with_a_cuda_10_1_driver(judge, manifest, expected):
+    """A Slurm P100 node on R418 (CUDA 10.1): only builds bundling CUDA <= 10.1 run; CUDA 10 has no minor-version
+    compatibility, so no 10.2 or 11.x build."""
+    resolution, builds = judge(manifest, "slurm-p100-cuda101")
+    assert resolution.selected.build.id == expected
+    assert resolution.selected.native is (None if expected.endswith("cpu") else True)
+    if manifest == "torch":
+        assert builds["torch-1.12-cu102"].reasons[0] == "needs driver CUDA >= 10.2, this machine has 10.1"
+        assert resolution.selected.python is not None and str(resolution.selected.python) == "3.9"
+
+
+def test_k80_on_r470_gets_no_jax_gpu_build(judge):
+    """JAX's CUDA 12 plugin needs SM >= 5.2 and a CUDA 12 driver: a K80 (sm_37) on R470 (CUDA 11.4) gets CPU JAX,
+    and both reasons are said."""
+    resolution, builds = judge("jax", "k80x2-cuda114")
+    assert resolution.selected.build.id == "jax-0.12-cpu"
+    assert builds["jax-0.12-cu12"].reasons == (
+        "needs driver CUDA >= 12.0, this machine has 11.4",
+        "GPUs 0-1, Tesla K80 (sm_37): no kernels for sm_37: this build has sm_52 and newer",
+    )
+
+
+def test_k80_torch_stops_at_2_3_because_of_the_bundled_cudnn(judge):
+    """torch 2.4-2.7 cu118 still list sm_37, but bundle cuDNN 9.1, which needs compute capability 5.0: on a K80
+    the newest build that runs is 2.3 cu118 (cuDNN 8.7), through CUDA 11 minor-version compatibility."""
+    resolution, builds = judge("torch", "k80x2-cuda114")
+    assert resolution.selected.build.id == "torch-2.3-cu118"
+    assert builds["torch-2.7-cu118"].reasons == (
+        "GPUs 0-1, Tesla K80 (sm_37): the build has code for this GPU, but the cuDNN 9.1 it bundles needs a GPU "
+        "of compute capability 5.0 or newer",)
+
+
+def test_list_all_on_the_d2l_machine_picks_1_8_1_cu101_and_shows_what_is_unconfirmed(tmp_path):
+    """The issue's acceptance check, through the command line: a GPU build (no CPU fallback warning), the doubt
+    about the PyTorch index shown to admins in `--all` and carried in the JSON."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    profile = str(Path(__file__).parent / "profiles" / "d2l.yaml")
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d"),
+           "XDG_CACHE_HOME": str(tmp_path / "k"), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"}
+
+    def envkit(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "envkit", "list", "torch", "--machine", profile, *args],
+                              capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+
+    data = json.loads(envkit("--json").stdout)["manifests"][0]
+    assert data["selected"] == "torch-1.8-cu101" and data["gpu_unused"] is None
+    build = next(b for b in data["builds"] if b["id"] == "torch-1.8-cu101")
+    assert build["python"] == "3.9" and "download.pytorch.org" in build["unconfirmed"]
+    text = envkit("--all").stdout
+    assert "* torch-1.8-cu101" in text
+    assert "unconfirmed: the +cuXXX wheels on download.pytorch.org" in text
+    assert "unconfirmed:" not in envkit().stdout  # the everyday view stays short

@@ -1,0 +1,219 @@
+"""The site file (envkit.site): where it is, the format and its errors, profile files beside it, writing it back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envkit.config import config_from_data
+from envkit.errors import BadInputError, UnknownNameError
+from envkit.machine import read_profile
+from envkit.site import (
+    Partition, SiteError, SiteNode, load_site, partition_profiles, save_site, site_path, site_to_dict,
+    with_partition,
+)
+from envkit.userdirs import user_dirs
+from envkit.versions import ComputeCapability, CudaVersion
+
+PROFILES = Path(__file__).parent / "profiles"
+
+A100_NODE = """\
+      - node: a100-01
+        count: 12
+        profile:
+          name: null
+          driver_version: "535.104.05"
+          cuda_driver: "12.2"
+          gpus:
+            - {name: NVIDIA A100-SXM4-80GB, compute_capability: "8.0", memory_mib: 81920}
+            - {name: NVIDIA A100-SXM4-80GB, compute_capability: "8.0", memory_mib: 81920}
+"""
+
+
+def facts(data):
+    """A site's dict without the ``sources`` of its profiles (they name the file each was read from)."""
+    for partition in data["partitions"].values():
+        for node in partition["nodes"]:
+            if "profile" in node:
+                node["profile"].pop("sources")
+                for gpu in node["profile"]["gpus"]:
+                    gpu.pop("source")
+    return data
+
+
+def write_site(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "site.yaml"
+    path.write_text(body)
+    return path
+
+
+def example_site(tmp_path: Path) -> Path:
+    (tmp_path / "v100-node.yaml").write_text((PROFILES / "v100x8-cuda130.yaml").read_text())
+    return write_site(tmp_path, f"""\
+version: 1
+partitions:
+  gpu-4-a100:
+    surveyed: "2026-11-22T17:00:00Z"
+    nodes:
+{A100_NODE}    unreachable:
+      - {{node: a100-07, reason: "timeout: the job did not start within 120 s (cancelled)"}}
+  gpu-8-v100:
+    surveyed: 2026-11-22T18:30:00+01:00
+    nodes:
+      - profile_file: v100-node.yaml
+  broken-part:
+    error: "partition is down"
+""")
+
+
+def test_the_documented_format_reads(tmp_path):
+    site = load_site(example_site(tmp_path))
+    assert list(site.partitions) == ["gpu-4-a100", "gpu-8-v100", "broken-part"]
+    a100 = site.partitions["gpu-4-a100"]
+    assert a100.surveyed == "2026-11-22T17:00:00Z"
+    [node] = a100.nodes
+    assert (node.node, node.count, node.profile_file) == ("a100-01", 12, None)
+    assert node.profile.cuda_driver == CudaVersion(12, 2)
+    assert [g.compute_capability for g in node.profile.gpus] == [ComputeCapability(8, 0)] * 2
+    assert a100.unreachable == (("a100-07", "timeout: the job did not start within 120 s (cancelled)"),)
+    assert a100.node_count == 12
+    # An unquoted YAML timestamp with an offset is read and given in UTC.
+    assert site.partitions["gpu-8-v100"].surveyed == "2026-11-22T17:30:00Z"
+    assert site.partitions["broken-part"].error == "partition is down"
+    assert site.partitions["broken-part"].nodes == ()
+
+
+def test_profile_file_is_relative_to_the_site_file_not_the_working_directory(tmp_path, monkeypatch):
+    path = example_site(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    [node] = load_site(path).partitions["gpu-8-v100"].nodes
+    assert node.profile_file == "v100-node.yaml"
+    expected = read_profile(tmp_path / "v100-node.yaml")
+    assert node.profile.gpus == expected.gpus and node.profile.cuda_driver == expected.cuda_driver
+
+
+def test_round_trip_through_save(tmp_path):
+    path = example_site(tmp_path)
+    site = load_site(path)
+    copy = tmp_path / "copy.yaml"
+    save_site(site, copy)
+    again = load_site(copy)
+    assert facts(site_to_dict(again)) == facts(site_to_dict(site))
+    assert [p.nodes[0].profile.gpus[0].name for p in again.partitions.values() if p.nodes] == \
+        ["NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-32GB"]
+    # Saved beside the original, the profile file stays a reference.
+    assert "profile_file: v100-node.yaml" in copy.read_text()
+
+
+def test_a_copy_elsewhere_inlines_profile_files(tmp_path):
+    site = load_site(example_site(tmp_path))
+    other = tmp_path / "other"
+    other.mkdir()
+    save_site(site, other / "site.yaml")
+    text = (other / "site.yaml").read_text()
+    assert "profile_file" not in text
+    assert facts(site_to_dict(load_site(other / "site.yaml"))) == facts(site_to_dict(site, inline_files=True))
+
+
+def test_with_partition_replaces_one_and_keeps_the_others(tmp_path):
+    path = example_site(tmp_path)
+    site = load_site(path)
+    v100 = site.partitions["gpu-8-v100"].nodes[0].profile
+    new = Partition(name="gpu-4-a100", nodes=(SiteNode(node="a100-02", count=3, profile=v100),),
+                    surveyed="2026-11-22T19:00:00Z")
+    save_site(with_partition(site, new), path)
+    after = load_site(path)
+    assert list(after.partitions) == ["gpu-4-a100", "gpu-8-v100", "broken-part"]
+    assert after.partitions["gpu-4-a100"].nodes[0].node == "a100-02"
+    assert after.partitions["gpu-4-a100"].surveyed == "2026-11-22T19:00:00Z"
+    assert after.partitions["gpu-8-v100"] == site.partitions["gpu-8-v100"]
+    assert after.partitions["broken-part"] == site.partitions["broken-part"]
+    assert not list(tmp_path.glob(".site.yaml.*"))  # the atomic writer's temporary file is gone
+
+
+def test_partition_profiles_are_named(tmp_path):
+    site = load_site(example_site(tmp_path))
+    [a100] = partition_profiles(site, "gpu-4-a100")
+    assert a100.name == "a100-01"  # no name in the profile: the Slurm node name
+    [v100] = partition_profiles(site, "gpu-8-v100")
+    assert v100.name == read_profile(tmp_path / "v100-node.yaml").name or v100.name == "v100-node"
+
+
+def test_unknown_partition_lists_those_there_are(tmp_path):
+    site = load_site(example_site(tmp_path))
+    with pytest.raises(UnknownNameError) as caught:
+        partition_profiles(site, "gpu-2-h100")
+    assert caught.value.exit_code == 2
+    assert "'gpu-2-h100'" in caught.value.message
+    assert "broken-part, gpu-4-a100, gpu-8-v100" in caught.value.message
+
+
+def test_a_partition_without_nodes_says_why(tmp_path):
+    site = load_site(example_site(tmp_path))
+    with pytest.raises(BadInputError) as caught:
+        partition_profiles(site, "broken-part")
+    assert caught.value.exit_code == 2 and "partition is down" in caught.value.message
+
+
+def test_missing_file_is_an_error_only_when_a_partition_is_asked_for(tmp_path):
+    site = load_site(tmp_path / "nothing.yaml")
+    assert site.missing and dict(site.partitions) == {}
+    with pytest.raises(UnknownNameError) as caught:
+        partition_profiles(site, "gpu")
+    assert f"no site file at {tmp_path / 'nothing.yaml'}" in caught.value.message
+    assert "envkit survey" in (caught.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("version: 2\npartitions: {}\n", "version"),
+        ("partitions: [a, b]\n", "partitions"),
+        ("partitons: {}\n", "partitons"),
+        ("partitions:\n  '-gpu': {nodes: []}\n", "partitions.-gpu"),
+        ("partitions:\n  gpu: {nodez: []}\n", "partitions.gpu.nodez"),
+        ("partitions:\n  gpu: {nodes: {a: 1}}\n", "partitions.gpu.nodes"),
+        ("partitions:\n  gpu: {nodes: [{node: n1}]}\n", "partitions.gpu.nodes[0]"),
+        ("partitions:\n  gpu: {nodes: [{count: 0, profile: {gpus: []}}]}\n", "partitions.gpu.nodes[0].count"),
+        ("partitions:\n  gpu: {nodes: [{node: '--all', profile: {gpus: []}}]}\n", "partitions.gpu.nodes[0].node"),
+        ("partitions:\n  gpu:\n    nodes:\n      - profile: {cuda_driver: '12.4', gpus: [{name: X}]}\n",
+         "partitions.gpu.nodes[0].profile: gpus[0].compute_capability"),
+        ("partitions:\n  gpu: {nodes: [{profile: {cuda_driver: banana}}]}\n",
+         "partitions.gpu.nodes[0].profile: cuda_driver"),
+        ("partitions:\n  gpu: {nodes: [{profile_file: missing.yaml}]}\n", "partitions.gpu.nodes[0].profile_file"),
+        ("partitions:\n  gpu: {surveyed: yesterday, nodes: []}\n", "partitions.gpu.surveyed"),
+        ("partitions:\n  gpu: {unreachable: [{node: n1}]}\n", "partitions.gpu.unreachable[0]"),
+        ("partitions:\n  gpu: [\n", ""),
+        ("- just\n- a list\n", ""),
+    ],
+)
+def test_a_broken_site_file_names_file_and_field(tmp_path, body, field):
+    path = write_site(tmp_path, body)
+    with pytest.raises(SiteError) as caught:
+        load_site(path)
+    assert caught.value.exit_code == 2
+    assert caught.value.message.startswith(f"site file {path}: ")
+    assert f": {field}:" in caught.value.message if field else True
+    assert caught.value.where.startswith(field.split(":")[0]) if field else caught.value.where == ""
+
+
+def test_site_path_order(tmp_path):
+    dirs = user_dirs({"HOME": str(tmp_path)})
+    config = config_from_data({"site": "shared/site.yaml"}, tmp_path / "etc" / "config.yaml")
+    assert site_path({"ENVKIT_SITE": str(tmp_path / "a.yaml")}, config, dirs) == tmp_path / "a.yaml"
+    assert site_path({}, config, dirs) == tmp_path / "etc" / "shared" / "site.yaml"
+    assert site_path({}, config_from_data({}, tmp_path / "c.yaml"), dirs) == tmp_path / ".config/envkit/site.yaml"
+    with pytest.raises(BadInputError):
+        site_path({"ENVKIT_SITE": " "}, config, dirs)
+
+
+@pytest.mark.parametrize("value", ["", 3, "  "])
+def test_config_site_key_must_be_a_path(tmp_path, value):
+    from envkit.config import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        config_from_data({"site": value}, tmp_path / "config.yaml")
+    assert "'site'" in caught.value.message and caught.value.exit_code == 2
