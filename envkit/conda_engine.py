@@ -81,6 +81,58 @@ def create_prefix(
     return tuple(sorted(f"{record.name.normalized}-{record.version}-{record.build}" for record in records))
 
 
+Archive = tuple[Path, str, str, str]  # a local package file, its upstream channel URL, its sha256 and md5 (hex)
+
+
+def install_archives(prefix: Path, archives: Sequence[Archive], cache_dir: Path,
+                     report: Report = _quiet) -> tuple[str, ...]:
+    """Install exactly these package archives into ``prefix`` (which must not exist yet), no solve: each a local
+    file already hash-checked by the caller, with the upstream channel URL and the hashes to record. The records come from each
+    archive's own index.json (so noarch packages link as they should). Removes the prefix again on any failure."""
+    if prefix.exists() or prefix.is_symlink():
+        raise InstallError(f"{prefix} already exists.", hint="Choose another name, or remove it first.")
+    try:
+        records = _run(_install_archives(prefix, archives, cache_dir, report))
+    except BaseException:
+        shutil.rmtree(prefix, ignore_errors=True)
+        raise
+    return tuple(sorted(f"{record.name.normalized}-{record.version}-{record.build}" for record in records))
+
+
+async def _install_archives(prefix: Path, archives: Sequence[Archive], cache_dir: Path,
+                            report: Report) -> list[RepoDataRecord]:
+    import rattler
+    from rattler import RepoDataRecord
+    from rattler.exceptions import InstallerError, IoError, LinkError, TransactionError
+
+    records = []
+    for path, channel, sha256, md5 in archives:
+        try:
+            found = await RepoDataRecord.from_package_archive(path)
+        except Exception as error:  # py-rattler raises several kinds for an archive it cannot read
+            raise InstallError(f"{path.name} is not a readable conda package: {_lines(error)[0]}",
+                               hint="Make the lock again; the file matched its hash, so the lock itself is wrong.",
+                               tail=_lines(error)) from error
+        found.sha256, found.md5 = bytes.fromhex(sha256), bytes.fromhex(md5)
+        records.append(RepoDataRecord(found, path.name, path.as_uri(), channel))
+    report(f"installing {len(records)} packages")
+    try:
+        await rattler.install(records, prefix, cache_dir=_cache_subdir(cache_dir, "pkgs"),
+                              platform=rattler.Subdir("linux-64"), execute_link_scripts=False, client=_client(),
+                              show_progress=False)
+    except (InstallerError, TransactionError, LinkError, IoError) as error:
+        lines = _lines(error)
+        raise InstallError(f"Installing the conda packages into {prefix} failed: {lines[0]}",
+                           hint="Check the free disk space, then run the command again.", tail=lines) from error
+    return records
+
+
+def target_virtual_packages(explicit: Sequence[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """The virtual packages a solve for the target sees (see _virtual_packages): name -> (version, build)."""
+    return {package.name.normalized: (str(package.version), str(package.build_string))
+            for package in _virtual_packages(explicit)}
+
+
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
     """asyncio.run, then a moment with the GIL released, whatever the outcome.
 

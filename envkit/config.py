@@ -9,6 +9,7 @@ config). Example::
       "https://conda.anaconda.org/conda-forge": "file:///srv/channels/conda-forge"
     envs_dir: /scratch/me/envkit-envs     # optional: environments go here instead of the user data dir
     site: /shared/envkit/site.yaml        # optional: the site file (partitions and their node profiles)
+    manifests: /shared/envkit/manifests   # optional: an admin's manifests directory instead of the shipped one
 
 A mirror maps every URL that starts with its upstream (at a path boundary) to the same path under the mirror.
 """
@@ -25,7 +26,7 @@ from envkit.errors import BadInputError
 from envkit.userdirs import UserDirs
 
 CONFIG_VARIABLE = "ENVKIT_CONFIG"
-_KEYS = ("mirrors", "envs_dir", "site")
+_KEYS = ("mirrors", "envs_dir", "site", "manifests")
 
 
 class ConfigError(BadInputError):
@@ -44,6 +45,7 @@ class Config:
     mirrors: tuple[Mirror, ...] = ()
     envs_dir: Optional[Path] = None
     site: Optional[Path] = None  # the site file named by the config (envkit.site)
+    manifests: Optional[Path] = None  # the manifests directory named by the config (--manifests wins)
 
     def mirrored(self, url: str) -> str:
         """``url`` on its mirror (the longest matching upstream wins), or ``url`` itself."""
@@ -142,7 +144,7 @@ def config_from_data(data: Any, path: Path) -> Config:
         raise ConfigError(f"{path}: unknown key {unknown[0]!r}", hint=f"The keys are: {', '.join(_KEYS)}.")
     return Config(path=path, mirrors=_mirrors(data.get("mirrors"), path),
                   envs_dir=_absolute_dir(data.get("envs_dir"), path, "envs_dir"),
-                  site=_site(data.get("site"), path))
+                  site=_site(data.get("site"), path), manifests=_site(data.get("manifests"), path, "manifests"))
 
 
 def _mirrors(value: Any, path: Path) -> tuple[Mirror, ...]:
@@ -174,11 +176,13 @@ def _absolute_dir(value: Any, path: Path, key: str) -> Optional[Path]:
     return expanded
 
 
-def _site(value: Any, path: Path) -> Optional[Path]:
-    """The site file: an absolute path, or one relative to the config file (an admin's config beside its site)."""
+def _site(value: Any, path: Path, key: str = "site") -> Optional[Path]:
+    """The site file (or manifests directory): an absolute path, or one relative to the config file (an admin's
+    config beside its site file and manifests)."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{path}: 'site' must be the path of a site file")
+        what = "a site file" if key == "site" else "a manifests directory"
+        raise ConfigError(f"{path}: '{key}' must be the path of {what}")
     expanded = Path(os.path.expandvars(value)).expanduser()
     return expanded if expanded.is_absolute() else path.parent / expanded

@@ -10,6 +10,8 @@ from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 @dataclass(frozen=True)
 class CudaTable:
+    """cuda.yaml: which driver each CUDA release needs, and the floors of minor-version compatibility."""
+
     # Minimum Linux driver for each CUDA toolkit release (GA).
     min_driver: Mapping[CudaVersion, DriverVersion]
     # CUDA minor-version compatibility: a build for CUDA major M runs on a driver >= floor of M

@@ -14,8 +14,6 @@ import zlib
 from pathlib import Path
 from typing import Callable, Optional, Sequence, TypeVar
 
-from envkit.files import write_atomic
-
 T = TypeVar("T")
 ENVKIT = Path(__file__).resolve().parent
 KEEP = 16  # entries of each kind: the newest are kept, the others deleted
@@ -50,6 +48,8 @@ def _key(kind: str, inputs: Sequence[Path], code: Sequence[str], extra: Sequence
 
 
 def _store(path: Path, entry: tuple[str, object]) -> None:
+    from envkit.files import write_atomic  # (and tempfile): only on a miss
+
     try:
         write_atomic(path, pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
         entries = sorted(path.parent.glob("*.pickle"), key=lambda entry: entry.stat().st_mtime_ns, reverse=True)

@@ -23,6 +23,8 @@ PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 @dataclass(frozen=True)
 class Machine:
+    """A named machine of a fleet, and the profile file it came from."""
+
     name: str
     profile: MachineProfile
     file: Optional[str] = None  # the profile file it was read from, if any
@@ -46,6 +48,8 @@ class Config:
 
 @dataclass(frozen=True)
 class Fleet:
+    """The machines a command resolves for: this one, or the profiles and partition named."""
+
     machines: tuple[Machine, ...]
 
     @property

@@ -32,12 +32,16 @@ EXACT_LIMIT = 16  # maximal sets up to which the cover is searched exhaustively
 
 @dataclass(frozen=True)
 class Group:
+    """Machines that share one build (the newest that fits them all), or None."""
+
     machines: tuple[str, ...]
     selected: Optional[Candidate]  # the build for this group; None when nothing fits it
 
 
 @dataclass(frozen=True)
 class FleetResolution:
+    """A manifest resolved for a fleet: the merged verdicts, where each build fails, and the groups."""
+
     resolution: Resolution  # merged: a candidate is compatible when it fits every machine
     fails_on: Mapping[str, tuple[str, ...]]  # build id -> the machines it does not fit
     machines: tuple[str, ...]

@@ -17,6 +17,8 @@ FIELD = "compute_capability"
 
 @dataclass(frozen=True)
 class GpuNameTable:
+    """gpus.yaml: the compute capability of each GPU model, by the name NVIDIA gives it."""
+
     # Model name as NVIDIA prints it ("A100", "RTX 3090", "K40m") -> its compute capability.
     compute_capability: Mapping[str, ComputeCapability]
 

@@ -77,6 +77,14 @@ def uses_uv(uv: Optional[Path], python: Version) -> bool:
 def pip_command(step: PipPart, python: Path, uv: Optional[Path], version: Version) -> list[str]:
     """The install command of one pip step into the environment whose interpreter is ``python``."""
     links = ["--find-links", step.find_links] if step.find_links else []
+    if step.requirements is not None:  # exactly these files, each checked against its hash; nothing resolved
+        # From the step's index when it has one (the lock names its build's index), else from the files' own URLs.
+        source = ["--index-url", step.index_url, *links] if "://" in step.index_url else ["--no-index"]
+        pinned = ["--require-hashes", "--no-deps", *source, "-r", str(step.requirements)]
+        if uses_uv(uv, version):
+            return [str(uv), "pip", "install", "--python", str(python), *pinned]
+        return [str(python), "-m", "pip", "install", *pinned, *_trusted(step.index_url, step.find_links),
+                "--progress-bar", "off"]
     if uses_uv(uv, version):
         return [str(uv), "pip", "install", "--python", str(python), "--index-url", step.index_url, *links,
                 *step.packages]

@@ -29,6 +29,8 @@ GPUS = "gpus"
 
 @dataclass(frozen=True)
 class Gpu:
+    """One GPU as detected or described: its index, name, compute capability and memory."""
+
     index: int
     name: str
     compute_capability: Optional[ComputeCapability]  # None: no probe could tell
@@ -47,6 +49,8 @@ class Gpu:
 
 @dataclass(frozen=True)
 class MachineProfile:
+    """A machine's driver, the highest CUDA it supports and its GPUs, each fact with its source."""
+
     gpus: tuple[Gpu, ...] = ()
     cuda_driver: Optional[CudaVersion] = None
     driver_version: Optional[DriverVersion] = None

@@ -39,6 +39,9 @@ class PipPart:
     packages: tuple[str, ...]
     index_url: str
     find_links: Optional[str] = None
+    # A file of hash-pinned requirements (``name @ URL --hash=sha256:...``, one per line) installed exactly as they
+    # are, instead of ``packages`` from ``index_url``: a lock's pip part (``packages`` then only names them).
+    requirements: Optional[Path] = None
     local: Optional[str] = None  # each package's installed local version ("cu126"; "": none); None: not checked
 
 

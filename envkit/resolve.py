@@ -30,6 +30,8 @@ class Request:
 
 @dataclass(frozen=True)
 class Candidate:
+    """One build judged for a machine: whether it fits, the Python it would get, and why."""
+
     build: Build
     compatible: bool
     native: Optional[bool]  # True: the driver runs the build's CUDA as is; False: only via minor-version compat
@@ -39,6 +41,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Resolution:
+    """Every build of a manifest judged for a machine, the preferred one first."""
+
     manifest: Manifest
     candidates: tuple[Candidate, ...]  # compatible ones first, the preferred one first of all
 

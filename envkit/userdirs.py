@@ -15,6 +15,8 @@ APP = "envkit"
 
 @dataclass(frozen=True)
 class UserDirs:
+    """Where envkit keeps the user's configuration, environments and cache."""
+
     config: Path  # config.yaml
     data: Path  # environments, their records, locks
     cache: Path  # downloaded packages (uv's cache, conda packages)

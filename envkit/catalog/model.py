@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
 from envkit.cuda import CudaTable
 from envkit.versions import ComputeCapability, CudaVersion
@@ -30,6 +30,8 @@ class ArchSet:
 
 @dataclass(frozen=True)
 class PipInstall:
+    """How pip installs a build: its packages, and the index (and flat links page) they come from."""
+
     packages: tuple[str, ...]
     index_url: Optional[str] = None  # None: the default index (PyPI or its mirror)
     local_version: Optional[str] = None  # what follows '+' in each installed version ("cu126"); "": no local part
@@ -48,17 +50,68 @@ class BundledLibrary:
 
 @dataclass(frozen=True)
 class CondaInstall:
+    """How conda installs a build: its packages, from these channels."""
+
     channels: tuple[str, ...]
     packages: tuple[str, ...]
 
 
+class PythonRange:
+    """A build's Python range (``python: ">=3.10,<3.15"``) with its verdict on every Python of python.yaml worked out
+    when the catalog is loaded, so that resolving (and unpickling a cached catalog) never imports
+    ``packaging.specifiers``: ``contains`` answers from that verdict for the table's versions and asks a real
+    SpecifierSet, made on first use, for any other. ``str()`` is the SpecifierSet's normal form."""
+
+    __slots__ = ("text", "_judged", "_admitted", "_spec")
+
+    def __init__(self, spec: SpecifierSet, judged: Iterable[Version]) -> None:
+        self.text = str(spec)
+        self._judged = frozenset(judged)
+        self._admitted = frozenset(v for v in self._judged if spec.contains(v))
+        self._spec: Optional[SpecifierSet] = spec
+
+    def contains(self, version: Version) -> bool:
+        if version in self._judged:
+            return version in self._admitted
+        if self._spec is None:
+            from packaging.specifiers import SpecifierSet
+
+            self._spec = SpecifierSet(self.text)
+        return self._spec.contains(version)
+
+    __contains__ = contains
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"PythonRange({self.text!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PythonRange):
+            return NotImplemented
+        return (self.text, self._judged, self._admitted) == (other.text, other._judged, other._admitted)
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __getstate__(self) -> tuple[str, frozenset[Version], frozenset[Version]]:
+        return self.text, self._judged, self._admitted  # never the SpecifierSet: unpickling would import it
+
+    def __setstate__(self, state: tuple[str, frozenset[Version], frozenset[Version]]) -> None:
+        self.text, self._judged, self._admitted = state
+        self._spec = None
+
+
 @dataclass(frozen=True)
 class Build:
+    """One installable build of a framework: its version, its CUDA and GPU code, the Pythons it is for."""
+
     id: str
     manifest: str
     version: Version
     variant: str  # "cpu" or "cu<digits>"
-    python: SpecifierSet
+    python: PythonRange  # (a SpecifierSet does as well: only contains() and str() are asked of it)
     cuda: Optional[CudaVersion] = None  # None for CPU builds
     arch: Optional[ArchSet] = None  # set exactly when cuda is
     pip: Optional[PipInstall] = None
@@ -79,6 +132,8 @@ class Build:
 
 @dataclass(frozen=True)
 class Manifest:
+    """A framework's manifest (envs/<name>.yaml): every build envkit knows of it."""
+
     name: str
     summary: str
     framework: str
@@ -89,6 +144,8 @@ class Manifest:
 
 @dataclass(frozen=True)
 class PythonTable:
+    """python.yaml: the Pythons envkit can provide, the default, and where they come from."""
+
     versions: tuple[Version, ...]  # the Pythons envkit can provide, oldest first
     default: Version
     conda_channel: str  # where an environment made by conda or rattler gets its Python, when its build names none
@@ -106,6 +163,8 @@ class Tables:
 
 @dataclass(frozen=True)
 class Catalog:
+    """A manifests directory as loaded: its shared tables and the manifests asked for."""
+
     directory: Path
     tables: Tables
     manifests: Mapping[str, Manifest]  # in the order asked for (or by name)

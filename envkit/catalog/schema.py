@@ -7,7 +7,7 @@ envs/README.md.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from envkit.catalog.entries import conda_spec_problem, https_url_problem, pip_requirement_problem
 from envkit.catalog.model import (
@@ -19,15 +19,18 @@ from envkit.catalog.model import (
     CondaInstall,
     Manifest,
     PipInstall,
+    PythonRange,
     Tables,
 )
 from envkit.catalog.node import Node, kind
 from envkit.cuda import CudaTable
+from envkit.errors import ManifestError
 from envkit.versions import ComputeCapability, CudaVersion
 
 _VARIANT = re.compile(r"^(cpu|cu\d{2,3})$")
 _BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-_MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip", "conda", "releases"}
+# companions: how companion packages follow the framework's version; read by `envkit manifests validate` only.
+_MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip", "conda", "releases", "companions"}
 # `bundled` and `unconfirmed` may be set on a release for all its builds; a build's own value wins.
 _RELEASE_KEYS = {"version", "python", "notes", "pip", "conda", "builds", "bundled", "unconfirmed"}
 _BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda", "bundled", "unconfirmed"}
@@ -37,37 +40,78 @@ _ARCH_KEYS = {"sass", "ptx"}
 _BUNDLED_KEYS = {"name", "min_compute_capability"}
 
 
-def parse_manifest(data: Any, path: str, expected_name: str, tables: Tables) -> Manifest:
-    node = Node(data, path)
-    node.only(_MANIFEST_KEYS)
-    name = node.text("name")
-    if name != expected_name:
-        node.fail(f"must be the file's name, {expected_name!r}", "name")
-    framework = node.text("framework")
-    if framework not in FRAMEWORKS:
-        node.fail(f"{framework!r} is not one of {', '.join(FRAMEWORKS)}", "framework")
-    arch_sets = _arch_sets(node) if node.has("arch_sets") else {}
-    manifest_install = _install_defaults(node)
+def parse_manifest(
+    data: Any, path: str, expected_name: str, tables: Tables, errors: Optional[list[ManifestError]] = None
+) -> Manifest:
+    """The manifest in ``data``. The first problem raises ManifestError; with an ``errors`` list, every problem is
+    appended to it instead (the first of each top-level field, release and build), and what parsed is kept."""
+    node = Node(data, path)  # not a mapping: nothing else can be checked, so this raises in both modes
+    attempt = _attempt(errors)
+    attempt(lambda: node.only(_MANIFEST_KEYS))
+    name = attempt(lambda: _manifest_name(node, expected_name), expected_name)
+    framework = attempt(lambda: _framework(node), "")
+    arch_sets = attempt(lambda: _arch_sets(node) if node.has("arch_sets") else {}, {})
+    manifest_install = attempt(lambda: _install_defaults(node), {})
     builds: list[Build] = []
     seen: set[str] = set()
-    for position, raw_release in enumerate(node.children("releases")):
-        release = Node(raw_release, path, prefix=f"releases[{position}].")
-        release.only(_RELEASE_KEYS)
-        release_install = _merge(manifest_install, _install_defaults(release))
-        for build_position, raw_build in enumerate(release.children("builds")):
-            build = _parse_build(name, release, raw_build, build_position, release_install, arch_sets, tables)
+    for position, raw_release in enumerate(attempt(lambda: node.children("releases"), [])):
+        release = attempt(lambda: _release(raw_release, path, position))
+        if release is None:
+            continue
+        release_install = attempt(lambda: _merge(manifest_install, _install_defaults(release)), {})
+        for build_position, raw_build in enumerate(attempt(lambda: release.children("builds"), [])):
+            build = attempt(lambda: _parse_build(name, release, raw_build, build_position, release_install,
+                                                 arch_sets, tables))
+            if build is None:
+                continue
             if build.id in seen:
-                release.fail(f"duplicate build id {build.id!r}", f"builds[{build_position}].id")
+                attempt(lambda: release.fail(f"duplicate build id {build.id!r}", f"builds[{build_position}].id"))
+                continue
             seen.add(build.id)
             builds.append(build)
     return Manifest(
         name=name,
-        summary=node.text("summary"),
+        summary=attempt(lambda: node.text("summary"), ""),
         framework=framework,
         builds=tuple(builds),
         path=path,
-        retired=node.text("retired", required=False),
+        retired=attempt(lambda: node.text("retired", required=False)),
     )
+
+
+def _attempt(errors: Optional[list[ManifestError]]) -> Callable[..., Any]:
+    """Run a parsing step: raise its ManifestError, or with an ``errors`` list record it and give ``default``."""
+
+    def attempt(step: Callable[[], Any], default: Any = None) -> Any:
+        if errors is None:
+            return step()
+        try:
+            return step()
+        except ManifestError as error:
+            errors.append(error)
+            return default
+
+    return attempt
+
+
+def _manifest_name(node: Node, expected_name: str) -> str:
+    name = node.text("name")
+    if name != expected_name:
+        node.fail(f"must be the file's name, {expected_name!r}", "name")
+    return name
+
+
+def _framework(node: Node) -> str:
+    framework = node.text("framework")
+    if framework not in FRAMEWORKS:
+        node.fail(f"{framework!r} is not one of {', '.join(FRAMEWORKS)}", "framework")
+    return framework
+
+
+def _release(raw: Any, path: str, position: int) -> Node:
+    release = Node(raw, path, prefix=f"releases[{position}].")
+    release.only(_RELEASE_KEYS)
+    return release
 
 
 def _arch_sets(node: Node) -> dict[str, ArchSet]:
@@ -141,9 +185,10 @@ def _parse_build(
     python_node = node if node.has("python") else release
     python_text = python_node.text("python")
     try:
-        python = SpecifierSet(python_text)
+        spec = SpecifierSet(python_text)
     except InvalidSpecifier:
         python_node.fail(f"{python_text!r} is not a version range like '>=3.10,<3.15'", "python")
+    python = PythonRange(spec, tables.python.versions)
     if not any(python.contains(v) for v in tables.python.versions):
         python_node.fail(f"{python_text!r} admits none of the Pythons in python.yaml", "python")
 

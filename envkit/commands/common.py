@@ -65,6 +65,7 @@ def user_dirs():
 
 
 def manifests_dir(manifests: Optional[Path]) -> Path:
+    """--manifests (or $ENVKIT_MANIFESTS), else the config's ``manifests:``, else the shipped manifests."""
     from envkit.catalog import default_manifests_dir
 
     if manifests is None:
@@ -74,7 +75,9 @@ def manifests_dir(manifests: Optional[Path]) -> Path:
             from envkit.errors import BadInputError
 
             raise BadInputError("$ENVKIT_MANIFESTS is empty", hint="Unset it, or give a manifests directory.")
-        return default_manifests_dir()
+        from envkit.config import load_config
+
+        return load_config(os.environ, user_dirs()).manifests or default_manifests_dir()
     if not str(manifests).strip() or manifests == Path(""):
         from envkit.errors import BadInputError
 

@@ -13,8 +13,10 @@ from envkit.commands.options import JsonOption, ProbeTimeoutOption, TargetOption
 @with_options
 def create(
     manifest: Annotated[
-        str, typer.Argument(metavar="MANIFEST", help="What to install: torch, tensorflow, jax, mxnet (`envkit list`).")
-    ],
+        Optional[str],
+        typer.Argument(metavar="[MANIFEST]", help="What to install: torch, tensorflow, jax, mxnet (`envkit list`). "
+                       "Not with --from-lock.", show_default=False),
+    ] = None,
     name: Annotated[
         Optional[str],
         typer.Option("--name", "-n", metavar="ENV", help="The environment's name. Default: the manifest and the "
@@ -62,6 +64,12 @@ def create(
         bool, typer.Option("--verify-on-node", help="With --partition on a Slurm login node: once created, run the "
                            "check on a node of the partition through srun, as `envkit verify NAME --partition P`.")
     ] = False,
+    from_lock: Annotated[
+        Optional[Path],
+        typer.Option("--from-lock", metavar="FILE", help="Install exactly what this conda-lock.yml pins (from `envkit "
+                     "lock`, `envkit export` or conda-lock): every file hash-checked, no solve. Refused when the "
+                     "lock was made for a machine unlike the target.", show_default=False),
+    ] = None,
     target: TargetOptions = TargetOptions(),
 ) -> None:
     """Create an environment with the newest build of MANIFEST that runs on this machine, check it, record it.
@@ -83,9 +91,23 @@ def create(
     `envkit create torch --machine a100-node.yaml --name torch-a100` (on a login node, for a GPU partition),
     `envkit create torch --partition gpu-4-a100`.
 
+    `envkit create --from-lock conda-lock.yml --name ENV` installs a lock instead: the same environment on every
+    machine it fits (see `envkit lock`).
+
     Exit codes: 0 created and checked, 1 failed (nothing left behind) or the check failed, 2 bad input.
     """
+    if from_lock is not None:
+        from envkit.commands.lock import create_from_lock
+
+        create_from_lock(from_lock, manifest, name, prefix, build, python, backend, dry_run, yes, force, json_output,
+                         not no_verify, jupyter, verbose, probe_timeout, target, verify_on_node=verify_on_node)
+        return
     with reported_errors():
+        if manifest is None:
+            from envkit.errors import BadInputError
+
+            raise BadInputError("give a MANIFEST to create (torch, tensorflow, ...), or --from-lock FILE",
+                                hint="`envkit list` shows the manifests.")
         import os
         import sys
 

@@ -22,9 +22,9 @@ def detect(
     file and pass it to --machine on another machine (a Slurm login node, say) to resolve for this one.
     """
     with reported_errors():
-        from envkit.catalog import load_tables
+        from envkit.catalog.cache import cached_tables
 
-        tables = load_tables(manifests_dir(manifests))
+        tables = cached_tables(manifests_dir(manifests), user_dirs().cache)
         profile = machine_for(tables, TargetOptions(manifests=manifests, timeout=timeout))
         if json_output:
             print_json(profile.to_dict())

@@ -103,20 +103,24 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
 
 
 def _name(request: CreateRequest, default: str) -> str:
-    """--name, else the last part of --prefix, else the manifest and variant; said plainly when none can be used."""
-    if request.name is not None:
-        if not request.name.strip():
+    return name_for(request.name, request.prefix, default)
+
+
+def name_for(name: Optional[str], prefix: Optional[Path], default: str) -> str:
+    """--name, else the last part of --prefix, else ``default``; said plainly when none of them can be used."""
+    if name is not None:
+        if not name.strip():
             raise BadInputError("--name is empty", hint=f"Give a name like {default}, or leave --name out for that one.")
-        return check_name(request.name)
-    if request.prefix is not None:
-        where = Path(request.prefix).expanduser().absolute()
+        return check_name(name)
+    if prefix is not None:
+        where = Path(prefix).expanduser().absolute()
         if where.parent == where:
-            raise BadInputError(f"--prefix {request.prefix}: the root directory cannot hold an environment",
+            raise BadInputError(f"--prefix {prefix}: the root directory cannot hold an environment",
                                 hint=f"Give a new directory, e.g. --prefix ~/envs/{default}.")
         try:
             return check_name(where.name)
         except BadInputError:
-            raise BadInputError(f"--prefix {request.prefix}: its last part {where.name!r} cannot name an environment",
+            raise BadInputError(f"--prefix {prefix}: its last part {where.name!r} cannot name an environment",
                                 hint="Add --name NAME (letters, digits, '.', '_', '-').") from None
     return default
 

@@ -13,8 +13,7 @@ from typing import Any, Callable, Optional, Sequence
 from envkit.cuda import CudaTable
 from envkit.detect.nvml import probe_nvml
 from envkit.detect.proc import probe_proc
-from envkit.detect.smi import probe_smi
-from envkit.detect.sources import DERIVED_CUDA
+from envkit.detect.sources import DERIVED_CUDA, SMI, smi_missing
 from envkit.detect.timeout import ProbeTimeout, call_with_timeout
 from envkit.gpu_names import GpuNameTable
 from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
@@ -49,11 +48,20 @@ def detect_machine(
         found.append(
             _guarded(
                 "nvidia-smi",
-                lambda: probe_smi(gpu_names, command=smi_command, timeout=timeout, want_cuda=not reported_cuda),
+                lambda: _probe_smi(gpu_names, command=smi_command, timeout=timeout, want_cuda=not reported_cuda),
             )
         )
         profile = merge_probes(found, cuda_table)
     return profile
+
+
+def _probe_smi(gpu_names: GpuNameTable, *, command: str, timeout: float, want_cuda: bool) -> MachineProfile:
+    missing = smi_missing(command)
+    if missing is not None:  # said here, without importing envkit.detect.smi (no driver: no nvidia-smi either)
+        return MachineProfile(notes=(f"{SMI}: {missing}",))
+    from envkit.detect.smi import probe_smi
+
+    return probe_smi(gpu_names, command=command, timeout=timeout, want_cuda=want_cuda)
 
 
 def merge_probes(found: Sequence[MachineProfile], cuda_table: CudaTable) -> MachineProfile:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, TypeVar
 
-from envkit.detect.sources import GPU_TABLE, SMI, gpu_from_name
+from envkit.detect.sources import GPU_TABLE, SMI, gpu_from_name, smi_missing
 from envkit.detect.timeout import ProbeTimeout
 from envkit.gpu_names import GpuNameTable
 from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
@@ -140,10 +140,10 @@ def probe_smi(
     """
     import shutil
 
+    missing = smi_missing(command)
     executable = shutil.which(command)
-    if executable is None:
-        missing = "not found on PATH" if os.sep not in command else f"{command} not found or not executable"
-        return MachineProfile(notes=(f"{SMI}: {missing}",))
+    if missing is not None or executable is None:
+        return MachineProfile(notes=(f"{SMI}: {missing or 'not found on PATH'}",))
     deadline = time.monotonic() + timeout
     notes = []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 from envkit.gpu_names import GpuNameTable
@@ -23,3 +24,13 @@ def gpu_from_name(
     capability = gpu_names.lookup(name)
     source = f"{probe} + {GPU_TABLE}" if capability is not None else probe
     return Gpu(index=index, name=name, compute_capability=capability, memory_mib=memory_mib, source=source)
+
+
+def smi_missing(command: str) -> Optional[str]:
+    """Why nvidia-smi (``command``) cannot be run, or None when it can: checked before envkit.detect.smi is even
+    imported, so a machine without it (most without a driver) pays nothing more."""
+    import shutil
+
+    if shutil.which(command) is not None:
+        return None
+    return "not found on PATH" if os.sep not in command else f"{command} not found or not executable"

@@ -14,6 +14,8 @@ from envkit.machine import MachineProfile
 
 @dataclass(frozen=True)
 class JobContext:
+    """What a Slurm job (or CUDA_VISIBLE_DEVICES) says about the GPUs this process may use."""
+
     job_id: Optional[str]  # SLURM_JOB_ID
     node: Optional[str]  # SLURMD_NODENAME
     visible: Optional[tuple[str, ...]]  # CUDA_VISIBLE_DEVICES split on commas; None when not set

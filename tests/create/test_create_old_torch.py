@@ -101,3 +101,30 @@ def test_torch_1_8_1_cu101_installs_on_python_3_8_from_the_find_links_page(home:
     record = home.record("torch-cu101")
     assert record["build"] == "torch-1.8-cu101" and record["python"] == "3.8"
     assert record["installer"] == installer
+
+
+def test_a_lock_of_torch_1_8_pins_the_find_links_wheels_and_installs_them_from_there(home: Home, stable_page):
+    """`envkit lock` resolves a find-links build with its page, keeps the page among its facts, and create
+    --from-lock passes it to the installer with the hash-pinned requirements."""
+    from envkit.lockfile import model
+    from envkit.lockfile.format import read_lock
+
+    lock = home.root / "d2l.yml"
+    done = home.envkit("lock", "torch", *D2L, "--python", "3.8", "-o", str(lock))
+    assert done.returncode == 0, done.stderr
+    locked = read_lock(lock)
+    pins = {p.name: p for p in locked.pip()}
+    assert pins["torch"].version == "1.8.1+cu101" and pins["torchvision"].version == "0.9.1+cu101"
+    assert pins["torch"].url.startswith("https://download.pytorch.org/whl/"), pins["torch"].url
+    assert pins["typing-extensions"].url.startswith("https://pypi.org/simple/"), pins["typing-extensions"].url
+    assert locked.custom[model.FIND_LINKS] == "https://download.pytorch.org/whl/torch_stable.html"
+    assert locked.custom[model.INDEX_URL] == "https://pypi.org/simple" and locked.custom[model.PYTHON] == "3.8"
+    if find_python(PY38, None, home.env) is None:
+        dry = home.envkit("create", "--from-lock", str(lock), *D2L, "--dry-run")
+        if dry.returncode == 1 and "no Python 3.8" in dry.stderr:
+            pytest.skip("no Python 3.8 on this machine to install the lock into")
+    made = home.envkit("create", "--from-lock", str(lock), *D2L, "--yes")
+    assert made.returncode == 0, made.stdout + made.stderr
+    page = f"{stable_page.url}/whl/torch_stable.html"
+    assert f"--require-hashes --no-deps --index-url {stable_page.url}/pypi/simple --find-links {page}" in made.stdout
+    assert home.in_env("torch-cu101", VERSIONS) == "1.8.1+cu101 0.9.1+cu101 0.8.1"

@@ -1,0 +1,178 @@
+"""Manifest maintenance for admins: ``envkit manifests validate | check | diff``."""
+
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from envkit.commands.common import manifests_dir, print_json, reported_errors, user_dirs
+from envkit.commands.options import JsonOption, ManifestsOption, seconds_between
+
+app = typer.Typer(
+    name="manifests",
+    help="Tools for admins who keep the manifests: validate a directory, check it against the real package "
+    "indexes, see what an edit changes for real machines. A release is added by: edit a copy of envs/, then "
+    "`envkit manifests validate DIR`, `envkit manifests check --manifests DIR`, `envkit manifests diff OLD DIR "
+    "--partition P`, then publish DIR (users point ENVKIT_MANIFESTS at it).",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+DirectoryArgument = Annotated[
+    Optional[Path],
+    typer.Argument(metavar="[DIR]", help="The manifests directory (default: --manifests / ENVKIT_MANIFESTS, else "
+                   "the shipped one).", show_default=False),
+]
+
+
+@app.command()
+def validate(directory: DirectoryArgument = None, json_output: JsonOption = False,
+             manifests: ManifestsOption = None) -> None:
+    """Check every file of a manifests directory and report every problem at once.
+
+    Each problem names its file, line, build and field. Then come the checks across files: Python ranges beyond
+    python.yaml, build ids used twice, cuda.yaml rows that contradict each other or are missing,
+    torchvision/torchaudio pins that break the manifest's companions rule.
+
+    Exit codes: 0 valid, 2 problems found (or no such directory).
+    """
+    with reported_errors():
+        from envkit.maintain.validate import validate_directory
+
+        validation = validate_directory(directory if directory is not None else manifests_dir(manifests))
+        if json_output:
+            print_json(validation.to_dict())
+        else:
+            for problem in validation.problems:
+                typer.echo(str(problem))
+            builds = sum(len(m.builds) for m in validation.manifests.values())
+            if validation.ok:
+                typer.echo(f"{validation.directory}: {len(validation.files)} files, {builds} builds: valid.")
+            else:
+                count = len(validation.problems)
+                typer.echo(f"{validation.directory}: {count} problem{'' if count == 1 else 's'}.", err=True)
+        if not validation.ok:
+            raise typer.Exit(2)
+
+
+@app.command()
+def check(
+    names: Annotated[Optional[List[str]], typer.Argument(metavar="[NAMES]...", help="Manifests to check (default: "
+                                                         "all).", show_default=False)] = None,
+    build: Annotated[Optional[List[str]], typer.Option("--build", metavar="ID", help="Only this build "
+                                                       "(repeatable).", show_default=False)] = None,
+    python: Annotated[Optional[List[str]], typer.Option("--python", metavar="X.Y", help="Only this Python "
+                                                        "(repeatable; default: every Python each build claims).",
+                                                        show_default=False)] = None,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, max=64, help="Pages fetched at once.")] = 8,
+    timeout: Annotated[float, typer.Option("--timeout", callback=seconds_between(0.1, 600),
+                                           help="Seconds each request may take.")] = 20.0,
+    retries: Annotated[int, typer.Option("--retries", min=0, max=10, help="Tries after a failed request "
+                                         "(429, 5xx, reset, timeout), with growing waits.")] = 3,
+    json_output: JsonOption = False,
+    manifests: ManifestsOption = None,
+) -> None:
+    """Check online that every selected build can install, for every Python it claims.
+
+    Every pip requirement has a wheel on the build's index for Linux x86_64 and each Python the build claims, every
+    conda spec a package in its channels for linux-64. Indexes and channels are read through the mirrors of
+    envkit's config file. Also lists what the indexes have that the manifests do not (a newer release, a new CUDA
+    variant) as "not in the manifests".
+
+    Exit codes: 0 everything is there, 1 something is missing or could not be read, 2 bad input.
+    """
+    with reported_errors():
+        import os
+
+        from envkit.catalog import load_catalog
+        from envkit.config import load_config
+        from envkit.maintain.check import check_builds, render_check
+        from envkit.maintain.fetch import FetchSettings
+        from envkit.resolve import parse_python_request
+
+        catalog = load_catalog(manifests_dir(manifests), names or ())
+        pythons = [parse_python_request(text, catalog.tables.python).python for text in python or ()]
+        config = load_config(os.environ, user_dirs())
+        settings = FetchSettings(timeout_s=timeout, retries=retries, jobs=jobs)
+        report = check_builds(catalog, config, build or (), pythons, settings, _progress(json_output))
+        if json_output:
+            print_json(report.to_dict())
+        else:
+            render_check(report, typer.echo)
+        if not report.ok:
+            raise typer.Exit(1)
+
+
+def _progress(json_output: bool):
+    """Progress on stderr when it is a terminal: one line, rewritten."""
+    import sys
+
+    if json_output or not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int, url: str) -> None:
+        end = "\n" if done == total else ""
+        sys.stderr.write(f"\r\x1b[Kreading index pages: {done}/{total}{end}")
+        sys.stderr.flush()
+
+    return show
+
+
+@app.command()
+def diff(
+    old: Annotated[Path, typer.Argument(metavar="OLD_DIR", help="The manifests as they are (the published ones).")],
+    new: Annotated[Optional[Path], typer.Argument(metavar="[NEW_DIR]", help="The edited manifests (default: "
+                                                  "--manifests / ENVKIT_MANIFESTS, else the shipped ones).",
+                                                  show_default=False)] = None,
+    machine: Annotated[Optional[List[Path]], typer.Option("--machine", help="A machine profile (`envkit detect "
+                                                          "--json` saved there), or a directory of them; each "
+                                                          "machine is judged on its own. Repeatable.",
+                                                          show_default=False)] = None,
+    partition: Annotated[Optional[List[str]], typer.Option("--partition", metavar="NAME[:NODE,...]",
+                                                           help="A partition of the site file, judged as a fleet "
+                                                           "(a build fits when it fits every node). Repeatable.",
+                                                           show_default=False)] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Also list the manifests that do not change.")] = False,
+    json_output: JsonOption = False,
+    manifests: ManifestsOption = None,
+) -> None:
+    """Show what an edit of the manifests changes for real machines.
+
+    Per machine (or partition), each manifest's selected build before and after, and the builds that now fit or no
+    longer fit. Without --machine or --partition, this machine is judged.
+
+    Exit codes: 0 shown, 2 bad input (a broken manifest, profile or site file, an unknown partition).
+    """
+    with reported_errors():
+        from envkit.catalog import load_catalog
+        from envkit.maintain.diff import diff_target, render_diff
+
+        old_catalog = load_catalog(old)
+        new_catalog = load_catalog(new if new is not None else manifests_dir(manifests))
+        diffs = [diff_target(name, kind, fleet, old_catalog, new_catalog)
+                 for name, kind, fleet in _targets(machine or (), partition or (), new_catalog.tables)]
+        if json_output:
+            print_json({"old": str(old), "new": str(new_catalog.directory), "targets": [d.to_dict() for d in diffs]})
+        else:
+            render_diff(diffs, typer.echo, show_unchanged=show_all)
+
+
+def _targets(machines, partitions, tables):
+    """(name, kind, fleet) per machine named, per partition, or this machine when nothing is named."""
+    from envkit.commands.common import fleet_for, partition_machines
+    from envkit.commands.options import TargetOptions
+    from envkit.fleet import Fleet, fleet_of, load_profiles
+
+    out = []
+    for machine in load_profiles(list(machines), user_dirs().cache) if machines else []:
+        out.append((machine.name, "machine", Fleet((machine,))))
+    for spec in partitions:
+        out.append((spec, "partition", fleet_of(partition_machines(spec))))
+    if not out:
+        fleet = fleet_for(tables, TargetOptions())
+        out.append((fleet.names[0], "machine", fleet))
+    return out
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="manifests")

@@ -1,0 +1,151 @@
+"""`envkit export`: the lock of an environment envkit made, as it is installed now.
+
+Conda packages come from the prefix's conda-meta records (name, version, build, URL, md5, sha256, depends). pip
+packages are the distributions uv or pip installed (their INSTALLER file says so; conda's own Python packages are
+in conda-meta already), each pinned to the file it came from: the environment's own lock when it was made from one
+and the versions still match, else the hash in its direct_url.json, else the wheel of that exact version on the
+environment's index (resolved by uv for the environment's Python, without installing).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+from envkit import records
+from envkit.config import Config
+from envkit.errors import EnvkitError
+from envkit.lockfile import model
+from envkit.lockfile.format import LockFileError, read_lock
+from envkit.lockfile.make import split_depends
+from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
+from envkit.lockfile.urls import fetch_url, upstream_url
+
+_PIP_INSTALLERS = ("uv", "pip")
+
+
+def export_lock(record: records.Record, config: Config, uv: Path, environ: Mapping[str, str],
+                index_of: Callable[[records.Record], Optional[str]]) -> LockFile:
+    """``index_of`` gives the upstream index of the environment's build (None when unknown)."""
+    prefix = Path(record.prefix)
+    if records.owner(prefix) != record.name:
+        raise EnvkitError(f"{prefix} no longer holds environment {record.name!r}",
+                          hint="`envkit envs` lists the environments that are there.")
+    saved = _saved_lock(prefix)
+    known = {(p.manager, _norm(p.name), p.version): p for p in saved.packages} if saved else {}
+    conda = [_conda_package(path, config, known) for path in sorted((prefix / "conda-meta").glob("*.json"))]
+    pip, missing = [], []
+    for name, version, direct in installed_distributions(prefix):
+        locked = known.get(("pip", _norm(name), version))
+        if locked is not None:
+            pip.append(locked)
+        elif direct is not None:
+            pip.append(LockedPackage(name=name, version=version, manager="pip", platform=PLATFORM,
+                                     url=upstream_url(direct[0], config), sha256=direct[1]))
+        else:
+            missing.append(f"{name}=={version}")
+    if missing:
+        pip += _pin_from_index(missing, record, config, uv, environ, index_of)
+    custom = dict(saved.custom) if saved else {}
+    custom.update({model.MANIFEST: record.manifest, model.BUILD: record.build, model.PYTHON: record.python,
+                   model.TARGET: f"exported from {record.name}"})
+    channels = tuple(dict.fromkeys(p.url.rsplit("/", 2)[0] for p in conda))
+    return LockFile(packages=tuple(conda + pip), channels=channels, content_hash={PLATFORM: ""},
+                    custom=custom, created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def installed_distributions(prefix: Path) -> list[tuple[str, str, Optional[tuple[str, str]]]]:
+    """(name, version, (URL, sha256) from direct_url.json or None) of each distribution uv or pip installed."""
+    out = []
+    for dist_info in sorted(prefix.glob("lib/python*/site-packages/*.dist-info")):
+        try:
+            installer = (dist_info / "INSTALLER").read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if installer not in _PIP_INSTALLERS:
+            continue
+        metadata = _metadata(dist_info / "METADATA")
+        if "name" not in metadata or "version" not in metadata:
+            continue
+        out.append((metadata["name"], metadata["version"], _direct(dist_info / "direct_url.json")))
+    return out
+
+
+def _metadata(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        if key.lower() in ("name", "version") and key.lower() not in out:
+            out[key.lower()] = value.strip()
+    return out
+
+
+def _direct(path: Path) -> Optional[tuple[str, str]]:
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    info = data.get("archive_info") if isinstance(data, dict) else None
+    if not isinstance(info, dict):
+        return None
+    sha256 = (info.get("hashes") or {}).get("sha256")
+    if not sha256 and str(info.get("hash", "")).startswith("sha256="):
+        sha256 = info["hash"].removeprefix("sha256=")
+    url = data.get("url")
+    return (url, sha256.lower()) if isinstance(url, str) and sha256 else None
+
+
+def _conda_package(path: Path, config: Config, known: Mapping) -> LockedPackage:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        name, version, build = data["name"], data["version"], data["build"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise EnvkitError(f"{path} is not a readable conda-meta record",
+                          hint="The environment is damaged: recreate it.") from None
+    locked = known.get(("conda", _norm(name), version))
+    if locked is not None and locked.sha256 == data.get("sha256"):
+        return locked  # made from a lock: its upstream URL, not the local copy rattler installed from
+    if not data.get("sha256") or not data.get("md5") or not data.get("url"):
+        raise EnvkitError(f"{name} {version} in {path.parent} has no URL, sha256 or md5 recorded: it cannot be locked",
+                          hint="Recreate the environment with envkit, then export it.")
+    return LockedPackage(name=name, version=version, manager="conda", platform=PLATFORM,
+                         url=upstream_url(data["url"], config), sha256=data["sha256"], md5=data["md5"], build=build,
+                         dependencies=tuple(split_depends(data.get("depends") or [])))
+
+
+def _pin_from_index(pins: list[str], record: records.Record, config: Config, uv: Path, environ: Mapping[str, str],
+                    index_of: Callable[[records.Record], Optional[str]]) -> list[LockedPackage]:
+    from envkit.lockfile.pylock import lock_pip
+
+    index = index_of(record)
+    if index is None:
+        raise EnvkitError(f"cannot tell where {', '.join(pins)} came from: the build {record.build} is not in the "
+                          "manifests any more", hint="Point --manifests at the manifests it was made from.")
+    python = ".".join(record.python.split(".")[:2])
+    return lock_pip(pins, fetch_url(index, config, "index"), python, config, uv, environ)
+
+
+def _saved_lock(prefix: Path) -> Optional[LockFile]:
+    from envkit.lockfile.install import LOCK_IN_PREFIX
+
+    path = prefix / records.RECORD_DIR / LOCK_IN_PREFIX
+    if not path.exists():
+        return None
+    try:
+        return read_lock(path)
+    except LockFileError:
+        return None
+
+
+def _norm(name: str) -> str:
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()

@@ -1,0 +1,60 @@
+"""Whether a lock's target fits the machine it is installed for: the platform, the virtual packages its conda
+packages need (``__cuda`` from the driver, ``__cuda_arch``, ``__glibc``, ...), and, when the lock names an envkit
+build that the manifests still have, that build's own rules (driver, every GPU's architecture, Python)."""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from envkit.errors import EnvkitError
+from envkit.lockfile.format import LockFileError
+from envkit.lockfile.model import PLATFORM, LockFile
+
+
+class LockDoesNotFit(EnvkitError):
+    """The lock was made for a machine unlike this one (exit 1, with the reasons)."""
+
+
+def check_platform(lock: LockFile, origin: str) -> None:
+    if PLATFORM not in lock.platforms or not lock.for_platform():
+        said = ", ".join(lock.platforms) or "no platform"
+        raise LockFileError(f"{origin} locks {said}, not {PLATFORM}: envkit installs {PLATFORM} environments only",
+                            hint="Lock for linux-64 (`envkit lock`, or `conda-lock -p linux-64`).")
+
+
+def virtual_reasons(lock: LockFile, virtual: Mapping[str, tuple[str, str]]) -> list[str]:
+    """Why the target's virtual packages (name -> (version, build)) do not satisfy the locked conda packages."""
+    from rattler import BuildString, MatchSpec, PackageRecord
+    from rattler.exceptions import InvalidMatchSpecError
+
+    reasons = []
+    for package in lock.conda():
+        for name, spec in package.dependencies:
+            if not name.startswith("__"):
+                continue
+            have = virtual.get(name)
+            if have is None:
+                reasons.append(f"{package.name} {package.version} needs {name} {spec}".rstrip()
+                               + f", but the target has no {name}" + (" (no NVIDIA driver)" if name == "__cuda" else ""))
+                continue
+            if not spec:
+                continue
+            try:
+                match = MatchSpec(f"{name} {spec}")
+            except InvalidMatchSpecError:
+                reasons.append(f"{package.name} needs {name} {spec!r}, which is not a valid conda spec")
+                continue
+            record = PackageRecord(name=name, version=have[0], build=BuildString(have[1]), build_number=0,
+                                   subdir=PLATFORM)
+            if not match.matches(record):
+                reasons.append(f"{package.name} {package.version} needs {name} {spec}, but the target has "
+                               f"{name}={have[0]}")
+    return reasons
+
+
+def raise_unless_fits(reasons: list[str], machine: str, build: Optional[str]) -> None:
+    if reasons:
+        what = f"the lock of {build}" if build else "the lock"
+        raise LockDoesNotFit(f"{what} does not fit {machine}: {'; '.join(reasons)}",
+                             hint="Make a lock for this machine (`envkit lock MANIFEST`), or install this one where "
+                                  "it was made for (`--machine` only describes another machine).")

@@ -1,0 +1,217 @@
+"""The one parser and the one writer of conda-lock's unified lock file (``conda-lock.yml``, ``version: 1``).
+
+Written by hand instead of with conda-lock's own pydantic models: importing those costs about 0.55 s (1.6 s on a
+busy machine) and 60 packages, pydantic among them, which envkit keeps off its start-up path (see pyproject.toml's
+cap on typer). conda-lock stays the reference: the tests read what ``dump_lock`` writes with conda-lock's
+``parse_conda_lock_file`` and ``conda-lock render``, and install what conda-lock's models write.
+
+The parser is strict where installing depends on it (every package with a URL and a sha256, conda ones with an md5)
+and says which package and which field is wrong; it ignores keys it does not use, as conda-lock's readers do.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from envkit.errors import BadInputError
+from envkit.lockfile.model import MANAGERS, VERSION, LockedPackage, LockFile
+
+_PIP_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # PEP 508: never read as an option
+_HEX = {"md5": re.compile(r"^[0-9a-f]{32}$"), "sha256": re.compile(r"^[0-9a-f]{64}$")}
+_HINT = "Make the lock again (`envkit lock MANIFEST`, or `envkit export ENV`), or fix the file."
+_HEADER = """\
+# A conda-lock lock file (https://github.com/conda/conda-lock, unified format, version 1), written by envkit.
+# Every package is pinned by URL and hash. Install it without conda:  envkit create --from-lock {name} --name ENV
+# or with conda-lock:  conda-lock install -n ENV {name}
+"""
+
+
+class LockFileError(BadInputError):
+    """A lock file that cannot be read, or that lacks what installing it needs."""
+
+
+def read_lock(path: Path, cache_dir: Optional[Path] = None) -> LockFile:
+    """The lock in ``path``; with ``cache_dir``, parsed once and kept there while the file is unchanged (a warm
+    `create --from-lock` then imports no PyYAML)."""
+    if cache_dir is not None and path.is_file():
+        from envkit.filecache import cached
+
+        return cached(cache_dir, "lock", [path], ("lockfile/format.py", "lockfile/model.py", "yamltext.py"),
+                      lambda: _read(path))
+    return _read(path)
+
+
+def _read(path: Path) -> LockFile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockFileError(f"lock file {path} does not exist",
+                            hint="Give the path of a conda-lock.yml (`envkit lock MANIFEST` makes one).") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise LockFileError(f"lock file {path} cannot be read: {error}") from None
+    return parse_lock(text, str(path))
+
+
+def parse_lock(text: str, origin: str) -> LockFile:
+    from envkit.yamltext import parse_yaml
+
+    try:
+        data = parse_yaml(text)
+    except ValueError as error:
+        raise LockFileError(f"{origin} is not valid YAML ({error}); a truncated file?", hint=_HINT) from None
+    if not isinstance(data, dict):
+        raise LockFileError(f"{origin} is not a conda-lock file (expected a mapping with version, metadata and "
+                            "package)", hint=_HINT)
+    version = data.get("version")
+    if version != VERSION:
+        said = "has no 'version'" if version is None else f"has version {version!r}"
+        raise LockFileError(f"{origin} {said}: envkit reads conda-lock's unified format, version {VERSION}",
+                            hint="Write it with conda-lock's default (unified) output, or make it with `envkit lock`.")
+    metadata = _mapping(data.get("metadata"), origin, "metadata")
+    platforms = _strings(metadata.get("platforms"), origin, "metadata.platforms")
+    channels = tuple(_channel(c, origin, i) for i, c in enumerate(_list(metadata.get("channels", []), origin,
+                                                                          "metadata.channels")))
+    content_hash = _string_map(metadata.get("content_hash", {}), origin, "metadata.content_hash")
+    custom = _string_map(metadata.get("custom_metadata") or {}, origin, "metadata.custom_metadata")
+    created = _mapping(metadata.get("time_metadata") or {}, origin, "metadata.time_metadata").get("created_at")
+    packages = _list(data.get("package"), origin, "package")
+    if not packages:
+        raise LockFileError(f"{origin} locks no package", hint=_HINT)
+    locked = tuple(_package(item, origin, index) for index, item in enumerate(packages))
+    return LockFile(packages=_merge_categories(locked), platforms=tuple(platforms), channels=channels,
+                    content_hash=content_hash, sources=tuple(_strings(metadata.get("sources", []), origin,
+                                                                      "metadata.sources")),
+                    custom=custom, created_at=created if isinstance(created, str) else None)
+
+
+def _package(item: Any, origin: str, index: int) -> LockedPackage:
+    where = f"package {index + 1}"
+    entry = _mapping(item, origin, where)
+    name = _text(entry.get("name"), origin, f"{where}, field 'name'")
+    where = f"package {index + 1} ({name})"
+    manager = _text(entry.get("manager"), origin, f"{where}, field 'manager'")
+    if manager not in MANAGERS:
+        raise LockFileError(f"{origin}, {where}: manager {manager!r} is not one of {', '.join(MANAGERS)}", hint=_HINT)
+    hashes = _mapping(entry.get("hash"), origin, f"{where}, field 'hash'")
+    needed = ("md5", "sha256") if manager == "conda" else ("sha256",)
+    for kind in needed:
+        value = hashes.get(kind)
+        if not isinstance(value, str) or not _HEX[kind].match(value.lower()):
+            said = "has none" if value is None else f"{value!r} is not one"
+            raise LockFileError(f"{origin}, {where}: no valid {kind} hash ({said}); envkit installs only "
+                                "hash-checked files", hint=_HINT)
+    url = _text(entry.get("url"), origin, f"{where}, field 'url'")
+    if any(c.isspace() for c in url) or "://" not in url:
+        raise LockFileError(f"{origin}, {where}: {url!r} is not a URL", hint=_HINT)
+    version = _text(entry.get("version"), origin, f"{where}, field 'version'")
+    if manager == "pip" and not _PIP_NAME.match(name):
+        raise LockFileError(f"{origin}, {where}: {name!r} is not a valid package name", hint=_HINT)
+    if manager == "pip" and not _pep440(version):  # it reaches uv's requirements as name==version
+        raise LockFileError(f"{origin}, {where}: {version!r} is not a valid version", hint=_HINT)
+    md5 = hashes.get("md5")
+    dependencies = _string_map(entry.get("dependencies") or {}, origin, f"{where}, field 'dependencies'")
+    build = entry.get("build")
+    optional = entry.get("optional", False)
+    if not isinstance(optional, bool):
+        raise LockFileError(f"{origin}, {where}: 'optional' must be true or false", hint=_HINT)
+    return LockedPackage(
+        name=name, version=version, manager=manager,
+        platform=_text(entry.get("platform"), origin, f"{where}, field 'platform'"),
+        url=url, sha256=hashes["sha256"].lower(),
+        md5=md5.lower() if isinstance(md5, str) else None, build=build if isinstance(build, str) else None,
+        dependencies=tuple(dependencies.items()), category=str(entry.get("category") or "main"), optional=optional)
+
+
+def _pep440(version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version)
+    except InvalidVersion:
+        return False
+    return not any(c.isspace() for c in version)
+
+
+def _merge_categories(packages: tuple[LockedPackage, ...]) -> tuple[LockedPackage, ...]:
+    """conda-lock writes a package once per category it belongs to: keep one entry, required if any entry is."""
+    out: dict[tuple[str, str, str], LockedPackage] = {}
+    for package in packages:
+        key = (package.manager, package.name, package.platform)
+        kept = out.get(key)
+        if kept is None or (kept.optional and not package.optional):
+            out[key] = package
+    return tuple(out.values())
+
+
+def dump_lock(lock: LockFile, file_name: str = "conda-lock.yml") -> str:
+    """The file's text: conda-lock's v1 layout, packages sorted as conda-lock sorts them (manager, name, platform)."""
+    import yaml
+
+    metadata: dict[str, Any] = {
+        "content_hash": dict(lock.content_hash),
+        "channels": [{"url": url, "used_env_vars": []} for url in lock.channels],
+        "platforms": list(lock.platforms),
+        "sources": list(lock.sources),
+    }
+    if lock.created_at:
+        metadata["time_metadata"] = {"created_at": lock.created_at}
+    if lock.custom:
+        metadata["custom_metadata"] = dict(lock.custom)
+    packages = sorted(lock.packages, key=lambda p: (p.manager, p.name, p.platform))
+    data = {"version": VERSION, "metadata": metadata, "package": [_package_data(p) for p in packages]}
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1000)
+    return _HEADER.format(name=file_name) + body
+
+
+def _package_data(package: LockedPackage) -> dict[str, Any]:
+    hashes = {"md5": package.md5, "sha256": package.sha256} if package.md5 else {"sha256": package.sha256}
+    out: dict[str, Any] = {"name": package.name, "version": package.version, "manager": package.manager,
+                           "platform": package.platform, "dependencies": dict(sorted(package.dependencies)),
+                           "url": package.url, "hash": hashes, "category": package.category,
+                           "optional": package.optional}
+    if package.build is not None:
+        out["build"] = package.build
+    return out
+
+
+def _mapping(value: Any, origin: str, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise LockFileError(f"{origin}: {where} must be a mapping", hint=_HINT)
+    return value
+
+
+def _list(value: Any, origin: str, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise LockFileError(f"{origin}: {where} must be a list", hint=_HINT)
+    return value
+
+
+def _text(value: Any, origin: str, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        said = "is missing" if value is None else f"must be a quoted string, not {value!r}"
+        raise LockFileError(f"{origin}, {where} {said}", hint=_HINT)
+    return value
+
+
+def _strings(value: Any, origin: str, where: str) -> list[str]:
+    items = _list(value, origin, where)
+    return [_text(item, origin, f"{where}[{index}]") for index, item in enumerate(items)]
+
+
+def _string_map(value: Any, origin: str, where: str) -> dict[str, str]:
+    mapping = _mapping(value, origin, where)
+    out = {}
+    for key, item in mapping.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise LockFileError(f"{origin}: {where}: {key!r} must map to a quoted string", hint=_HINT)
+        out[key] = item
+    return out
+
+
+def _channel(value: Any, origin: str, index: int) -> str:
+    if isinstance(value, str):
+        return value
+    return _text(_mapping(value, origin, f"metadata.channels[{index}]").get("url"), origin,
+                 f"metadata.channels[{index}].url")

@@ -1,0 +1,239 @@
+"""`envkit create --from-lock`: a Prepared plan that installs exactly what a lock pins, with no solve, for the same
+all-or-nothing machinery as `envkit create` (envkit.create.execute).
+
+The conda part: every archive fetched (through the user's mirrors) and hash-checked by envkit, then installed by the
+embedded engine as it is. The pip part: a requirements file of ``name @ URL --hash=sha256:...`` lines that uv (or
+pip) installs with ``--require-hashes --no-deps --no-index``. A lock without a conda part gets a venv from a Python
+of the locked version already on this machine, as `create` makes for pure-pip builds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence
+
+from packaging.version import InvalidVersion, Version
+
+from envkit.backends.base import Backend, Context, OnLine
+from envkit.backends.tools import Tools, find_python, find_uv
+from envkit.catalog.model import Build, Manifest, Tables
+from envkit.config import Config
+from envkit.create.prepare import DoesNotFit, Prepared, name_for, pick_candidate
+from envkit.errors import InstallError
+from envkit.files import write_atomic
+from envkit.installers import installer_environ, link_mode
+from envkit.lockfile import model
+from envkit.lockfile.fit import check_platform, raise_unless_fits, virtual_reasons
+from envkit.lockfile.format import LockFileError
+from envkit.lockfile.model import LockedPackage, LockFile, python_of_lock
+from envkit.lockfile.urls import fetch_url
+from envkit.machine import MachineProfile
+from envkit.plan import CondaPart, PipPart, Plan, cuda_for_solve
+from envkit.records import RECORD_DIR
+from envkit.resolve import Request
+from envkit.userdirs import UserDirs
+
+LOCK_IN_PREFIX = "conda-lock.yml"  # a copy of the installed lock, beside envkit's record: PREFIX/.envkit/
+
+
+@dataclass(frozen=True)
+class FromLock:
+    path: Path
+    name: Optional[str] = None
+    prefix: Optional[Path] = None
+    verify: bool = True
+
+
+@dataclass(frozen=True)
+class Target:
+    profile: MachineProfile
+    on_target: bool
+    machine: str  # in words, for messages: "this machine", "the machine described (a100)"
+    args: str = ""  # the options that chose the machine, for the commands errors suggest
+    each: tuple[tuple[str, MachineProfile], ...] = ()  # a fleet: (its machines' names, profile) per configuration
+
+
+class LockedCondaBackend:
+    """Installs a lock's conda packages exactly: fetched, hash-checked, installed without a solve."""
+
+    name = "rattler"
+
+    def __init__(self, packages: Sequence[LockedPackage], sources: Sequence[str], lock: Path) -> None:
+        self.packages, self.sources, self.lock = tuple(packages), tuple(sources), lock
+
+    def describe(self, plan: Plan, context: Context) -> list[str]:
+        return [f"embedded conda engine (py-rattler): fetch and hash-check {len(self.packages)} locked packages, "
+                f"install them into {plan.prefix} as they are (no solve)"]
+
+    def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
+        from envkit.conda_engine import install_archives
+        from envkit.lockfile.fetch import fetch_all
+
+        paths = fetch_all(self.packages, self.sources, context.conda_cache / "locked", on_line)
+        on_line(f"all {len(paths)} conda packages match their locked hashes")
+        channels = [_channel_of(package.url) for package in self.packages]
+        archives = [(path, channel, package.sha256, package.md5 or "")
+                    for path, channel, package in zip(paths, channels, self.packages)]
+        install_archives(plan.prefix, archives, context.conda_cache, on_line)
+        save_lock(plan.prefix, self.lock)
+
+
+class LockedVenvBackend:
+    """A lock without a conda part: a venv from a Python of its version on this machine (as `create` makes for
+    pure-pip builds); the lock is kept in it, as in a conda one."""
+
+    name = "venv"
+
+    def __init__(self, lock: Path) -> None:
+        from envkit.backends.venv import VenvBackend
+
+        self.venv, self.lock = VenvBackend(), lock
+
+    def describe(self, plan: Plan, context: Context) -> list[str]:
+        return self.venv.describe(plan, context)
+
+    def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
+        self.venv.make_prefix(plan, context, on_line)
+        save_lock(plan.prefix, self.lock)
+
+
+def save_lock(prefix: Path, lock: Path) -> None:
+    """A copy of the lock file, as it is, beside envkit's record: `envkit export` takes its upstream URLs from it."""
+    write_atomic(prefix / RECORD_DIR / LOCK_IN_PREFIX, lock.read_bytes())
+
+
+def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[str], Optional[Manifest]],
+                      tables: Tables, target: Target, config: Config, dirs: UserDirs,
+                      environ: Mapping[str, str]) -> tuple[Prepared, Optional[Manifest]]:
+    """The plan that installs ``lock``, and the manifest of its build when the manifests still have that build (the
+    post-install check needs it). Refuses a lock for another platform or with a URL envkit may not fetch (exit 2),
+    and one whose target does not fit (exit 1)."""
+    origin = str(request.path)
+    check_platform(lock, origin)
+    conda, pips = lock.conda(), lock.pip()
+    conda_sources = [fetch_url(p.url, config, f"{origin}: conda package {p.name}: URL") for p in conda]
+    pip_sources = [fetch_url(p.url, config, f"{origin}: pip package {p.name}: URL") for p in pips]
+    python = _python(lock, origin)
+    manifest, build = _build_of(lock, manifest_of)
+    _check_fit(lock, manifest, build, python, tables, target, environ)
+    name = name_for(request.name, request.prefix, _default_name(lock, request.path))
+    uv = find_uv(environ)
+    system_python = None if conda else find_python(python, uv, environ, dirs)
+    if not conda and system_python is None:
+        raise InstallError(f"the lock has no conda part and there is no Python {python} on this machine to make a "
+                           "venv with", hint=f"Install Python {python}, or lock a build that brings its own Python.")
+    tools = Tools(conda=None, uv=uv, python=system_python)
+    prefix = (Path(request.prefix).expanduser().absolute() if request.prefix is not None
+              else (config.envs_dir or dirs.envs) / name)
+    backend: Backend
+    if conda:
+        backend = LockedCondaBackend(conda, conda_sources, request.path)
+        cuda = cuda_for_solve(target.profile, environ)
+        conda_plan: Optional[CondaPart] = CondaPart(
+            channels=tuple(dict.fromkeys(_channel_of(s) for s in conda_sources)),
+            specs=tuple(f"{p.name}={p.version}={p.build or '*'}" for p in conda), cuda=cuda[0], cuda_source=cuda[1])
+    else:
+        backend, conda_plan = LockedVenvBackend(request.path), None
+    steps: tuple[PipPart, ...] = ()
+    if pips:
+        index, links = lock.fact(model.INDEX_URL), lock.fact(model.FIND_LINKS)
+        index_url = fetch_url(index, config, f"{origin}: {model.INDEX_URL}") if index else None
+        links_url = fetch_url(links, config, f"{origin}: {model.FIND_LINKS}") if index and links else None
+        steps = (PipPart("locked pip packages", tuple(f"{p.name}=={p.version}" for p in pips),
+                         index_url or "the locked URLs", links_url,
+                         requirements=requirements_file(pips, pip_sources, index_url is not None, dirs.cache)),)
+    verify = request.verify and manifest is not None
+    plan = Plan(manifest=manifest.name if manifest else (lock.fact(model.MANIFEST) or "lock"), build=build, name=name,
+                prefix=prefix, python=python, backend=backend.name,
+                backend_reason=f"installs {request.path.name} exactly: every file hash-checked, no solve",
+                conda=conda_plan, pip=steps, jupyter=False, verify=verify, profile=target.profile,
+                on_target=target.on_target)
+    context = Context(tools=tools, environ=installer_environ(environ, dirs, link_mode(dirs.uv_cache, prefix)),
+                      conda_cache=dirs.conda_packages)
+    return Prepared(plan=plan, backend=backend, context=context), manifest
+
+
+def _python(lock: LockFile, origin: str) -> Version:
+    text = python_of_lock(lock)
+    try:
+        version = Version(text) if text else None
+    except InvalidVersion:
+        version = None
+    if version is None or len(version.release) != 2:
+        raise LockFileError(f"{origin} does not say which Python it is for (no conda python package, no "
+                            f"{model.PYTHON} in custom_metadata)", hint="Make the lock with `envkit lock`.")
+    return version
+
+
+def _build_of(lock: LockFile, manifest_of: Callable[[str], Optional[Manifest]]) -> tuple[Optional[Manifest], Build]:
+    """The envkit build the lock names, if the manifests have it; else a stand-in naming the lock."""
+    from packaging.specifiers import SpecifierSet
+
+    manifest_name, build_id = lock.fact(model.MANIFEST), lock.fact(model.BUILD)
+    manifest = manifest_of(manifest_name) if manifest_name else None
+    if manifest is not None:
+        for build in manifest.builds:
+            if build.id == build_id:
+                return manifest, build
+    stand_in = Build(id=build_id or "locked", manifest=manifest_name or "lock", version=Version("0"),
+                     variant="locked", python=SpecifierSet())
+    return None, stand_in
+
+
+def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, python: Version, tables: Tables,
+               target: Target, environ: Mapping[str, str]) -> None:
+    """Every machine of the target must fit (a fleet's GPU-less machines, a login node, only by their Python)."""
+    reasons: list[str] = []
+    each = target.each or (("", target.profile),)
+    with_gpus = [pair for pair in each if pair[1].gpus] or list(each)
+    for names, profile in each:
+        said = f"{names}: " if names else ""
+        if lock.conda() and (names, profile) in with_gpus:  # the engine is not loaded for a pip-only lock
+            from envkit.conda_engine import target_virtual_packages
+            from envkit.lockfile.make import cuda_arch
+
+            cuda, _ = cuda_for_solve(profile, environ)
+            arch = cuda_arch(profile) if cuda else None
+            explicit = ((("__cuda", cuda),) if cuda else ()) + ((("__cuda_arch", arch),) if arch else ())
+            reasons += [said + reason for reason in virtual_reasons(lock, target_virtual_packages(explicit))]
+        if manifest is not None and ((names, profile) in with_gpus or not build.is_gpu):
+            try:
+                pick_candidate(manifest, profile, tables, Request(python=python), build.id, target.on_target,
+                               target.args)
+            except DoesNotFit as error:
+                reasons.append(said + error.message)
+    raise_unless_fits(reasons, target.machine, build.id if manifest is not None else lock.fact(model.BUILD))
+
+
+def _default_name(lock: LockFile, path: Path) -> str:
+    build = lock.fact(model.BUILD)
+    manifest = lock.fact(model.MANIFEST)
+    if build and manifest and build.startswith(manifest + "-"):
+        return f"{manifest}-{build.rsplit('-', 1)[-1]}"
+    return path.stem.replace("conda-lock", "locked").strip(".-_") or "locked"
+
+
+def _channel_of(url: str) -> str:
+    """The channel of a package URL: what is above its subdir (``.../conda-forge/linux-64/x.conda``)."""
+    return url.rsplit("/", 2)[0]
+
+
+def requirements_lines(packages: Sequence[LockedPackage], sources: Sequence[str], from_index: bool) -> str:
+    """The pip part as hash-pinned requirements. From the build's index (an envkit lock names it), each
+    ``name==version --hash=sha256:...``: the hash pins the very file the lock names, and uv finds it in its cache
+    (a direct URL with a hash is fetched and hashed again on every install: 3x slower for a 180 MiB torch wheel).
+    Without an index (a lock from elsewhere), ``name @ URL --hash=sha256:...``."""
+    if from_index:
+        return "".join(f"{p.name}=={p.version} --hash=sha256:{p.sha256}\n" for p in packages)
+    return "".join(f"{p.name} @ {source} --hash=sha256:{p.sha256}\n" for p, source in zip(packages, sources))
+
+
+def requirements_file(packages: Sequence[LockedPackage], sources: Sequence[str], from_index: bool,
+                      cache: Path) -> Path:
+    lines = requirements_lines(packages, sources, from_index)
+    path = cache / "locks" / f"{hashlib.sha256(lines.encode()).hexdigest()[:32]}.txt"
+    if not path.exists():
+        write_atomic(path, lines.encode("utf-8"))
+    return path

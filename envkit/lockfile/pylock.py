@@ -1,0 +1,112 @@
+"""The pip part of a lock: the build's packages resolved by uv for the target Python and platform, without
+installing (`uv pip compile --format pylock.toml`), and from its answer the one wheel per package that the target
+installs, with its URL and sha256."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from envkit.config import Config
+from envkit.errors import InstallError
+from envkit.lockfile.model import PLATFORM, LockedPackage
+from envkit.lockfile.urls import upstream_url
+
+# The platform the pip part is resolved for: linux-64 with a glibc of manylinux_2_28 (RHEL 8 and newer, Ubuntu 20.04
+# and newer), the oldest that current CUDA wheels (PyTorch, JAX, TensorFlow) are built for.
+UV_PLATFORM = "x86_64-manylinux_2_28"
+_MANYLINUX = (2, 28)
+_TIMEOUT_S = 600.0
+
+
+def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Config, uv: Path,
+             environ: Mapping[str, str], find_links: Optional[str] = None) -> list[LockedPackage]:
+    """Resolve ``packages`` from ``index_url`` (already mirrored) only, plus the ``find_links`` page of the builds
+    that have one, for CPython ``python`` (X.Y) on linux-64."""
+    from envkit.process import run_captured
+
+    with tempfile.TemporaryDirectory(prefix="envkit-lock-") as scratch:
+        requirements = Path(scratch) / "requirements.in"
+        requirements.write_text("".join(f"{p}\n" for p in packages), encoding="utf-8")
+        output = Path(scratch) / "pylock.toml"
+        argv = [str(uv), "pip", "compile", "--quiet", "--format", "pylock.toml", "--python-version", python,
+                "--python-platform", UV_PLATFORM, "--index-url", index_url,
+                *(["--find-links", find_links] if find_links else []), "--no-header", "--python", sys.executable,
+                "-o", str(output), "--", str(requirements)]
+        done = run_captured(argv, environ, _TIMEOUT_S)
+        if done.returncode != 0:
+            lines = tuple((done.stderr or done.stdout).strip().splitlines()[-20:])
+            said = "timed out" if done.returncode is None else f"exit code {done.returncode}"
+            raise InstallError(f"resolving {' '.join(packages)} from {index_url} for Python {python} failed ({said})",
+                               hint="The lines above are uv's. Check the index (a mirror in envkit's config?) and that "
+                                    "it has these packages for this Python.", tail=lines)
+        text = output.read_text(encoding="utf-8")
+    return pylock_packages(text, python, config)
+
+
+def pylock_packages(text: str, python: str, config: Config) -> list[LockedPackage]:
+    """The wheel each package of a pylock.toml installs on CPython ``python`` under linux-64 (pure)."""
+    data = _toml(text)
+    out = []
+    for entry in data.get("packages", []):
+        name, version = entry["name"], entry["version"]
+        wheels = entry.get("wheels") or []
+        wheel = best_wheel([w["url"] for w in wheels], python)
+        if wheel is None:
+            raise InstallError(f"{name} {version} has no wheel for CPython {python} on {UV_PLATFORM}",
+                               hint="envkit locks wheels only (no source builds): choose another Python or build.")
+        chosen = next(w for w in wheels if w["url"] == wheel)
+        sha256 = (chosen.get("hashes") or {}).get("sha256")
+        if not sha256:
+            raise InstallError(f"the index gave no sha256 for {wheel}",
+                               hint="Lock from an index that publishes hashes (PEP 503 #sha256= fragments).")
+        out.append(LockedPackage(name=name, version=version, manager="pip", platform=PLATFORM,
+                                 url=upstream_url(_without_fragment(wheel), config), sha256=sha256.lower()))
+    return out
+
+
+def best_wheel(urls: Sequence[str], python: str) -> str | None:
+    """The URL whose wheel tags rank best for CPython ``python`` on manylinux x86_64; None if none fits."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    ranks = {tag: rank for rank, tag in enumerate(target_tags(python))}
+    best: tuple[int, str] | None = None
+    for url in urls:
+        try:
+            tags = parse_wheel_filename(_file_name(url))[3]
+        except InvalidWheelFilename:
+            continue
+        rank = min((ranks[t] for t in tags if t in ranks), default=None)
+        if rank is not None and (best is None or rank < best[0]):
+            best = (rank, url)
+    return best[1] if best else None
+
+
+def target_tags(python: str) -> list[Any]:
+    """The wheel tags a CPython X.Y on manylinux x86_64 accepts, best first."""
+    from packaging import tags
+
+    version = tuple(int(part) for part in python.split("."))
+    platforms = [f"manylinux_{_MANYLINUX[0]}_{minor}_x86_64" for minor in range(_MANYLINUX[1], 4, -1)]
+    platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+    return [*tags.cpython_tags(version, platforms=platforms), *tags.compatible_tags(version, platforms=platforms)]
+
+
+def _file_name(url: str) -> str:
+    from urllib.parse import unquote, urlsplit
+
+    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+
+
+def _without_fragment(url: str) -> str:
+    return url.split("#", 1)[0]
+
+
+def _toml(text: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib.loads(text)

@@ -1,0 +1,23 @@
+"""A lock keeps upstream URLs; envkit fetches through the user's mirrors. Both directions, and the transport rule."""
+
+from __future__ import annotations
+
+from envkit.config import Config, check_transport, mirror_url
+
+
+def upstream_url(url: str, config: Config) -> str:
+    """``url`` with the longest mirror it lies under replaced by that mirror's upstream (the inverse of
+    ``Config.mirrored``), or ``url`` itself."""
+    trimmed = url.rstrip("/")
+    best = None
+    for mirror in config.mirrors:
+        if trimmed == mirror.target or trimmed.startswith(mirror.target + "/"):
+            if best is None or len(mirror.target) > len(best.target):
+                best = mirror
+    return url if best is None else best.upstream + url[len(best.target):]
+
+
+def fetch_url(url: str, config: Config, what: str) -> str:
+    """Where envkit fetches a locked ``url`` from: its mirror, if the user has one, over an allowed transport (https,
+    file://, or http from loopback or a configured mirror); anything else is a BadInputError (exit 2)."""
+    return check_transport(mirror_url(url, config.mirrors), config, what)

@@ -1,0 +1,202 @@
+"""``envkit manifests check``: can every selected build install, for every Python it claims, from its own index
+and channels? Reads the real indexes (through the user's mirrors), each page once, in parallel.
+
+The plan (which pages, which specs) and the verdicts are pure functions of the catalog and the pages; the fetching
+is envkit.maintain.fetch, the conda side envkit.maintain.conda_check, what is new upstream envkit.maintain.upstream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+
+from envkit.catalog.model import Build, Catalog
+from envkit.errors import UnknownNameError
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from envkit.config import Config
+    from envkit.maintain.fetch import FetchSettings, Page, Progress
+
+MISSING, UNREADABLE, NEW = "missing", "unreadable", "not in the manifests"
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # MISSING, UNREADABLE or NEW
+    message: str
+    build: Optional[str] = None
+    url: Optional[str] = None  # the upstream URL it is about
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "build": self.build, "url": self.url, "message": self.message}
+
+
+@dataclass(frozen=True)
+class PipNeed:
+    build: Build
+    requirement: str
+    index: str  # upstream index URL, no trailing slash
+    pythons: tuple[Version, ...]
+
+    @property
+    def parsed(self) -> Requirement:
+        from packaging.requirements import Requirement
+
+        return Requirement(self.requirement)
+
+    @property
+    def page(self) -> str:
+        from packaging.utils import canonicalize_name
+
+        return f"{self.index}/{canonicalize_name(self.parsed.name)}/"
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    builds: tuple[str, ...]
+    pythons: dict[str, tuple[str, ...]]  # build id -> the Pythons checked for it
+    findings: tuple[Finding, ...]
+    pages: int  # index pages read
+    channels: int = 0  # conda channel sets queried
+    mirrors: dict[str, str] = field(default_factory=dict)  # upstream -> what was read instead
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.kind in (MISSING, UNREADABLE) for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok, "builds": list(self.builds), "pythons": {b: list(p) for b, p in self.pythons.items()},
+            "missing": [f.to_dict() for f in self.findings if f.kind == MISSING],
+            "unreadable": [f.to_dict() for f in self.findings if f.kind == UNREADABLE],
+            "not_in_manifests": [f.to_dict() for f in self.findings if f.kind == NEW],
+            "pages": self.pages, "mirrors": self.mirrors,
+        }
+
+
+def select_builds(catalog: Catalog, build_ids: Sequence[str] = ()) -> list[Build]:
+    """The catalog's builds, or those named with --build (UnknownNameError for a name no manifest has)."""
+    builds = [b for m in catalog.manifests.values() for b in m.builds]
+    if not build_ids:
+        return builds
+    by_id = {b.id: b for b in builds}
+    unknown = [i for i in build_ids if i not in by_id]
+    if unknown:
+        raise UnknownNameError(f"no build named {', '.join(repr(i) for i in unknown)} in the manifests checked",
+                               hint="`envkit list --all` shows every build's id.")
+    return [by_id[i] for i in dict.fromkeys(build_ids)]
+
+
+def claimed_pythons(build: Build, catalog: Catalog, wanted: Sequence[Version] = ()) -> tuple[Version, ...]:
+    """The Pythons of python.yaml the build's range admits (only those in ``wanted``, when given)."""
+    claimed = tuple(v for v in catalog.tables.python.versions if build.python.contains(v))
+    return tuple(v for v in claimed if v in wanted) if wanted else claimed
+
+
+def pip_needs(builds: Sequence[Build], catalog: Catalog, pythons: Mapping[str, tuple[Version, ...]]) -> list[PipNeed]:
+    needs = []
+    for build in builds:
+        if build.pip is None or not pythons.get(build.id):
+            continue
+        index = (build.pip.index_url or catalog.tables.python.pypi_index).rstrip("/")
+        needs += [PipNeed(build, requirement, index, pythons[build.id]) for requirement in build.pip.packages]
+    return needs
+
+
+def judge_pip(need: PipNeed, page: Optional[Page]) -> list[Finding]:
+    """What is missing for one requirement of one build, from its project page."""
+    from envkit.maintain.simple_index import linux_wheels, matching, parse_page
+
+    requirement = need.parsed
+    build = need.build.id
+    if page is None or page.error is not None:
+        why = page.error if page is not None else "not fetched"
+        return [Finding(UNREADABLE, f"{build}: {need.requirement} could not be checked: {need.page} ({why})",
+                        build, need.page)]
+    if not page.found:
+        return [Finding(MISSING, f"{build}: {need.requirement} has no file on {need.index} (no {requirement.name} "
+                                 f"page there, HTTP {page.status})", build, need.index)]
+    try:
+        files = linux_wheels(parse_page(page.text, page.content_type, page.final_url or page.url))
+    except ValueError as error:
+        return [Finding(UNREADABLE, f"{build}: {need.page}: {error}", build, need.page)]
+    candidates = matching(files, requirement.specifier)
+    if not candidates:
+        return [Finding(MISSING, f"{build}: {need.requirement} has no file on {need.index}", build, need.index)]
+    without = [v for v in need.pythons if not matching(candidates, requirement.specifier, v)]
+    if not without:
+        return []
+    listed = ", ".join(str(v) for v in without)
+    return [Finding(MISSING, f"{build}: no {requirement.name} wheel for Python {listed} ({need.requirement} on "
+                             f"{need.index})", build, need.index)]
+
+
+def check_builds(
+    catalog: Catalog,
+    config: Config,
+    build_ids: Sequence[str] = (),
+    pythons: Sequence[Version] = (),
+    settings: Optional[FetchSettings] = None,
+    progress: Optional[Progress] = None,
+    conda_cache: Optional[Any] = None,
+) -> CheckReport:
+    """Check every selected build against its index and channels; list what is new upstream."""
+    from envkit.maintain.fetch import FetchSettings, PageFetcher
+    from envkit.maintain.simple_index import ACCEPT
+
+    builds = select_builds(catalog, build_ids)
+    claimed = {b.id: claimed_pythons(b, catalog, pythons) for b in builds}
+    needs = pip_needs(builds, catalog, claimed)
+    settings = settings or FetchSettings()
+    fetch_settings = FetchSettings(settings.timeout_s, settings.retries, settings.backoff_s, settings.jobs, ACCEPT)
+    findings: list[Finding] = []
+    with PageFetcher(fetch_settings, progress) as fetcher:
+        pages = fetcher.fetch_all(config.mirrored(need.page) for need in needs)
+        for need in needs:
+            findings += judge_pip(need, pages.get(config.mirrored(need.page)))
+        from envkit.maintain.upstream import news
+
+        findings += news(catalog, builds, needs, fetcher, config)
+        pages_read = len(fetcher.pages)
+    from envkit.maintain.conda_check import check_conda
+
+    conda_findings, channel_sets = check_conda(builds, claimed, config, settings.timeout_s, conda_cache)
+    findings += conda_findings
+    used = {need.index for need in needs} | {c for b in builds if b.conda for c in b.conda.channels}
+    mirrors = {url: config.mirrored(url) for url in sorted(used) if config.mirrored(url) != url}
+    return CheckReport(
+        builds=tuple(b.id for b in builds), pythons={b: tuple(str(v) for v in p) for b, p in claimed.items()},
+        findings=tuple(_unique(findings)), pages=pages_read, channels=channel_sets, mirrors=mirrors,
+    )
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    order = {MISSING: 0, UNREADABLE: 1, NEW: 2}
+    return sorted(dict.fromkeys(findings), key=lambda f: order[f.kind])
+
+
+def render_check(report: CheckReport, say: Callable[[str], None]) -> None:
+    """The report in words: what is missing or could not be read, then what is new upstream, then a summary."""
+    problems = [f for f in report.findings if f.kind != NEW]
+    for finding in problems:
+        say(finding.message)
+    news_found = [f for f in report.findings if f.kind == NEW]
+    if news_found:
+        if problems:
+            say("")
+        say("Not in the manifests:")
+        for finding in news_found:
+            say(f"  {finding.message}")
+    if problems or news_found:
+        say("")
+    pythons = sum(len(p) for p in report.pythons.values())
+    verdict = "everything is there" if report.ok else f"{len(problems)} problem{'' if len(problems) == 1 else 's'}"
+    builds = len(report.builds)
+    say(f"Checked {builds} build{'' if builds == 1 else 's'} ({pythons} build-Python pairs, {report.pages} index "
+        f"pages, {report.channels} channel queries): {verdict}.")
+    if any(f.kind == UNREADABLE for f in report.findings):
+        say("Some indexes or channels could not be read: check the network (HTTPS_PROXY, REQUESTS_CA_BUNDLE), or map "
+            "them to mirrors in envkit's config file (mirrors:), then run the check again.")

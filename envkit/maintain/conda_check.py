@@ -1,0 +1,104 @@
+"""The conda side of ``envkit manifests check``: every conda spec of a build has a package in the build's channels
+for linux-64 (or noarch), for every Python the build claims. Repodata is read by py-rattler's gateway (http(s) and
+file:// channels alike), through the user's mirrors, into a temporary cache.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+
+from envkit.catalog.model import Build
+
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from envkit.config import Config
+    from envkit.maintain.check import Finding
+
+PLATFORMS = ("linux-64", "noarch")
+
+
+def check_conda(builds: Sequence[Build], pythons: Mapping[str, Sequence[Version]], config: Config,
+                timeout_s: float, cache_dir: Optional[Path] = None) -> tuple[list[Finding], int]:
+    """Findings for every conda build, and how many channel sets were queried."""
+    conda_builds = [b for b in builds if b.conda is not None and pythons.get(b.id)]
+    if not conda_builds:
+        return [], 0
+    groups: dict[tuple[str, ...], list[Build]] = {}
+    for build in conda_builds:
+        groups.setdefault(tuple(config.mirrored(c) for c in build.conda.channels), []).append(build)
+    with tempfile.TemporaryDirectory(prefix="envkit-check-") as scratch:
+        cache = cache_dir or Path(scratch)
+        findings: list[Finding] = []
+        for channels, members in groups.items():
+            findings += _check_group(channels, members, pythons, cache)
+    return findings, len(groups)
+
+
+def _check_group(channels: tuple[str, ...], builds: Sequence[Build], pythons: Mapping[str, Sequence[Version]],
+                 cache: Path) -> list[Finding]:
+    from envkit.maintain.check import MISSING, UNREADABLE, Finding
+
+    specs = sorted({spec for b in builds for spec in b.conda.packages})
+    try:
+        records = _query(channels, specs, cache)
+    except Exception as error:  # noqa: BLE001 - rattler's errors have no common base; each becomes one sentence
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return [Finding(UNREADABLE, f"{b.id}: its conda channels could not be read: {reason}", b.id,
+                        b.conda.channels[0]) for b in builds]
+    findings = []
+    for build in builds:
+        upstream = ", ".join(build.conda.channels)
+        for spec in build.conda.packages:
+            matches = _matching(spec, records)
+            if not matches:
+                findings.append(Finding(MISSING, f"{build.id}: conda package {spec} has no match in {upstream} "
+                                                 f"for {PLATFORMS[0]}", build.id, build.conda.channels[0]))
+                continue
+            without = [v for v in pythons[build.id] if not any(_for_python(r, v) for r in matches)]
+            if without:
+                listed = ", ".join(str(v) for v in without)
+                findings.append(Finding(MISSING, f"{build.id}: no conda package {spec} for Python {listed} in "
+                                                 f"{upstream}", build.id, build.conda.channels[0]))
+    return findings
+
+
+def _query(channels: Sequence[str], specs: Sequence[str], cache: Path) -> list[Any]:
+    import rattler
+
+    from envkit.conda_engine import _client, _run
+
+    async def query() -> list[Any]:
+        gateway = rattler.Gateway(cache_dir=cache, client=_client())
+        names = sorted({rattler.MatchSpec(spec).name.normalized for spec in specs})
+        result = await gateway.query([rattler.Channel(c) for c in channels], [rattler.Subdir(p) for p in PLATFORMS],
+                                     names, recursive=False)
+        return [record for per_channel in result for record in per_channel]
+
+    return _run(query())  # conda_engine's asyncio.run: waits out rattler's worker thread
+
+
+def _matching(spec: str, records: Sequence[Any]) -> list[Any]:
+    import rattler
+
+    match = rattler.MatchSpec(spec)
+    return [r for r in records if match.matches(r)]
+
+
+def _for_python(record: Any, python: Version) -> bool:
+    """Whether a conda package can be installed with Python X.Y: it depends on no python, or on one that X.Y is."""
+    import rattler
+
+    version = rattler.Version(f"{python.major}.{python.minor}.0")
+    for depend in record.depends:
+        parts = depend.split()
+        if parts and parts[0] == "python":
+            if len(parts) == 1:
+                return True
+            try:
+                return rattler.VersionSpec(parts[1]).matches(version)
+            except Exception:  # noqa: BLE001 - an odd spec: do not hide the package
+                return True
+    return True

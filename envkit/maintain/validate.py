@@ -1,0 +1,164 @@
+"""``envkit manifests validate``: every file of a manifests directory checked at once, every problem reported.
+
+The schema is the catalog's own (envkit.catalog.load, in its collecting mode); on top of it come the consistency
+checks of envkit.maintain.consistency, which look across builds, manifests and tables. Each problem names its file,
+its line where YAML gives one, the build and the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from envkit.catalog.model import Manifest, Tables
+from envkit.errors import ManifestError
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: Optional[int]
+    build: Optional[str]
+    field: Optional[str]
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line else "")
+        if self.build:
+            where += f": build {self.build}"
+        if self.field:
+            where += f", field {self.field!r}" if self.build else f": field {self.field!r}"
+        return f"{where}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "build": self.build, "field": self.field,
+                "message": self.message}
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file as read: its path, parsed data and YAML node tree (for line numbers)."""
+
+    path: Path
+    data: Any
+    tree: Any
+
+
+@dataclass(frozen=True)
+class Validation:
+    directory: Path
+    files: tuple[str, ...]  # every file looked at
+    manifests: dict[str, Manifest]  # what parsed (a manifest with problems keeps the builds that parsed)
+    problems: tuple[Problem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"directory": str(self.directory), "ok": self.ok, "files": list(self.files),
+                "builds": sum(len(m.builds) for m in self.manifests.values()),
+                "problems": [p.to_dict() for p in self.problems]}
+
+
+def validate_directory(directory: Path) -> Validation:
+    """Every table and manifest of ``directory``, parsed and cross-checked. A missing directory raises
+    BadInputError; everything else is a Problem in the result."""
+    from envkit.catalog.load import TABLE_FILES, manifest_names
+
+    names = manifest_names(directory)
+    problems: list[Problem] = []
+    sources: dict[str, SourceFile] = {}
+    for file_name in (*TABLE_FILES, *(f"{name}.yaml" for name in names)):
+        source = _read(directory / file_name, problems)
+        if source is not None:
+            sources[file_name] = source
+    tables = _tables(directory, sources, problems)
+    manifests: dict[str, Manifest] = {}
+    if tables is not None:
+        for name in names:
+            source = sources.get(f"{name}.yaml")
+            if source is not None:
+                manifest = _manifest(name, source, tables, problems)
+                if manifest is not None:
+                    manifests[name] = manifest
+        from envkit.maintain.consistency import check_consistency
+
+        problems += check_consistency(tables, manifests, sources)
+    files = tuple(str(directory / f) for f in (*TABLE_FILES, *(f"{name}.yaml" for name in names)))
+    return Validation(directory=directory, files=files, manifests=manifests, problems=tuple(_unique(problems)))
+
+
+def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
+    from envkit.catalog.load import parse_yaml_unique
+    from envkit.maintain.yamlmarks import compose, syntax_error_line
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        problems.append(Problem(str(path), None, None, None, "missing: a manifests directory needs cuda.yaml, "
+                                "python.yaml and gpus.yaml (copy them from envs/)"))
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        problems.append(Problem(str(path), None, None, None, f"cannot be read: {error}"))
+        return None
+    try:
+        data = parse_yaml_unique(text)  # as the catalog reads it: a key given twice is an error
+    except ValueError as error:
+        import re
+
+        at = re.findall(r"(?<!first) at line (\d+)", str(error))  # a duplicate key: the loader's message has its line
+        line = syntax_error_line(text) or (int(at[0]) if at else None)
+        problems.append(Problem(str(path), line, None, None, f"not valid YAML: {error}"))
+        return None
+    return SourceFile(path=path, data=data, tree=compose(text))
+
+
+def _tables(directory: Path, sources: dict[str, SourceFile], problems: list[Problem]) -> Optional[Tables]:
+    from envkit.catalog.load import CUDA_TABLE, GPU_TABLE, PYTHON_TABLE
+    from envkit.catalog.tables import parse_cuda_table, parse_python_table
+    from envkit.gpu_names import parse_gpu_names
+
+    parsed: dict[str, Any] = {}
+    for file_name, parse in ((CUDA_TABLE, parse_cuda_table), (PYTHON_TABLE, parse_python_table),
+                             (GPU_TABLE, parse_gpu_names)):
+        source = sources.get(file_name)
+        if source is not None:
+            parsed[file_name] = _attempt(source, lambda: parse(source.data, str(source.path)), problems)
+    if any(parsed.get(name) is None for name in (CUDA_TABLE, PYTHON_TABLE, GPU_TABLE)):
+        problems.append(Problem(str(directory), None, None, None,
+                                "the manifests were not checked: they are judged against the tables, fix those first"))
+        return None
+    return Tables(cuda=parsed[CUDA_TABLE], python=parsed[PYTHON_TABLE], gpu_names=parsed[GPU_TABLE])
+
+
+def _manifest(name: str, source: SourceFile, tables: Tables, problems: list[Problem]) -> Optional[Manifest]:
+    from envkit.catalog.schema import parse_manifest
+
+    errors: list[ManifestError] = []
+    manifest = _attempt(source, lambda: parse_manifest(source.data, str(source.path), name, tables, errors),
+                        problems)
+    problems += [problem_from(error, source, name) for error in errors]
+    return manifest
+
+
+def _attempt(source: SourceFile, step: Callable[[], Any], problems: list[Problem]) -> Any:
+    try:
+        return step()
+    except ManifestError as error:
+        problems.append(problem_from(error, source, source.path.stem))
+        return None
+
+
+def problem_from(error: ManifestError, source: SourceFile, manifest: str) -> Problem:
+    from envkit.maintain.yamlmarks import line_in_build
+
+    line = line_in_build(source.tree, source.data, manifest, error.build, error.field)
+    return Problem(error.path, line, error.build, error.field, error.problem)
+
+
+def _unique(problems: list[Problem]) -> list[Problem]:
+    """Each problem once (a release's problem is met by each of its builds), in file and line order."""
+    seen = dict.fromkeys(problems)
+    return sorted(seen, key=lambda p: (p.file, p.line or 0))

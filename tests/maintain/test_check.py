@@ -1,0 +1,216 @@
+"""`manifests check` against a real index on 127.0.0.1 that misbehaves on request, a file:// mirror and a local
+conda channel: every miss in words, retries that recover, failures that are reported while the run goes on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from maintain_helpers import complete_index, index, manifests, wheels  # noqa: F401 (fixtures)
+from packaging.version import Version
+
+from envkit.catalog import load_catalog
+from envkit.config import Config, Mirror
+from envkit.errors import UnknownNameError
+from envkit.maintain.check import MISSING, NEW, UNREADABLE, check_builds
+from envkit.maintain.fetch import FetchSettings
+
+FAST = FetchSettings(timeout_s=0.5, retries=2, backoff_s=0.01, jobs=4)
+
+
+def mirrored(index, **more) -> Config:
+    mirrors = {"https://download.pytorch.org/whl": f"{index.url}/whl", "https://pypi.org/simple": f"{index.url}/pypi",
+               **more}
+    return Config(path=None, mirrors=tuple(Mirror(u, t) for u, t in mirrors.items()))
+
+
+def run(manifests: Path, config: Config, **options):
+    catalog = load_catalog(manifests)
+    return check_builds(catalog, config, settings=options.pop("settings", FAST), **options)
+
+
+def messages(report, kind):
+    return [f.message for f in report.findings if f.kind == kind]
+
+
+def test_a_complete_index_passes_and_each_page_is_read_once(manifests, index):
+    complete_index(index)
+    report = run(manifests, mirrored(index))
+    assert report.ok and report.findings == ()
+    assert report.builds == ("torch-2.14-cu130", "torch-2.14-cpu")
+    assert report.pythons["torch-2.14-cu130"] == ("3.11", "3.12", "3.13")
+    for variant in ("cu130", "cpu"):
+        for project in ("torch", "torchvision", "torchaudio"):
+            assert index.count(f"/whl/{variant}/{project}/") == 1
+    assert report.mirrors["https://download.pytorch.org/whl/cu130"] == f"{index.url}/whl/cu130"
+
+
+def test_a_package_missing_from_one_variant_index(manifests, index):
+    complete_index(index, variants=("cpu",))
+    index.add("/whl/cu130", [*wheels("torch", "2.14.0+cu130"), *wheels("torchvision", "0.29.1+cu130"),
+                             *wheels("torchaudio", "2.10.0+cu130")])  # only an older torchaudio line
+    report = run(manifests, mirrored(index))
+    assert messages(report, MISSING) == [
+        "torch-2.14-cu130: torchaudio==2.11.* has no file on https://download.pytorch.org/whl/cu130"]
+    assert not report.ok
+
+
+def test_wheels_for_only_one_python_name_the_others(manifests, index):
+    complete_index(index, variants=("cpu",))
+    index.add("/whl/cu130", [*wheels("torch", "2.14.0+cu130", pythons=("312",)),
+                             *wheels("torchvision", "0.29.1+cu130"), *wheels("torchaudio", "2.11.0+cu130")])
+    report = run(manifests, mirrored(index))
+    assert messages(report, MISSING) == [
+        "torch-2.14-cu130: no torch wheel for Python 3.11, 3.13 (torch==2.14.* on "
+        "https://download.pytorch.org/whl/cu130)"]
+
+
+def test_python_selection_limits_what_is_asked(manifests, index):
+    complete_index(index, variants=("cpu",))
+    index.add("/whl/cu130", [*wheels("torch", "2.14.0+cu130", pythons=("312",)),
+                             *wheels("torchvision", "0.29.1+cu130"), *wheels("torchaudio", "2.11.0+cu130")])
+    report = run(manifests, mirrored(index), pythons=[Version("3.12")], build_ids=["torch-2.14-cu130"])
+    assert report.ok and report.builds == ("torch-2.14-cu130",)
+    assert index.count("/whl/cpu/torch/") == 0
+
+
+def test_an_abi3_wheel_serves_every_newer_python(manifests, index):
+    complete_index(index, variants=("cpu",))
+    index.add("/whl/cu130", [*wheels("torch", "2.14.0+cu130"), *wheels("torchvision", "0.29.1+cu130"),
+                             *wheels("torchaudio", "2.11.0+cu130", abi3=True)])
+    assert run(manifests, mirrored(index)).ok
+
+
+def test_requires_python_on_the_index_is_respected(manifests, index):
+    complete_index(index, variants=("cpu",))
+    pure = "torchaudio-2.11.0-py3-none-any.whl"
+    index.add("/whl/cu130", [*wheels("torch", "2.14.0+cu130"), *wheels("torchvision", "0.29.1+cu130"), pure],
+              requires_python={pure: ">=3.12"})
+    assert messages(run(manifests, mirrored(index)), MISSING) == [
+        "torch-2.14-cu130: no torchaudio wheel for Python 3.11 (torchaudio==2.11.* on "
+        "https://download.pytorch.org/whl/cu130)"]
+
+
+def test_pep_691_json_pages_are_used_where_offered(manifests, index):
+    complete_index(index, variants=("cpu",))
+    index.add("/whl/cu130", [*wheels("torch", "2.14.0+cu130", pythons=("312",)),
+                             *wheels("torchvision", "0.29.1+cu130"), *wheels("torchaudio", "2.11.0+cu130")],
+              json_pages=True)
+    report = run(manifests, mirrored(index))
+    assert index.json_pages_served == 3
+    assert [f.build for f in report.findings] == ["torch-2.14-cu130"]
+    assert "Python 3.11, 3.13" in report.findings[0].message
+
+
+def test_a_404_index_is_a_missing_package(manifests, index):
+    complete_index(index, variants=("cpu",))  # nothing at all under /whl/cu130
+    missing = messages(run(manifests, mirrored(index)), MISSING)
+    assert len(missing) == 3
+    assert "torch-2.14-cu130: torch==2.14.* has no file on https://download.pytorch.org/whl/cu130 (no torch page " \
+           "there, HTTP 404)" in missing
+
+
+def test_a_500_then_success_is_retried(manifests, index):
+    complete_index(index)
+    index.fail("/whl/cu130/torch/", 500, times=2)
+    index.fail("/whl/cpu/torch/", 429, times=1)
+    report = run(manifests, mirrored(index))
+    assert report.ok
+    assert index.count("/whl/cu130/torch/") == 3 and index.count("/whl/cpu/torch/") == 2
+
+
+def test_a_500_that_persists_is_reported_and_the_rest_is_checked(manifests, index):
+    complete_index(index)
+    index.fail("/whl/cu130/torch/", 503, times=10)
+    report = run(manifests, mirrored(index))
+    assert messages(report, UNREADABLE) == [
+        f"torch-2.14-cu130: torch==2.14.* could not be checked: https://download.pytorch.org/whl/cu130/torch/ "
+        f"(HTTP 503 Service Unavailable (3 tries))"]
+    assert index.count("/whl/cu130/torch/") == 3 and not report.ok
+    assert index.count("/whl/cpu/torchaudio/") == 1
+
+
+def test_a_connection_reset_is_retried(manifests, index):
+    complete_index(index)
+    index.reset("/whl/cu130/torchvision/")
+    assert run(manifests, mirrored(index)).ok
+    assert index.count("/whl/cu130/torchvision/") == 2
+
+
+def test_resets_on_every_try_are_reported(manifests, index):
+    complete_index(index)
+    index.reset("/whl/cpu/torchvision/", times=5)
+    unreadable = messages(run(manifests, mirrored(index)), UNREADABLE)
+    assert len(unreadable) == 1 and "connection failed" in unreadable[0] and "torchvision" in unreadable[0]
+
+
+def test_a_server_that_hangs_times_out_and_the_run_finishes(manifests, index):
+    complete_index(index)
+    index.hang("/whl/cu130/torchaudio/")
+    settings = FetchSettings(timeout_s=0.3, retries=1, backoff_s=0.01, jobs=4)
+    report = run(manifests, mirrored(index), settings=settings)
+    assert messages(report, UNREADABLE) == [
+        "torch-2.14-cu130: torchaudio==2.11.* could not be checked: https://download.pytorch.org/whl/cu130/"
+        "torchaudio/ (no answer within 0.3 s (2 tries))"]
+    assert messages(report, MISSING) == []
+
+
+def test_a_file_mirror_is_read_from_disk(manifests, tmp_path):
+    root = tmp_path / "mirror" / "whl"
+    for variant in ("cu130", "cpu"):
+        for name, version in (("torch", "2.14.0"), ("torchvision", "0.29.1"), ("torchaudio", "2.11.0")):
+            project = root / variant / name
+            project.mkdir(parents=True)
+            pythons = ("312",) if (variant, name) == ("cpu", "torch") else ("311", "312", "313")
+            for wheel in wheels(name, f"{version}+{variant}", pythons=pythons):
+                (project / wheel).write_bytes(b"")  # a flat directory: no index.html
+    (root / "cu130" / "torchaudio" / "index.html").write_text(
+        '<a href="torchaudio-2.11.0-py3-none-any.whl">torchaudio-2.11.0-py3-none-any.whl</a>')
+    config = Config(path=None, mirrors=(Mirror("https://download.pytorch.org/whl", root.as_uri()),))
+    assert messages(run(manifests, config), MISSING) == [
+        "torch-2.14-cpu: no torch wheel for Python 3.11, 3.13 (torch==2.14.* on https://download.pytorch.org/whl/cpu)"]
+
+
+def test_an_unknown_build_is_bad_input(manifests, index):
+    with pytest.raises(UnknownNameError, match="torch-9.9-cpu"):
+        run(manifests, mirrored(index), build_ids=["torch-9.9-cpu"])
+
+
+def test_new_upstream_releases_are_listed_without_failing(manifests, index):
+    complete_index(index)
+    index.add("/whl/cu130", wheels("torch", "2.15.0+cu130"))
+    index.add("/whl", [*wheels("torch", "2.14.0+cu130"), *wheels("torch", "2.15.0+cu134"),
+                       *wheels("torch", "2.1.0+cu121"), *wheels("torch", "2.14.0+cpu")])
+    report = run(manifests, mirrored(index))
+    assert report.ok
+    assert messages(report, NEW) == [
+        "torch 2.15.0 is on https://download.pytorch.org/whl/cu130 (the torch manifest's newest release is 2.14)",
+        "cu134 builds of torch (torch 2.15.0+cu134) are on https://download.pytorch.org/whl/cu134 (no torch build "
+        "uses cu134)"]
+
+
+TENSORFLOW = """
+name: tensorflow
+summary: TensorFlow from PyPI
+framework: tensorflow
+releases:
+  - version: "2.20"
+    python: ">=3.11,<3.14"
+    builds:
+      - variant: cu12
+        cuda: "12.5"
+        arch: {sass: ["6.0", "7.0"], ptx: ["9.0"]}
+        pip: {packages: ["tensorflow[and-cuda]==2.20.*"]}
+      - {variant: cpu, pip: {packages: ["tensorflow==2.20.*"]}}
+"""
+
+
+def test_a_newer_release_on_pypi_is_listed(manifests, index):
+    (manifests / "tensorflow.yaml").write_text(TENSORFLOW)
+    index.add("/pypi", [*wheels("tensorflow", "2.20.0"), *wheels("tensorflow", "2.21.0"),
+                        *wheels("tensorflow", "2.22.0rc1")])  # a pre-release is not a release
+    report = run(manifests, mirrored(index), build_ids=["tensorflow-2.20-cu12", "tensorflow-2.20-cpu"])
+    assert report.ok
+    assert messages(report, NEW) == [
+        "tensorflow 2.21.0 is on https://pypi.org/simple (the tensorflow manifest's newest release is 2.20)"]
+    assert index.count("/pypi/tensorflow/") == 1

@@ -1,0 +1,69 @@
+"""`manifests check` on conda builds: a real local channel (indexed by py-rattler) behind a file:// mirror."""
+
+from __future__ import annotations
+
+from maintain_helpers import manifests  # noqa: F401 (a fixture)
+
+from envkit.catalog import load_catalog
+from envkit.config import Config, Mirror
+from envkit.maintain.check import MISSING, UNREADABLE, check_builds
+from envkit.maintain.fetch import FetchSettings
+from support.conda_channel import build_package, index_channel
+
+LEGACY = """
+name: legacy
+summary: TensorFlow 2.4 from a conda channel
+framework: tensorflow
+releases:
+  - version: "2.4.1"
+    python: ">=3.7,<3.9"
+    builds:
+      - variant: cu101
+        cuda: "10.1"
+        arch: {sass: ["6.0", "7.0"]}
+        conda:
+          channels: ["https://conda.anaconda.org/test-channel"]
+          packages: ["tensorflow-gpu=2.4.1", "cudatoolkit=10.1", "cudnn=7.6"]
+"""
+
+
+def test_a_conda_channel_missing_a_spec_and_a_python(manifests, tmp_path):
+    (manifests / "legacy.yaml").write_text(LEGACY)
+    channel = tmp_path / "channel"
+    build_package(channel, "tensorflow-gpu", "2.4.1", build="py38_0", depends=["python >=3.8,<3.9.0a0"])
+    build_package(channel, "cudatoolkit", "10.1.243", build="0")
+    build_package(channel, "cudnn", "8.0.5", build="0")  # not the 7.6 the build asks for
+    index_channel(channel)
+    config = Config(path=None, mirrors=(Mirror("https://conda.anaconda.org/test-channel", channel.as_uri()),))
+    report = check_builds(load_catalog(manifests), config, build_ids=["legacy-2.4.1-cu101"],
+                          settings=FetchSettings(timeout_s=5, retries=0))
+    assert [f.message for f in report.findings if f.kind == MISSING] == [
+        "legacy-2.4.1-cu101: no conda package tensorflow-gpu=2.4.1 for Python 3.7 in "
+        "https://conda.anaconda.org/test-channel",
+        "legacy-2.4.1-cu101: conda package cudnn=7.6 has no match in https://conda.anaconda.org/test-channel for "
+        "linux-64",
+    ]
+    assert report.channels == 1 and not report.ok
+
+
+def test_a_complete_conda_channel_passes(manifests, tmp_path):
+    (manifests / "legacy.yaml").write_text(LEGACY)
+    channel = tmp_path / "channel"
+    for python in ("37", "38"):
+        build_package(channel, "tensorflow-gpu", "2.4.1", build=f"py{python}_0",
+                      depends=[f"python >={python[0]}.{python[1:]},<{python[0]}.{int(python[1:]) + 1}.0a0"])
+    build_package(channel, "cudatoolkit", "10.1.243", build="0")
+    build_package(channel, "cudnn", "7.6.5", build="0")
+    index_channel(channel)
+    config = Config(path=None, mirrors=(Mirror("https://conda.anaconda.org/test-channel", channel.as_uri()),))
+    report = check_builds(load_catalog(manifests), config, build_ids=["legacy-2.4.1-cu101"])
+    assert report.ok and report.findings == ()
+
+
+def test_an_unreadable_channel_is_reported(manifests, tmp_path):
+    (manifests / "legacy.yaml").write_text(LEGACY)
+    config = Config(path=None, mirrors=(Mirror("https://conda.anaconda.org/test-channel",
+                                               (tmp_path / "nowhere").as_uri()),))
+    report = check_builds(load_catalog(manifests), config, build_ids=["legacy-2.4.1-cu101"])
+    unreadable = [f.message for f in report.findings if f.kind == UNREADABLE]
+    assert len(unreadable) == 1 and unreadable[0].startswith("legacy-2.4.1-cu101: its conda channels could not be read")

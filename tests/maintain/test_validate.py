@@ -1,0 +1,199 @@
+"""`manifests validate`: every problem of a manifests directory in one run, each with file, line, build and field."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envkit.errors import BadInputError
+from envkit.maintain.validate import validate_directory
+
+
+@pytest.fixture
+def envs_copy(envs_dir, tmp_path) -> Path:
+    copy = tmp_path / "envs"
+    shutil.copytree(envs_dir, copy, ignore=shutil.ignore_patterns("__pycache__", "__init__.py", "README.md"))
+    return copy
+
+
+def edit(directory: Path, name: str, change) -> None:
+    path = directory / name
+    data = yaml.safe_load(path.read_text())
+    change(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def release(data, version):
+    return next(r for r in data["releases"] if r["version"] == version)
+
+
+def build(data, version, variant):
+    return next(b for b in release(data, version)["builds"] if b["variant"] == variant)
+
+
+def _shipped_torch():
+    from envkit.catalog import default_manifests_dir
+
+    return yaml.safe_load((default_manifests_dir() / "torch.yaml").read_text())
+
+
+SHIPPED_TORCH = _shipped_torch()
+
+
+def at(version: str) -> str:
+    """The field path of a torch release in the shipped torch.yaml: releases[i]."""
+    return f"releases[{[r['version'] for r in SHIPPED_TORCH['releases']].index(version)}]"
+
+
+def line_text(problem) -> str:
+    return Path(problem.file).read_text().splitlines()[problem.line - 1]
+
+
+def test_the_shipped_manifests_are_valid(envs_dir):
+    validation = validate_directory(envs_dir)
+    assert validation.problems == ()
+    assert validation.ok and {"torch", "tensorflow", "jax", "mxnet"} <= set(validation.manifests)
+
+
+# Each breakage the catalog tests know, put in a different build (or file) of one directory:
+# (change to torch.yaml, expected build, expected field, words in the message, word on the reported line)
+TORCH_BREAKAGES = [
+    (lambda d: build(d, "2.14", "cu132").update(pyhton=">=3.8"), "torch-2.14-cu132", "pyhton", "unknown key",
+     "pyhton"),
+    (lambda d: build(d, "2.14", "cu130").update(cuda="12.7"), "torch-2.14-cu130", "cuda", "not in cuda.yaml",
+     "12.7"),
+    (lambda d: build(d, "2.13", "cu132").update(variant="gpu"), "torch-2.13-gpu", "variant", "'gpu'", "gpu"),
+    (lambda d: build(d, "2.13", "cu130").update(variant="cu128"), "torch-2.13-cu128", "variant",
+     "does not name CUDA 13.0", "cu128"),
+    (lambda d: build(d, "2.13", "cpu").update(cuda="12.6"), "torch-2.13-cpu", "cuda", "cpu build", "12.6"),
+    (lambda d: build(d, "2.12", "cu132").pop("arch"), "torch-2.12-cu132", "arch", "architecture list", "cu132"),
+    (lambda d: build(d, "2.12", "cu130").update(arch="hopper-only"), "torch-2.12-cu130", "arch",
+     "no arch set named 'hopper-only'", "hopper-only"),
+    (lambda d: build(d, "2.12", "cu126").update(arch={"sass": ["7.x"]}), "torch-2.12-cu126", "arch.sass[0]",
+     "compute capability", "7.x"),
+    (lambda d: build(d, "2.11", "cu130").update(arch={"sass": ["3.7"]}), "torch-2.11-cu130", "arch",
+     "cannot build for sm_37", "arch:"),
+    (lambda d: build(d, "2.11", "cu128").update(pip={"index_url": "http://example.org/simple"}),
+     "torch-2.11-cu128", "pip.index_url", "https", "http://example.org"),
+    (lambda d: release(d, "2.10")["pip"].update(packages=["torch 2.10"]), "torch-2.10-cu130", "pip.packages[0]",
+     "not a pip requirement", "torch 2.10"),
+    (lambda d: release(d, "2.9").update(python="3.10+"), None, f"{at('2.9')}.python", "version range", "3.10+"),
+    (lambda d: release(d, "2.8").update(python=">=4.0"), None, f"{at('2.8')}.python", "admits none", ">=4.0"),
+    (lambda d: build(d, "2.7", "cu128").update(python="latest"), "torch-2.7-cu128", "python", "version range",
+     "latest"),
+    (lambda d: build(d, "2.6", "cu126").update(cuda=12.6), "torch-2.6-cu126", "cuda", "quote it", "12.6"),
+    (lambda d: release(d, "2.5")["builds"].append(dict(build(d, "2.5", "cu124"))), None,
+     f"{at('2.5')}.builds[{len(release(SHIPPED_TORCH, '2.5')['builds'])}].id",
+     "duplicate build id 'torch-2.5-cu124'", "cu124"),
+    (lambda d: release(d, "2.4").update(version=2.4), None, f"{at('2.4')}.version", "quote it ('2.4')", "2.4"),
+    (lambda d: release(d, "2.3").update(python=""), None, f"{at('2.3')}.python", "empty", "python"),
+    (lambda d: d.update(framework="caffe"), None, "framework", "'caffe'", "caffe"),
+]
+
+
+def test_every_problem_of_a_directory_in_one_run(envs_copy):
+    for change, *_ in TORCH_BREAKAGES:
+        edit(envs_copy, "torch.yaml", change)
+    edit(envs_copy, "mxnet.yaml", lambda d: d.update(name="apache-mxnet"))
+    edit(envs_copy, "tensorflow.yaml", lambda d: d.update(releases=[]))
+    jax = envs_copy / "jax.yaml"
+    lines = jax.read_text().splitlines()
+    lines[30] = "  broken: [unclosed"
+    jax.write_text("\n".join(lines) + "\n")
+
+    validation = validate_directory(envs_copy)
+    problems = validation.problems
+    torch_file = str(envs_copy / "torch.yaml")
+    for _, build_id, field, words, on_line in TORCH_BREAKAGES:
+        found = [p for p in problems if p.file == torch_file and p.build == build_id and p.field == field
+                 and words in p.message]
+        assert len(found) == 1, (build_id, field, words, [str(p) for p in problems])
+        assert on_line in line_text(found[0]), (str(found[0]), line_text(found[0]))
+    mxnet = [p for p in problems if p.file.endswith("mxnet.yaml")]
+    assert [(p.field, "file's name" in p.message, "apache-mxnet" in line_text(p)) for p in mxnet] == [
+        ("name", True, True)]
+    tensorflow = [p for p in problems if p.file.endswith("tensorflow.yaml")]
+    assert [(p.field, p.message) for p in tensorflow] == [("releases", "missing or empty")]
+    syntax = [p for p in problems if p.file.endswith("jax.yaml")]
+    assert len(syntax) == 1 and "not valid YAML" in syntax[0].message and syntax[0].line == 31
+    # The builds that are fine still parsed: torch keeps most of its builds.
+    assert len(validation.manifests["torch"].builds) >= 20
+    assert not validation.ok
+
+
+def test_broken_tables_are_all_reported_and_the_manifests_wait_for_them(envs_copy):
+    path = envs_copy / "cuda.yaml"
+    path.write_text(path.read_text().replace('"12.8": "570.26"', '12.8: "570.26"'))
+    edit(envs_copy, "python.yaml", lambda d: d.update(default="2.7"))
+    (envs_copy / "gpus.yaml").unlink()
+    problems = validate_directory(envs_copy).problems
+    by_file = {Path(p.file).name: p for p in problems}
+    assert by_file["cuda.yaml"].field == "min_driver.12.8" and "quote it" in by_file["cuda.yaml"].message
+    assert "12.8" in line_text(by_file["cuda.yaml"])
+    assert by_file["python.yaml"].field == "default" and "default" in line_text(by_file["python.yaml"])
+    assert "missing" in by_file["gpus.yaml"].message
+    assert any("fix those first" in p.message for p in problems)
+    assert not any(p.file.endswith("torch.yaml") for p in problems)
+
+
+def test_consistency_across_builds_manifests_and_tables(envs_copy):
+    edit(envs_copy, "torch.yaml", lambda d: release(d, "2.14").update(python=">=3.10,<3.17"))
+    edit(envs_copy, "torch.yaml", lambda d: build(d, "2.13", "cpu").update(python=">=3.10"))
+    edit(envs_copy, "torch.yaml", lambda d: release(d, "2.12")["pip"].update(
+        packages=["torch==2.12.*", "torchvision==0.26.*", "torchaudio==2.12.*"]))
+    edit(envs_copy, "jax.yaml", lambda d: d["releases"][0]["builds"][1].update(id="torch-2.14-cpu"))
+    edit(envs_copy, "cuda.yaml", lambda d: d["min_driver"].update({"12.9": "560.1"}))
+    edit(envs_copy, "cuda.yaml", lambda d: d["minor_version_compatibility"].update({"14": "600"}))
+    edit(envs_copy, "cuda.yaml", lambda d: d["min_compute_capability"].pop("10"))
+    edit(envs_copy, "mxnet.yaml", lambda d: d["releases"][0]["builds"].__setitem__(
+        0, {**d["releases"][0]["builds"][0], "variant": "cu100", "cuda": "10.0"}))
+    problems = validate_directory(envs_copy).problems
+    messages = {str(p) for p in problems}
+
+    def one(words: str):
+        found = [p for p in problems if words in p.message]
+        assert len(found) == 1, (words, messages)
+        return found[0]
+
+    claims = one("claims Python 3.16")
+    assert claims.field == f"{at('2.14')}.python" and claims.build is None and "<3.17" in line_text(claims)
+    open_range = one("admits every Python from 3.16 up")
+    assert open_range.build == "torch-2.13-cpu" and ">=3.10" in line_text(open_range)
+    vision = one("'torchvision==0.26.*' does not pair with torch 2.12")
+    assert "torchvision 0.27" in vision.message and "torchvision==0.26" in line_text(vision)
+    audio = one("'torchaudio==2.12.*' does not pair")
+    assert "torchaudio 2.11" in audio.message
+    duplicate = one("also a build of jax.yaml")  # the manifests are read by name: jax first
+    assert duplicate.file.endswith("torch.yaml") and duplicate.build == "torch-2.14-cpu"
+    assert "cpu" in line_text(duplicate)
+    order = one("older than CUDA 12.8's")
+    assert order.field == "min_driver.12.9" and "560.1" in line_text(order)
+    assert one("CUDA 14 has no row in min_driver").field == "minor_version_compatibility.14"
+    unchecked = one("no row for CUDA 10")
+    assert unchecked.file.endswith("cuda.yaml") and unchecked.field == "min_compute_capability"
+    assert "mxnet-" in unchecked.message and "min_compute_capability" in line_text(unchecked)
+
+
+def test_a_key_given_twice_is_reported_with_its_line(envs_copy):
+    path = envs_copy / "mxnet.yaml"
+    lines = path.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("framework:"))
+    lines.insert(at + 1, "framework: torch")
+    path.write_text("\n".join(lines) + "\n")
+    problems = validate_directory(envs_copy).problems
+    assert [(Path(p.file).name, p.line) for p in problems] == [("mxnet.yaml", at + 2)]
+    assert "duplicate key 'framework'" in problems[0].message
+
+
+def test_a_bad_companions_rule_is_reported(envs_copy):
+    edit(envs_copy, "torch.yaml", lambda d: d["companions"]["torchvision"].append({"framework": "2.x", "major": 0}))
+    problems = validate_directory(envs_copy).problems
+    assert [p.field for p in problems] == ["companions.torchvision[2].framework"]
+
+
+def test_a_missing_directory_is_bad_input(tmp_path):
+    with pytest.raises(BadInputError, match="does not exist"):
+        validate_directory(tmp_path / "nope")

@@ -1,0 +1,128 @@
+"""What a warm `envkit list --json` imports: none of the heavy things its answer does not need (YAML, the specifier
+parser, NVML, rattler, requests, the manifest schema checks), so start-up cannot silently grow back. Timing itself
+is bench/list_startup.py's job; this checks the cause. Also: `envkit detect` reads the tables from the same cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envkit.catalog.cache import cached_tables
+from envkit.catalog.load import load_tables
+
+PROFILES = Path(__file__).parent / "profiles"
+# Modules the warm `envkit list --json --machine PROFILE` must not import (their packages' submodules neither).
+NEVER_ON_THE_WARM_PATH = ("yaml", "packaging.specifiers", "packaging.tags", "pynvml", "rattler", "requests",
+                          "envkit.catalog.load", "envkit.catalog.schema", "envkit.catalog.tables",
+                          "envkit.yamltext", "envkit.site", "envkit.probe", "envkit.maintain", "envkit.create",
+                          "envkit.backends", "envkit.detect", "ctypes", "tempfile")
+# Runs envkit as its console script does and writes the names of the modules it imported to argv[1].
+WRAPPER = """
+import sys
+out, sys.argv = sys.argv[1], ["envkit", *sys.argv[2:]]
+try:
+    from envkit.cli import main
+    main()
+finally:
+    with open(out, "w") as f:
+        f.write("\\n".join(sorted(sys.modules)))
+"""
+
+
+def imported_by(tmp_path: Path, *args: str) -> tuple[set[str], str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")}
+    environ.update(HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "cache"),
+                   XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"))
+    modules = tmp_path / "modules.txt"
+    result = subprocess.run([sys.executable, "-c", WRAPPER, str(modules), *args], capture_output=True, text=True,
+                            env=environ, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return set(modules.read_text().split()), result.stdout
+
+
+def heavy(modules: set[str], never: tuple[str, ...] = NEVER_ON_THE_WARM_PATH) -> list[str]:
+    return sorted(m for m in modules if any(m == name or m.startswith(f"{name}.") for name in never))
+
+
+def test_a_warm_list_for_a_profile_imports_nothing_heavy(tmp_path: Path):
+    args = ("list", "--json", "--machine", str(PROFILES / "h100-cuda128.yaml"))
+    cold, first = imported_by(tmp_path, *args)
+    assert "yaml" in cold and "envkit.catalog.schema" in cold  # the first run parses (so the check below can fail)
+    warm, second = imported_by(tmp_path, *args)
+    assert heavy(warm) == []
+    assert json.loads(second) == json.loads(first)  # and answers the same from the cache
+
+
+def test_a_warm_list_on_this_machine_imports_no_yaml_and_no_specifiers(tmp_path: Path):
+    imported_by(tmp_path, "list", "--json", "torch")
+    warm, output = imported_by(tmp_path, "list", "--json", "torch")
+    assert heavy(warm, ("yaml", "packaging.specifiers", "envkit.catalog.load", "envkit.yamltext")) == []
+    assert json.loads(output)
+
+
+def test_detect_reads_the_tables_from_the_cache_once_parsed(tmp_path: Path):
+    cold, first = imported_by(tmp_path, "detect", "--json")
+    assert "yaml" in cold
+    warm, second = imported_by(tmp_path, "detect", "--json")
+    assert heavy(warm, ("yaml", "envkit.catalog.load", "envkit.catalog.schema", "envkit.yamltext")) == []
+    assert json.loads(second) == json.loads(first)
+
+
+@pytest.fixture
+def manifests(envs_dir: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "envs"
+    shutil.copytree(envs_dir, copy, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    return copy
+
+
+def test_cached_tables_equal_a_fresh_load_and_follow_edits(manifests: Path, tmp_path: Path):
+    cache = tmp_path / "cache"
+    first = cached_tables(manifests, cache)
+    assert cached_tables(manifests, cache) == first == load_tables(manifests)
+    assert len(list((cache / "tables").glob("*.pickle"))) == 1
+    python = manifests / "python.yaml"
+    python.write_text(python.read_text() + "\n# edited\n")
+    cached_tables(manifests, cache)
+    assert len(list((cache / "tables").glob("*.pickle"))) == 2
+
+
+def test_a_build_python_range_answers_like_its_specifier_set(manifests: Path):
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from envkit.catalog import load_catalog
+
+    catalog = load_catalog(manifests, ["torch"])
+    others = [Version(v) for v in ("2.7", "3.6", "3.9.1", "3.99", "4.0")]
+    for build in catalog.manifests["torch"].builds:
+        spec = SpecifierSet(str(build.python))
+        assert str(spec) == str(build.python)
+        for version in (*catalog.tables.python.versions, *others):
+            assert build.python.contains(version) == spec.contains(version), (build.id, version)
+
+
+def test_the_command_table_names_every_command_its_group_registers():
+    """envkit.cli builds only the named command's group: its table must say truly which group has which command."""
+    import typer
+
+    from envkit.cli import COMMAND_GROUPS, groups_for
+
+    for group, commands in COMMAND_GROUPS:
+        app = typer.Typer()
+        [module] = groups_for([commands[0]])
+        assert module.__name__ == f"envkit.commands.{group}"
+        module.register(app)
+        names = [info.name or info.callback.__name__ for info in app.registered_commands]
+        names += [info.name for info in app.registered_groups]  # a group of subcommands (envkit manifests ...)
+        assert names == list(commands)
+    every = groups_for(["--help"])
+    assert [m.__name__ for m in every] == [f"envkit.commands.{group}" for group, _ in COMMAND_GROUPS]
+    modules = Path(__file__).parent.parent / "envkit" / "commands"
+    with_register = {p.stem for p in modules.glob("*.py") if "\ndef register(" in p.read_text()}
+    assert with_register == {group for group, _ in COMMAND_GROUPS}
