@@ -74,7 +74,24 @@ def groups_for(argv: Sequence[str]) -> list[ModuleType]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Run the app. Usage errors are one line and a hint, like every other error (exit 2); a bare `envkit` prints the
+    help and exits 2 too (no command given is a usage error)."""
     args = list(sys.argv[1:] if argv is None else argv)
     for group in groups_for(args):
         group.register(app)
-    app(args=args, prog_name="envkit")
+    try:
+        code = app(args=args, prog_name="envkit", standalone_mode=False)
+    except typer.Abort:
+        typer.echo("envkit: nothing done", err=True)
+        code = 1
+    except typer.TyperException as error:  # click's UsageError and BadParameter
+        context = getattr(error, "ctx", None)
+        if type(error).__name__ == "NoArgsIsHelpError" and context is not None:
+            typer.echo(context.get_help())
+        else:
+            message = error.format_message() if hasattr(error, "format_message") else str(error)
+            path = context.command_path if context is not None else "envkit"
+            typer.echo(f"envkit: error: {message}", err=True)
+            typer.echo(f"  `{path} --help` lists what it takes.", err=True)
+        code = getattr(error, "exit_code", 2)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from envkit.errors import InstallError
+from envkit.testpause import pause_at
 
 if TYPE_CHECKING:
     from rattler import Channel, Client, GenericVirtualPackage, MatchSpec, RepoDataRecord, Subdir
@@ -325,6 +326,9 @@ def _download_reporter(report: Report) -> InstallerReporter:
         def on_download_start(self, cache_entry: int) -> int:
             report(f"downloading {self.names.get(cache_entry, 'a package')}")
             return cache_entry
+
+        def on_link_complete(self, index: int) -> None:
+            pause_at("inside-backend")  # test-only: a package is in the prefix, the rest are not
 
     # InstallerReporter is a Protocol with no-op methods, which mypy takes for abstract ones.
     return DownloadReporter()  # type: ignore[abstract]

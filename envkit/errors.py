@@ -53,3 +53,12 @@ class InstallError(EnvkitError):
     def __init__(self, message: str, hint: str | None = None, tail: tuple[str, ...] = ()) -> None:
         super().__init__(message, hint)
         self.tail = tail
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal asked envkit to stop (SIGTERM, SIGHUP, SIGQUIT): cleaned up as Ctrl-C is; the exit code is 128 plus
+    the signal's number, as a shell reports a process that signal ended (143 for SIGTERM)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__()
+        self.signum = signum

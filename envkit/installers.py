@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from packaging.version import Version
 
 from envkit.plan import PipPart
+from envkit.userdirs import UserDirs
 
 UV_MIN_PYTHON = Version("3.8")  # uv cannot install into older environments: pip does it there
 _DROPPED_PREFIXES = ("PIP_", "UV_")
@@ -27,9 +28,12 @@ _DROPPED = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "P
             "PYTHONSTARTUP")
 
 
-def installer_environ(environ: Mapping[str, str], cache: Optional[Path], link_mode: Optional[str] = None) -> dict[str, str]:
+def installer_environ(environ: Mapping[str, str], dirs: Optional[UserDirs],
+                      link_mode: Optional[str] = None) -> dict[str, str]:
     """``environ`` without anything that tells pip or uv where packages come from or points at another
-    environment, plus envkit's own settings: no config files, no user site, no Python downloads, envkit's cache."""
+    environment, plus envkit's own settings: no config files, no user site, no Python downloads, and everything
+    they write (caches, uv's credentials store) under envkit's directories (``dirs``), never ~/.cache/uv or
+    ~/.local/share/uv."""
     out = {k: v for k, v in environ.items()
            if (k in _TRANSPORT or not k.startswith(_DROPPED_PREFIXES)) and k not in _DROPPED}
     out.update({
@@ -40,8 +44,13 @@ def installer_environ(environ: Mapping[str, str], cache: Optional[Path], link_mo
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "PIP_NO_INPUT": "1",
     })
-    if cache is not None:
-        out["UV_CACHE_DIR"] = str(cache)
+    if dirs is not None:
+        out.update({
+            "UV_CACHE_DIR": str(dirs.uv_cache),
+            "UV_PYTHON_CACHE_DIR": str(dirs.cache / "uv-python"),
+            "UV_CREDENTIALS_DIR": str(dirs.data / "uv-credentials"),  # else $XDG_DATA_HOME/uv/credentials
+            "PIP_CACHE_DIR": str(dirs.cache / "pip"),
+        })
     if link_mode is not None:
         out["UV_LINK_MODE"] = link_mode
     return out
@@ -88,3 +97,47 @@ def _trusted(*urls: Optional[str]) -> list[str]:
     an http URL the user configured as a mirror (or loopback), so it tells pip (each host once)."""
     hosts = [urlsplit(url).netloc for url in urls if url and urlsplit(url).scheme == "http" and urlsplit(url).netloc]
     return [arg for host in dict.fromkeys(hosts) for arg in ("--trusted-host", host)]
+
+
+def wrong_builds(prefix: Path, step: PipPart) -> list[str]:
+    """The step's packages installed in ``prefix`` without the local version its build asks for ("torch 2.13.1,
+    not +cu126"), read from their .dist-info; empty when the step names no local version. A package pinned to one
+    version (``torch==1.8.1+cu111``, ``torchaudio==0.8.1``) is what its pin says: the installer took nothing else."""
+    if step.local is None:
+        return []
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    installed = _installed(prefix)
+    out = []
+    for text in step.packages:
+        requirement = Requirement(text)
+        if any(spec.operator in ("==", "===") and "*" not in spec.version for spec in requirement.specifier):
+            continue
+        name = canonicalize_name(requirement.name)
+        version = installed.get(name)
+        wanted = f"+{step.local}" if step.local else "a plain version"
+        if version is None:
+            out.append(f"{name} is not installed")
+        elif (version.local or "") != step.local:
+            out.append(f"{name} {version}, not {wanted}")
+    return out
+
+
+def _installed(prefix: Path) -> dict[str, Version]:
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion
+
+    out = {}
+    for metadata in prefix.glob("lib/python*/site-packages/*.dist-info/METADATA"):
+        fields = {}
+        for line in metadata.read_text(encoding="utf-8", errors="replace").splitlines():
+            if not line:
+                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip().lower(), value.strip())
+        try:
+            out[canonicalize_name(fields["name"])] = Version(fields["version"])
+        except (KeyError, InvalidVersion):
+            continue
+    return out

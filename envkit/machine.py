@@ -180,9 +180,13 @@ def parse_overrides(cuda: Optional[str] = None, gpu_archs: Sequence[str] = ()) -
     archs = []
     for value in gpu_archs:
         try:
-            archs.append(ComputeCapability.parse(value))
+            arch = ComputeCapability.parse(value)
         except ValueError as exc:
             raise ProfileError(f"--gpu-arch: {exc}") from None
+        if arch.major < 1:
+            raise ProfileError(f"--gpu-arch {value}: no GPU has compute capability {value}",
+                               hint="Give a real one, e.g. 8.0 for an A100 (`envkit detect` on the GPU node says).")
+        archs.append(arch)
     return Overrides(cuda=cuda_driver, gpu_archs=tuple(archs))
 
 

@@ -42,6 +42,7 @@ class PipPart:
     # A file of hash-pinned requirements (``name @ URL --hash=sha256:...``, one per line) installed exactly as they
     # are, instead of ``packages`` from ``index_url``: a lock's pip part (``packages`` then only names them).
     requirements: Optional[Path] = None
+    local: Optional[str] = None  # each package's installed local version ("cu126"; "": none); None: not checked
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,8 @@ def pip_parts(build: Build, pythons: PythonTable, config: Config, jupyter: bool)
         links = build.pip.find_links
         out.append(PipPart(f"{build.id} packages", build.pip.packages,
                            check_transport(config.mirrored(index), config, "index"),
-                           check_transport(config.mirrored(links), config, "find-links page") if links else None))
+                           check_transport(config.mirrored(links), config, "find-links page") if links else None,
+                           local=build.pip.local_version if build.is_gpu else None))
     if jupyter:
         out.append(PipPart("Jupyter kernel", JUPYTER_PACKAGES, default_index))
     return tuple(out)

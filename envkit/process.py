@@ -1,11 +1,14 @@
 """Running other programs (installers, conda, the environment's Python): argv lists, never a shell.
 
 Every child runs in its own session, so a Ctrl-C at the terminal reaches envkit alone; envkit then stops the child's
-whole process group (installers start workers) before it cleans up. Nothing a child started outlives envkit.
+whole process group (installers start workers) before it cleans up. A SIGKILL gives envkit no such chance: whoever
+watches (``watching``, create's journal) learns each child's process group as it starts, so that the next run can
+stop what is left of it (``stop_leftovers``) before it touches what the children were writing to.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,7 +16,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 _AFTER_KILL = 5.0  # seconds to wait for the pipes to close after SIGKILL
@@ -32,6 +35,67 @@ class Captured:
     stdout: str
     stderr: str
     elapsed: float
+
+
+_watchers: list[Callable[[int], None]] = []  # told the process group of each child as it starts
+
+
+@contextlib.contextmanager
+def watching(callback: Callable[[int], None]) -> Iterator[None]:
+    """Call ``callback(pgid)`` for every child started (by this module) inside the block."""
+    _watchers.append(callback)
+    try:
+        yield
+    finally:
+        _watchers.remove(callback)
+
+
+def _started(process: subprocess.Popen) -> None:
+    for callback in list(_watchers):
+        callback(process.pid)  # its own session: the process group id is its pid
+
+
+def start_time(pid: int) -> Optional[int]:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22); None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+        return int(stat.rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _group_members(pgid: int, since: int) -> list[int]:
+    """The processes of group ``pgid`` started at or after ``since``: the group envkit recorded, not a later one
+    that reuses the number."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text(encoding="utf-8", errors="replace").rpartition(")")[2].split()
+            if fields[0] != "Z" and int(fields[2]) == pgid and int(fields[19]) >= since:  # (a zombie is done)
+                out.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def stop_leftovers(pgid: int, since: int, wait: float = 10.0) -> bool:
+    """SIGKILL what is left of a process group a dead envkit started (``since``: its leader's start time) and wait
+    until it is gone; False if something of it was still there after ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        members = _group_members(pgid, since)
+        if not members:
+            return True
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
 
 
 def stop_group(process: subprocess.Popen, grace: float = GRACE) -> tuple[bytes, bytes]:
@@ -67,6 +131,7 @@ def run_captured(argv: Sequence[str], env: Mapping[str, str], timeout: float, gr
     process = subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, start_new_session=True)
     try:
+        _started(process)
         data = None if input_text is None else input_text.encode("utf-8")
         stdout, stderr = process.communicate(input=data, timeout=timeout)
         returncode: Optional[int] = process.returncode
@@ -114,6 +179,7 @@ def run_streamed(
     except OSError as error:
         return Finished(127, (f"{argv[0]}: {error.strerror or error}",), 0.0)
     try:
+        _started(process)
         assert process.stdout is not None
         for raw in process.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\r\n")

@@ -38,6 +38,7 @@ class Record:
     kernel: Optional[str] = None  # the Jupyter kernelspec name, with --jupyter
     verify: Optional[dict[str, Any]] = None  # the last check: {"ok", "time", "causes", "judged"}
     target: Optional[dict[str, Any]] = None  # the machines it is for (envkit.target); None: the machine it was made on
+    run: Optional[str] = None  # the id of the create run that made it (its journal's)
     schema: int = SCHEMA
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -1,30 +1,57 @@
-"""`envkit envs`: the environments envkit made, as a table and as JSON."""
+"""`envkit envs`: the environments envkit made, as a table and as JSON, with the runs that are going on or were
+interrupted (state "being created" / "interrupted")."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from envkit.records import Record
 
+if TYPE_CHECKING:
+    from envkit.create.journal import Interrupted
 
-def envs_json(found: Sequence[Record]) -> list[dict[str, Any]]:
-    return [{**record.to_dict(), "exists": Path(record.prefix).is_dir()} for record in found]
+
+def _state(run: "Interrupted") -> str:
+    return "being created" if run.running else "interrupted"
 
 
-def envs_text(found: Sequence[Record]) -> str:
-    if not found:
+def envs_json(found: Sequence[Record], runs: Sequence["Interrupted"] = ()) -> list[dict[str, Any]]:
+    states = {run.name: _state(run) for run in runs}
+    out = [{**record.to_dict(), "exists": Path(record.prefix).is_dir(), "state": states.pop(record.name, "ready")}
+           for record in found]
+    for run in runs:
+        if run.name in states:
+            out.append({"name": run.name, "prefix": run.prefix, "exists": Path(run.prefix).is_dir() if run.prefix
+                        else False, "state": states[run.name]})
+    return sorted(out, key=lambda entry: entry["name"])
+
+
+def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = ()) -> str:
+    if not found and not runs:
         return "No environments yet: `envkit create torch` makes one."
+    states = {run.name: _state(run) for run in runs}
     rows = [("NAME", "BUILD", "BACKEND", "PYTHON", "CHECK", "CREATED", "PREFIX")]
+    lines = []
     for record in found:
         check = "-" if record.verify is None else ("PASS" if record.verify.get("ok") else "FAIL")
         if record.verify is not None and record.verify.get("on_target") is False:
             check += "*"  # judged from the profiles of the machines it is for: its GPU part did not run
+        if record.name in states:
+            check = states.pop(record.name)  # a --force run of it was interrupted: not PASS until that is settled
         where = record.prefix if Path(record.prefix).is_dir() else f"{record.prefix} (missing)"
-        rows.append((record.name, record.build, record.backend, record.python, check, record.created[:10], where))
+        lines.append((record.name, record.build, record.backend, record.python, check, record.created[:10], where))
+    for run in runs:
+        if run.name in states:
+            lines.append((run.name, "-", "-", "-", states[run.name], "-", run.prefix or "-"))
+    rows += sorted(lines)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     note = ""
     if any(row[4].endswith("*") for row in rows[1:]):
         note = "\n* judged from the profiles of the machines it is for (its GPU part can only run there)"
+    for run in runs:
+        if not run.running:
+            note += (f"\n{run.name}: its last `envkit create` was interrupted; the next create cleans up, or "
+                     f"`envkit remove {run.name} --yes` deletes it.")
     table = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows)
     return table + note

@@ -23,3 +23,11 @@ def test_readme_gives_exactly_two_commands_install_and_test():
 def test_ci_runs_the_readme_test_command():
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert readme_commands()[1] in ci
+
+
+def test_ci_runs_it_in_a_fresh_venv_as_a_newcomer_would():
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    command = ci.index(readme_commands()[1])
+    made = next(i for i, line in enumerate(ci) if line.startswith("python3 -m venv "))
+    activated = next(i for i, line in enumerate(ci) if line.startswith(". ") and line.endswith("/bin/activate\""))
+    assert made < activated < command

@@ -16,6 +16,7 @@ from typing import Mapping, Optional
 from packaging.version import Version
 
 from envkit.process import query
+from envkit.userdirs import UserDirs
 
 # Fastest first: micromamba and mamba solve in a fraction of conda's time (conda >= 23.10 uses libmamba too).
 CONDA_KINDS = ("micromamba", "mamba", "conda")
@@ -65,7 +66,8 @@ def find_uv(environ: Mapping[str, str]) -> Optional[Path]:
         return None
 
 
-def find_python(version: Version, uv: Optional[Path], environ: Mapping[str, str]) -> Optional[Path]:
+def find_python(version: Version, uv: Optional[Path], environ: Mapping[str, str],
+                dirs: Optional[UserDirs] = None) -> Optional[Path]:
     """An interpreter of ``version`` (X.Y) already on this machine, never a download: the one running envkit, else
     uv's discovery (PATH and uv-managed Pythons), else pythonX.Y on PATH, else a pyenv install. Each candidate found
     is run to be sure: a pyenv shim for a version that is not active fails."""
@@ -75,7 +77,7 @@ def find_python(version: Version, uv: Optional[Path], environ: Mapping[str, str]
         from envkit.installers import installer_environ
 
         out = query([str(uv), "python", "find", "--no-python-downloads", "--system", str(version)],
-                    installer_environ(environ, None), _QUERY_TIMEOUT)
+                    installer_environ(environ, dirs), _QUERY_TIMEOUT)  # uv's cache: envkit's, never ~/.cache/uv
         if out and out.strip():
             return Path(out.strip().splitlines()[-1])
     for candidate in _python_candidates(version, environ):

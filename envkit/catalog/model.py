@@ -34,6 +34,7 @@ class PipInstall:
 
     packages: tuple[str, ...]
     index_url: Optional[str] = None  # None: the default index (PyPI or its mirror)
+    local_version: Optional[str] = None  # what follows '+' in each installed version ("cu126"); "": no local part
     find_links: Optional[str] = None  # a flat page of links to wheels searched besides the index (pip --find-links)
 
 

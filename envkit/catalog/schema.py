@@ -34,7 +34,7 @@ _MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip",
 # `bundled` and `unconfirmed` may be set on a release for all its builds; a build's own value wins.
 _RELEASE_KEYS = {"version", "python", "notes", "pip", "conda", "builds", "bundled", "unconfirmed"}
 _BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda", "bundled", "unconfirmed"}
-_PIP_KEYS = {"index_url", "find_links", "packages"}
+_PIP_KEYS = {"index_url", "find_links", "packages", "local_version"}
 _CONDA_KEYS = {"channels", "packages"}
 _ARCH_KEYS = {"sass", "ptx"}
 _BUNDLED_KEYS = {"name", "min_compute_capability"}
@@ -256,7 +256,17 @@ def _pip(node: Node, values: Mapping[str, Any], variant: str) -> PipInstall:
             if problem:
                 pip.fail(problem, key)
         urls[key] = url
-    return PipInstall(packages=packages, **urls)
+    return PipInstall(packages=packages, **urls, local_version=_local_version(pip, variant, any(urls.values())))
+
+
+def _local_version(pip: Node, variant: str, own_source: bool) -> str:
+    """What follows '+' in each installed version of the build's packages; "" for none. Default: the variant when
+    the build's packages come from its own index or links page (PyTorch's), else none (what PyPI publishes)."""
+    local = pip.text("local_version", required=False)
+    local = (variant if own_source else "none") if local is None else local.replace("{variant}", variant)
+    if not re.fullmatch(r"none|[a-z0-9]+(\.[a-z0-9]+)*", local):
+        pip.fail(f"{local!r}: a local version label like 'cu126', or 'none'", "local_version")
+    return "" if local == "none" else local
 
 
 def _conda(node: Node, values: Mapping[str, Any]) -> CondaInstall:

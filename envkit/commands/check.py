@@ -212,7 +212,7 @@ def verify(
         record = None
         expected = None
         if env is not None:
-            record = find_record(env)
+            record = find_record(env, settled=True)
             prefix = Path(record.prefix)
             recorded_framework, expected = recorded_build(record, target.manifests)
             if check.framework == "auto" and recorded_framework is not None:

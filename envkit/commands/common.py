@@ -33,9 +33,13 @@ def reported_errors() -> Iterator[None]:
         if error.hint:
             typer.echo(f"  {error.hint}", err=True)
         raise typer.Exit(error.exit_code) from None
-    except KeyboardInterrupt:
-        typer.echo("envkit: interrupted", err=True)
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as error:  # Ctrl-C: 130; SIGTERM (envkit.errors.Interrupted): 143, as shells count
+        import signal
+
+        signum = getattr(error, "signum", signal.SIGINT)
+        typer.echo("envkit: interrupted" + (f" ({signal.Signals(signum).name})" if signum != signal.SIGINT else ""),
+                   err=True)
+        raise typer.Exit(128 + signum) from None
     except (typer.Exit, typer.Abort):
         raise
     except Exception as error:  # a bug in envkit: never a bare traceback unless asked for
@@ -67,6 +71,10 @@ def manifests_dir(manifests: Optional[Path]) -> Path:
     if manifests is None:
         import os
 
+        if os.environ.get("ENVKIT_MANIFESTS") is not None:  # set but empty: typer takes it for unset
+            from envkit.errors import BadInputError
+
+            raise BadInputError("$ENVKIT_MANIFESTS is empty", hint="Unset it, or give a manifests directory.")
         from envkit.config import load_config
 
         return load_config(os.environ, user_dirs()).manifests or default_manifests_dir()
@@ -210,13 +218,18 @@ def target_args(target: TargetOptions, python: Optional[str] = None) -> str:
     return shlex.join(target_argv(target) + (["--python", python.strip()] if python is not None else []))
 
 
-def find_record(name: str):
-    """The record of an environment envkit made, or exit 2 naming the ones that exist."""
+def find_record(name: str, settled: bool = False):
+    """The record of an environment envkit made, or exit 2 naming the ones that exist. ``settled``: and no create
+    run of it going on or interrupted (exit 1 saying so)."""
     from envkit import records
     from envkit.errors import UnknownNameError
 
     dirs = user_dirs()
-    record = records.load(dirs.records, name) if _plain_name(name) else None
+    if settled and plain_name(name):
+        from envkit.create.journal import check_settled
+
+        check_settled(dirs.locks, name)
+    record = records.load(dirs.records, name) if plain_name(name) else None
     if record is None:
         known = [r.name for r in records.load_all(dirs.records)]
         raise UnknownNameError(
@@ -238,7 +251,7 @@ def recorded_build(record, manifests: Optional[Path]):
     return manifest.framework, next((b for b in manifest.builds if b.id == record.build), None)
 
 
-def _plain_name(name: str) -> bool:
+def plain_name(name: str) -> bool:
     from envkit.errors import BadInputError
     from envkit.records import check_name
 

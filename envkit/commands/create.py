@@ -156,8 +156,13 @@ def create(
             except AlreadyExists as taken:  # a dry run changes nothing, but says what the real run would meet
                 typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
             return
-        check_available(prepared.plan, dirs, force, os.environ)
+        replaces = check_available(prepared.plan, dirs, force, os.environ)
         asks = not yes and sys.stdin.isatty()
+        if replaces and not yes and not asks:
+            from envkit.errors import BadInputError
+
+            raise BadInputError(f"not replacing {prepared.plan.name} without confirmation (nobody to ask here)",
+                                hint="Add --yes to replace it.")
         if prepared.plan.gpu_unused and not cpu and not asks:
             import shlex
 

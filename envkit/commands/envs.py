@@ -5,43 +5,59 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from envkit.commands.common import find_record, print_json, reported_errors, user_dirs
+from envkit.commands.common import find_record, plain_name, print_json, reported_errors, user_dirs
 from envkit.commands.options import JsonOption, RunInArgument
 
 
 def list_envs(json_output: JsonOption = False) -> None:
-    """List the environments envkit made: build, backend, Python, the last check's result, where they are."""
+    """List the environments envkit made: build, backend, Python, the last check's result, where they are.
+
+    A run of `envkit create` that is going on shows as "being created"; one that was killed shows as "interrupted"
+    until the next create, or `envkit remove NAME`, cleans up after it."""
     with reported_errors():
         from envkit import records
+        from envkit.create.journal import interrupted
         from envkit.records_render import envs_json, envs_text
 
-        found = records.load_all(user_dirs().records)
+        dirs = user_dirs()
+        found = records.load_all(dirs.records)
+        runs = interrupted(dirs.locks)
         if json_output:
-            print_json(envs_json(found))
+            print_json(envs_json(found, runs))
         else:
-            typer.echo(envs_text(found))
+            typer.echo(envs_text(found, runs))
 
 
 def remove(
     env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to delete (`envkit envs` lists them).")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete an environment envkit made: its directory, its Jupyter kernel and its record."""
+    """Delete an environment envkit made: its directory, its Jupyter kernel and its record.
+
+    A run of ENV that was interrupted (killed, a power cut) is finished or undone first, so that nothing it set
+    aside comes back later."""
     with reported_errors():
         import os
         import sys
 
+        from envkit.create.journal import Journal
+        from envkit.create.lock import journal_path
         from envkit.create.remove import remove_environment
         from envkit.errors import BadInputError
 
-        record = find_record(env)
+        dirs = user_dirs()
+        journal = Journal.load(journal_path(dirs.locks, env)) if plain_name(env) else None
+        prefix = find_record(env).prefix if journal is None else journal.prefix
         if not yes:
             if not sys.stdin.isatty():
                 raise BadInputError(f"not removing {env} without confirmation", hint="Add --yes to remove it.")
-            if not typer.confirm(f"Delete {env} at {record.prefix}?", default=False, err=True):
+            if not typer.confirm(f"Delete {env} at {prefix}?", default=False, err=True):
                 typer.echo("envkit: nothing removed", err=True)
                 raise typer.Exit(1)
-        for line in remove_environment(record, user_dirs(), os.environ):
+        done = remove_environment(env, dirs, os.environ)
+        if done is None:
+            find_record(env)  # gone meanwhile: says so, naming the ones there are
+        for line in done or ():
             typer.echo(line)
 
 
@@ -63,7 +79,7 @@ def run(
         from envkit.activation import activated_argv, activated_environ
         from envkit.errors import BadInputError, EnvkitError
 
-        record = find_record(env)
+        record = find_record(env, settled=True)
         argv = list(command or [])
         if argv and argv[0] == "--":
             argv = argv[1:]

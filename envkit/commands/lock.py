@@ -147,7 +147,7 @@ def _isolated(dirs):
 
     from envkit.installers import installer_environ
 
-    return installer_environ(os.environ, dirs.uv_cache)
+    return installer_environ(os.environ, dirs)
 
 
 def _write(made, output: Path) -> None:
@@ -255,7 +255,11 @@ def create_from_lock(path: Path, manifest, name, prefix, build, python, backend,
             except AlreadyExists as taken:
                 typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
             return
-        check_available(prepared.plan, dirs, force, os.environ)
+        if check_available(prepared.plan, dirs, force, os.environ) and not yes and not sys.stdin.isatty():
+            from envkit.errors import BadInputError
+
+            raise BadInputError(f"not replacing {prepared.plan.name} without confirmation (nobody to ask here)",
+                                hint="Add --yes to replace it.")
         if not json_output:
             typer.echo(plan_text(prepared))
         if not yes and sys.stdin.isatty() and not typer.confirm("Create it?", default=True, err=True):

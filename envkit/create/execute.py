@@ -2,14 +2,17 @@
 environment it was replacing (--force), so nothing half-made is ever left looking like an environment. A run that
 dies without a chance to clean up (SIGKILL, a power cut) is undone by the next one (envkit.create.journal).
 
-Order: lock the name and the prefix; undo a dead run; decide what --force replaces and set it aside; make the prefix
-(backend) and stamp it; pip steps; Jupyter kernel; the post-install check; the record; unstamp; delete what was
-replaced.
+Order: lock the name and the prefix; stop what a dead run left running and undo it (this name's, then any other's
+whose lock is free); decide what --force replaces and set it aside; say in the journal that the prefix is being made,
+make it (backend) and stamp it; pip steps, each package checked to be the build asked for; Jupyter kernel; the
+post-install check; the record (with the run's id); unstamp; delete what was replaced. Every child process is in the
+journal as it starts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,14 +21,16 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from envkit import records
 from envkit.backends.base import python_of, run_step
-from envkit.create.journal import Journal, recover, stamp, unstamp
+from envkit.create.journal import Journal, recover, recover_others, unstamp
 from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.plan import Plan
 from envkit.create.prepare import Prepared
 from envkit.create.progress import Progress
-from envkit.errors import EnvkitError
-from envkit.installers import pip_command, uses_uv
+from envkit.errors import EnvkitError, InstallError, Interrupted
+from envkit.installers import pip_command, uses_uv, wrong_builds
 from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
+from envkit.process import watching
+from envkit.testpause import pause_at
 from envkit.userdirs import UserDirs
 
 if TYPE_CHECKING:
@@ -54,24 +59,32 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
     plan = prepared.plan
     try:
         with name_lock(dirs.locks, plan.name), prefix_lock(dirs.locks, plan.prefix), _signals_interrupt():
-            for note in recover(journal_path(dirs.locks, plan.name), dirs.records):
+            notes = recover(journal_path(dirs.locks, plan.name), dirs.records)
+            for note in notes + recover_others(dirs.locks, dirs.records, plan.name):
                 progress.note(note)
             old = records.load(dirs.records, plan.name)
             replaced = to_replace(plan, old, force, environ)
             _clear_empty_directory(plan.prefix)
             spec = kernels_dir(environ) / kernel_name(plan.name) if plan.jupyter else None
             journal = Journal(journal_path(dirs.locks, plan.name), name=plan.name, prefix=str(plan.prefix),
-                              kernelspec=str(spec) if spec else None,
+                              run=os.urandom(8).hex(), kernelspec=str(spec) if spec else None,
                               old_record=old.to_dict() if old is not None else None)
             journal.save()
+            pause_at("journal")
             building = False
             try:
                 for path in replaced:
                     journal.move_aside(path)
+                pause_at("aside")
                 building = True
-                record, report = _build(prepared, progress, checker)
+                journal.begin_prefix()
+                pause_at("begun")
+                with watching(journal.add_process):
+                    record, report = _build(prepared, progress, checker, journal)
                 records.save(record, dirs.records)
+                pause_at("recorded")
                 unstamp(plan.prefix)
+                pause_at("unstamped")
             except BaseException:
                 for note in journal.undo(dirs.records, made_prefix=building):
                     progress.note(note)
@@ -91,20 +104,27 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
                                "removed.") from None
 
 
-def _build(prepared: Prepared, progress: Progress, checker: Checker) -> tuple[records.Record, Optional["Report"]]:
+def _build(prepared: Prepared, progress: Progress, checker: Checker,
+           journal: Journal) -> tuple[records.Record, Optional["Report"]]:
     plan, backend, context = prepared.plan, prepared.backend, prepared.context
     with progress.step(f"Creating the environment at {plan.prefix} ({plan.backend}, Python {plan.python})") as out:
-        backend.make_prefix(plan, context, out)
-        stamp(plan.prefix)  # from here on, a later run may remove it if this one dies
+        with _pausing_at_start("inside-backend"):
+            backend.make_prefix(plan, context, out)
+        pause_at("backend")
+        journal.mark_stamped(plan.prefix)
+    pause_at("stamped")
     python = python_of(plan.prefix)
     installer = None
     for step in plan.pip:
         installer = "uv" if uses_uv(context.tools.uv, plan.python) else "pip"
         with progress.step(f"Installing {step.purpose} with {installer} from {step.index_url}") as out:
-            run_step(pip_command(step, python, context.tools.uv, plan.python), context.environ, out,
-                     f"installing {', '.join(step.packages)} from {step.index_url} failed",
-                     hint="The lines above are the installer's. Check the index (a mirror in envkit's config?) and "
-                          "that it has these packages for this Python.")
+            with _pausing_at_start("installing"):
+                run_step(pip_command(step, python, context.tools.uv, plan.python), context.environ, out,
+                         f"installing {', '.join(step.packages)} from {step.index_url} failed",
+                         hint="The lines above are the installer's. Check the index (a mirror in envkit's config?) "
+                              "and that it has these packages for this Python.")
+            _check_builds(plan.prefix, step)
+        pause_at("installed")
     kernel = None
     if plan.jupyter:
         kernel = kernel_name(plan.name)
@@ -113,14 +133,15 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker) -> tuple[re
                      hint="The lines above are ipykernel's.")
     report = None
     if plan.verify:
-        with progress.step("Checking that it works (the post-install check)"):
+        with progress.step("Checking that it works (the post-install check)"), _pausing_at_start("checking"):
             report = checker(plan, python)
+        pause_at("checked")
     record = records.Record(
         name=plan.name, prefix=str(plan.prefix), kind=plan.kind,
         backend=plan.backend, manifest=plan.manifest, build=plan.build.id, python=str(plan.python),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=plan.profile.to_dict(),
         on_target=plan.on_target, installer=installer, kernel=kernel, target=plan.target,
-        verify=_summary(report) if report is not None else None,
+        verify=_summary(report) if report is not None else None, run=journal.run,
     )
     return record, report
 
@@ -131,12 +152,27 @@ def _summary(report: "Report") -> dict:
     return verify_summary(report)
 
 
-def check_available(plan: Plan, dirs: UserDirs, force: bool, environ: Mapping[str, str]) -> None:
-    """Fail early, before the plan is shown, when the name or the path is taken (checked again under the locks).
-    Writes nothing: a dry run calls it too."""
+def _check_builds(prefix: Path, step) -> None:
+    """Each package of a GPU build must be the variant asked for (``+cu126``): an index serving a plain
+    ``torch 2.13.1`` under /whl/cu126 must not make an environment recorded as the cu126 build."""
+    wrong = wrong_builds(prefix, step)
+    if wrong:
+        raise InstallError(f"{step.index_url} served the wrong build: {'; '.join(wrong)}",
+                           hint="Check that index (a mirror in envkit's config?): it must serve the build's own "
+                                "wheels. What this run made was removed.")
+
+
+def _pausing_at_start(point: str) -> contextlib.AbstractContextManager[None]:
+    """The test-only pause once the block's first child process has started (and is in the journal)."""
+    return watching(lambda pgid: pause_at(point))
+
+
+def check_available(plan: Plan, dirs: UserDirs, force: bool, environ: Mapping[str, str]) -> list[Path]:
+    """Fail early, before the plan is shown, when the name or the path is taken (checked again under the locks);
+    what --force would replace. Writes nothing: a dry run calls it too."""
     if journal_path(dirs.locks, plan.name).exists():
-        return  # a run in progress or a dead one: the real run waits for, or undoes, it first
-    to_replace(plan, records.load(dirs.records, plan.name), force, environ)
+        return []  # a run in progress or a dead one: the real run waits for, or undoes, it first
+    return to_replace(plan, records.load(dirs.records, plan.name), force, environ)
 
 
 def to_replace(plan: Plan, old: Optional[records.Record], force: bool, environ: Mapping[str, str]) -> list[Path]:
@@ -187,7 +223,7 @@ def _signals_interrupt() -> Iterator[None]:
     """SIGTERM (a cancelled Slurm job, `kill`), SIGHUP (a closed terminal or ssh session) and SIGQUIT clean up as
     Ctrl-C does: the installers run in their own sessions, so envkit must stop them itself."""
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        raise Interrupted(signum)
 
     signals = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
     try:

@@ -1,11 +1,13 @@
 """What a run of `envkit create` changes, written down before it changes it, so that nothing is ever lost or left
-half-made: a failure or Ctrl-C undoes the run at once, and a run that died (SIGKILL, a power cut) is undone by the
-next run of the same name, which finds its journal.
+half-made: a failure or Ctrl-C undoes the run at once, and a run that died (SIGKILL, a power cut) is finished or
+undone by the next envkit run that finds its journal (a create of any name, or `envkit remove NAME`).
 
-The journal (``<locks>/NAME.creating``, JSON) names the prefix being made, what this run will create besides it (a
-kernelspec), what it set aside to replace (--force), and the index record it may overwrite. A prefix carries a stamp
-(``PREFIX/.envkit/incomplete``) from the moment it exists until its record is written: only a stamped prefix is ever
-deleted by a later run, so a directory the user made at that path since is never touched.
+The journal (``<locks>/NAME.creating``, JSON) names the run (a random id, also in the record it writes), the prefix
+it makes, what it will create besides it (a kernelspec), what it set aside to replace (--force), the index record it
+may overwrite and the process groups of the installers it started. ``making_prefix`` is written before the backend
+starts: the prefix did not exist then (checked under the prefix lock), so whatever is there is the run's own. From
+the moment the backend is done until its record is written the prefix also carries a stamp
+(``PREFIX/.envkit/incomplete``); a prefix holding another run's record is never deleted.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from envkit import records
+from envkit.create.lock import Busy, journal_path, name_lock, prefix_lock
+from envkit.errors import EnvkitError
 from envkit.jupyter import runs_in
+from envkit.process import start_time, stop_leftovers
+from envkit.testpause import pause_at
 
 STAMP = "incomplete"
 
@@ -54,6 +60,10 @@ class Journal:
     path: Path
     name: str
     prefix: str
+    run: str = ""  # the run's id, in its record too: how recovery tells the run's environment from the one before
+    making_prefix: bool = False  # the backend was started on the prefix (which did not exist before)
+    stamped: bool = False  # the backend was done and the prefix stamped
+    processes: list[list[int]] = field(default_factory=list)  # [process group, its leader's start time]
     kernelspec: Optional[str] = None  # the kernelspec this run will create, if any
     old_record: Optional[dict[str, Any]] = None  # the index entry before this run
     set_aside: list[list[str]] = field(default_factory=list)  # [original, aside]
@@ -67,7 +77,7 @@ class Journal:
     def load(cls, path: Path) -> Optional[Journal]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(path=path, **data)
+            return cls(path=path, **{k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "path"})
         except FileNotFoundError:
             return None
         except (OSError, ValueError, TypeError):  # unreadable: nothing can be trusted in it
@@ -79,18 +89,47 @@ class Journal:
         self.save()  # first: a crash after the rename still finds it
         os.rename(path, aside)
 
+    def begin_prefix(self) -> None:
+        """Said before the backend starts: from here on, what is at the prefix is this run's."""
+        self.making_prefix = True
+        self.save()
+
+    def mark_stamped(self, prefix: Path) -> None:
+        stamp(prefix)
+        self.stamped = True
+        self.save()
+
+    def add_process(self, pgid: int) -> None:
+        started = start_time(pgid)
+        if started is not None:
+            self.processes.append([pgid, started])
+            self.save()
+
+    def stop_processes(self) -> list[str]:
+        """Stop what the run's installers left running (they run in their own sessions: a SIGKILL of envkit does
+        not reach them), before anything touches the prefix they write to."""
+        return [f"process group {pgid} of the last run of {self.name} would not stop"
+                for pgid, started in self.processes if not stop_leftovers(pgid, started)]
+
+    def _ours(self, prefix: Path) -> bool:
+        """Whether what is at ``prefix`` is this run's: stamped, or the backend's unfinished work (begun, never
+        stamped, holding no record). Once stamped, an unstamped directory there is someone else's: the user's,
+        made after the run died, is never deleted."""
+        if is_stamped(prefix):
+            return True
+        return self.making_prefix and not self.stamped and _inside_record(prefix) is None
+
     def undo(self, records_dir: Path, made_prefix: Optional[bool] = None) -> list[str]:
         """Remove what the run made and put back what it set aside; returns what it could not do, one line each.
 
         ``made_prefix``: True when the run undoing itself had started making the prefix (so whatever is there is
-        its own, stamped or not yet), False when it had not; None for a dead run's journal: only a stamped prefix
-        is removed then."""
+        its own), False when it had not; None for a dead run's journal: its ``making_prefix`` says."""
         notes = []
         prefix = Path(self.prefix) if self.prefix else None
         if prefix is not None and made_prefix is not False and (prefix.exists() or prefix.is_symlink()):
-            if made_prefix or is_stamped(prefix):
+            if made_prefix or self._ours(prefix):
                 remove_tree(prefix)
-            elif records.owner(prefix) != self.name:  # (envkit's complete environment of this name: untouched)
+            elif self.making_prefix and records.owner(prefix) is None:
                 notes.append(f"{prefix} was left by an envkit run that was stopped while making it; envkit cannot "
                              "tell it from files of yours, so it is still there: remove it yourself")
         if self.kernelspec and prefix is not None:
@@ -118,26 +157,31 @@ class Journal:
         """The new environment is complete: delete what it replaced. Interrupted, the next run finishes it."""
         self.committed = True
         self.save()
+        pause_at("committed")
         for _, aside in self.set_aside:
             remove_tree(Path(aside))
         self.path.unlink(missing_ok=True)
 
 
-def _finished(journal: Journal) -> Optional[dict[str, Any]]:
-    """The record inside the journal's prefix if the run completed it (unstamped, its own, newer than what it
-    replaced) before it died; None otherwise."""
-    if not journal.prefix or not journal.name:
-        return None
-    prefix = Path(journal.prefix)
-    if is_stamped(prefix) or records.owner(prefix) != journal.name:
-        return None
+def _inside_record(prefix: Path) -> Optional[dict[str, Any]]:
     try:
-        inside = json.loads(records.in_prefix(prefix).read_text(encoding="utf-8"))
+        data = json.loads(records.in_prefix(prefix).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    old = journal.old_record or {}
-    if (inside.get("created"), inside.get("prefix")) == (old.get("created"), old.get("prefix")):
-        return None  # the environment it was going to replace, never moved
+    return data if isinstance(data, dict) else None
+
+
+def _finished(journal: Journal) -> Optional[dict[str, Any]]:
+    """The record inside the journal's prefix if the run completed it (unstamped, written by this very run) before
+    it died; None otherwise."""
+    if not journal.prefix or not journal.name or not journal.run:
+        return None
+    prefix = Path(journal.prefix)
+    if is_stamped(prefix):
+        return None
+    inside = _inside_record(prefix)
+    if inside is None or inside.get("run") != journal.run or inside.get("name") != journal.name:
+        return None
     return inside
 
 
@@ -146,6 +190,9 @@ def recover(path: Path, records_dir: Path) -> list[str]:
     journal = Journal.load(path)
     if journal is None:
         return []
+    stuck = journal.stop_processes()
+    if stuck:
+        raise Busy(f"{stuck[0]}, so envkit cannot clean up after it yet", hint="Stop it, then run this again.")
     finished = _finished(journal)
     if journal.committed or finished is not None:
         if finished is not None:  # it died after making its environment: that one stands
@@ -154,3 +201,72 @@ def recover(path: Path, records_dir: Path) -> list[str]:
         return [f"finished what the last run of {journal.name} left: deleting what it replaced"]
     notes = journal.undo(records_dir)
     return [f"undid an envkit run of {journal.name or 'this environment'} that did not finish", *notes]
+
+
+def recover_others(locks: Path, records_dir: Path, name: str) -> list[str]:
+    """Finish or undo the dead runs of other names too (those whose locks are free: a live run is left alone)."""
+    notes: list[str] = []
+    for path in sorted(locks.glob("*.creating")) if locks.is_dir() else ():
+        other = path.name[: -len(".creating")]
+        if other == name:
+            continue
+        journal = Journal.load(path)
+        if journal is None:
+            continue
+        try:
+            with name_lock(locks, other), prefix_lock(locks, Path(journal.prefix or "/")):
+                notes += recover(path, records_dir)
+        except Busy:
+            continue
+    return notes
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    name: str
+    prefix: str
+    running: bool  # a live run holds its lock (being created now), else it died
+
+
+def interrupted(locks: Path) -> list[Interrupted]:
+    """The runs that have a journal: being created now, or died and not yet cleaned up (`envkit envs` shows them)."""
+    out = []
+    for path in sorted(locks.glob("*.creating")) if locks.is_dir() else ():
+        name = path.name[: -len(".creating")]
+        journal = Journal.load(path)
+        running = _running(locks, name)
+        if journal is not None and running is not None:
+            out.append(Interrupted(name=name, prefix=journal.prefix, running=running))
+    return out
+
+
+def _running(locks: Path, name: str) -> Optional[bool]:
+    """Whether a live run of ``name`` holds its lock (True) or its journal is a dead run's (False); None: no journal."""
+    if not journal_path(locks, name).exists():
+        return None
+    try:
+        with name_lock(locks, name):
+            return False if journal_path(locks, name).exists() else None
+    except Busy:
+        return True
+
+
+def check_settled(locks: Path, name: str) -> None:
+    """Raise unless ``name`` is free of runs going on or interrupted: `envkit run` and `verify` would see a half-made
+    environment, or the one a --force run has set aside."""
+    running = _running(locks, name)
+    if running:
+        raise Busy(f"environment {name!r} is being created right now", hint="Wait for that run to finish.")
+    if running is False:
+        raise EnvkitError(f"the last `envkit create` of {name!r} was interrupted before it finished",
+                          hint=f"`envkit create` of it cleans up (or `envkit remove {name} --yes` deletes it).")
+
+
+def recover_name(locks: Path, records_dir: Path, name: str) -> list[str]:
+    """Finish or undo a dead run of ``name`` (call it holding the name's lock): `envkit remove` does, first."""
+    path = journal_path(locks, name)
+    journal = Journal.load(path)
+    if journal is None:
+        return []
+    with prefix_lock(locks, Path(journal.prefix or "/")):
+        return recover(path, records_dir)

@@ -77,11 +77,11 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
                                            request.target_args)
     build = candidate.build
     assert candidate.python is not None  # a compatible candidate has its Python
-    name = check_name(request.name or (request.prefix.name if request.prefix else default_name(manifest.name, build)))
+    name = _name(request, default_name(manifest.name, build))
     uv = find_uv(environ)
     conda = find_conda(environ)
     wants_python = build.conda is None and request.backend in ("auto", "venv")
-    system_python = find_python(candidate.python, uv, environ) if wants_python else None
+    system_python = find_python(candidate.python, uv, environ, dirs) if wants_python else None
     tools = Tools(conda=conda, uv=uv, python=system_python)
     backend_name, why = choose_backend(request.backend, build, candidate.python, tools)
     if backend_name == "conda" and request.prefix is None and name in ("base", "root"):
@@ -97,9 +97,32 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
                 verify=request.verify, profile=profile, on_target=on_target,
                 in_conda_envs=backend_name == "conda" and request.prefix is None,
                 gpu_unused=None if request.build_id else gpu_unused(resolution, profile))
-    context = Context(tools=tools, environ=installer_environ(environ, dirs.uv_cache, link_mode(dirs.uv_cache, prefix)),
+    context = Context(tools=tools, environ=installer_environ(environ, dirs, link_mode(dirs.uv_cache, prefix)),
                       conda_cache=dirs.conda_packages)
     return Prepared(plan=plan, backend=backend_for(backend_name, tools), context=context)
+
+
+def _name(request: CreateRequest, default: str) -> str:
+    return name_for(request.name, request.prefix, default)
+
+
+def name_for(name: Optional[str], prefix: Optional[Path], default: str) -> str:
+    """--name, else the last part of --prefix, else ``default``; said plainly when none of them can be used."""
+    if name is not None:
+        if not name.strip():
+            raise BadInputError("--name is empty", hint=f"Give a name like {default}, or leave --name out for that one.")
+        return check_name(name)
+    if prefix is not None:
+        where = Path(prefix).expanduser().absolute()
+        if where.parent == where:
+            raise BadInputError(f"--prefix {prefix}: the root directory cannot hold an environment",
+                                hint=f"Give a new directory, e.g. --prefix ~/envs/{default}.")
+        try:
+            return check_name(where.name)
+        except BadInputError:
+            raise BadInputError(f"--prefix {prefix}: its last part {where.name!r} cannot name an environment",
+                                hint="Add --name NAME (letters, digits, '.', '_', '-').") from None
+    return default
 
 
 def _location(prefix: Optional[Path], backend: str, tools: Tools, config: Config, dirs: UserDirs, name: str,

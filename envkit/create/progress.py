@@ -1,7 +1,9 @@
 """Progress of a long operation, on stderr: each step as it starts and how long it took.
 
---verbose streams the installers' own output under the step. Otherwise a terminal shows the installer's latest line
-in place (one status line, rewritten), and anything else (a log file, a Slurm job's output) gets plain lines only.
+--verbose streams the installers' own output under the step. Otherwise a terminal shows each step on one line,
+rewritten in place: "[1/3] Creating ... ..." with the installer's latest line after it, then "[1/3] Creating ...: done
+in 2.1s". Anything else (a log file, a Slurm job's output) gets plain lines only: the step as it starts, and when it
+is done.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class Progress:
         self.number = 0
         self._shown = False
         self._last_draw = 0.0
+        self._label = ""
 
     def _write(self, text: str) -> None:
         self.stream.write(text)
@@ -31,20 +34,24 @@ class Progress:
         """Show ``title`` as step N of the total; yields the function the step's output lines go to."""
         self.number += 1
         label = f"[{self.number}/{self.total}] {title}"
-        self._write(f"{label} ...\n")
+        self._label = label
+        if self.live:
+            self._draw(f"{label} ...")
+        else:
+            self._write(f"{label} ...\n")
         started = time.monotonic()
         try:
             yield self._line
         except BaseException:
-            self._clear()
-            self._write(f"{label}: failed after {_seconds(time.monotonic() - started)}\n")
+            self._end(f"{label}: failed after {_seconds(time.monotonic() - started)}")
             raise
-        self._clear()
-        self._write(f"{label}: done in {_seconds(time.monotonic() - started)}\n")
+        self._end(f"{label}: done in {_seconds(time.monotonic() - started)}")
 
     def note(self, text: str) -> None:
         self._clear()
         self._write(f"      {text}\n")
+        if self.live and self._label:
+            self._draw(f"{self._label} ...")
 
     def _line(self, line: str) -> None:
         if self.verbose:
@@ -54,9 +61,17 @@ class Progress:
             if now - self._last_draw < 0.1:
                 return
             self._last_draw = now
-            width = max(20, shutil.get_terminal_size((80, 24)).columns - 8)
-            self._write(f"\r\033[K      {line.strip()[:width]}")
-            self._shown = True
+            self._draw(f"{self._label} ... {line.strip()}")
+
+    def _draw(self, text: str) -> None:
+        width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
+        self._write(f"\r\033[K{text[:width]}")
+        self._shown = True
+
+    def _end(self, text: str) -> None:
+        self._clear()
+        self._label = ""
+        self._write(f"{text}\n")
 
     def _clear(self) -> None:
         if self._shown:

@@ -20,7 +20,7 @@ from envkit.backends.base import Backend, Context, OnLine
 from envkit.backends.tools import Tools, find_python, find_uv
 from envkit.catalog.model import Build, Manifest, Tables
 from envkit.config import Config
-from envkit.create.prepare import DoesNotFit, Prepared, pick_candidate
+from envkit.create.prepare import DoesNotFit, Prepared, name_for, pick_candidate
 from envkit.errors import InstallError
 from envkit.files import write_atomic
 from envkit.installers import installer_environ, link_mode
@@ -31,7 +31,7 @@ from envkit.lockfile.model import LockedPackage, LockFile, python_of_lock
 from envkit.lockfile.urls import fetch_url
 from envkit.machine import MachineProfile
 from envkit.plan import CondaPart, PipPart, Plan, cuda_for_solve
-from envkit.records import RECORD_DIR, check_name
+from envkit.records import RECORD_DIR
 from envkit.resolve import Request
 from envkit.userdirs import UserDirs
 
@@ -118,9 +118,9 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
     python = _python(lock, origin)
     manifest, build = _build_of(lock, manifest_of)
     _check_fit(lock, manifest, build, python, tables, target, environ)
-    name = check_name(request.name or (request.prefix.name if request.prefix else _default_name(lock, request.path)))
+    name = name_for(request.name, request.prefix, _default_name(lock, request.path))
     uv = find_uv(environ)
-    system_python = None if conda else find_python(python, uv, environ)
+    system_python = None if conda else find_python(python, uv, environ, dirs)
     if not conda and system_python is None:
         raise InstallError(f"the lock has no conda part and there is no Python {python} on this machine to make a "
                            "venv with", hint=f"Install Python {python}, or lock a build that brings its own Python.")
@@ -150,7 +150,7 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
                 backend_reason=f"installs {request.path.name} exactly: every file hash-checked, no solve",
                 conda=conda_plan, pip=steps, jupyter=False, verify=verify, profile=target.profile,
                 on_target=target.on_target)
-    context = Context(tools=tools, environ=installer_environ(environ, dirs.uv_cache, link_mode(dirs.uv_cache, prefix)),
+    context = Context(tools=tools, environ=installer_environ(environ, dirs, link_mode(dirs.uv_cache, prefix)),
                       conda_cache=dirs.conda_packages)
     return Prepared(plan=plan, backend=backend, context=context), manifest
 

@@ -151,7 +151,7 @@ def test_an_interrupt_mid_install_removes_what_was_made(home: Home, torch_index:
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 130 and "interrupted" in err
+    assert process.returncode == 128 + sig and "interrupted" in err  # 143 for SIGTERM, as shells count
     assert not home.prefix("torch-cu126").exists() and home.record("torch-cu126") is None
     assert _processes_mentioning(str(home.prefix("torch-cu126"))) == []  # the installer was stopped too
 

@@ -18,6 +18,7 @@ from envkit.config import Config, ConfigError, Mirror, check_transport, load_con
 from envkit.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.errors import BadInputError
 from envkit.installers import installer_environ, pip_command
+from envkit.userdirs import user_dirs
 from envkit.records import check_name
 from envkit.userdirs import user_dirs
 
@@ -187,12 +188,14 @@ def test_installers_see_none_of_the_users_pip_or_uv_settings(tmp_path):
     user = {"PATH": "/usr/bin", "HOME": "/home/me", "PIP_FIND_LINKS": "/opt/wheels", "PIP_INDEX_URL": "https://x",
             "UV_INDEX_URL": "https://y", "UV_EXTRA_INDEX_URL": "https://z", "VIRTUAL_ENV": "/v", "CONDA_PREFIX": "/c",
             "PYTHONPATH": "/p"}
-    env = installer_environ(user, tmp_path / "uv")
+    dirs = user_dirs({"HOME": str(tmp_path)})
+    env = installer_environ(user, dirs)
     assert {k for k in env if k.startswith(("PIP_", "UV_"))} == {
         "PIP_CONFIG_FILE", "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_NO_INPUT", "UV_NO_CONFIG", "UV_PYTHON_DOWNLOADS",
-        "UV_CACHE_DIR"}
+        "UV_CACHE_DIR", "UV_PYTHON_CACHE_DIR", "UV_CREDENTIALS_DIR", "PIP_CACHE_DIR"}
     assert env["PIP_CONFIG_FILE"] == os.devnull and env["UV_NO_CONFIG"] == "1"
-    assert env["UV_PYTHON_DOWNLOADS"] == "never" and env["UV_CACHE_DIR"] == str(tmp_path / "uv")
+    assert env["UV_PYTHON_DOWNLOADS"] == "never" and env["UV_CACHE_DIR"] == str(dirs.uv_cache)
+    assert env["UV_CREDENTIALS_DIR"].startswith(str(dirs.data)) and env["PIP_CACHE_DIR"].startswith(str(dirs.cache))
     assert "VIRTUAL_ENV" not in env and "CONDA_PREFIX" not in env and "PYTHONPATH" not in env
     assert env["HOME"] == "/home/me" and env["PATH"] == "/usr/bin"
 

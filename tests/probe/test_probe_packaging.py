@@ -36,10 +36,21 @@ def test_the_wheel_carries_the_probe(wheel):
         assert f"envkit/probe/{module}.py" in names
 
 
+def _see_the_test_interpreters_packages(home: Path) -> None:
+    """envkit's dependencies (typer, packaging, ...) for a venv holding only envkit's wheel: the site directories of
+    the interpreter running the tests, whether that is the system Python or a venv of its own (whose base Python
+    has none of them, so system_site_packages would not do). Listed in a .pth file, they come after the venv's own
+    site-packages, and their own .pth files (an editable envkit's) are not run: the wheel's envkit is the one
+    imported."""
+    [site] = (home / "lib").glob("python*/site-packages")
+    found = [entry for entry in sys.path if entry.endswith(("site-packages", "dist-packages")) and Path(entry).is_dir()]
+    (site / "test-dependencies.pth").write_text("".join(f"{entry}\n" for entry in found), encoding="utf-8")
+
+
 def test_installed_envkit_runs_doctor_from_any_directory(wheel, tmp_path, fake_env):
-    env = venv.EnvBuilder(system_site_packages=True, with_pip=False)
     home = tmp_path / "envkit-venv"
-    env.create(home)
+    venv.EnvBuilder(with_pip=False).create(home)
+    _see_the_test_interpreters_packages(home)
     subprocess.run([sys.executable, "-m", "pip", "--python", str(home / "bin" / "python"), "install", "--no-deps",
                     "--no-index", "-q", str(wheel)], check=True, capture_output=True, timeout=300)
     checked = fake_env({"torch": {"gpus": [A100]}})
