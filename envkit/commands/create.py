@@ -118,11 +118,6 @@ def create(
         from envkit.create.render import plan_json, plan_text
         from envkit.resolve import parse_python_request
 
-        if name is not None and not name.strip():
-            from envkit.errors import BadInputError
-
-            raise BadInputError("--name is empty", hint="Give the environment a name, or leave --name out for the "
-                                                        "default (the manifest and the build's variant).")
         if verify_on_node:
             _check_verify_on_node(target, json_output, dry_run)
         dirs = user_dirs()
