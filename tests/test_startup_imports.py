@@ -22,16 +22,18 @@ NEVER_ON_THE_WARM_PATH = ("yaml", "packaging.specifiers", "packaging.tags", "pyn
                           "envkit.catalog.load", "envkit.catalog.schema", "envkit.catalog.tables",
                           "envkit.yamltext", "envkit.site", "envkit.probe", "envkit.maintain", "envkit.create",
                           "envkit.backends", "envkit.detect", "ctypes", "tempfile")
-# Runs envkit as its console script does and writes the names of the modules it imported to argv[1].
+# Runs envkit as its console script does and writes the names of the modules it imported to argv[1]: those that
+# were not already there when the interpreter started (a Python's own .pth hooks may import some, e.g. tempfile).
 WRAPPER = """
 import sys
+before = set(sys.modules)
 out, sys.argv = sys.argv[1], ["envkit", *sys.argv[2:]]
 try:
     from envkit.cli import main
     main()
 finally:
     with open(out, "w") as f:
-        f.write("\\n".join(sorted(sys.modules)))
+        f.write("\\n".join(sorted(set(sys.modules) - before)))
 """
 
 
