@@ -25,9 +25,11 @@ def test_ci_runs_the_readme_test_command():
     assert readme_commands()[1] in ci
 
 
-def test_ci_runs_it_in_a_fresh_venv_as_a_newcomer_would():
+def test_ci_runs_it_in_a_fresh_venv_as_a_newcomer_would_and_on_the_machine_python():
     ci = (REPO / ".ci" / "run").read_text().splitlines()
-    command = ci.index(readme_commands()[1])
+    runs = [i for i, line in enumerate(ci) if line.split("#")[0].strip() == "readme_tests"]
+    assert ci[ci.index("readme_tests() {") + 1] == readme_commands()[1]  # the function runs the command verbatim
     made = next(i for i, line in enumerate(ci) if line.startswith("python3 -m venv "))
     activated = next(i for i, line in enumerate(ci) if line.startswith(". ") and line.endswith("/bin/activate\""))
-    assert made < activated < command
+    left = ci.index("deactivate")
+    assert len(runs) == 2 and made < activated < runs[0] < left < runs[1]
