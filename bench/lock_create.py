@@ -12,10 +12,13 @@ reached through envkit's mirror setting. `envkit lock` pins it once; then, inter
          --index-url INDEX -r PINS   (PINS: the lock's pins as envkit writes them, `name==version --hash=sha256:...`,
          INDEX: the lock's index on the mirror; the same uv and cache)
 
-Warm caches (one uncounted round of each first). Goal: lock within 1.2x of raw uv. A report, not a test: exits 0
-whether the goal is met or not (1 only if a route fails).
+Warm caches (one uncounted round of each first). Goal: lock within 1.2x of raw uv for a real install (the real
+torch wheel, the default where this machine has it). On the tiny synthetic wheels, uv's whole install takes about
+0.1 s, so envkit's fixed cost (Python, typer, the all-or-nothing bookkeeping: about 0.15 s) dominates the ratio; that
+workload shows the fixed cost, not the goal. Take 7 rounds or more: these machines are noisy. A report, not a test:
+exits 0 whether the goal is met or not (1 only if a route fails).
 
-    python3 bench/lock_create.py [--rounds 5] [--modules 300] [--workload synthetic|real-torch] [--json]
+    python3 bench/lock_create.py [--rounds 9] [--modules 300] [--workload auto|synthetic|real-torch] [--json]
 """
 
 from __future__ import annotations
@@ -112,16 +115,18 @@ def measure(temp: Path, workload: base.Workload, rounds: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--modules", type=int, default=base.MODULES_PER_WHEEL)
-    parser.add_argument("--workload", choices=("synthetic", "real-torch"), default="synthetic")
+    parser.add_argument("--workload", choices=("auto", "synthetic", "real-torch"), default="auto",
+                        help="auto: the real torch wheel where this machine has one, else the synthetic wheels")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="envkit-lock-bench-") as scratch:
         temp = Path(scratch)
         wheels = temp / "wheels"
-        workload = (base.real_torch_workload(wheels) if options.workload == "real-torch"
-                    else base.synthetic_workload(wheels, options.modules))
+        workload = base.real_torch_workload(wheels) if options.workload in ("auto", "real-torch") else None
+        if workload is None and options.workload != "real-torch":
+            workload = base.synthetic_workload(wheels, options.modules)
         if workload is None:
             print("lock_create: no real PyTorch CPU wheel on this machine; use --workload synthetic")
             return 0
