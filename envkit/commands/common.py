@@ -260,3 +260,41 @@ def plain_name(name: str) -> bool:
     except BadInputError:
         return False
     return True
+
+
+def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], target: TargetOptions,
+                     python: Optional[str]):
+    """(the profile to plan with, the build id to install, why the GPUs go unused) for `create` and `lock`.
+
+    One machine: its profile and the build asked for (the plan itself judges it). Several: the build that fits them
+    all, planned on the GPU machine whose driver supports the lowest CUDA (the conda solve must hold there); a fleet
+    with no common GPU build is refused with one command per group."""
+    if fleet.single is not None:
+        return fleet.single, build_id, None
+    from envkit.cpu_fallback import gpu_unused
+    from envkit.create.prepare import DoesNotFit
+    from envkit.errors import BadInputError
+    from envkit.fleet import names_text
+    from envkit.fleet_resolve import resolve_fleet
+
+    result = resolve_fleet(manifest, fleet, tables, request)
+    same = f" {target_args(target, python)}" if target_args(target, python) else ""
+    configs = [c for c in fleet.configs() if c.has_gpus] or list(fleet.configs())
+    lowest = min(configs, key=lambda c: tuple(c.profile.cuda_driver or (0, 0))).profile
+    if build_id is not None:
+        chosen = next((c for c in result.resolution.candidates if c.build.id == build_id), None)
+        if chosen is not None and not chosen.compatible:
+            raise DoesNotFit(f"{build_id} does not fit every machine: "
+                             f"{'; '.join(chosen.reasons)}",
+                             hint=f"`envkit list {manifest.name}{same}` shows the builds that fit every machine.")
+        return lowest, build_id, None  # an unknown id: prepare says which there are
+    if result.split:
+        commands = [group_command(fleet, target, manifest.name, group, python) for group in result.groups]
+        raise BadInputError(
+            f"no GPU build of {manifest.name} fits all {len(fleet.machines)} machines, so envkit makes no single "
+            f"environment for them: one per group",
+            hint="Create them with:\n" + "\n".join(f"    {command}" for command in commands if command))
+    if result.selected is None:
+        raise DoesNotFit(f"no build of {manifest.name} fits every machine of {names_text(fleet.names)}",
+                         hint=f"`envkit list {manifest.name} --all{same}` says why each one does not.")
+    return lowest, result.selected.build.id, gpu_unused(result.resolution, lowest)

@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import (fleet_for, group_command, manifests_dir, print_json, reported_errors,
+from envkit.commands.common import (build_for_target, fleet_for, manifests_dir, print_json, reported_errors,
                                     target_args, target_argv, user_dirs)
 from envkit.commands.options import JsonOption, ProbeTimeoutOption, TargetOptions, with_options
 
@@ -127,8 +127,7 @@ def create(
         request = parse_python_request(python, tables.python)
         the_manifest = catalog.manifests[manifest]
         fleet = fleet_for(tables, target)
-        profile, build_id, unused = (fleet.single, build, None) if fleet.single is not None else \
-            _for_fleet(the_manifest, fleet, tables, request, build, target, python)
+        profile, build_id, unused = build_for_target(the_manifest, fleet, tables, request, build, target, python)
         prepared = prepare(
             CreateRequest(build_id=build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
                           verify=not no_verify, target_args=target_args(target, python)),
@@ -205,38 +204,6 @@ def _check_verify_on_node(target, json_output: bool, dry_run: bool) -> None:
         from envkit.slurm.client import Slurm
 
         Slurm().require()
-
-
-def _for_fleet(manifest, fleet, tables, request, build_id, target, python):
-    """For several machines: (the profile to plan with, the build that fits them all, why their GPUs go unused).
-    The plan's profile is the GPU machine whose driver supports the lowest CUDA: the conda solve must hold there."""
-    from envkit.cpu_fallback import gpu_unused
-    from envkit.create.prepare import DoesNotFit
-    from envkit.errors import BadInputError
-    from envkit.fleet import names_text
-    from envkit.fleet_resolve import resolve_fleet
-
-    result = resolve_fleet(manifest, fleet, tables, request)
-    same = f" {target_args(target, python)}" if target_args(target, python) else ""
-    configs = [c for c in fleet.configs() if c.has_gpus] or list(fleet.configs())
-    lowest = min(configs, key=lambda c: tuple(c.profile.cuda_driver or (0, 0))).profile
-    if build_id is not None:
-        chosen = next((c for c in result.resolution.candidates if c.build.id == build_id), None)
-        if chosen is not None and not chosen.compatible:
-            raise DoesNotFit(f"{build_id} does not fit every machine: "
-                             f"{'; '.join(chosen.reasons)}",
-                             hint=f"`envkit list {manifest.name}{same}` shows the builds that fit every machine.")
-        return lowest, build_id, None  # an unknown id: prepare says which there are
-    if result.split:
-        commands = [group_command(fleet, target, manifest.name, group, python) for group in result.groups]
-        raise BadInputError(
-            f"no GPU build of {manifest.name} fits all {len(fleet.machines)} machines, so envkit makes no single "
-            f"environment for them: one per group",
-            hint="Create them with:\n" + "\n".join(f"    {command}" for command in commands if command))
-    if result.selected is None:
-        raise DoesNotFit(f"no build of {manifest.name} fits every machine of {names_text(fleet.names)}",
-                         hint=f"`envkit list {manifest.name} --all{same}` says why each one does not.")
-    return lowest, result.selected.build.id, gpu_unused(result.resolution, lowest)
 
 
 def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe_timeout: float):

@@ -62,7 +62,7 @@ def lock(
         catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
         tables = catalog.tables
         request = parse_python_request(python, tables.python)
-        from envkit.commands.common import fleet_for, target_args
+        from envkit.commands.common import build_for_target, fleet_for, target_args
 
         the_manifest = catalog.manifests[manifest]
         fleet = fleet_for(tables, target)
@@ -70,14 +70,9 @@ def lock(
         def warn(line: str) -> None:
             typer.echo(f"envkit: warning: {line}", err=True)
 
-        if fleet.single is not None:
-            profile, build_id = fleet.single, build
-        else:  # the build that fits every machine, planned on the one whose driver supports the lowest CUDA
-            from envkit.commands.create import _for_fleet
-
-            profile, build_id, unused = _for_fleet(the_manifest, fleet, tables, request, build, target, python)
-            if unused:
-                warn(f"the lock pins a CPU build for machines with GPUs: {unused}")
+        profile, build_id, unused = build_for_target(the_manifest, fleet, tables, request, build, target, python)
+        if unused:
+            warn(f"the lock pins a CPU build for machines with GPUs: {unused}")
         made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=profile,
                                      target=_target_words(target, fleet), on_target=target.on_target, python=request,
                                      build_id=build_id, target_args=target_args(target),
