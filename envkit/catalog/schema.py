@@ -7,7 +7,7 @@ envs/README.md.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.entries import conda_spec_problem, https_url_problem, pip_requirement_problem
 from envkit.catalog.model import (
@@ -243,10 +243,7 @@ def _pip(node: Node, values: Mapping[str, Any], variant: str) -> PipInstall:
     packages = pip.text_list("packages")
     if not packages:
         pip.fail("missing or empty", "packages")
-    for position, requirement in enumerate(packages):
-        problem = pip_requirement_problem(requirement)
-        if problem:
-            pip.fail(problem, f"packages[{position}]")
+    _each(pip, "packages", packages, pip_requirement_problem)
     urls = {}
     for key, what in (("index_url", "index"), ("find_links", "find-links")):
         url = pip.text(key, required=False)  # null: unset what the manifest or release set (index: the default)
@@ -274,18 +271,20 @@ def _conda(node: Node, values: Mapping[str, Any]) -> CondaInstall:
     channels = conda.text_list("channels")
     if not channels:
         conda.fail("missing or empty: full channel URLs", "channels")
-    for position, channel in enumerate(channels):
-        problem = https_url_problem(channel, "channel")
-        if problem:
-            conda.fail(problem, f"channels[{position}]")
+    _each(conda, "channels", channels, lambda channel: https_url_problem(channel, "channel"))
     packages = conda.text_list("packages")
     if not packages:
         conda.fail("missing or empty", "packages")
-    for position, spec in enumerate(packages):
-        problem = conda_spec_problem(spec)
-        if problem:
-            conda.fail(problem, f"packages[{position}]")
+    _each(conda, "packages", packages, conda_spec_problem)
     return CondaInstall(channels=channels, packages=packages)
+
+
+def _each(node: Node, key: str, entries: Sequence[str], problem_of: Callable[[str], Optional[str]]) -> None:
+    """Each entry of a list checked on its own: a problem names the entry's position (``packages[2]``)."""
+    for position, entry in enumerate(entries):
+        problem = problem_of(entry)
+        if problem:
+            node.fail(problem, f"{key}[{position}]")
 
 
 def _bundled(node: Node, release: Node, arch: Optional[ArchSet]) -> tuple[BundledLibrary, ...]:
