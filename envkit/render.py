@@ -58,6 +58,15 @@ def machine_line(profile: MachineProfile) -> str:
 _HEADERS = ("BUILD", "VERSION", "VARIANT", "CUDA", "PYTHON")
 
 
+def list_command(manifest: str, target_args: str = "", show_all: bool = True) -> str:
+    """The `envkit list` command that shows a manifest's builds for the same machines, ready to paste.
+    ``target_args``: the options that chose the machines, already shell-quoted."""
+    import shlex
+
+    argv = shlex.join(["envkit", "list", manifest, *(["--all"] if show_all else [])])
+    return f"{argv} {target_args}" if target_args else argv
+
+
 def listing_text(profile: MachineProfile, resolutions: Sequence[Resolution], show_all: bool,
                  target_args: str = "") -> str:
     """The ``envkit list`` table: per manifest the selected build (*), the compatible ones, and with ``show_all``
@@ -104,7 +113,7 @@ def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: b
     if hidden and not show_all:
         lines.append(
             f"  {len(hidden)} more {'builds do' if len(hidden) != 1 else 'build does'} not fit {where}: "
-            f"`envkit list {manifest.name} --all{' ' + target_args if target_args else ''}` says why."
+            f"`{list_command(manifest.name, target_args)}` says why."
         )
     return "\n".join(line.rstrip() for line in lines)
 

@@ -276,17 +276,18 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
     from envkit.errors import BadInputError
     from envkit.fleet import names_text
     from envkit.fleet_resolve import resolve_fleet
+    from envkit.render import list_command
 
     result = resolve_fleet(manifest, fleet, tables, request)
-    same = f" {target_args(target, python)}" if target_args(target, python) else ""
+    same_machines = target_args(target, python)
     configs = [c for c in fleet.configs() if c.has_gpus] or list(fleet.configs())
     lowest = min(configs, key=lambda c: tuple(c.profile.cuda_driver or (0, 0))).profile
     if build_id is not None:
         chosen = next((c for c in result.resolution.candidates if c.build.id == build_id), None)
         if chosen is not None and not chosen.compatible:
-            raise DoesNotFit(f"{build_id} does not fit every machine: "
-                             f"{'; '.join(chosen.reasons)}",
-                             hint=f"`envkit list {manifest.name}{same}` shows the builds that fit every machine.")
+            raise DoesNotFit(f"{build_id} does not fit every machine: {'; '.join(chosen.reasons)}",
+                             hint=f"`{list_command(manifest.name, same_machines, show_all=False)}` shows the builds "
+                                  "that fit every machine.")
         return lowest, build_id, None  # an unknown id: prepare says which there are
     if result.split:
         commands = [group_command(fleet, target, manifest.name, group, python) for group in result.groups]
@@ -296,5 +297,5 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
             hint="Create them with:\n" + "\n".join(f"    {command}" for command in commands if command))
     if result.selected is None:
         raise DoesNotFit(f"no build of {manifest.name} fits every machine of {names_text(fleet.names)}",
-                         hint=f"`envkit list {manifest.name} --all{same}` says why each one does not.")
+                         hint=f"`{list_command(manifest.name, same_machines)}` says why each one does not.")
     return lowest, result.selected.build.id, gpu_unused(result.resolution, lowest)

@@ -158,15 +158,12 @@ def create(
             raise BadInputError(f"not replacing {prepared.plan.name} without confirmation (nobody to ask here)",
                                 hint="Add --yes to replace it.")
         if prepared.plan.gpu_unused and not cpu and not asks:
-            import shlex
-
             from envkit.errors import BadInputError
-
-            suffix = f" {target_args(target, python)}" if target_args(target, python) else ""
+            from envkit.render import list_command
 
             raise BadInputError(f"not creating a CPU build on a machine with GPUs: {prepared.plan.gpu_unused}",
                                 hint="Add --cpu to create it anyway, or --build ID for another build "
-                                     f"(`{shlex.join(['envkit', 'list', manifest, '--all'])}{suffix}` lists them).")
+                                     f"(`{list_command(manifest, target_args(target, python))}` lists them).")
         if not json_output:
             typer.echo(plan_text(prepared))
         elif asks:

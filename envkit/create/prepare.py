@@ -20,6 +20,7 @@ from envkit.installers import installer_environ, link_mode
 from envkit.machine import MachineProfile
 from envkit.records import check_name
 from envkit.cpu_fallback import gpu_unused
+from envkit.render import list_command
 from envkit.resolve import Candidate, Request, Resolution, resolve
 from envkit.userdirs import UserDirs
 
@@ -52,22 +53,21 @@ def pick_candidate(manifest: Manifest, profile: MachineProfile, tables: Tables, 
     that chose the machine, for the commands the errors suggest."""
     machine = "this machine" if on_target else f"the machine described ({profile.name or 'unnamed'})"
     resolution = resolve(manifest, profile, tables, python)
-    same_machine = f" {target_args}" if target_args else ""
     if build_id is None:
         if resolution.selected is None:
             raise DoesNotFit(f"no build of {manifest.name} fits {machine}",
-                             hint=f"`envkit list {manifest.name} --all{same_machine}` says why each one does not.")
+                             hint=f"`{list_command(manifest.name, target_args)}` says why each one does not.")
         return resolution.selected, resolution
     for candidate in resolution.candidates:
         if candidate.build.id == build_id:
             if not candidate.compatible:
                 raise DoesNotFit(f"{build_id} does not fit {machine}: {'; '.join(candidate.reasons)}",
-                                 hint=f"`envkit list {manifest.name}{same_machine}` shows the builds that do; to build "
-                                      "for another machine, give its profile with --machine.")
+                                 hint=f"`{list_command(manifest.name, target_args, show_all=False)}` shows the builds "
+                                      "that do; to build for another machine, give its profile with --machine.")
             return candidate, resolution
     ids = ", ".join(c.build.id for c in resolution.candidates[:6])
     raise UnknownNameError(f"{manifest.name} has no build {build_id!r}",
-                           hint=f"Builds look like {ids}, ...; `envkit list {manifest.name} --all{same_machine}` lists "
+                           hint=f"Builds look like {ids}, ...; `{list_command(manifest.name, target_args)}` lists "
                                 "them all.")
 
 
