@@ -17,9 +17,8 @@ A mirror maps every URL that starts with its upstream (at a path boundary) to th
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 from urllib.parse import urlsplit
 
 from envkit.errors import BadInputError
@@ -33,14 +32,12 @@ class ConfigError(BadInputError):
     """The config file cannot be read or says something envkit cannot use."""
 
 
-@dataclass(frozen=True)
-class Mirror:
+class Mirror(NamedTuple):
     upstream: str  # no trailing slash
     target: str  # no trailing slash
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     path: Optional[Path]  # the file read, None when there was none
     mirrors: tuple[Mirror, ...] = ()
     envs_dir: Optional[Path] = None

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, NamedTuple, Optional
 
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 
-@dataclass(frozen=True)
-class CudaTable:
+class CudaTable(NamedTuple):
     """cuda.yaml: which driver each CUDA release needs, and the floors of minor-version compatibility."""
 
     # Minimum Linux driver for each CUDA toolkit release (GA).

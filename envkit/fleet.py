@@ -11,9 +11,8 @@ Reading profiles is the only I/O here (:func:`load_profiles`); everything else i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Hashable, Optional, Sequence
+from typing import Any, Hashable, NamedTuple, Optional, Sequence
 
 from envkit.errors import ProfileError
 from envkit.machine import MachineProfile
@@ -21,8 +20,7 @@ from envkit.machine import MachineProfile
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-@dataclass(frozen=True)
-class Machine:
+class Machine(NamedTuple):
     """A named machine of a fleet, and the profile file it came from."""
 
     name: str
@@ -30,8 +28,7 @@ class Machine:
     file: Optional[str] = None  # the profile file it was read from, if any
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """One distinct machine configuration of a fleet and the machines that share it."""
 
     profile: MachineProfile  # the first machine's, named after it
@@ -46,8 +43,7 @@ class Config:
         return bool(self.profile.gpus)
 
 
-@dataclass(frozen=True)
-class Fleet:
+class Fleet(NamedTuple):
     """The machines a command resolves for: this one, or the profiles and partition named."""
 
     machines: tuple[Machine, ...]
@@ -79,7 +75,7 @@ def distinct(machines: Sequence[Machine]) -> tuple[Config, ...]:
     groups: dict[Hashable, list[Machine]] = {}
     for machine in machines:
         groups.setdefault(profile_key(machine.profile), []).append(machine)
-    return tuple(Config(profile=replace(group[0].profile, name=group[0].name), machines=tuple(group))
+    return tuple(Config(profile=group[0].profile._replace(name=group[0].name), machines=tuple(group))
                  for group in groups.values())
 
 
@@ -94,7 +90,7 @@ def fleet_of(machines: Sequence[Machine]) -> Fleet:
             if seen[machine.name] == key:
                 continue
             label = f"{machine.name} ({machine.file or len(out) + 1})"
-            machine = replace(machine, name=label, profile=replace(machine.profile, name=label))
+            machine = machine._replace(name=label, profile=machine.profile._replace(name=label))
         seen[machine.name] = key
         out.append(machine)
     return Fleet(tuple(out))
@@ -102,7 +98,7 @@ def fleet_of(machines: Sequence[Machine]) -> Fleet:
 
 def named(profile: MachineProfile, fallback: str, file: Optional[str] = None) -> Machine:
     name = profile.name or fallback
-    return Machine(name=name, profile=replace(profile, name=name), file=file)
+    return Machine(name=name, profile=profile._replace(name=name), file=file)
 
 
 def profile_files(path: Path) -> list[Path]:

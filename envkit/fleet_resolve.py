@@ -19,9 +19,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import combinations
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, NamedTuple, Optional, Sequence
 
 from envkit.catalog.model import Manifest, Tables
 from envkit.fleet import Config, Fleet, names_text
@@ -30,16 +29,14 @@ from envkit.resolve import Candidate, Request, Resolution, rank, resolve
 EXACT_LIMIT = 16  # maximal sets up to which the cover is searched exhaustively
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(NamedTuple):
     """Machines that share one build (the newest that fits them all), or None."""
 
     machines: tuple[str, ...]
     selected: Optional[Candidate]  # the build for this group; None when nothing fits it
 
 
-@dataclass(frozen=True)
-class FleetResolution:
+class FleetResolution(NamedTuple):
     """A manifest resolved for a fleet: the merged verdicts, where each build fails, and the groups."""
 
     resolution: Resolution  # merged: a candidate is compatible when it fits every machine

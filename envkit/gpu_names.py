@@ -6,8 +6,7 @@ nvidia-smi from drivers before R510).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 from envkit.errors import ManifestError
 from envkit.versions import ComputeCapability
@@ -15,8 +14,7 @@ from envkit.versions import ComputeCapability
 FIELD = "compute_capability"
 
 
-@dataclass(frozen=True)
-class GpuNameTable:
+class GpuNameTable(NamedTuple):
     """gpus.yaml: the compute capability of each GPU model, by the name NVIDIA gives it."""
 
     # Model name as NVIDIA prints it ("A100", "RTX 3090", "K40m") -> its compute capability.

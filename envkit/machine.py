@@ -14,9 +14,8 @@ partition) is read back from it, and resolution takes it as input. The file cont
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from envkit.errors import ProfileError
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
@@ -27,8 +26,7 @@ CUDA_DRIVER = "cuda_driver"
 GPUS = "gpus"
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(NamedTuple):
     """One GPU as detected or described: its index, name, compute capability and memory."""
 
     index: int
@@ -47,15 +45,15 @@ class Gpu:
         return f"GPU {self.index}, {self.description}"
 
 
-@dataclass(frozen=True)
-class MachineProfile:
+class MachineProfile(NamedTuple):
     """A machine's driver, the highest CUDA it supports and its GPUs, each fact with its source."""
 
     gpus: tuple[Gpu, ...] = ()
     cuda_driver: Optional[CudaVersion] = None
     driver_version: Optional[DriverVersion] = None
     name: Optional[str] = None
-    sources: Mapping[str, str] = field(default_factory=dict)
+    # One shared empty dict is the default: no code changes a profile's sources in place (they are copied first).
+    sources: Mapping[str, str] = {}
     notes: tuple[str, ...] = ()
 
     @property
@@ -164,8 +162,7 @@ def read_profile(path: Path, cache_dir: Optional[Path] = None) -> MachineProfile
     return profile_from_dict(cached(cache_dir, "yaml", [path], ("yamltext.py",), parse), str(path))
 
 
-@dataclass(frozen=True)
-class Overrides:
+class Overrides(NamedTuple):
     """``--cuda X.Y`` and ``--gpu-arch X.Y`` (repeatable), parsed before any probe runs."""
 
     cuda: Optional[CudaVersion] = None
@@ -202,19 +199,19 @@ def apply_overrides(profile: MachineProfile, overrides: Overrides) -> MachinePro
     if overrides.cuda is not None:
         sources[CUDA_DRIVER] = "--cuda option"
         sources.pop(DRIVER_VERSION, None)
-        profile = replace(profile, cuda_driver=overrides.cuda, driver_version=None)
+        profile = profile._replace(cuda_driver=overrides.cuda, driver_version=None)
     archs = overrides.gpu_archs
     if archs:
         keep_names = len(archs) == len(profile.gpus)
         gpus = tuple(
-            replace(profile.gpus[i], compute_capability=arch, source="--gpu-arch option")
+            profile.gpus[i]._replace(compute_capability=arch, source="--gpu-arch option")
             if keep_names
             else Gpu(index=i, name="GPU from --gpu-arch", compute_capability=arch,
                      source="--gpu-arch option")
             for i, arch in enumerate(archs)
         )
         sources[GPUS] = "--gpu-arch option"
-        profile = replace(profile, gpus=gpus)
+        profile = profile._replace(gpus=gpus)
         if profile.cuda_driver is None:
             notes.append("--gpu-arch gives GPUs but nothing gives the driver's CUDA: add --cuda X.Y")
-    return replace(profile, sources=sources, notes=tuple(notes))
+    return profile._replace(sources=sources, notes=tuple(notes))

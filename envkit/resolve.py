@@ -8,8 +8,7 @@ provide. Every verdict carries its reasons in words a user understands.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Optional, Sequence
 
 from envkit.catalog.model import ArchSet, Build, Manifest, PythonTable, Tables
 from envkit.errors import BadInputError
@@ -21,15 +20,13 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """What the user asked for beyond the machine: today, a Python version (``--python X.Y``)."""
 
     python: Optional[Version] = None
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """One build judged for a machine: whether it fits, the Python it would get, and why."""
 
     build: Build
@@ -39,8 +36,7 @@ class Candidate:
     reasons: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Resolution:
+class Resolution(NamedTuple):
     """Every build of a manifest judged for a machine, the preferred one first."""
 
     manifest: Manifest

@@ -289,7 +289,7 @@ def partition_profiles(site: Site, name: str) -> list[MachineProfile]:
         why = f" ({partition.error})" if partition.error else ""
         raise BadInputError(f"partition {name!r} in site file {site.path} has no node profiles{why}",
                             hint="Survey it again (`envkit survey`), or add its node profiles to the site file.")
-    return [replace(entry.profile, name=machine_name(partition, i)) for i, entry in enumerate(partition.nodes)]
+    return [entry.profile._replace(name=machine_name(partition, i)) for i, entry in enumerate(partition.nodes)]
 
 
 def site_to_dict(site: Site, inline_files: bool = False) -> dict[str, Any]:

@@ -6,15 +6,13 @@ Pure: computed from the environment variables, created by whoever writes there.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 APP = "envkit"
 
 
-@dataclass(frozen=True)
-class UserDirs:
+class UserDirs(NamedTuple):
     """Where envkit keeps the user's configuration, environments and cache."""
 
     config: Path  # config.yaml

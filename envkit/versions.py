@@ -6,8 +6,8 @@ All are immutable, ordered, and parse from the forms users and tools write ("12.
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass, field
 from typing import NamedTuple, Union
 
 _MAJOR_MINOR = re.compile(r"^\s*(\d+)\.(\d+)\s*$")
@@ -68,12 +68,36 @@ class ComputeCapability(MajorMinor):
         return f"compute_{self.major}{self.minor}"
 
 
-@dataclass(frozen=True, order=True)
+@functools.total_ordering
 class DriverVersion:
-    """An NVIDIA driver version such as 535.54.03, compared numerically part by part ("580" == "580.0")."""
+    """An NVIDIA driver version such as 535.54.03, compared numerically part by part ("580" == "580.0").
 
-    key: tuple[int, ...]
-    text: str = field(compare=False)
+    A plain class rather than a dataclass (which would cost start-up: see envkit.catalog.model): equality,
+    ordering and hashing look at ``key`` only, ``text`` is how it was written."""
+
+    __slots__ = ("key", "text")
+
+    def __init__(self, key: tuple[int, ...], text: str) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "text", text)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"DriverVersion is immutable: cannot set {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return self.key == other.key if isinstance(other, DriverVersion) else NotImplemented
+
+    def __lt__(self, other: object) -> bool:
+        return self.key < other.key if isinstance(other, DriverVersion) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"DriverVersion(key={self.key!r}, text={self.text!r})"
+
+    def __reduce__(self) -> tuple[type, tuple[tuple[int, ...], str]]:
+        return DriverVersion, (self.key, self.text)
 
     @classmethod
     def parse(cls, value: Union[str, int, float]) -> DriverVersion:

@@ -1,10 +1,13 @@
-"""What the manifests directory holds, as frozen dataclasses. Built by ``envkit.catalog.load``."""
+"""What the manifests directory holds, as immutable records. Built by ``envkit.catalog.load``.
+
+The records are NamedTuples, not dataclasses: every command loads this module, and defining a frozen dataclass
+costs about 0.5 ms of start-up (its methods are generated and compiled at import), a NamedTuple a seventh of that
+(see docs/architecture.md, "Start-up")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Optional
 
 from envkit.cuda import CudaTable
 from envkit.versions import ComputeCapability, CudaVersion
@@ -20,16 +23,14 @@ FRAMEWORKS = ("torch", "tensorflow", "jax", "mxnet")
 CPU = "cpu"
 
 
-@dataclass(frozen=True)
-class ArchSet:
+class ArchSet(NamedTuple):
     """The GPU code a build carries: SASS binaries and PTX the driver can JIT-compile."""
 
     sass: tuple[ComputeCapability, ...]
     ptx: tuple[ComputeCapability, ...] = ()
 
 
-@dataclass(frozen=True)
-class PipInstall:
+class PipInstall(NamedTuple):
     """How pip installs a build: its packages, and the index (and flat links page) they come from."""
 
     packages: tuple[str, ...]
@@ -38,8 +39,7 @@ class PipInstall:
     find_links: Optional[str] = None  # a flat page of links to wheels searched besides the index (pip --find-links)
 
 
-@dataclass(frozen=True)
-class BundledLibrary:
+class BundledLibrary(NamedTuple):
     """A library a build ships whose GPU support is narrower than the build's own kernels: the cuDNN 9 in torch
     2.4-2.7 cu118 needs compute capability 5.0 though the wheel carries sm_37 code. A GPU below the floor cannot
     run the build, whatever its arch list says."""
@@ -48,8 +48,7 @@ class BundledLibrary:
     min_compute_capability: ComputeCapability
 
 
-@dataclass(frozen=True)
-class CondaInstall:
+class CondaInstall(NamedTuple):
     """How conda installs a build: its packages, from these channels."""
 
     channels: tuple[str, ...]
@@ -103,8 +102,7 @@ class PythonRange:
         self._spec = None
 
 
-@dataclass(frozen=True)
-class Build:
+class Build(NamedTuple):
     """One installable build of a framework: its version, its CUDA and GPU code, the Pythons it is for."""
 
     id: str
@@ -130,8 +128,7 @@ class Build:
         return self.cuda is not None
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(NamedTuple):
     """A framework's manifest (envs/<name>.yaml): every build envkit knows of it."""
 
     name: str
@@ -142,8 +139,7 @@ class Manifest:
     retired: Optional[str] = None  # why the framework is retired, if it is
 
 
-@dataclass(frozen=True)
-class PythonTable:
+class PythonTable(NamedTuple):
     """python.yaml: the Pythons envkit can provide, the default, and where they come from."""
 
     versions: tuple[Version, ...]  # the Pythons envkit can provide, oldest first
@@ -152,8 +148,7 @@ class PythonTable:
     pypi_index: str  # the index of pip packages a build does not give an index_url for (ipykernel, tensorflow)
 
 
-@dataclass(frozen=True)
-class Tables:
+class Tables(NamedTuple):
     """The shared tables of a manifests directory: what detection and resolution need besides manifests."""
 
     cuda: CudaTable
@@ -161,8 +156,7 @@ class Tables:
     gpu_names: GpuNameTable
 
 
-@dataclass(frozen=True)
-class Catalog:
+class Catalog(NamedTuple):
     """A manifests directory as loaded: its shared tables and the manifests asked for."""
 
     directory: Path

@@ -216,7 +216,7 @@ def verify(
             prefix = Path(record.prefix)
             recorded_framework, expected = recorded_build(record, target.manifests)
             if check.framework == "auto" and recorded_framework is not None:
-                check = dataclasses.replace(check, framework=recorded_framework)
+                check = check._replace(framework=recorded_framework)
         assert prefix is not None
         from envkit.backends.base import python_of
 

@@ -1,17 +1,17 @@
 """Options shared by several commands, declared once.
 
 Single options are ``Annotated`` types (``json_output: JsonOption = False``). Groups of options that travel
-together (the machine a command resolves for, the post-install check's settings) are frozen dataclasses whose fields
-carry the options; ``@with_options`` puts their fields into a command's signature, so a new command that resolves
-builds takes them all with one parameter: ``def lock(..., target: TargetOptions)``.
+together (the machine a command resolves for, the post-install check's settings) are NamedTuples (cheaper to define
+than dataclasses: see envkit.catalog.model) whose fields carry the options; ``@with_options`` puts their fields into
+a command's signature, so a new command that resolves builds takes them all with one parameter:
+``def lock(..., target: TargetOptions)``.
 """
 
-import dataclasses
 import functools
 import inspect
 import typing
 from pathlib import Path
-from typing import Annotated, Callable, List, Optional
+from typing import Annotated, Callable, List, NamedTuple, Optional
 
 import typer
 
@@ -60,7 +60,7 @@ def _one_partition(value: Optional[List[str]]) -> Optional[List[str]]:
 
 
 # Read as a list so that a repeated --partition is refused, not silently cut to its last value; TargetOptions
-# keeps the one spec as text.
+# keeps the one spec as text (from_command_line).
 PartitionOption = Annotated[
     Optional[List[str]],
     typer.Option(
@@ -114,8 +114,7 @@ ProbeTimeoutOption = Annotated[
 ]
 
 
-@dataclasses.dataclass(frozen=True)
-class TargetOptions:
+class TargetOptions(NamedTuple):
     """The machines a command resolves for: this one (detected), or profiles and partitions (a fleet), with
     overrides."""
 
@@ -126,9 +125,10 @@ class TargetOptions:
     manifests: ManifestsOption = None
     timeout: TimeoutOption = 10.0
 
-    def __post_init__(self) -> None:
-        if isinstance(self.partition, (list, tuple)):  # as the command line gives it: at most one (_one_partition)
-            object.__setattr__(self, "partition", self.partition[0] if self.partition else None)
+    @classmethod
+    def from_command_line(cls, partition: Optional[List[str]] = None, **options: typing.Any) -> "TargetOptions":
+        """The options as typer gives them: --partition as a list of at most one spec."""
+        return cls(partition=partition[0] if partition else None, **options)
 
     @property
     def on_target(self) -> bool:
@@ -141,8 +141,7 @@ class TargetOptions:
         return bool(self.machine) or self.partition is not None
 
 
-@dataclasses.dataclass(frozen=True)
-class CheckOptions:
+class CheckOptions(NamedTuple):
     """The post-install check's settings (verify, doctor)."""
 
     framework: Annotated[
@@ -171,10 +170,11 @@ class CheckOptions:
 
 
 def with_options(command: Callable) -> Callable:
-    """Expand each parameter of ``command`` annotated with an options dataclass into that dataclass's options.
+    """Expand each parameter of ``command`` annotated with an options group (a NamedTuple) into its options.
 
     typer reads the expanded signature (every parameter keyword-only, as typer passes them); the command is called
-    with one instance per group, built from them.
+    with one instance per group, built from them (by the group's ``from_command_line``, where it has one, which
+    turns typer's values into the group's).
     """
     signature = inspect.signature(command)
     hints = typing.get_type_hints(command, include_extras=True)
@@ -182,12 +182,13 @@ def with_options(command: Callable) -> Callable:
     parameters: list[inspect.Parameter] = []
     for parameter in signature.parameters.values():
         group = hints.get(parameter.name)
-        if isinstance(group, type) and dataclasses.is_dataclass(group):
+        if isinstance(group, type) and issubclass(group, tuple) and hasattr(group, "_fields"):
             groups[parameter.name] = group
             group_hints = typing.get_type_hints(group, include_extras=True)
-            for field in dataclasses.fields(group):
-                parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY,
-                                                    default=field.default, annotation=group_hints[field.name]))
+            for field in group._fields:
+                parameters.append(inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY,
+                                                    default=group._field_defaults.get(field, inspect.Parameter.empty),
+                                                    annotation=group_hints[field]))
         else:
             parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY,
                                                 annotation=hints.get(parameter.name, parameter.annotation)))
@@ -195,7 +196,8 @@ def with_options(command: Callable) -> Callable:
     @functools.wraps(command)
     def expanded(**kwargs):
         for name, group in groups.items():
-            kwargs[name] = group(**{field.name: kwargs.pop(field.name) for field in dataclasses.fields(group)})
+            make = getattr(group, "from_command_line", group)
+            kwargs[name] = make(**{field: kwargs.pop(field) for field in group._fields})
         return command(**kwargs)
 
     expanded.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]

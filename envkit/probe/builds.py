@@ -8,7 +8,7 @@ and the build resolution picks for the machine the probe actually met, with the 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
 from envkit.catalog.model import Build, Manifest, Tables
@@ -87,12 +87,12 @@ def observed_profile(profile: MachineProfile, probe: ProbeResult, driver_cuda: O
     sources = dict(profile.sources)
     if driver_cuda is not None and driver_cuda != profile.cuda_driver:
         sources[CUDA_DRIVER] = f"{probe.framework or 'the framework'}'s error message"
-        profile = replace(profile, cuda_driver=driver_cuda, driver_version=None)
+        profile = profile._replace(cuda_driver=driver_cuda, driver_version=None)
     started = parse_cuda(probe.cuda) if probe.gpu_build and probe.devices else None
     if profile.cuda_driver is None and driver_cuda is None and started is not None:
         # No probe of envkit's could read the driver, but the framework ran CUDA on it: it supports at least that.
         sources[CUDA_DRIVER] = f"at least the CUDA {started} that {probe.framework or 'the framework'} started here"
-        profile = replace(profile, cuda_driver=started)
+        profile = profile._replace(cuda_driver=started)
     seen = [d for d in probe.devices if d.compute_capability]
     if not profile.gpus and seen:
         gpus = []
@@ -105,8 +105,8 @@ def observed_profile(profile: MachineProfile, probe: ProbeResult, driver_cuda: O
                             compute_capability=capability, source="the probe"))
         if gpus:
             sources[GPUS] = "the probe"
-            profile = replace(profile, gpus=tuple(gpus))
-    return replace(profile, sources=sources)
+            profile = profile._replace(gpus=tuple(gpus))
+    return profile._replace(sources=sources)
 
 
 def next_step(manifest: Manifest, profile: MachineProfile, tables: Tables,

@@ -6,14 +6,12 @@ envkit therefore narrows a detected profile to them itself, and says so in its n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Mapping, Optional
+from typing import Mapping, NamedTuple, Optional
 
 from envkit.machine import MachineProfile
 
 
-@dataclass(frozen=True)
-class JobContext:
+class JobContext(NamedTuple):
     """What a Slurm job (or CUDA_VISIBLE_DEVICES) says about the GPUs this process may use."""
 
     job_id: Optional[str]  # SLURM_JOB_ID
@@ -58,4 +56,4 @@ def apply_job_context(profile: MachineProfile, context: JobContext) -> MachinePr
         notes.append(f"{where}: CUDA_VISIBLE_DEVICES is not set, so the job may use every GPU NVML lists")
     if gpus == profile.gpus and name == profile.name and len(notes) == len(profile.notes):
         return profile
-    return replace(profile, gpus=gpus, name=name, notes=tuple(notes))
+    return profile._replace(gpus=gpus, name=name, notes=tuple(notes))

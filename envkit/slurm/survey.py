@@ -12,7 +12,7 @@ import datetime as _dt
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from envkit.errors import BadInputError, ProfileError, UnknownNameError
@@ -139,7 +139,7 @@ def profile_from_step(step: StepResult, node: str, timeout: float) -> tuple[Opti
         return None, f"envkit detect on the node printed something unreadable: {message}"
     notes = data.get("notes") if isinstance(data, dict) else None
     if isinstance(notes, list) and all(isinstance(note, str) for note in notes):
-        profile = replace(profile, notes=tuple(notes))  # what the node said about itself (its job's GPUs)
+        profile = profile._replace(notes=tuple(notes))  # what the node said about itself (its job's GPUs)
     if profile.name != node:
         return None, f"the job ran on {profile.name or 'an unnamed node'}, not on {node}"
     return profile, None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import os
 from pathlib import Path
 
@@ -248,8 +246,8 @@ def test_a_find_links_page_is_mirrored_and_passed_to_uv_and_pip_with_the_index(c
 def test_a_find_links_page_on_plain_http_without_a_mirror_is_refused(catalog):
     from envkit.catalog.model import PipInstall
 
-    build = replace(_build(catalog, "torch-1.8-cu101"),
-                    pip=PipInstall(packages=("torch==1.8.1+cu101",), find_links="http://evil.example/links.html"))
+    build = _build(catalog, "torch-1.8-cu101")._replace(
+        pip=PipInstall(packages=("torch==1.8.1+cu101",), find_links="http://evil.example/links.html"))
     with pytest.raises(BadInputError, match="find-links page 'http://evil.example/links.html' is not https"):
         pip_parts(build, catalog.tables.python, Config(path=None), jupyter=False)
 

@@ -309,7 +309,7 @@ def test_advice_for_another_machine_names_it_in_the_commands(catalog):
     args = ("--machine", "my profiles/v100.yaml")
     report = diagnose(result, profile, manifest=torch, tables=catalog.tables, on_target=False, machine_args=args)
     assert report.next_step.command == "envkit create torch --build torch-2.14-cu126 --machine 'my profiles/v100.yaml'"
-    only_cu130 = replace(torch, builds=tuple(b for b in torch.builds if b.variant == "cu130"))
+    only_cu130 = torch._replace(builds=tuple(b for b in torch.builds if b.variant == "cu130"))
     report = diagnose(result, profile, manifest=only_cu130, tables=catalog.tables, on_target=False, machine_args=args)
     assert report.next_step is None
     assert ("no build of the torch manifest fits that machine: "
