@@ -30,6 +30,35 @@ def assert_clean_error(result: subprocess.CompletedProcess, code: int, *words: s
         assert word in result.stderr, (word, result.stderr)
 
 
+def test_json_is_indented_for_a_terminal_and_one_line_for_a_pipe():
+    """A person at a terminal reads it; a program gets the one-line form from json's fast encoder."""
+    import pty
+
+    args = ("list", "torch", "--json", "--machine", str(PROFILES / "v100x8-cuda130.yaml"))
+    piped = envkit(*args)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.count("\n") == 1 and json.loads(piped.stdout)["manifests"][0]["name"] == "torch"
+
+    leader, follower = pty.openpty()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")}
+    with subprocess.Popen([sys.executable, "-m", "envkit", *args], stdout=follower, stderr=subprocess.PIPE,
+                          env=environment) as process:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert process.wait(timeout=60) == 0, process.stderr.read()
+    os.close(leader)
+    shown = b"".join(chunks).decode().replace("\r\n", "\n")
+    assert shown.startswith('{\n  "machine": {') and json.loads(shown) == json.loads(piped.stdout)
+
+
 def test_help_teaches_the_commands():
     result = envkit("--help")
     assert result.returncode == 0

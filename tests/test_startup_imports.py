@@ -61,6 +61,23 @@ def test_a_warm_list_for_a_profile_imports_nothing_heavy(tmp_path: Path):
     assert json.loads(second) == json.loads(first)  # and answers the same from the cache
 
 
+def test_no_dataclass_is_defined_on_the_list_path(tmp_path: Path):
+    """Defining a frozen dataclass costs about 0.5 ms of start-up (its methods are generated and compiled): the
+    records `envkit list` loads are NamedTuples (docs/architecture.md)."""
+    import dataclasses
+    import importlib
+
+    args = ("list", "--json", "--machine", str(PROFILES / "h100-cuda128.yaml"))
+    imported_by(tmp_path, *args)
+    warm, _ = imported_by(tmp_path, *args)
+    envkit_modules = sorted(m for m in warm if m == "envkit" or m.startswith("envkit."))
+    assert "envkit.catalog.model" in envkit_modules and "envkit.resolve" in envkit_modules
+    defined = [f"{name}.{attribute}" for name in envkit_modules
+               for attribute, value in vars(importlib.import_module(name)).items()
+               if isinstance(value, type) and value.__module__ == name and dataclasses.is_dataclass(value)]
+    assert defined == []
+
+
 def test_a_warm_list_on_this_machine_imports_no_yaml_and_no_specifiers(tmp_path: Path):
     imported_by(tmp_path, "list", "--json", "torch")
     warm, output = imported_by(tmp_path, "list", "--json", "torch")
