@@ -18,6 +18,7 @@ from envkit.errors import ProfileError
 from envkit.machine import MachineProfile
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
+THIS_MACHINE = "this machine"  # the name of the detected machine when its profile gives none
 
 
 class Machine(NamedTuple):

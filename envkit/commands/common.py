@@ -92,7 +92,7 @@ def manifests_dir(manifests: Optional[Path]) -> Path:
 def fleet_for(tables, target: TargetOptions):
     """The machines to resolve for (envkit.fleet.Fleet): this one (detected), or the profiles and partition
     named, with the command-line overrides applied (to one machine only: they describe one)."""
-    from envkit.fleet import Fleet, Machine, fleet_of, load_profiles
+    from envkit.fleet import THIS_MACHINE, Fleet, Machine, fleet_of, load_profiles
     from envkit.machine import apply_overrides, parse_overrides
 
     overrides = parse_overrides(target.cuda, target.gpu_arch or ())
@@ -106,7 +106,7 @@ def fleet_for(tables, target: TargetOptions):
         profile = detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout)
         # Inside a Slurm job (or with CUDA_VISIBLE_DEVICES set): only the GPUs the job was given count.
         profile = apply_overrides(apply_job_context(profile, job_context(os.environ)), overrides)
-        return Fleet((Machine(name=profile.name or "this machine", profile=profile),))
+        return Fleet((Machine(name=profile.name or THIS_MACHINE, profile=profile),))
     machines = load_profiles(target.machine or (), user_dirs().cache)
     if target.partition is not None:
         machines += partition_machines(target.partition)

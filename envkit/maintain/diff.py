@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from envkit.catalog.model import Catalog, Manifest, Tables
-from envkit.fleet import Fleet
+from envkit.fleet import THIS_MACHINE, Fleet
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,10 @@ def render_diff(diffs: Sequence[TargetDiff], say: Callable[[str], None], show_un
         if position:
             say("")
         count = len(target.machines)
-        machines = "" if target.kind == "machine" else f" ({count} machine{'' if count == 1 else 's'})"
-        say(f"{target.kind} {target.target}{machines}:")
+        if target.kind == "machine":
+            say(f"{THIS_MACHINE}:" if target.target == THIS_MACHINE else f"machine {target.target}:")
+        else:
+            say(f"{target.kind} {target.target} ({count} machine{'' if count == 1 else 's'}):")
         for change in target.manifests:
             if not change.changed:
                 if show_unchanged:

@@ -152,6 +152,13 @@ def test_diff_per_machine_and_per_partition(home, envs_copy, tmp_path):
     assert unknown.returncode == 2 and "gpu-b200" in unknown.stderr
 
 
+def test_diff_without_a_target_judges_this_machine(home, envs_copy):
+    result = envkit(home, "manifests", "diff", str(envs_copy), str(envs_copy))
+    no_traceback(result)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[:2] == ["this machine:", "  no change"]
+
+
 def test_requests_is_imported_only_by_check():
     code = ("import sys, envkit.cli, envkit.commands.manifests, envkit.maintain.check, envkit.maintain.fetch; "
             "print('requests' in sys.modules)")
