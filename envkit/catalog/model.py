@@ -1,8 +1,8 @@
 """What the manifests directory holds, as immutable records. Built by ``envkit.catalog.load``.
 
 The records are NamedTuples, not dataclasses: every command loads this module, and defining a frozen dataclass
-costs about 0.5 ms of start-up (its methods are generated and compiled at import), a NamedTuple a seventh of that
-(see docs/architecture.md, "Start-up")."""
+costs about 0.5 ms of start-up (its methods are generated and compiled at import), a NamedTuple a fraction of that
+(docs/architecture.md, "Rules that keep it livable")."""
 
 from __future__ import annotations
 

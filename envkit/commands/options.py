@@ -29,7 +29,10 @@ def seconds_between(low: float, high: float) -> Callable[[float], float]:
     return check
 
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+JsonOption = Annotated[
+    bool,
+    typer.Option("--json", help="Print JSON instead of text: indented on a terminal, one line into a pipe or file."),
+]
 ManifestsOption = Annotated[
     Optional[Path],
     typer.Option(
