@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -128,9 +129,12 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker,
     kernel = None
     if plan.jupyter:
         kernel = kernel_name(plan.name)
-        with progress.step(f"Registering the Jupyter kernel {kernel!r}") as out:
-            run_step(install_argv(python, plan.name), context.environ, out, "registering the Jupyter kernel failed",
-                     hint="The lines above are ipykernel's.")
+        with progress.step(f"Registering the Jupyter kernel {kernel!r}") as out, \
+                tempfile.TemporaryDirectory(prefix="envkit-kernel-") as scratch:
+            # ipykernel's installer writes the kernelspec into a temporary directory of its own and leaves it
+            # behind: under a TMPDIR of envkit's, which is removed, the user's temporary directory stays clean.
+            run_step(install_argv(python, plan.name), {**context.environ, "TMPDIR": scratch}, out,
+                     "registering the Jupyter kernel failed", hint="The lines above are ipykernel's.")
     report = None
     if plan.verify:
         with progress.step("Checking that it works (the post-install check)"), _pausing_at_start("checking"):
