@@ -82,3 +82,43 @@ def test_the_rule_sees_a_violation(tmp_path: Path):
 def test_no_module_is_over_the_size_limit(name: str, path: Path):
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, f"{name} has {lines} lines (at most {MAX_LINES}): split it by concern"
+
+
+def import_cycles() -> list[list[str]]:
+    """The groups of envkit modules that import each other in a loop (lazy imports count), by Tarjan's algorithm."""
+    names = {name for name, _ in modules()}
+    edges = {name: sorted(m for m in imported(path, name) if m in names and m != name) for name, path in modules()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in edges[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for name in sorted(edges):
+        if name not in index:
+            visit(name)
+    return cycles
+
+
+def test_no_modules_import_each_other_in_a_loop():
+    """A loop means two modules that cannot be understood (or moved) one without the other: what they share goes
+    in a module of its own (maintain/findings.py, maintain/problems.py, commands/making.py)."""
+    assert import_cycles() == []

@@ -194,7 +194,6 @@ def verify(
     `envkit verify torch-cu126 --partition gpu-4-a100 --multi-gpu`.
     """
     with reported_errors():
-        import dataclasses
         import os
 
         from envkit.errors import BadInputError

@@ -303,3 +303,14 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
         raise DoesNotFit(f"no build of {manifest.name} fits every machine of {names_text(fleet.names)}",
                          hint=f"`{list_command(manifest.name, same_machines)}` says why each one does not.")
     return lowest, result.selected.build.id, gpu_unused(result.resolution, lowest)
+
+
+def target_words(target: TargetOptions, fleet) -> str:
+    """What a lock (or an environment made from one) is for, in words: this machine, a partition, profiles."""
+    from envkit.fleet import THIS_MACHINE, names_text
+
+    if target.on_target:
+        return THIS_MACHINE
+    if target.partition is not None:
+        return f"partition {target.partition}"
+    return f"machines {names_text(fleet.names)}" if fleet.single is None else f"profile {fleet.names[0]}"

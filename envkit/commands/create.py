@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import (build_for_target, fleet_for, manifests_dir, print_json, reported_errors,
-                                    target_args, target_argv, user_dirs)
+from envkit.commands.common import (build_for_target, fleet_for, manifests_dir, reported_errors, target_args,
+                                    user_dirs)
 from envkit.commands.options import JsonOption, ProbeTimeoutOption, TargetOptions, with_options
 
 
@@ -97,7 +97,7 @@ def create(
     Exit codes: 0 created and checked, 1 failed (nothing left behind) or the check failed, 2 bad input.
     """
     if from_lock is not None:
-        from envkit.commands.lock import create_from_lock
+        from envkit.commands.from_lock import create_from_lock
 
         create_from_lock(from_lock, manifest, name, prefix, build, python, backend, dry_run, yes, force, json_output,
                          not no_verify, jupyter, verbose, probe_timeout, target, verify_on_node=verify_on_node)
@@ -109,17 +109,16 @@ def create(
             raise BadInputError("give a MANIFEST to create (torch, tensorflow, ...), or --from-lock FILE",
                                 hint="`envkit list` shows the manifests.")
         import os
-        import sys
 
         from envkit.catalog.cache import cached_catalog
+        from envkit.commands.making import check_verify_on_node, for_target, make
         from envkit.config import load_config
-        from envkit.create.execute import AlreadyExists, check_available
         from envkit.create.prepare import CreateRequest, prepare
-        from envkit.create.render import plan_json, plan_text
+        from envkit.render import list_command
         from envkit.resolve import parse_python_request
 
         if verify_on_node:
-            _check_verify_on_node(target, json_output, dry_run)
+            check_verify_on_node(target, json_output, dry_run)
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
         catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
@@ -133,107 +132,11 @@ def create(
                           verify=not no_verify, target_args=target_args(target, python)),
             the_manifest, tables, profile, target.on_target, request, config, dirs, os.environ,
         )
-        if not target.on_target:
-            import dataclasses
-
-            from envkit.target import target_dict
-
-            plan = dataclasses.replace(prepared.plan, target=target_dict(fleet, target_argv(target, absolute=True,
-                                                                                             manifests=False)))
-            if fleet.single is None and build is None:
-                plan = dataclasses.replace(plan, gpu_unused=unused)
-            prepared = dataclasses.replace(prepared, plan=plan)
-        if dry_run:
-            print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
-            try:
-                check_available(prepared.plan, dirs, force, os.environ)
-            except AlreadyExists as taken:  # a dry run changes nothing, but says what the real run would meet
-                typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
-            return
-        replaces = check_available(prepared.plan, dirs, force, os.environ)
-        asks = not yes and sys.stdin.isatty()
-        if replaces and not yes and not asks:
-            from envkit.errors import BadInputError
-
-            raise BadInputError(f"not replacing {prepared.plan.name} without confirmation (nobody to ask here)",
-                                hint="Add --yes to replace it.")
-        if prepared.plan.gpu_unused and not cpu and not asks:
-            from envkit.errors import BadInputError
-            from envkit.render import list_command
-
-            raise BadInputError(f"not creating a CPU build on a machine with GPUs: {prepared.plan.gpu_unused}",
-                                hint="Add --cpu to create it anyway, or --build ID for another build "
-                                     f"(`{list_command(manifest, target_args(target, python))}` lists them).")
-        if not json_output:
-            typer.echo(plan_text(prepared))
-        elif asks:
-            typer.echo(plan_text(prepared), err=True)  # the question needs the plan; stdout stays JSON
-        if asks and not typer.confirm("Create it?", default=not prepared.plan.gpu_unused, err=True):
-            typer.echo("envkit: nothing created", err=True)
-            raise typer.Exit(1)
-        outcome = _execute(prepared, the_manifest, tables, dirs, force, verbose, probe_timeout)
-        _print_outcome(prepared, outcome, json_output)
-        failed = outcome.report is not None and not outcome.report.ok
-        if verify_on_node:
-            from envkit.commands.node_check import verify_on_node as check_on_node
-            from envkit.commands.options import CheckOptions
-
-            status = check_on_node(prepared.plan.name, None, None, 300.0,
-                                   CheckOptions(framework=the_manifest.framework, probe_timeout=probe_timeout),
-                                   target, False)
-            failed = failed or status != 0
-        raise typer.Exit(1 if failed else 0)
-
-
-def _check_verify_on_node(target, json_output: bool, dry_run: bool) -> None:
-    """--verify-on-node needs a partition and a Slurm cluster; exit 2 (or 1 without Slurm) before creating."""
-    from envkit.errors import BadInputError
-
-    if target.partition is None:
-        raise BadInputError("--verify-on-node runs the check on a node of a Slurm partition: add --partition P")
-    if json_output:
-        raise BadInputError("--verify-on-node prints the node's report as text: leave out --json",
-                            hint="Or run `envkit verify NAME --partition P --json` after creating.")
-    from envkit.commands.node_check import node_target
-
-    node_target(target)  # the options verify would refuse, refused before the environment is made
-    if not dry_run:
-        from envkit.slurm.client import Slurm
-
-        Slurm().require()
-
-
-def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe_timeout: float):
-    import os
-    import sys
-
-    from envkit.create.execute import execute, step_count
-    from envkit.create.progress import Progress
-
-    progress = Progress(sys.stderr, step_count(prepared.plan), verbose=verbose, live=sys.stderr.isatty())
-
-    def checker(plan, python):
-        from envkit.activation import activated_environ
-        from envkit.probe.check import check_environment
-        from envkit.probe.runner import ProbeOptions
-
-        options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout)
-        environ = activated_environ(plan.prefix, plan.kind, plan.name, os.environ)  # as `envkit run` runs it
-        return check_environment(python, options, plan.profile, environ, manifest_for=lambda _: manifest,
-                                 tables=tables, on_target=plan.on_target, expected=plan.build)
-
-    return execute(prepared, dirs, progress, force, checker, os.environ)
-
-
-def _print_outcome(prepared, outcome, json_output: bool) -> None:
-    if json_output:
-        from envkit.create.render import outcome_json
-
-        print_json(outcome_json(prepared, outcome))
-    else:
-        from envkit.create.render import outcome_text
-
-        typer.echo(outcome_text(prepared, outcome))
+        fleet_pick = fleet.single is None and build is None  # the fleet's verdict on unused GPUs, not one machine's
+        prepared = for_target(prepared, fleet, target, **({"gpu_unused": unused} if fleet_pick else {}))
+        make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
+             json_output=json_output, verbose=verbose, probe_timeout=probe_timeout, verify_on_node=verify_on_node,
+             cpu=cpu, listing=f"`{list_command(manifest, target_args(target, python))}`")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,12 +1,12 @@
 """Reproducible environments: ``envkit lock`` (pin a build exactly, in conda-lock's format) and ``envkit export``
-(the lock of an environment as it is installed). ``envkit create --from-lock`` installs one (commands/create.py)."""
+(the lock of an environment as it is installed). ``envkit create --from-lock`` installs one (commands/from_lock.py)."""
 
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import manifests_dir, print_json, reported_errors, user_dirs
+from envkit.commands.common import manifests_dir, print_json, reported_errors, target_words, user_dirs
 from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, with_options
 
 OutputOption = Annotated[
@@ -74,7 +74,7 @@ def lock(
         if unused:
             warn(f"the lock pins a CPU build for machines with GPUs: {unused}")
         made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=profile,
-                                     target=_target_words(target, fleet), on_target=target.on_target, python=request,
+                                     target=target_words(target, fleet), on_target=target.on_target, python=request,
                                      build_id=build_id, target_args=target_args(target),
                                      gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus)),
                          config, dirs.conda_packages, _uv(), os.environ, _isolated(dirs), warn=warn)
@@ -105,6 +105,7 @@ def export(
 
         dirs = user_dirs()
         record = find_record(env)
+
         def index_of(made_from):
             from envkit.catalog.cache import cached_catalog
 
@@ -118,17 +119,6 @@ def export(
         made = export_lock(record, load_config(os.environ, dirs), _uv(), _isolated(dirs), index_of)
         _write(made, output)
         _report(made, output, json_output)
-
-
-def _target_words(target: TargetOptions, fleet) -> str:
-    """What a lock is for, in words: this machine, a partition, profiles."""
-    from envkit.fleet import names_text
-
-    if target.on_target:
-        return "this machine"
-    if target.partition is not None:
-        return f"partition {target.partition}"
-    return f"machines {names_text(fleet.names)}" if fleet.single is None else f"profile {fleet.names[0]}"
 
 
 def _uv() -> Path:
@@ -173,102 +163,3 @@ def _report(made, output: Path, json_output: bool) -> None:
 def register(app: typer.Typer) -> None:
     app.command()(lock)
     app.command()(export)
-
-
-def create_from_lock(path: Path, manifest, name, prefix, build, python, backend, dry_run: bool, yes: bool,
-                     force: bool, json_output: bool, verify: bool, jupyter: bool, verbose: bool,
-                     probe_timeout: float, target: TargetOptions, verify_on_node: bool = False) -> None:
-    """`envkit create --from-lock FILE`: the options that choose what to install do not go with it."""
-    with reported_errors():
-        import os
-        import sys
-
-        from envkit.errors import BadInputError
-
-        clashing = [flag for flag, given in (("MANIFEST", manifest), ("--build", build), ("--python", python),
-                                             ("--jupyter", jupyter or None),
-
-                                             ("--backend", None if backend == "auto" else backend)) if given]
-        if clashing:
-            raise BadInputError(f"--from-lock installs what the lock pins: {', '.join(clashing)} cannot go with it",
-                                hint="Leave them out, or make another lock (`envkit lock MANIFEST --build ID`).")
-        from envkit.catalog.cache import cached_catalog
-        from envkit.commands.create import _execute, _print_outcome
-        from envkit.config import load_config
-        from envkit.create.execute import AlreadyExists, check_available
-        from envkit.create.render import plan_json, plan_text
-        from envkit.errors import EnvkitError
-        from envkit.lockfile.format import read_lock
-        from envkit.lockfile.install import FromLock, Target, prepare_from_lock
-
-        if verify_on_node:
-            from envkit.commands.create import _check_verify_on_node
-
-            _check_verify_on_node(target, json_output, dry_run)
-        dirs = user_dirs()
-        config = load_config(os.environ, dirs)
-        the_lock = read_lock(path, dirs.cache)
-        from envkit.lockfile.model import MANIFEST
-
-        directory = manifests_dir(target.manifests)
-        named = the_lock.fact(MANIFEST)
-        try:  # the tables, and the lock's manifest when the manifests still have it: one load
-            catalog = cached_catalog(directory, [named] if named else [], dirs.cache)
-        except EnvkitError:  # a lock whose manifest is gone (or not envkit's): judged by its packages alone
-            catalog = cached_catalog(directory, [], dirs.cache)
-        tables = catalog.tables
-
-        def manifest_of(manifest_name):
-            return catalog.manifests.get(manifest_name)
-
-        from envkit.commands.common import fleet_for, target_args, target_argv
-
-        fleet = fleet_for(tables, target)
-        configs = [c for c in fleet.configs() if c.has_gpus] or list(fleet.configs())
-        profile = fleet.single or min(configs, key=lambda c: tuple(c.profile.cuda_driver or (0, 0))).profile
-        machine = "this machine" if target.on_target else _target_words(target, fleet)
-        each = tuple((", ".join(c.names), c.profile) for c in fleet.configs()) if fleet.single is None else ()
-        prepared, the_manifest = prepare_from_lock(FromLock(path=path, name=name, prefix=prefix, verify=verify),
-                                                   the_lock, manifest_of, tables,
-                                                   Target(profile, target.on_target, machine, target_args(target),
-                                                          each), config, dirs, os.environ)
-        if not target.on_target:  # what it was made for, as create records it (verify judges against it)
-            import dataclasses
-
-            from envkit.target import target_dict
-
-            plan = dataclasses.replace(prepared.plan, target=target_dict(
-                fleet, target_argv(target, absolute=True, manifests=False)))
-            prepared = dataclasses.replace(prepared, plan=plan)
-        if verify and the_manifest is None:
-            typer.echo("envkit: note: the lock names no build of envkit's manifests: no post-install check",
-                       err=True)
-        if dry_run:
-            print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
-            try:
-                check_available(prepared.plan, dirs, force, os.environ)
-            except AlreadyExists as taken:
-                typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
-            return
-        if check_available(prepared.plan, dirs, force, os.environ) and not yes and not sys.stdin.isatty():
-            from envkit.errors import BadInputError
-
-            raise BadInputError(f"not replacing {prepared.plan.name} without confirmation (nobody to ask here)",
-                                hint="Add --yes to replace it.")
-        if not json_output:
-            typer.echo(plan_text(prepared))
-        if not yes and sys.stdin.isatty() and not typer.confirm("Create it?", default=True, err=True):
-            typer.echo("envkit: nothing created", err=True)
-            raise typer.Exit(1)
-        outcome = _execute(prepared, the_manifest, tables, dirs, force, verbose, probe_timeout)
-        _print_outcome(prepared, outcome, json_output)
-        failed = outcome.report is not None and not outcome.report.ok
-        if verify_on_node:  # as `envkit create --verify-on-node` does it
-            from envkit.commands.node_check import verify_on_node as check_on_node
-            from envkit.commands.options import CheckOptions
-
-            framework = the_manifest.framework if the_manifest is not None else "auto"
-            status = check_on_node(prepared.plan.name, None, None, 300.0,
-                                   CheckOptions(framework=framework, probe_timeout=probe_timeout), target, False)
-            failed = failed or status != 0
-        raise typer.Exit(1 if failed else 0)

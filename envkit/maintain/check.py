@@ -12,47 +12,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
 from envkit.errors import UnknownNameError
+from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed
 
 if TYPE_CHECKING:
-    from packaging.requirements import Requirement
     from packaging.version import Version
 
     from envkit.config import Config
     from envkit.maintain.fetch import FetchSettings, Page, Progress
-
-MISSING, UNREADABLE, NEW = "missing", "unreadable", "not in the manifests"
-
-
-@dataclass(frozen=True)
-class Finding:
-    kind: str  # MISSING, UNREADABLE or NEW
-    message: str
-    build: Optional[str] = None
-    url: Optional[str] = None  # the upstream URL it is about
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "build": self.build, "url": self.url, "message": self.message}
-
-
-@dataclass(frozen=True)
-class PipNeed:
-    build: Build
-    requirement: str
-    index: str  # upstream index URL, no trailing slash
-    pythons: tuple[Version, ...]
-
-    @property
-    def parsed(self) -> Requirement:
-        from packaging.requirements import Requirement
-
-        return Requirement(self.requirement)
-
-    @property
-    def page(self) -> str:
-        from packaging.utils import canonicalize_name
-
-        return f"{self.index}/{canonicalize_name(self.parsed.name)}/"
-
 
 @dataclass(frozen=True)
 class CheckReport:

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build
+from envkit.maintain.findings import MISSING, UNREADABLE, Finding
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
     from envkit.config import Config
-    from envkit.maintain.check import Finding
 
 PLATFORMS = ("linux-64", "noarch")
 
@@ -39,8 +39,6 @@ def check_conda(builds: Sequence[Build], pythons: Mapping[str, Sequence[Version]
 
 def _check_group(channels: tuple[str, ...], builds: Sequence[Build], pythons: Mapping[str, Sequence[Version]],
                  cache: Path) -> list[Finding]:
-    from envkit.maintain.check import MISSING, UNREADABLE, Finding
-
     specs = sorted({spec for b in builds for spec in b.conda.packages})
     try:
         records = _query(channels, specs, cache)

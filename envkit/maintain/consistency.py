@@ -15,12 +15,10 @@ Python, duplicate ids within a manifest) are the catalog's own and come from its
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from envkit.catalog.model import Build, Manifest, Tables
-
-if TYPE_CHECKING:
-    from envkit.maintain.validate import Problem, SourceFile
+from envkit.maintain.problems import Problem, SourceFile
 
 # Pythons looked at when a range is judged: 3.0 to 3.99 (a range open at the top admits 3.99).
 _MINORS = range(0, 100)
@@ -42,7 +40,6 @@ def check_consistency(
 
 def _problem(source: Optional[SourceFile], manifest: Optional[str], build: Optional[str], field: Optional[str],
              message: str) -> Problem:
-    from envkit.maintain.validate import Problem
     from envkit.maintain.yamlmarks import line_in_build
 
     if source is None:

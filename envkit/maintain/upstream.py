@@ -10,12 +10,12 @@ import re
 from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
+from envkit.maintain.findings import NEW, Finding, PipNeed
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
     from envkit.config import Config
-    from envkit.maintain.check import Finding, PipNeed
     from envkit.maintain.fetch import Page, PageFetcher
 
 
@@ -25,8 +25,6 @@ def _line(version: Version) -> tuple[int, ...]:
 
 def news(catalog: Catalog, builds: Sequence[Build], needs: Sequence[PipNeed], fetcher: PageFetcher,
          config: Config) -> list[Finding]:
-    from envkit.maintain.check import NEW, Finding
-
     newest = {name: max((_line(b.version) for b in m.builds), default=()) for name, m in catalog.manifests.items()}
     findings: list[Finding] = []
     # The framework's package is the first requirement of a build: torch, tensorflow[and-cuda], jax[cuda12].
@@ -96,7 +94,6 @@ def _new_variants(catalog: Catalog, builds: Sequence[Build], fetcher: PageFetche
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    from envkit.maintain.check import NEW, Finding
     from envkit.maintain.simple_index import linux_wheels, parse_page, wheel_version
 
     findings = []

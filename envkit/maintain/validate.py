@@ -13,36 +13,7 @@ from typing import Any, Callable, Optional
 
 from envkit.catalog.model import Manifest, Tables
 from envkit.errors import ManifestError
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: Optional[int]
-    build: Optional[str]
-    field: Optional[str]
-    message: str
-
-    def __str__(self) -> str:
-        where = self.file + (f":{self.line}" if self.line else "")
-        if self.build:
-            where += f": build {self.build}"
-        if self.field:
-            where += f", field {self.field!r}" if self.build else f": field {self.field!r}"
-        return f"{where}: {self.message}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "build": self.build, "field": self.field,
-                "message": self.message}
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """One file as read: its path, parsed data and YAML node tree (for line numbers)."""
-
-    path: Path
-    data: Any
-    tree: Any
+from envkit.maintain.problems import Problem, SourceFile
 
 
 @dataclass(frozen=True)

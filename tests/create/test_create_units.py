@@ -18,7 +18,6 @@ from envkit.errors import BadInputError
 from envkit.installers import installer_environ, pip_command
 from envkit.userdirs import user_dirs
 from envkit.records import check_name
-from envkit.userdirs import user_dirs
 
 PYTORCH = "https://download.pytorch.org/whl"
 

@@ -1,0 +1,60 @@
+"""``envkit create --from-lock FILE``: the environment a lock pins (from `envkit lock`, `envkit export` or conda-lock),
+made the way `envkit create` makes one (commands/making.py)."""
+
+from pathlib import Path
+
+from envkit.commands.common import fleet_for, manifests_dir, reported_errors, target_args, target_words, user_dirs
+from envkit.commands.options import TargetOptions
+
+
+def create_from_lock(path: Path, manifest, name, prefix, build, python, backend, dry_run: bool, yes: bool,
+                     force: bool, json_output: bool, verify: bool, jupyter: bool, verbose: bool,
+                     probe_timeout: float, target: TargetOptions, verify_on_node: bool = False) -> None:
+    """`envkit create --from-lock FILE`: the options that choose what to install do not go with it."""
+    with reported_errors():
+        import os
+
+        from envkit.errors import BadInputError
+
+        clashing = [flag for flag, given in (("MANIFEST", manifest), ("--build", build), ("--python", python),
+                                             ("--jupyter", jupyter or None),
+                                             ("--backend", None if backend == "auto" else backend)) if given]
+        if clashing:
+            raise BadInputError(f"--from-lock installs what the lock pins: {', '.join(clashing)} cannot go with it",
+                                hint="Leave them out, or make another lock (`envkit lock MANIFEST --build ID`).")
+        from envkit.catalog.cache import cached_catalog
+        from envkit.commands.making import check_verify_on_node, for_target, make
+        from envkit.config import load_config
+        from envkit.errors import EnvkitError
+        from envkit.lockfile.format import read_lock
+        from envkit.lockfile.install import FromLock, Target, prepare_from_lock
+        from envkit.lockfile.model import MANIFEST
+
+        if verify_on_node:
+            check_verify_on_node(target, json_output, dry_run)
+        dirs = user_dirs()
+        config = load_config(os.environ, dirs)
+        the_lock = read_lock(path, dirs.cache)
+        directory = manifests_dir(target.manifests)
+        named = the_lock.fact(MANIFEST)
+        try:  # the tables, and the lock's manifest when the manifests still have it: one load
+            catalog = cached_catalog(directory, [named] if named else [], dirs.cache)
+        except EnvkitError:  # a lock whose manifest is gone (or not envkit's): judged by its packages alone
+            catalog = cached_catalog(directory, [], dirs.cache)
+        tables = catalog.tables
+        fleet = fleet_for(tables, target)
+        configs = [c for c in fleet.configs() if c.has_gpus] or list(fleet.configs())
+        profile = fleet.single or min(configs, key=lambda c: tuple(c.profile.cuda_driver or (0, 0))).profile
+        each = tuple((", ".join(c.names), c.profile) for c in fleet.configs()) if fleet.single is None else ()
+        prepared, the_manifest = prepare_from_lock(
+            FromLock(path=path, name=name, prefix=prefix, verify=verify), the_lock, catalog.manifests.get, tables,
+            Target(profile, target.on_target, target_words(target, fleet), target_args(target), each), config, dirs,
+            os.environ)
+        prepared = for_target(prepared, fleet, target)
+        if verify and the_manifest is None:
+            import typer
+
+            typer.echo("envkit: note: the lock names no build of envkit's manifests: no post-install check",
+                       err=True)
+        make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
+             json_output=json_output, verbose=verbose, probe_timeout=probe_timeout, verify_on_node=verify_on_node)

@@ -1,0 +1,121 @@
+"""What `envkit create` does once it has a prepared plan, the same for both ways in (a manifest: commands/create.py;
+a lock: commands/from_lock.py): record the target, show the plan or ask, make the environment, report, and with
+--verify-on-node check it on a node of the partition."""
+
+from typing import Any, NoReturn
+
+import typer
+
+from envkit.commands.common import print_json, target_argv
+from envkit.commands.options import CheckOptions, TargetOptions
+
+
+def check_verify_on_node(target: TargetOptions, json_output: bool, dry_run: bool) -> None:
+    """--verify-on-node needs a partition and a Slurm cluster; exit 2 (or 1 without Slurm) before creating."""
+    from envkit.errors import BadInputError
+
+    if target.partition is None:
+        raise BadInputError("--verify-on-node runs the check on a node of a Slurm partition: add --partition P")
+    if json_output:
+        raise BadInputError("--verify-on-node prints the node's report as text: leave out --json",
+                            hint="Or run `envkit verify NAME --partition P --json` after creating.")
+    from envkit.commands.node_check import node_target
+
+    node_target(target)  # the options verify would refuse, refused before the environment is made
+    if not dry_run:
+        from envkit.slurm.client import Slurm
+
+        Slurm().require()
+
+
+def for_target(prepared, fleet, target: TargetOptions, **plan_changes: Any):
+    """The prepared plan recording what it is made for when that is not this machine (verify judges against it),
+    with ``plan_changes`` (for a fleet: why its build leaves GPUs unused)."""
+    if target.on_target:
+        return prepared
+    import dataclasses
+
+    from envkit.target import target_dict
+
+    plan = dataclasses.replace(prepared.plan, target=target_dict(fleet, target_argv(target, absolute=True,
+                                                                                     manifests=False)),
+                               **plan_changes)
+    return dataclasses.replace(prepared, plan=plan)
+
+
+def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bool, yes: bool, force: bool,
+         json_output: bool, verbose: bool, probe_timeout: float, verify_on_node: bool, cpu: bool = False,
+         listing: str = "`envkit list`") -> NoReturn:
+    """Show the plan (a dry run stops there), ask or refuse, make the environment, report it, and exit: 0 when made
+    and checked, 1 when making or a check failed. ``listing`` is the command that lists other builds."""
+    import os
+    import sys
+
+    from envkit.create.execute import AlreadyExists, check_available
+    from envkit.create.render import plan_json, plan_text
+    from envkit.errors import BadInputError
+
+    if dry_run:
+        print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
+        try:
+            check_available(prepared.plan, dirs, force, os.environ)
+        except AlreadyExists as taken:  # a dry run changes nothing, but says what the real run would meet
+            typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
+        raise typer.Exit(0)
+    replaces = check_available(prepared.plan, dirs, force, os.environ)
+    asks = not yes and sys.stdin.isatty()
+    if replaces and not yes and not asks:
+        raise BadInputError(f"not replacing {prepared.plan.name} without confirmation (nobody to ask here)",
+                            hint="Add --yes to replace it.")
+    if prepared.plan.gpu_unused and not cpu and not asks:
+        raise BadInputError(f"not creating a CPU build on a machine with GPUs: {prepared.plan.gpu_unused}",
+                            hint=f"Add --cpu to create it anyway, or --build ID for another build ({listing} lists "
+                                 "them).")
+    if not json_output:
+        typer.echo(plan_text(prepared))
+    elif asks:
+        typer.echo(plan_text(prepared), err=True)  # the question needs the plan; stdout stays JSON
+    if asks and not typer.confirm("Create it?", default=not prepared.plan.gpu_unused, err=True):
+        typer.echo("envkit: nothing created", err=True)
+        raise typer.Exit(1)
+    outcome = _execute(prepared, manifest, tables, dirs, force, verbose, probe_timeout)
+    if json_output:
+        from envkit.create.render import outcome_json
+
+        print_json(outcome_json(prepared, outcome))
+    else:
+        from envkit.create.render import outcome_text
+
+        typer.echo(outcome_text(prepared, outcome))
+    failed = outcome.report is not None and not outcome.report.ok
+    if verify_on_node:
+        from envkit.commands.node_check import verify_on_node as check_on_node
+
+        framework = manifest.framework if manifest is not None else "auto"
+        status = check_on_node(prepared.plan.name, None, None, 300.0,
+                               CheckOptions(framework=framework, probe_timeout=probe_timeout), target, False)
+        failed = failed or status != 0
+    raise typer.Exit(1 if failed else 0)
+
+
+def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe_timeout: float):
+    """Make the environment, with progress on stderr and the post-install check as `envkit run` would run it."""
+    import os
+    import sys
+
+    from envkit.create.execute import execute, step_count
+    from envkit.create.progress import Progress
+
+    progress = Progress(sys.stderr, step_count(prepared.plan), verbose=verbose, live=sys.stderr.isatty())
+
+    def checker(plan, python):
+        from envkit.activation import activated_environ
+        from envkit.probe.check import check_environment
+        from envkit.probe.runner import ProbeOptions
+
+        options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout)
+        environ = activated_environ(plan.prefix, plan.kind, plan.name, os.environ)  # as `envkit run` runs it
+        return check_environment(python, options, plan.profile, environ, manifest_for=lambda _: manifest,
+                                 tables=tables, on_target=plan.on_target, expected=plan.build)
+
+    return execute(prepared, dirs, progress, force, checker, os.environ)

@@ -1,0 +1,46 @@
+"""What `envkit manifests check` finds, shared by its parts (check, conda_check, upstream): a missing or unreadable
+package, a release upstream that the manifests do not have; and what a build needs from a pip index."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+from envkit.catalog.model import Build
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+MISSING, UNREADABLE, NEW = "missing", "unreadable", "not in the manifests"
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # MISSING, UNREADABLE or NEW
+    message: str
+    build: Optional[str] = None
+    url: Optional[str] = None  # the upstream URL it is about
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "build": self.build, "url": self.url, "message": self.message}
+
+
+@dataclass(frozen=True)
+class PipNeed:
+    build: Build
+    requirement: str
+    index: str  # upstream index URL, no trailing slash
+    pythons: tuple[Version, ...]
+
+    @property
+    def parsed(self) -> Requirement:
+        from packaging.requirements import Requirement
+
+        return Requirement(self.requirement)
+
+    @property
+    def page(self) -> str:
+        from packaging.utils import canonicalize_name
+
+        return f"{self.index}/{canonicalize_name(self.parsed.name)}/"
