@@ -148,6 +148,21 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
         time.sleep(_SETTLE_S)
 
 
+def query_records(channels: Sequence[str], subdirs: Sequence[str], names: Sequence[str],
+                  cache_dir: Path) -> list[RepoDataRecord]:
+    """Every record of the packages ``names`` in ``channels`` for ``subdirs``: no solve, no dependencies (what
+    `envkit manifests check` asks of conda channels). Raises rattler's errors as they are."""
+    import rattler
+
+    async def query() -> list[RepoDataRecord]:
+        gateway = rattler.Gateway(cache_dir=cache_dir, client=_client())
+        result = await gateway.query([rattler.Channel(c) for c in channels], [rattler.Subdir(s) for s in subdirs],
+                                     list(names), recursive=False)
+        return [record for per_channel in result for record in per_channel]
+
+    return _run(query())
+
+
 async def _create(prefix: Path, request: CondaSolveRequest, cache_dir: Path, report: Report) -> list[RepoDataRecord]:
     """Solve, then install. One event loop and one HTTP client for both, so that they share connections."""
     import rattler

@@ -74,12 +74,13 @@ def listing_text(profile: MachineProfile, resolutions: Sequence[Resolution], sho
     FILE``...), shell-quoted, so that the commands it suggests judge the same machine when pasted."""
     blocks = [machine_line(profile)]
     for resolution in resolutions:
-        blocks.append(_manifest_block(resolution, profile, show_all, target_args))
+        blocks.append(manifest_block(resolution, profile, show_all, target_args))
     return "\n\n".join(blocks)
 
 
-def _manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bool, target_args: str,
+def manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bool, target_args: str,
                     where: str = "this machine") -> str:
+    """One manifest's part of `envkit list`: its builds for ``where``, the pick marked, what does not fit counted."""
     from envkit.cpu_fallback import gpu_unused
 
     manifest = resolution.manifest

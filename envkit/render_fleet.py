@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 from envkit.fleet import Fleet, fleet_json, names_text
 from envkit.fleet_resolve import FleetResolution
 from envkit.machine import MachineProfile
-from envkit.render import _manifest_block, listing_json, listing_text, machine_line
+from envkit.render import listing_json, listing_text, machine_line, manifest_block
 
 # A group's create command: (manifest name, group) -> the command line, shell-quoted; supplied by the CLI.
 GroupCommand = Callable[[str, Any], Optional[str]]
@@ -36,7 +36,7 @@ def fleet_listing_text(fleet: Fleet, results: Sequence[FleetResolution], show_al
     blocks = [fleet_header(fleet)]
     for result in results:
         # The warning about unused GPUs names one machine's facts: for a fleet the groups say it better.
-        block = _manifest_block(result.resolution, MachineProfile(), show_all, target_args, where="every machine")
+        block = manifest_block(result.resolution, MachineProfile(), show_all, target_args, where="every machine")
         blocks.append("\n".join([block, *_fleet_lines(result, group_command)]))
     return "\n\n".join(blocks)
 

@@ -66,16 +66,10 @@ def _check_group(channels: tuple[str, ...], builds: Sequence[Build], pythons: Ma
 def _query(channels: Sequence[str], specs: Sequence[str], cache: Path) -> list[Any]:
     import rattler
 
-    from envkit.conda_engine import _client, _run
+    from envkit.conda_engine import query_records
 
-    async def query() -> list[Any]:
-        gateway = rattler.Gateway(cache_dir=cache, client=_client())
-        names = sorted({rattler.MatchSpec(spec).name.normalized for spec in specs})
-        result = await gateway.query([rattler.Channel(c) for c in channels], [rattler.Subdir(p) for p in PLATFORMS],
-                                     names, recursive=False)
-        return [record for per_channel in result for record in per_channel]
-
-    return _run(query())  # conda_engine's asyncio.run: waits out rattler's worker thread
+    names = sorted({rattler.MatchSpec(spec).name.normalized for spec in specs})
+    return query_records(channels, PLATFORMS, names, cache)
 
 
 def _matching(spec: str, records: Sequence[Any]) -> list[Any]:
