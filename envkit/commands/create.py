@@ -99,8 +99,10 @@ def create(
     if from_lock is not None:
         from envkit.commands.from_lock import create_from_lock
 
-        create_from_lock(from_lock, manifest, name, prefix, build, python, backend, dry_run, yes, force, json_output,
-                         not no_verify, jupyter, verbose, probe_timeout, target, verify_on_node=verify_on_node)
+        create_from_lock(from_lock, target, manifest=manifest, name=name, prefix=prefix, build=build, python=python,
+                         backend=backend, dry_run=dry_run, yes=yes, force=force, json_output=json_output,
+                         verify=not no_verify, jupyter=jupyter, verbose=verbose, probe_timeout=probe_timeout,
+                         verify_on_node=verify_on_node)
         return
     with reported_errors():
         if manifest is None:

@@ -2,15 +2,18 @@
 made the way `envkit create` makes one (commands/making.py)."""
 
 from pathlib import Path
+from typing import Optional
 
 from envkit.commands.common import fleet_for, manifests_dir, reported_errors, target_args, target_words, user_dirs
 from envkit.commands.options import TargetOptions
 
 
-def create_from_lock(path: Path, manifest, name, prefix, build, python, backend, dry_run: bool, yes: bool,
-                     force: bool, json_output: bool, verify: bool, jupyter: bool, verbose: bool,
-                     probe_timeout: float, target: TargetOptions, verify_on_node: bool = False) -> None:
-    """`envkit create --from-lock FILE`: the options that choose what to install do not go with it."""
+def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[str], name: Optional[str],
+                     prefix: Optional[Path], build: Optional[str], python: Optional[str], backend: str, dry_run: bool,
+                     yes: bool, force: bool, json_output: bool, verify: bool, jupyter: bool, verbose: bool,
+                     probe_timeout: float, verify_on_node: bool) -> None:
+    """`envkit create --from-lock FILE`, given create's options: those that choose what to install (MANIFEST,
+    --build, --python, --jupyter, --backend) do not go with it."""
     with reported_errors():
         import os
 
