@@ -7,7 +7,7 @@ envs/README.md.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.entries import conda_spec_problem, https_url_problem, pip_requirement_problem
 from envkit.catalog.model import (
@@ -27,6 +27,9 @@ from envkit.cuda import CudaTable
 from envkit.errors import ManifestError
 from envkit.versions import ComputeCapability, CudaVersion
 
+if TYPE_CHECKING:
+    from packaging.version import Version
+
 _VARIANT = re.compile(r"^(cpu|cu\d{2,3})$")
 _BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 # companions: how companion packages follow the framework's version; read by `envkit manifests validate` only.
@@ -44,7 +47,8 @@ def parse_manifest(
     data: Any, path: str, expected_name: str, tables: Tables, errors: Optional[list[ManifestError]] = None
 ) -> Manifest:
     """The manifest in ``data``. The first problem raises ManifestError; with an ``errors`` list, every problem is
-    appended to it instead (the first of each top-level field, release and build), and what parsed is kept."""
+    appended to it instead (the first of each top-level field and release, every one of each build), and what
+    parsed is kept."""
     node = Node(data, path)  # not a mapping: nothing else can be checked, so this raises in both modes
     attempt = _attempt(errors)
     attempt(lambda: node.only(_MANIFEST_KEYS))
@@ -61,7 +65,7 @@ def parse_manifest(
         release_install = attempt(lambda: _merge(manifest_install, _install_defaults(release)), {})
         for build_position, raw_build in enumerate(attempt(lambda: release.children("builds"), [])):
             build = attempt(lambda: _parse_build(name, release, raw_build, build_position, release_install,
-                                                 arch_sets, tables))
+                                                 arch_sets, tables, attempt))
             if build is None:
                 continue
             if build.id in seen:
@@ -163,26 +167,74 @@ def _parse_build(
     inherited: Mapping[str, Mapping[str, Any]],
     arch_sets: Mapping[str, ArchSet],
     tables: Tables,
-) -> Build:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
+    attempt: Callable[..., Any],
+) -> Optional[Build]:
+    """One build, or None when it has problems: ``attempt`` (see _attempt) raises the first, or records every one
+    of them (each field is checked whatever the others say, where it does not depend on them)."""
     where = f"{release.prefix}builds[{position}]"
     first = Node(raw, release.path, prefix=f"{where}.")
-    version_text = release.text("version")
+    version_text = release.text("version")  # (without these the build has no name: the first problem ends it)
     variant = first.text("variant")
     build_id = first.text("id", required=False) or f"{manifest}-{version_text}-{variant}"
     node = Node(raw, release.path, build=build_id)  # from here on, errors name the build
-    node.only(_BUILD_KEYS)
+    failed = False
+
+    def step(check: Callable[[], Any]) -> Any:
+        nonlocal failed
+        result = attempt(check, _FAILED)
+        failed = failed or result is _FAILED
+        return result
+
+    step(lambda: node.only(_BUILD_KEYS))
+    step(lambda: _build_id(node, build_id))
+    step(lambda: _variant(node, variant))
+    version = step(lambda: _version(release, version_text))
+    python = step(lambda: _python_range(node if node.has("python") else release, tables))
+    cuda = step(lambda: node.parsed("cuda", CudaVersion.parse, required=False))
+    arch = step(lambda: _build_arch(node, arch_sets) if node.has("arch") else None)
+    if cuda is not _FAILED and arch is not _FAILED:
+        step(lambda: _gpu_code(node, variant, cuda, arch, tables.cuda))
+    install = step(lambda: _merge(inherited, _install_defaults(node)))
+    pip = conda = None
+    if install is not _FAILED:
+        pip = step(lambda: _pip(node, install.get("pip"), variant) if "pip" in install else None)
+        conda = step(lambda: _conda(node, install["conda"]) if "conda" in install else None)
+        if "pip" not in install and "conda" not in install:
+            step(lambda: node.fail("a build needs pip packages or conda packages to install", "pip"))
+    notes = step(lambda: node.text("notes", required=False) or release.text("notes", False))
+    bundled = step(lambda: _bundled(node, release, arch)) if arch is not _FAILED else _FAILED
+    unconfirmed = step(lambda: node.text("unconfirmed", required=False) or release.text("unconfirmed", False))
+    if failed:
+        return None
+    return Build(id=build_id, manifest=manifest, version=version, variant=variant, python=python, cuda=cuda,
+                 arch=arch, pip=pip, conda=conda, notes=notes, bundled=bundled, unconfirmed=unconfirmed)
+
+
+_FAILED = object()  # what a step that failed gives, in collecting mode
+
+
+def _build_id(node: Node, build_id: str) -> None:
     if not _BUILD_ID.match(build_id):
         node.fail("a build id is letters, digits and . _ + -", "id")
+
+
+def _variant(node: Node, variant: str) -> None:
     if not _VARIANT.match(variant or ""):
         node.fail(f"{variant!r} is not 'cpu' or 'cu' and the CUDA digits (cu118, cu126, cu12)", "variant")
+
+
+def _version(release: Node, text: str) -> Version:
+    from packaging.version import InvalidVersion, Version
+
     try:
-        version = Version(version_text)
+        return Version(text)
     except InvalidVersion:
-        release.fail(f"{version_text!r} is not a version like '2.9'", "version")
-    python_node = node if node.has("python") else release
+        release.fail(f"{text!r} is not a version like '2.9'", "version")
+
+
+def _python_range(python_node: Node, tables: Tables) -> PythonRange:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     python_text = python_node.text("python")
     try:
         spec = SpecifierSet(python_text)
@@ -191,32 +243,24 @@ def _parse_build(
     python = PythonRange(spec, tables.python.versions)
     if not any(python.contains(v) for v in tables.python.versions):
         python_node.fail(f"{python_text!r} admits none of the Pythons in python.yaml", "python")
+    return python
 
-    cuda = node.parsed("cuda", CudaVersion.parse, required=False)
-    arch = _build_arch(node, arch_sets) if node.has("arch") else None
-    if variant == CPU and (cuda or arch):
-        node.fail("a cpu build has no cuda or arch", "cuda" if cuda else "arch")
-    if variant != CPU:
-        if cuda is None:
-            node.fail(f"a {variant} build needs the CUDA it targets", "cuda")
-        if arch is None:
-            node.fail("a GPU build needs its architecture list (sass and/or ptx)", "arch")
-        _check_cuda(node, cuda, arch, tables.cuda)
-        if variant not in (cuda.tag, f"cu{cuda.major}"):
-            node.fail(f"{variant!r} does not name CUDA {cuda}: expected {cuda.tag} (or cu{cuda.major} for a build "
-                      f"that serves the whole CUDA {cuda.major} line)", "variant")
 
-    install = _merge(inherited, _install_defaults(node))
-    pip = _pip(node, install.get("pip"), variant) if "pip" in install else None
-    conda = _conda(node, install["conda"]) if "conda" in install else None
-    if pip is None and conda is None:
-        node.fail("a build needs pip packages or conda packages to install", "pip")
-    return Build(
-        id=build_id, manifest=manifest, version=version, variant=variant, python=python, cuda=cuda,
-        arch=arch, pip=pip, conda=conda, notes=node.text("notes", required=False) or release.text("notes", False),
-        bundled=_bundled(node, release, arch),
-        unconfirmed=node.text("unconfirmed", required=False) or release.text("unconfirmed", False),
-    )
+def _gpu_code(node: Node, variant: str, cuda: Optional[CudaVersion], arch: Optional[ArchSet],
+              table: CudaTable) -> None:
+    """The CUDA and architecture list a build has (or lacks), against its variant and cuda.yaml."""
+    if variant == CPU:
+        if cuda or arch:
+            node.fail("a cpu build has no cuda or arch", "cuda" if cuda else "arch")
+        return
+    if cuda is None:
+        node.fail(f"a {variant} build needs the CUDA it targets", "cuda")
+    if arch is None:
+        node.fail("a GPU build needs its architecture list (sass and/or ptx)", "arch")
+    _check_cuda(node, cuda, arch, table)
+    if _VARIANT.match(variant or "") and variant not in (cuda.tag, f"cu{cuda.major}"):  # (a malformed one: _variant)
+        node.fail(f"{variant!r} does not name CUDA {cuda}: expected {cuda.tag} (or cu{cuda.major} for a build "
+                  f"that serves the whole CUDA {cuda.major} line)", "variant")
 
 
 def _build_arch(node: Node, arch_sets: Mapping[str, ArchSet]) -> ArchSet:

@@ -106,6 +106,16 @@ def test_every_problem_of_a_directory_in_one_run(envs_copy):
     assert not validation.ok
 
 
+def test_every_problem_of_one_build_is_reported_not_only_its_first(envs_copy):
+    edit(envs_copy, "torch.yaml", lambda d: build(d, "2.14", "cu126").update(
+        pyhton=">=3.8", python="latest", cuda="12.7", notes=["not", "text"]))
+    validation = validate_directory(envs_copy)
+    problems = sorted((p.field, p.message) for p in validation.problems if p.build == "torch-2.14-cu126")
+    assert [field for field, _ in problems] == ["cuda", "notes", "pyhton", "python"], problems
+    assert "not in cuda.yaml" in dict(problems)["cuda"] and "version range" in dict(problems)["python"]
+    assert "torch-2.14-cu126" not in {b.id for b in validation.manifests["torch"].builds}  # a broken build is left out
+
+
 def test_broken_tables_are_all_reported_and_the_manifests_wait_for_them(envs_copy):
     path = envs_copy / "cuda.yaml"
     path.write_text(path.read_text().replace('"12.8": "570.26"', '12.8: "570.26"'))
