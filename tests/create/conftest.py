@@ -19,7 +19,8 @@ from typing import Any, Mapping, Optional
 import pytest
 
 from support.fixtures import pypi_server  # noqa: F401 (a fixture)
-from support.pypi_index import IndexServer, build_wheel
+from support.pypi_index import IndexServer
+from support.wheels import build_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 FAKES = REPO / "tests" / "probe" / "fakes"

@@ -20,7 +20,8 @@ import pytest
 
 from conftest import (GTX1080TI, LEGACY_BUILD, LEGACY_CHANNEL, PROFILES, PYTHON, PYTHON_FULL, REPO, SITE_PACKAGES, Home,
                       conda_mirrors, fake_tensorflow_files)
-from support.pypi_index import IndexServer, build_wheel
+from support.pypi_index import IndexServer
+from support.wheels import build_wheel
 
 from envkit.backends.tools import CONDA_KINDS
 

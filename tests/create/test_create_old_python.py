@@ -13,7 +13,8 @@ from packaging.version import Version
 
 from conftest import REPO, Home
 from envkit.backends.tools import find_python
-from support.pypi_index import IndexServer, build_wheel
+from support.pypi_index import IndexServer
+from support.wheels import build_wheel
 
 OLD = Version("3.7")
 

@@ -16,7 +16,8 @@ from packaging.version import Version
 
 from conftest import PROFILES, Home, fake_torch_files
 from envkit.backends.tools import find_python
-from support.pypi_index import IndexServer, build_wheel
+from support.pypi_index import IndexServer
+from support.wheels import build_wheel
 
 D2L = ("--machine", str(PROFILES / "d2l.yaml"))
 PY38 = Version("3.8")

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CU126, PYTHON, Home, fake_torch_files
-from support.pypi_index import IndexServer, build_wheel
+from support.pypi_index import IndexServer
+from support.wheels import build_wheel
 
 VERSION = "import importlib.metadata as m; print(m.version('torch'), m.version('torchvision'), m.version('torchaudio'))"
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 
 from conftest import PROFILES, PYTHON, Home
-from support.pypi_index import (
-    IndexServer,
+from support.local_wheels import (
     MissingDistributionError,
-    build_wheel,
     find_torch_cpu_wheel,
     local_distribution_files,
     torch_cpu_dependencies,
 )
+from support.pypi_index import IndexServer
+from support.wheels import build_wheel
 
 pytestmark = pytest.mark.real_torch
 

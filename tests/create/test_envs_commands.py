@@ -7,7 +7,8 @@ import json
 import pytest
 
 from conftest import CU126, PROFILES, Home
-from support.pypi_index import IndexServer, dependency_closure, local_distribution_files
+from support.local_wheels import dependency_closure, local_distribution_files
+from support.pypi_index import IndexServer
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors, fake_torch_files
-from support.pypi_index import IndexServer, build_wheel
+from support.pypi_index import IndexServer
+from support.wheels import build_wheel
 from test_create_conda import no_conda
 
 # The points a run passes, in order ("inside-backend": the backend's child runs (venv) or the engine is installing

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from conftest import PYTHON, PYTHON_FULL, Home
-from support.pypi_index import IndexServer, build_wheel
+from support.pypi_index import IndexServer
+from support.wheels import build_wheel
 
 from test_create_conda import leftovers, no_conda
 

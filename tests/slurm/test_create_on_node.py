@@ -10,7 +10,7 @@ from pathlib import Path
 from slurm_helpers import A100, FAKES, envkit, user_env
 
 from support.fixtures import pypi_server  # noqa: F401 (a fixture)
-from support.pypi_index import build_wheel
+from support.wheels import build_wheel
 
 PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 

@@ -3,184 +3,31 @@
 The pip side of envkit is tested against real installers (uv, pip) resolving against real PEP 503 "simple"
 indexes, one per CUDA variant, the way download.pytorch.org serves them; only the wheels are tiny. Nothing here
 touches the network: the server binds 127.0.0.1, and `installer_env` strips every setting that could point an
-installer at another index.
+installer at another index. The wheels come from support.wheels (built by hand) or support.local_wheels (already
+on this machine).
 """
 
 from __future__ import annotations
 
-import base64
-import email.parser
 import functools
 import hashlib
 import html
 import os
-import re
 import sys
 import threading
-import zipfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from email.message import Message
-from html.parser import HTMLParser
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import MappingProxyType, TracebackType
+from types import TracebackType
 from urllib.parse import quote, unquote, urlsplit
-from urllib.request import url2pathname
 
-from packaging.requirements import Requirement
-from packaging.specifiers import SpecifierSet
-from packaging.tags import Tag, parse_tag, sys_tags
 from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
-from packaging.version import Version
 
-__all__ = [
-    "IndexServer",
-    "MissingDistributionError",
-    "build_wheel",
-    "dependency_closure",
-    "find_torch_cpu_wheel",
-    "installer_env",
-    "local_distribution_files",
-    "read_wheel_metadata",
-    "torch_cpu_dependencies",
-    "uv_binary",
-]
+from support.wheels import metadata_bytes, read_wheel_metadata, sha256_of
 
-SIMPLE_DIRS = (Path("/opt/pypi/simple"), Path("/opt/pypi-more/simple"))
-WHEEL_DIRS = (Path("/opt/wheels"),)
-
-# Fixed timestamp for every zip entry, so that the same inputs give a byte-identical wheel (stable sha256).
-_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
-_NO_FILES: Mapping[str, str | bytes] = MappingProxyType({})
-# Project names as the core metadata spec allows them (checked here: packaging>=22 has no validate= flag).
-_VALID_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
-_CHUNK = 1 << 20
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Wheels
-
-
-def build_wheel(
-    directory: Path,
-    name: str,
-    version: str,
-    *,
-    requires: Sequence[str] = (),
-    files: Mapping[str, str | bytes] = _NO_FILES,
-    requires_python: str | None = None,
-    tag: str = "py3-none-any",
-) -> Path:
-    """Write a small but complete, installable wheel into `directory` and return its path.
-
-    Written by hand with zipfile (no build backend, no network), deterministic, and as strict as the wheel spec:
-    uv refuses wheels whose RECORD hashes or file name do not match their contents.
-    """
-    if not _VALID_NAME.match(name):
-        raise ValueError(f"invalid project name {name!r}")
-    version = str(Version(version))  # normalises, and keeps a local part: 2.13.0+cu126
-    for requirement in requires:
-        Requirement(requirement)  # fail here, not in the installer, on a typo
-    dist_info = f"{_wheel_name(name)}-{version}.dist-info"
-    contents = {path: _as_bytes(data) for path, data in files.items()}
-    _check_paths(contents, dist_info)
-    contents[f"{dist_info}/METADATA"] = _metadata(name, version, requires, requires_python)
-    contents[f"{dist_info}/WHEEL"] = _wheel_file(tag)
-    contents[f"{dist_info}/RECORD"] = _record(contents, f"{dist_info}/RECORD")
-
-    directory.mkdir(parents=True, exist_ok=True)
-    wheel = directory / f"{_wheel_name(name)}-{version}-{tag}.whl"
-    parse_wheel_filename(wheel.name)  # the name must be one every installer accepts
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path, data in contents.items():
-            archive.writestr(zipfile.ZipInfo(path, date_time=_ZIP_EPOCH), data)
-    return wheel
-
-
-def _wheel_name(name: str) -> str:
-    """The distribution part of a wheel file name: runs of -_. become one _, lower case (binary distribution spec)."""
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
-def _as_bytes(data: str | bytes) -> bytes:
-    return data.encode() if isinstance(data, str) else data
-
-
-def _check_paths(contents: Mapping[str, bytes], dist_info: str) -> None:
-    """Reject paths an installer would refuse or that would clobber the metadata written here."""
-    for path in contents:
-        parts = path.split("/")
-        if path.startswith("/") or "\\" in path or ".." in parts or "" in parts:
-            raise ValueError(f"wheel paths are relative POSIX paths, got {path!r}")
-        if parts[0] == dist_info:
-            raise ValueError(f"{path!r} is inside {dist_info}, which build_wheel writes itself")
-
-
-def _metadata(name: str, version: str, requires: Sequence[str], requires_python: str | None) -> bytes:
-    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
-    if requires_python is not None:
-        lines.append(f"Requires-Python: {requires_python}")
-    lines += [f"Requires-Dist: {requirement}" for requirement in requires]
-    return ("\n".join(lines) + "\n").encode()
-
-
-def _wheel_file(tag: str) -> bytes:
-    """The WHEEL file: one Tag line per expanded tag (a file name may carry a compressed set like a.b-none-any)."""
-    tags = sorted(str(t) for t in parse_tag(tag))
-    purelib = all(t.endswith("-any") for t in tags)
-    lines = ["Wheel-Version: 1.0", "Generator: envkit-tests", f"Root-Is-Purelib: {str(purelib).lower()}"]
-    return ("\n".join(lines + [f"Tag: {t}" for t in tags]) + "\n").encode()
-
-
-def _record(contents: Mapping[str, bytes], record_path: str) -> bytes:
-    """RECORD: path,sha256=<urlsafe base64 without padding>,size for every file, and an empty entry for itself."""
-    rows = []
-    for path, data in contents.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        rows.append(f"{path},sha256={digest},{len(data)}")
-    rows.append(f"{record_path},,")
-    return ("\n".join(rows) + "\n").encode()
-
-
-def read_wheel_metadata(wheel: Path) -> Message:
-    """The core metadata (dist-info/METADATA) of a wheel, parsed."""
-    return email.parser.BytesParser().parsebytes(_metadata_bytes(wheel), headersonly=True)
-
-
-def _metadata_bytes(wheel: Path) -> bytes:
-    """The METADATA file of a wheel as stored, read through the zip directory without unpacking the rest."""
-    return _metadata_bytes_cached(wheel.resolve(), *_file_key(wheel))
-
-
-@functools.lru_cache(maxsize=512)
-def _metadata_bytes_cached(wheel: Path, size: int, mtime_ns: int) -> bytes:
-    with zipfile.ZipFile(wheel) as archive:
-        names = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
-        if len(names) != 1:
-            raise ValueError(f"{wheel.name}: expected one .dist-info/METADATA, found {names}")
-        return archive.read(names[0])
-
-
-def _file_key(path: Path) -> tuple[int, int]:
-    """Size and mtime: enough to notice a rebuilt wheel in the caches keyed on it."""
-    stat = path.stat()
-    return stat.st_size, stat.st_mtime_ns
-
-
-def _sha256(path: Path) -> str:
-    return _sha256_cached(path.resolve(), *_file_key(path))
-
-
-@functools.lru_cache(maxsize=512)
-def _sha256_cached(path: Path, size: int, mtime_ns: int) -> str:
-    """Hash once per file per test session: the real torch wheel is hundreds of megabytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for chunk in iter(lambda: stream.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+_CHUNK = 1 << 20  # bytes sent at a time
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -202,7 +49,7 @@ class _Wheel:
 
     @classmethod
     def of(cls, path: Path) -> _Wheel:
-        return cls(path, _sha256(path), _metadata_bytes(path), read_wheel_metadata(path).get("Requires-Python"))
+        return cls(path, sha256_of(path), metadata_bytes(path), read_wheel_metadata(path).get("Requires-Python"))
 
 
 @dataclass
@@ -533,168 +380,3 @@ def installer_env(cache_dir: Path, base: Mapping[str, str] | None = None) -> dic
         NO_PROXY="127.0.0.1,localhost",
     )
     return env
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Wheels already on this machine
-
-
-class MissingDistributionError(LookupError):
-    """A project the caller needs has no wheel on this machine that this interpreter can install."""
-
-
-def local_distribution_files(
-    names: Iterable[str],
-    *,
-    simple_dirs: Sequence[Path] = SIMPLE_DIRS,
-    wheel_dirs: Sequence[Path] = WHEEL_DIRS,
-) -> list[Path]:
-    """Every wheel on disk for the projects `names` that the running interpreter can install.
-
-    Looks in static PEP 503 trees (<dir>/<project>/index.html with hrefs relative to the page) and in flat wheel
-    directories. Raises MissingDistributionError naming every project that has none.
-    """
-    found: dict[Path, None] = {}
-    missing = []
-    for name in names:
-        wheels = _installable(_candidates(canonicalize_name(name), simple_dirs, wheel_dirs))
-        if not wheels:
-            missing.append(name)
-        found.update(dict.fromkeys(wheels))
-    if missing:
-        searched = ", ".join(str(d) for d in (*simple_dirs, *wheel_dirs))
-        raise MissingDistributionError(
-            f"no wheel installable by Python {sys.version_info.major}.{sys.version_info.minor} "
-            f"for {', '.join(missing)} in {searched}"
-        )
-    return list(found)
-
-
-def _candidates(project: NormalizedName, simple_dirs: Sequence[Path], wheel_dirs: Sequence[Path]) -> Iterator[Path]:
-    for simple in simple_dirs:
-        page = simple / project / "index.html"
-        if page.is_file():
-            yield from _linked_files(page)
-    for directory in wheel_dirs:
-        if directory.is_dir():
-            yield from (w for w in sorted(directory.glob("*.whl")) if _project_of(w) == project)
-
-
-def _linked_files(page: Path) -> Iterator[Path]:
-    """The local files a static simple page links to (hrefs relative to the page, or file: URLs)."""
-    parser = _LinkParser()
-    parser.feed(page.read_text(encoding="utf-8", errors="replace"))
-    for href in parser.hrefs:
-        url = urlsplit(href)
-        if url.scheme == "file":
-            yield Path(url2pathname(url.path))
-        elif not url.scheme and not url.netloc:
-            yield (page.parent / url2pathname(url.path)).resolve()
-
-
-class _LinkParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        href = dict(attrs).get("href")
-        if tag == "a" and href:
-            self.hrefs.append(href)
-
-
-def _project_of(wheel: Path) -> NormalizedName | None:
-    try:
-        return parse_wheel_filename(wheel.name)[0]
-    except ValueError:
-        return None
-
-
-def _installable(paths: Iterable[Path]) -> list[Path]:
-    """Existing wheels whose tags this interpreter supports and whose Requires-Python it satisfies, deduplicated."""
-    supported = _supported_tags()
-    python = Version(".".join(map(str, sys.version_info[:3])))
-    result: dict[Path, None] = {}
-    for path in paths:
-        if path.suffix != ".whl" or not path.is_file() or _project_of(path) is None:
-            continue
-        if supported.isdisjoint(parse_wheel_filename(path.name)[3]):
-            continue
-        requires_python = read_wheel_metadata(path).get("Requires-Python")
-        if requires_python and not SpecifierSet(requires_python).contains(python, prereleases=True):
-            continue
-        result[path] = None
-    return list(result)
-
-
-@functools.lru_cache(maxsize=1)
-def _supported_tags() -> frozenset[Tag]:
-    return frozenset(sys_tags())
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The real PyTorch CPU wheel and what it needs
-
-
-def find_torch_cpu_wheel(wheel_dirs: Sequence[Path] = WHEEL_DIRS) -> Path | None:
-    """The newest torch wheel with local version +cpu in `wheel_dirs` that this interpreter can install."""
-    wheels = [
-        w
-        for directory in wheel_dirs
-        if directory.is_dir()
-        for w in _installable(directory.glob("torch-*.whl"))
-        if parse_wheel_filename(w.name)[1].local == "cpu"
-    ]
-    return max(wheels, key=lambda w: parse_wheel_filename(w.name)[1], default=None)
-
-
-def torch_cpu_dependencies(
-    torch_wheel: Path | None = None,
-    *,
-    simple_dirs: Sequence[Path] = SIMPLE_DIRS,
-    wheel_dirs: Sequence[Path] = WHEEL_DIRS,
-) -> list[NormalizedName]:
-    """The projects the torch CPU wheel needs on this interpreter, from its own METADATA, recursively."""
-    wheel = torch_wheel or find_torch_cpu_wheel(wheel_dirs)
-    if wheel is None:
-        searched = ", ".join(map(str, wheel_dirs))
-        raise MissingDistributionError(f"no torch +cpu wheel for this interpreter in {searched}")
-    return dependency_closure(wheel, simple_dirs=simple_dirs, wheel_dirs=wheel_dirs)
-
-
-def dependency_closure(
-    wheel: Path,
-    *,
-    simple_dirs: Sequence[Path] = SIMPLE_DIRS,
-    wheel_dirs: Sequence[Path] = WHEEL_DIRS,
-) -> list[NormalizedName]:
-    """Sorted names of every project `wheel` needs, transitively, with markers evaluated for this interpreter.
-
-    A dependency's own requirements come from all of its local wheels (a superset when it has several versions),
-    so serving the result's local_distribution_files gives the resolver everything it could pick.
-    """
-    root = parse_wheel_filename(wheel.name)[0]
-    wanted: dict[NormalizedName, set[str]] = {}
-    pending = _requirements(read_wheel_metadata(wheel), frozenset())
-    while pending:
-        requirement = pending.pop()
-        project = canonicalize_name(requirement.name)
-        new_extras = set(requirement.extras) - wanted.get(project, set())
-        if project == root or (project in wanted and not new_extras):
-            continue  # a cycle back to the start, or a project already followed with these extras
-        extras = wanted.setdefault(project, set())
-        extras |= new_extras
-        for path in local_distribution_files([project], simple_dirs=simple_dirs, wheel_dirs=wheel_dirs):
-            pending += _requirements(read_wheel_metadata(path), frozenset(extras))
-    return sorted(wanted)
-
-
-def _requirements(metadata: Message, extras: frozenset[str]) -> list[Requirement]:
-    """Requires-Dist entries that apply to this interpreter with the given extras requested."""
-    result = []
-    for line in metadata.get_all("Requires-Dist") or []:
-        requirement = Requirement(line)
-        marker = requirement.marker
-        if marker is None or any(marker.evaluate({"extra": extra}) for extra in {"", *extras}):
-            result.append(requirement)
-    return result

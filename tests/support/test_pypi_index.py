@@ -26,18 +26,15 @@ import pytest
 from packaging.utils import parse_wheel_filename
 
 from support.fixtures import pypi_server  # noqa: F401 (a fixture)
-from support.pypi_index import (
-    IndexServer,
+from support.local_wheels import (
     MissingDistributionError,
-    build_wheel,
     dependency_closure,
     find_torch_cpu_wheel,
-    installer_env,
     local_distribution_files,
-    read_wheel_metadata,
     torch_cpu_dependencies,
-    uv_binary,
 )
+from support.pypi_index import IndexServer, installer_env, uv_binary
+from support.wheels import build_wheel, read_wheel_metadata
 
 # Never a proxy, even if the environment names one: these requests go to 127.0.0.1 only.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
