@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from envkit.catalog.cache import cached_tables
 from envkit.catalog.load import load_tables
@@ -93,31 +90,24 @@ def test_detect_reads_the_tables_from_the_cache_once_parsed(tmp_path: Path):
     assert json.loads(second) == json.loads(first)
 
 
-@pytest.fixture
-def manifests(envs_dir: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "envs"
-    shutil.copytree(envs_dir, copy, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
-    return copy
-
-
-def test_cached_tables_equal_a_fresh_load_and_follow_edits(manifests: Path, tmp_path: Path):
+def test_cached_tables_equal_a_fresh_load_and_follow_edits(envs_copy: Path, tmp_path: Path):
     cache = tmp_path / "cache"
-    first = cached_tables(manifests, cache)
-    assert cached_tables(manifests, cache) == first == load_tables(manifests)
+    first = cached_tables(envs_copy, cache)
+    assert cached_tables(envs_copy, cache) == first == load_tables(envs_copy)
     assert len(list((cache / "tables").glob("*.pickle"))) == 1
-    python = manifests / "python.yaml"
+    python = envs_copy / "python.yaml"
     python.write_text(python.read_text() + "\n# edited\n")
-    cached_tables(manifests, cache)
+    cached_tables(envs_copy, cache)
     assert len(list((cache / "tables").glob("*.pickle"))) == 2
 
 
-def test_a_build_python_range_answers_like_its_specifier_set(manifests: Path):
+def test_a_build_python_range_answers_like_its_specifier_set(envs_copy: Path):
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
     from envkit.catalog import load_catalog
 
-    catalog = load_catalog(manifests, ["torch"])
+    catalog = load_catalog(envs_copy, ["torch"])
     others = [Version(v) for v in ("2.7", "3.6", "3.9.1", "3.99", "4.0")]
     for build in catalog.manifests["torch"].builds:
         spec = SpecifierSet(str(build.python))
@@ -138,7 +128,7 @@ def test_the_command_table_names_every_command_its_group_registers():
         assert module.__name__ == f"envkit.commands.{group}"
         module.register(app)
         names = [info.name or info.callback.__name__ for info in app.registered_commands]
-        names += [info.name for info in app.registered_groups]  # a group of subcommands (envkit manifests ...)
+        names += [info.name for info in app.registered_groups]  # a group of subcommands (envkit envs_copy ...)
         assert names == list(commands)
     every = groups_for(["--help"])
     assert [m.__name__ for m in every] == [f"envkit.commands.{group}" for group, _ in COMMAND_GROUPS]
