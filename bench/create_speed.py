@@ -42,18 +42,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.pypi_index import (  # noqa: E402  (tests/ is on the path only now)
-    IndexServer,
-    build_wheel,
+# (tests/ is on the path only now)
+from support.local_wheels import (  # noqa: E402
     find_torch_cpu_wheel,
     local_distribution_files,
     torch_cpu_dependencies,
 )
+from support.pypi_index import IndexServer  # noqa: E402
+from support.wheels import build_wheel  # noqa: E402
 
 GOAL_ENVKIT_OVER_UV = 1.3  # at most
 GOAL_MANUAL_OVER_ENVKIT = 5.0  # at least
@@ -314,23 +317,33 @@ def print_table(result: dict) -> None:
     print()
 
 
+def sample_routes(routes: Sequence[str], rounds: int, check: Callable[[Path], None],
+                  run: Callable[[str], tuple[float, Path]],
+                  timed: Optional[Callable[[str], tuple[float, Path]]] = None) -> dict[str, list[float]]:
+    """Each route run once, not counted (it warms every cache; its environment is checked), then ``rounds`` counted
+    rounds of every route (``timed``, else ``run``), in an order that shifts each round. Each environment is removed
+    after its run, untimed, so that every run starts from the same state."""
+    for route in routes:
+        _, prefix = run(route)
+        check(prefix)
+        _rmtree(prefix)
+    samples: dict[str, list[float]] = {route: [] for route in routes}
+    for number in range(rounds):
+        shift = number % len(routes)
+        for route in [*routes[shift:], *routes[:shift]]:
+            seconds, prefix = (timed or run)(route)
+            samples[route].append(seconds)
+            _rmtree(prefix)
+    return samples
+
+
 def measure(temp: Path, workload: Workload, rounds: int, cold: bool) -> dict:
     with IndexServer() as server:
         server.add_index(f"/whl/{workload.variant}", workload.wheels)
         server.add_index("/pypi/simple", workload.pypi)
         temp.mkdir()
         bench = Bench(temp, server, workload)
-        for route in ROUTES:  # warm every cache; not counted
-            _, prefix = bench.run(route)
-            workload.check(prefix)
-            _rmtree(prefix)
-        samples: dict[str, list[float]] = {route: [] for route in ROUTES}
-        for number in range(rounds):
-            shift = number % len(ROUTES)
-            for route in ROUTES[shift:] + ROUTES[:shift]:
-                seconds, prefix = bench.run(route, cold)
-                samples[route].append(seconds)
-                _rmtree(prefix)  # not timed: every run starts from the same state
+        samples = sample_routes(ROUTES, rounds, workload.check, bench.run, lambda route: bench.run(route, cold))
     return report(samples, bench, rounds, cold)
 
 

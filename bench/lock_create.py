@@ -94,17 +94,7 @@ def measure(temp: Path, workload: base.Workload, rounds: int) -> dict:
         server.add_index("/pypi/simple", workload.pypi)
         temp.mkdir()
         bench = LockBench(temp, server, workload)
-        for route in ROUTES:  # warm every cache; not counted
-            _, prefix = bench.run_route(route)
-            workload.check(prefix)
-            base._rmtree(prefix)
-        samples: dict[str, list[float]] = {route: [] for route in ROUTES}
-        for number in range(rounds):
-            shift = number % len(ROUTES)
-            for route in ROUTES[shift:] + ROUTES[:shift]:
-                seconds, prefix = bench.run_route(route)
-                samples[route].append(seconds)
-                base._rmtree(prefix)
+        samples = base.sample_routes(ROUTES, rounds, workload.check, bench.run_route)
     medians = {route: statistics.median(times) for route, times in samples.items()}
     ratios = {"lock/uv": medians["lock"] / medians["uv"], "solve/uv": medians["solve"] / medians["uv"],
               "lock/solve": medians["lock"] / medians["solve"]}
