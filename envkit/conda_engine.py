@@ -66,19 +66,8 @@ def solve(request: CondaSolveRequest, cache_dir: Path) -> list[RepoDataRecord]:
 def create_prefix(
     prefix: Path, request: CondaSolveRequest, cache_dir: Path, report: Report = _quiet
 ) -> tuple[str, ...]:
-    """Solve and install into ``prefix``, which must not exist yet; return "name-version-build" of each package.
-
-    Whatever stops it, Ctrl-C included, removes the prefix again, so that a failed ``envkit create`` leaves nothing
-    half-made that looks like an environment; the InstallError or the KeyboardInterrupt then propagates.
-    """
-    if prefix.exists() or prefix.is_symlink():
-        raise InstallError(f"{prefix} already exists.", hint="Choose another name, or remove it first.")
-    try:
-        records = _run(_create(prefix, request, cache_dir, report))
-    except BaseException:
-        shutil.rmtree(prefix, ignore_errors=True)
-        raise
-    return tuple(sorted(f"{record.name.normalized}-{record.version}-{record.build}" for record in records))
+    """Solve and install into ``prefix``, which must not exist yet; return "name-version-build" of each package."""
+    return _into_new_prefix(prefix, lambda: _create(prefix, request, cache_dir, report))
 
 
 Archive = tuple[Path, str, str, str]  # a local package file, its upstream channel URL, its sha256 and md5 (hex)
@@ -89,10 +78,19 @@ def install_archives(prefix: Path, archives: Sequence[Archive], cache_dir: Path,
     """Install exactly these package archives into ``prefix`` (which must not exist yet), no solve: each a local
     file already hash-checked by the caller, with the upstream channel URL and the hashes to record. The records come from each
     archive's own index.json (so noarch packages link as they should). Removes the prefix again on any failure."""
+    return _into_new_prefix(prefix, lambda: _install_archives(prefix, archives, cache_dir, report))
+
+
+def _into_new_prefix(prefix: Path, install: Callable[[], Coroutine[Any, Any, list[RepoDataRecord]]]) -> tuple[str, ...]:
+    """Run ``install()`` into ``prefix``, which must not exist yet; "name-version-build" of each package installed.
+
+    Whatever stops it, Ctrl-C included, removes the prefix again, so that a failed ``envkit create`` leaves nothing
+    half-made that looks like an environment; the InstallError or the KeyboardInterrupt then propagates.
+    """
     if prefix.exists() or prefix.is_symlink():
         raise InstallError(f"{prefix} already exists.", hint="Choose another name, or remove it first.")
     try:
-        records = _run(_install_archives(prefix, archives, cache_dir, report))
+        records = _run(install())
     except BaseException:
         shutil.rmtree(prefix, ignore_errors=True)
         raise
