@@ -7,7 +7,13 @@ from a fresh venv with a plain (non-editable) install of envkit, as a user has i
 with `.pth` hooks adds the same cost to both and flatters the ratio. The machines are noisy, so the commands run
 interleaved, many times, and the ratios of their medians are what counts.
 
-Goals: envkit list --json at most 1.3x the bare typer app (and the ratio to `python -c pass` for reference).
+envkit freezes its imported modules out of the garbage collector's reach before the command runs (envkit.cli),
+which spares the collections that would walk them and their teardown at exit: about 10 ms, most of it typer's own
+modules. A bare typer app gains the same from the same line, so the bench also runs one that does, and that
+like-for-like ratio is the one that measures envkit's own cost, and the one the goal is judged on.
+
+Goal: envkit list --json at most 1.3x the bare typer app that freezes as envkit does (and the ratios to the plain
+bare app and to `python -c pass`, for reference).
 
     python3 bench/list_startup.py [--runs 31] [--venv DIR] [-- extra envkit list arguments]
 """
@@ -37,6 +43,9 @@ def listing(json_output: bool = typer.Option(False, "--json")) -> None:
 
 app()
 '''
+# The same app, freezing its modules before the command runs as envkit.cli does.
+FROZEN_APP = BARE_APP.replace("\napp()\n", "\nimport gc\n\ngc.freeze()\napp()\n")
+PLAIN, FROZEN, ENVKIT = "bare typer app --json", "bare typer app, frozen", "envkit list --json"
 
 
 def timed(argv: list[str]) -> float:
@@ -63,13 +72,15 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="envkit-bench-") as scratch:
         python = fresh_venv(args.venv or Path(scratch) / "venv")
-        bare = Path(scratch) / "bare_typer_app.py"
+        bare, frozen = Path(scratch) / "bare_typer_app.py", Path(scratch) / "frozen_typer_app.py"
         bare.write_text(BARE_APP)
+        frozen.write_text(FROZEN_APP)
         envkit = str(python.parent / "envkit")
         commands = {
             "python -c pass": [str(python), "-c", "pass"],
-            "bare typer app --json": [str(python), str(bare), "--json"],
-            "envkit list --json": [envkit, "list", "--json", *args.extra],
+            PLAIN: [str(python), str(bare), "--json"],
+            FROZEN: [str(python), str(frozen), "--json"],
+            ENVKIT: [envkit, "list", "--json", *args.extra],
         }
         for argv in commands.values():  # warm the file cache, the bytecode cache and envkit's catalog cache
             timed(argv)
@@ -79,13 +90,15 @@ def main() -> int:
                 samples[name].append(timed(argv))
 
     medians = {name: statistics.median(times) for name, times in samples.items()}
-    print(f"{'command':26} {'median ms':>10} {'vs python':>10} {'vs typer':>9}")
+    print(f"{'command':24} {'median ms':>10} {'vs python':>10} {'vs typer':>9} {'vs frozen typer':>16}")
     for name, median in medians.items():
-        print(f"{name:26} {median * 1000:10.1f} {median / medians['python -c pass']:9.2f}x "
-              f"{median / medians['bare typer app --json']:8.2f}x")
-    ratio = medians["envkit list --json"] / medians["bare typer app --json"]
-    print(f"goal: envkit list --json at most {GOAL}x the bare typer app; {'met' if ratio <= GOAL else 'NOT met'} "
-          f"({ratio:.2f}x)")
+        print(f"{name:24} {median * 1000:10.1f} {median / medians['python -c pass']:9.2f}x "
+              f"{median / medians[PLAIN]:8.2f}x {median / medians[FROZEN]:15.2f}x")
+    ratio = medians[ENVKIT] / medians[FROZEN]
+    print(f"envkit's own cost: {(medians[ENVKIT] - medians[FROZEN]) * 1000:.1f} ms over the frozen bare app")
+    print(f"goal: envkit list --json at most {GOAL}x the bare typer app that freezes as envkit does; "
+          f"{'met' if ratio <= GOAL else 'NOT met'} ({ratio:.2f}x; {medians[ENVKIT] / medians[PLAIN]:.2f}x the "
+          "plain bare app)")
     return 0
 
 

@@ -5,6 +5,7 @@ Exit codes: 0 success, 1 the check or operation failed, 2 bad usage or bad input
 Errors are one sentence and a next step; ``--debug`` shows tracebacks.
 """
 
+import gc
 import sys
 from importlib import import_module
 from types import ModuleType
@@ -74,11 +75,16 @@ def groups_for(argv: Sequence[str]) -> list[ModuleType]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Run the app. Usage errors are one line and a hint, like every other error (exit 2); a bare `envkit` prints the
-    help and exits 2 too (no command given is a usage error)."""
+    """Run the app: the process's entry (the console script, ``python -m envkit``). Usage errors are one line and a
+    hint, like every other error (exit 2); a bare `envkit` prints the help and exits 2 too (no command given is a
+    usage error)."""
     args = list(sys.argv[1:] if argv is None else argv)
     for group in groups_for(args):
         group.register(app)
+    # typer's modules and the command's live as long as the process: frozen, no garbage collection walks them
+    # again, and the exit does not tear them down one by one. That is about 10 ms of every command's ~85
+    # (bench/list_startup.py). What the command itself makes is collected as usual.
+    gc.freeze()
     try:
         code = app(args=args, prog_name="envkit", standalone_mode=False)
     except typer.Abort:

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -212,9 +213,13 @@ def test_detect_json_is_a_profile_that_list_reads_back(tmp_path):
     assert json.loads(result.stdout)["manifests"][0]["selected"] == "torch-2.15-cpu"
 
 
-@pytest.mark.skipif(shutil.which("envkit") is None, reason="console script not on PATH")
+# The console script pip installed for the Python running the tests (not whichever `envkit` PATH finds first).
+CONSOLE_SCRIPT = Path(sysconfig.get_path("scripts")) / "envkit"
+
+
+@pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason=f"no console script at {CONSOLE_SCRIPT}")
 def test_console_script_runs_from_another_directory(tmp_path):
-    result = subprocess.run(["envkit", "list", "torch", "--machine", str(PROFILES / "no-gpu.yaml")],
+    result = subprocess.run([str(CONSOLE_SCRIPT), "list", "torch", "--machine", str(PROFILES / "no-gpu.yaml")],
                             capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert result.returncode == 0 and "torch-2.15-cpu" in result.stdout
 
