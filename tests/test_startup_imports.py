@@ -1,6 +1,7 @@
 """What a warm `envkit list --json` imports: none of the heavy things its answer does not need (YAML, the specifier
 parser, NVML, rattler, requests, the manifest schema checks), so start-up cannot silently grow back. Timing itself
-is bench/list_startup.py's job; this checks the cause. Also: `envkit detect` reads the tables from the same cache."""
+is bench/list_startup.py's job; this checks the cause. Also: `envkit detect` reads the tables from the same cache,
+and `create --from-lock` of a shipped build does without the specifier parser."""
 
 from __future__ import annotations
 
@@ -161,3 +162,28 @@ finally:
     [count] = json.loads(when_it_ran)
     assert count > 10_000  # typer's objects and envkit's, frozen before the command ran
     assert int(at_exit) == count
+
+
+def test_create_from_a_lock_of_a_known_build_imports_no_specifier_parser(tmp_path: Path):
+    """The specifier parser (with packaging.tags and logging, about 10 ms) is for a lock whose build the manifests
+    do not have; a lock of a shipped build does not need it."""
+    import hashlib
+
+    from envkit.lockfile.format import dump_lock
+    from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
+
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    sha = hashlib.sha256(b"filelock").hexdigest()
+    wheel = LockedPackage("filelock", "3.20.0", "pip", PLATFORM,
+                          "https://pypi.org/packages/filelock-3.20.0-py3-none-any.whl", sha)
+    lock = tmp_path / "conda-lock.yml"
+    lock.write_text(dump_lock(LockFile(packages=(wheel,), channels=(), content_hash={PLATFORM: sha},
+                                       sources=("envs/torch.yaml",),
+                                       custom={"envkit.manifest": "torch", "envkit.build": "torch-2.15-cpu",
+                                               "envkit.python": python}, created_at="2026-11-22T18:00:00Z")))
+    args = ("create", "--from-lock", str(lock), "--machine", str(PROFILES / "no-gpu.yaml"), "--dry-run", "--json")
+    cold, _ = imported_by(tmp_path, *args)  # parses the manifests and the lock, and caches them
+    assert "packaging.specifiers" in cold  # (so the check below can fail)
+    modules, output = imported_by(tmp_path, *args)
+    assert json.loads(output)["build"] == "torch-2.15-cpu"
+    assert "envkit.lockfile.install" in modules and heavy(modules, ("packaging.specifiers", "packaging.tags")) == []

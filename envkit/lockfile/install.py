@@ -169,14 +169,14 @@ def _python(lock: LockFile, origin: str) -> Version:
 
 def _build_of(lock: LockFile, manifest_of: Callable[[str], Optional[Manifest]]) -> tuple[Optional[Manifest], Build]:
     """The envkit build the lock names, if the manifests have it; else a stand-in naming the lock."""
-    from packaging.specifiers import SpecifierSet
-
     manifest_name, build_id = lock.fact(model.MANIFEST), lock.fact(model.BUILD)
     manifest = manifest_of(manifest_name) if manifest_name else None
     if manifest is not None:
         for build in manifest.builds:
             if build.id == build_id:
                 return manifest, build
+    from packaging.specifiers import SpecifierSet  # (and packaging.tags, logging: ~10 ms) only for a stand-in
+
     stand_in = Build(id=build_id or "locked", manifest=manifest_name or "lock", version=Version("0"),
                      variant="locked", python=SpecifierSet())
     return None, stand_in
