@@ -64,7 +64,13 @@ def check(
     python: Annotated[Optional[List[str]], typer.Option("--python", metavar="X.Y", help="Only this Python "
                                                         "(repeatable; default: every Python each build claims).",
                                                         show_default=False)] = None,
-    jobs: Annotated[int, typer.Option("--jobs", min=1, max=64, help="Pages fetched at once.")] = 8,
+    resolve: Annotated[bool, typer.Option("--resolve", help="Also resolve each pip build's whole dependency tree "
+                                          "with uv, for each Python, as `envkit lock` does: finds what the pages of "
+                                          "its own packages cannot show (jax's jaxlib, the nvidia-* wheels that "
+                                          "TensorFlow's and-cuda extra pins, pins that conflict). One resolution per build and "
+                                          "Python: slower.")] = False,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, max=64, help="Pages fetched (and resolutions run) at "
+                                      "once.")] = 8,
     timeout: Annotated[float, typer.Option("--timeout", callback=seconds_between(0.1, 600),
                                            help="Seconds each request may take.")] = 20.0,
     retries: Annotated[int, typer.Option("--retries", min=0, max=10, help="Tries after a failed request "
@@ -77,7 +83,7 @@ def check(
     Every pip requirement has a wheel on the build's index for Linux x86_64 and each Python the build claims, every
     conda spec a package in its channels for linux-64. Indexes and channels are read through the mirrors of
     envkit's config file. Also lists what the indexes have that the manifests do not (a newer release, a new CUDA
-    variant) as "not in the manifests".
+    variant) as "not in the manifests". With --resolve, each pip build's dependencies are checked too.
 
     Exit codes: 0 everything is there, 1 something is missing or could not be read, 2 bad input.
     """
@@ -94,7 +100,17 @@ def check(
         pythons = [parse_python_request(text, catalog.tables.python).python for text in python or ()]
         config = load_config(os.environ, user_dirs())
         settings = FetchSettings(timeout_s=timeout, retries=retries, jobs=jobs)
-        report = check_builds(catalog, config, build or (), pythons, settings, _progress(json_output))
+        resolver = None
+        if resolve:
+            from uv import find_uv_bin
+
+            from envkit.installers import installer_environ
+            from envkit.maintain.resolvable import uv_resolver
+
+            resolver = uv_resolver(Path(find_uv_bin()), config, installer_environ(os.environ, user_dirs()))
+        report = check_builds(catalog, config, build or (), pythons, settings, _progress(json_output, "reading "
+                              "index pages"), resolver=resolver,
+                              resolve_progress=_progress(json_output, "resolving with uv"))
         if json_output:
             print_json(report.to_dict())
         else:
@@ -103,7 +119,7 @@ def check(
             raise typer.Exit(1)
 
 
-def _progress(json_output: bool):
+def _progress(json_output: bool, doing: str):
     """Progress on stderr when it is a terminal: one line, rewritten."""
     import sys
 
@@ -112,7 +128,7 @@ def _progress(json_output: bool):
 
     def show(done: int, total: int, url: str) -> None:
         end = "\n" if done == total else ""
-        sys.stderr.write(f"\r\x1b[Kreading index pages: {done}/{total}{end}")
+        sys.stderr.write(f"\r\x1b[K{doing}: {done}/{total}{end}")
         sys.stderr.flush()
 
     return show

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from envkit.config import Config
     from envkit.maintain.fetch import FetchSettings, Page, Progress
+    from envkit.maintain.resolvable import Resolver
 
 @dataclass(frozen=True)
 class CheckReport:
@@ -27,6 +28,7 @@ class CheckReport:
     findings: tuple[Finding, ...]
     pages: int  # index pages read
     channels: int = 0  # conda channel sets queried
+    resolutions: int = 0  # uv resolutions run (--resolve)
     mirrors: dict[str, str] = field(default_factory=dict)  # upstream -> what was read instead
 
     @property
@@ -39,7 +41,7 @@ class CheckReport:
             "missing": [f.to_dict() for f in self.findings if f.kind == MISSING],
             "unreadable": [f.to_dict() for f in self.findings if f.kind == UNREADABLE],
             "not_in_manifests": [f.to_dict() for f in self.findings if f.kind == NEW],
-            "pages": self.pages, "mirrors": self.mirrors,
+            "pages": self.pages, "resolutions": self.resolutions, "mirrors": self.mirrors,
         }
 
 
@@ -108,8 +110,11 @@ def check_builds(
     settings: Optional[FetchSettings] = None,
     progress: Optional[Progress] = None,
     conda_cache: Optional[Any] = None,
+    resolver: Optional[Resolver] = None,
+    resolve_progress: Optional[Progress] = None,
 ) -> CheckReport:
-    """Check every selected build against its index and channels; list what is new upstream."""
+    """Check every selected build against its index and channels; list what is new upstream. With a ``resolver``,
+    also resolve each pip build's whole dependency tree for each Python (envkit.maintain.resolvable)."""
     from envkit.maintain.fetch import FetchSettings, PageFetcher
     from envkit.maintain.simple_index import ACCEPT
 
@@ -131,11 +136,19 @@ def check_builds(
 
     conda_findings, channel_sets = check_conda(builds, claimed, config, settings.timeout_s, conda_cache)
     findings += conda_findings
+    resolved = 0
+    if resolver is not None:
+        from envkit.maintain.resolvable import check_resolvable, resolutions
+
+        wanted = resolutions(builds, catalog, config, claimed)
+        findings += check_resolvable(wanted, resolver, settings.jobs, resolve_progress)
+        resolved = len(wanted)
     used = {need.index for need in needs} | {c for b in builds if b.conda for c in b.conda.channels}
     mirrors = {url: config.mirrored(url) for url in sorted(used) if config.mirrored(url) != url}
     return CheckReport(
         builds=tuple(b.id for b in builds), pythons={b: tuple(str(v) for v in p) for b, p in claimed.items()},
-        findings=tuple(_unique(findings)), pages=pages_read, channels=channel_sets, mirrors=mirrors,
+        findings=tuple(_unique(findings)), pages=pages_read, channels=channel_sets, resolutions=resolved,
+        mirrors=mirrors,
     )
 
 
@@ -161,8 +174,9 @@ def render_check(report: CheckReport, say: Callable[[str], None]) -> None:
     pythons = sum(len(p) for p in report.pythons.values())
     verdict = "everything is there" if report.ok else f"{len(problems)} problem{'' if len(problems) == 1 else 's'}"
     builds = len(report.builds)
+    resolved = f", {report.resolutions} uv resolutions" if report.resolutions else ""
     say(f"Checked {builds} build{'' if builds == 1 else 's'} ({pythons} build-Python pairs, {report.pages} index "
-        f"pages, {report.channels} channel queries): {verdict}.")
+        f"pages, {report.channels} channel queries{resolved}): {verdict}.")
     if any(f.kind == UNREADABLE for f in report.findings):
         say("Some indexes or channels could not be read: check the network (HTTPS_PROXY, REQUESTS_CA_BUNDLE), or map "
             "them to mirrors in envkit's config file (mirrors:), then run the check again.")

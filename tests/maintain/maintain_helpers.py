@@ -51,11 +51,15 @@ def index() -> Iterator[FaultyIndex]:
         yield server
 
 
-@pytest.fixture
-def manifests(envs_dir: Path, tmp_path: Path) -> Path:
-    directory = tmp_path / "manifests"
+def manifests_dir_with(envs_dir: Path, directory: Path, name: str, text: str) -> Path:
+    """A manifests directory of the shipped tables and one manifest, ``name``.yaml."""
     directory.mkdir()
     for table in ("cuda.yaml", "python.yaml", "gpus.yaml"):
         shutil.copy(envs_dir / table, directory / table)
-    (directory / "torch.yaml").write_text(TORCH)
+    (directory / f"{name}.yaml").write_text(text)
     return directory
+
+
+@pytest.fixture
+def manifests(envs_dir: Path, tmp_path: Path) -> Path:
+    return manifests_dir_with(envs_dir, tmp_path / "manifests", "torch", TORCH)

@@ -1,0 +1,154 @@
+"""`manifests check --resolve`: real uv resolutions against a real index on 127.0.0.1 (real wheels, with their
+metadata), for what the index pages of a build's own packages cannot show: what an extra pulls in."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from maintain_helpers import manifests_dir_with
+from uv import find_uv_bin
+
+from support.pypi_index import IndexServer
+from support.wheels import build_wheel
+
+from envkit.catalog import load_catalog
+from envkit.config import Config, Mirror
+from envkit.errors import InstallError
+from envkit.maintain.check import MISSING, UNREADABLE, check_builds
+from envkit.maintain.fetch import FetchSettings
+from envkit.maintain.resolvable import Resolution, finding_for, resolutions, uv_reason, uv_resolver
+
+FAST = FetchSettings(timeout_s=2, retries=0, backoff_s=0.01, jobs=4)
+# A jax-like manifest: jax is pure Python, but its extra pins a plugin that has wheels for some Pythons only.
+JAX = """
+name: jax
+summary: a small jax manifest for the resolve tests
+framework: jax
+releases:
+  - version: "0.6"
+    python: ">=3.11,<3.13"
+    builds:
+      - variant: cu12
+        cuda: "12.0"
+        arch: {ptx: ["5.2"]}
+        pip: {packages: ["jax[cuda12]==0.6.*"]}
+      - variant: cpu
+        pip: {packages: ["jax==0.6.*"]}
+"""
+
+
+@pytest.fixture
+def manifests(envs_dir: Path, tmp_path: Path) -> Path:
+    return manifests_dir_with(envs_dir, tmp_path / "manifests", "jax", JAX)
+
+
+@pytest.fixture
+def pypi(tmp_path: Path):
+    """PyPI on 127.0.0.1: jax 0.6.2 (pure Python, an extra cuda12 that pins the plugin) and a plugin with a
+    wheel for CPython 3.11 only."""
+    wheels = tmp_path / "wheels"
+    served = [
+        build_wheel(wheels, "jax", "0.6.2", requires=['jax-cuda12-plugin==0.6.2; extra == "cuda12"'],
+                    requires_python=">=3.10"),
+        build_wheel(wheels, "jax-cuda12-plugin", "0.6.2", tag="cp311-cp311-manylinux_2_28_x86_64"),
+    ]
+    with IndexServer() as server:
+        server.add_index("/pypi", served)
+        yield server
+
+
+def mirrored(server: IndexServer) -> Config:
+    return Config(path=None, mirrors=(Mirror("https://pypi.org/simple", f"{server.url}/pypi"),))
+
+
+def environ(tmp_path: Path) -> dict[str, str]:
+    """uv with a cache of its own and no user configuration, as envkit runs it; no retries (a closed port)."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_"))}
+    return {**kept, "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_NO_CONFIG": "1", "UV_HTTP_RETRIES": "0"}
+
+
+def check(manifests: Path, config: Config, tmp_path: Path, resolve: bool):
+    resolver = uv_resolver(Path(find_uv_bin()), config, environ(tmp_path)) if resolve else None
+    return check_builds(load_catalog(manifests), config, settings=FAST, resolver=resolver)
+
+
+def test_the_pages_alone_miss_what_an_extra_pulls_in_and_a_resolution_finds_it(manifests, pypi, tmp_path):
+    config = mirrored(pypi)
+    shallow = check(manifests, config, tmp_path, resolve=False)
+    assert shallow.ok and shallow.resolutions == 0  # jax itself has a wheel for 3.11 and 3.12
+    deep = check(manifests, config, tmp_path, resolve=True)
+    assert deep.resolutions == 4  # two builds, two Pythons each
+    [finding] = deep.findings
+    assert finding.kind == MISSING and finding.build == "jax-0.6-cu12" and finding.url == "https://pypi.org/simple"
+    assert finding.message.startswith("jax-0.6-cu12: does not install for Python 3.12 from https://pypi.org/simple: ")
+    reason = finding.message.rsplit("https://pypi.org/simple: ", 1)[1]  # uv's, in one line
+    assert "jax-cuda12-plugin" in reason and "cp312" in reason and "\n" not in reason
+    assert not deep.ok and deep.to_dict()["resolutions"] == 4
+
+
+def test_an_index_that_cannot_be_read_is_unreadable_not_missing(manifests, tmp_path):
+    with IndexServer() as gone:
+        config = mirrored(gone)  # a port that was just closed: nothing listens there
+    resolution = resolutions(*_selected(manifests, config))[0]
+    with pytest.raises(InstallError) as raised:
+        uv_resolver(Path(find_uv_bin()), config, environ(tmp_path))(resolution)
+    finding = finding_for(resolution, raised.value)
+    assert finding.kind == UNREADABLE
+    assert finding.message.startswith(f"{resolution.build}: could not be resolved for Python {resolution.python}: "
+                                      "https://pypi.org/simple could not be read (")
+
+
+def _selected(manifests: Path, config: Config):
+    catalog = load_catalog(manifests)
+    builds = [b for m in catalog.manifests.values() for b in m.builds]
+    pythons = {b.id: tuple(v for v in catalog.tables.python.versions if b.python.contains(v)) for b in builds}
+    return builds, catalog, config, pythons
+
+
+def test_resolutions_are_one_per_pip_build_and_python_through_the_mirrors(manifests):
+    config = Config(path=None, mirrors=(Mirror("https://pypi.org/simple", "http://127.0.0.1:9/pypi"),))
+    wanted = resolutions(*_selected(manifests, config))
+    assert [(r.build, str(r.python)) for r in wanted] == [
+        ("jax-0.6-cu12", "3.11"), ("jax-0.6-cu12", "3.12"), ("jax-0.6-cpu", "3.11"), ("jax-0.6-cpu", "3.12")]
+    assert {r.index_url for r in wanted} == {"http://127.0.0.1:9/pypi"}
+    assert {r.index for r in wanted} == {"https://pypi.org/simple"}
+    assert wanted[0].packages == ("jax[cuda12]==0.6.*",)
+
+
+def test_uvs_reason_is_one_line_without_its_drawing_and_hints():
+    said = ("Because jaxlib==0.6.2 has no wheels with a matching Python ABI tag and jax==0.6.2 depends on "
+            "jaxlib==0.6.2, we can conclude that jax==0.6.2 cannot be used.")
+    captured = ("error: No solution found when resolving dependencies",  # uv's words when its stderr is a pipe
+                "  cause: Because jaxlib==0.6.2 has no wheels with a matching Python ABI tag and jax==0.6.2 depends",
+                "         on jaxlib==0.6.2, we can conclude that jax==0.6.2 cannot be used.",
+                "", "hint: You require CPython 3.14 (`cp314`)")
+    at_a_terminal = ("  × No solution found when resolving dependencies:",
+                     "  ╰─▶ Because jaxlib==0.6.2 has no wheels with a matching Python ABI tag and jax==0.6.2 depends",
+                     "      on jaxlib==0.6.2, we can conclude that jax==0.6.2 cannot be used.",
+                     "      hint: You require CPython 3.14 (`cp314`)")
+    assert uv_reason(captured) == uv_reason(at_a_terminal) == said
+    assert len(uv_reason(["x" * 1000])) == 400
+
+
+def test_the_command_resolves_on_request_and_exits_1_on_a_miss(manifests, pypi, tmp_path):
+    home = tmp_path / "home"
+    config = tmp_path / "config.yaml"
+    config.write_text(f'mirrors:\n  "https://pypi.org/simple": "{pypi.url}/pypi"\n')
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("ENVKIT_", "UV_", "PIP_"))},
+           "HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"), "XDG_CONFIG_HOME": str(home / "config"),
+           "XDG_DATA_HOME": str(home / "data"), "ENVKIT_CONFIG": str(config)}
+    argv = [sys.executable, "-m", "envkit", "manifests", "check", "--manifests", str(manifests), "--retries", "0"]
+    shallow = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert shallow.returncode == 0, shallow.stderr
+    deep = subprocess.run([*argv, "--resolve", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert deep.returncode == 1, deep.stderr
+    report = json.loads(deep.stdout)
+    assert report["resolutions"] == 4 and [m["build"] for m in report["missing"]] == ["jax-0.6-cu12"]
+    text = subprocess.run([*argv, "--resolve"], capture_output=True, text=True, env=env, timeout=120)
+    assert "jax-0.6-cu12: does not install for Python 3.12" in text.stdout
+    assert "4 uv resolutions): 1 problem." in text.stdout
