@@ -74,6 +74,25 @@ def groups_for(argv: Sequence[str]) -> list[ModuleType]:
     return [import_module(f"envkit.commands.{group}") for group in (named or [g for g, _ in COMMAND_GROUPS])]
 
 
+def reflow_help(typer_app: typer.Typer) -> None:
+    """Give each registered command (and each of a group's) its docstring as help with every paragraph on one line.
+    typer keeps a docstring's own line breaks, and the terminal then wraps each of those lines again: ragged help in
+    any window narrower than the source. Paragraphs (split by blank lines) are prose: none holds a list."""
+    for info in typer_app.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            info.help = reflowed(info.callback.__doc__)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            reflow_help(group.typer_instance)
+
+
+def reflowed(docstring: str) -> str:
+    """Each paragraph of ``docstring`` on one line (pure)."""
+    from inspect import cleandoc
+
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in cleandoc(docstring).split("\n\n"))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Run the app: the process's entry (the console script, ``python -m envkit``). Usage errors are one line and a
     hint, like every other error (exit 2); a bare `envkit` prints the help and exits 2 too (no command given is a
@@ -81,6 +100,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     for group in groups_for(args):
         group.register(app)
+    reflow_help(app)
     # typer's modules and the command's live as long as the process: frozen, no garbage collection walks them
     # again, and the exit does not tear them down one by one. That is about 10 ms of every command's ~85
     # (bench/list_startup.py). What the command itself makes is collected as usual.

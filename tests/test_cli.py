@@ -249,3 +249,36 @@ def test_an_empty_name_is_refused_not_replaced_by_the_default():
         done = envkit("create", "torch", "--name", name, "--machine", str(PROFILES / "no-gpu.yaml"), "--dry-run")
         assert_clean_error(done, 2, "--name is empty")
         assert done.stdout == ""
+
+
+def _commands(app, path=()):
+    """Every command of a typer app as (its words on the command line, its function), subcommands included."""
+    for info in app.registered_commands:
+        yield (*path, info.name or info.callback.__name__.replace("_", "-")), info.callback
+    for group in app.registered_groups:
+        yield from _commands(group.typer_instance, (*path, group.name))
+
+
+def test_every_commands_help_has_each_paragraph_of_its_docstring_on_one_line():
+    """typer keeps a docstring's own line breaks and the terminal wraps each line again; envkit.cli reflows them,
+    so that in a window wide enough every paragraph is one line, and in a narrow one it wraps evenly."""
+    import inspect
+
+    import typer
+    from typer.testing import CliRunner
+
+    from envkit.cli import groups_for, reflow_help
+
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    for group in groups_for(["--help"]):
+        group.register(app)
+    reflow_help(app)
+    commands = list(_commands(app))
+    assert len(commands) >= 15 and ("manifests", "check") in [words for words, _ in commands]
+    for words, callback in commands:
+        result = CliRunner().invoke(app, [*words, "--help"], env={"COLUMNS": "2000"})
+        assert result.exit_code == 0, (words, result.output)
+        lines = [line.strip() for line in result.output.splitlines()]
+        for paragraph in inspect.cleandoc(callback.__doc__).split("\n\n"):
+            assert " ".join(paragraph.split()) in lines, (words, paragraph)
