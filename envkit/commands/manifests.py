@@ -65,10 +65,10 @@ def check(
                                                         "(repeatable; default: every Python each build claims).",
                                                         show_default=False)] = None,
     resolve: Annotated[bool, typer.Option("--resolve", help="Also resolve each pip build's whole dependency tree "
-                                          "with uv, for each Python, as `envkit lock` does: finds what the pages of "
+                                          "with uv for each Python, as `envkit lock` does: finds what the pages of "
                                           "its own packages cannot show (jax's jaxlib, the nvidia-* wheels that "
-                                          "TensorFlow's and-cuda extra pins, pins that conflict). One resolution per build and "
-                                          "Python: slower.")] = False,
+                                          "TensorFlow's and-cuda extra pins, pins that conflict). One resolution "
+                                          "per build and Python: slower.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", min=1, max=64, help="Pages fetched (and resolutions run) at "
                                       "once.")] = 8,
     timeout: Annotated[float, typer.Option("--timeout", callback=seconds_between(0.1, 600),
@@ -108,8 +108,8 @@ def check(
             from envkit.maintain.resolvable import uv_resolver
 
             resolver = uv_resolver(Path(find_uv_bin()), config, installer_environ(os.environ, user_dirs()))
-        report = check_builds(catalog, config, build or (), pythons, settings, _progress(json_output, "reading "
-                              "index pages"), resolver=resolver,
+        report = check_builds(catalog, config, build or (), pythons, settings,
+                              _progress(json_output, "reading index pages"), resolver=resolver,
                               resolve_progress=_progress(json_output, "resolving with uv"))
         if json_output:
             print_json(report.to_dict())

@@ -72,7 +72,7 @@ def resolutions(builds: Sequence[Build], catalog: Catalog, config: Config,
 def finding_for(resolution: Resolution, error: InstallError) -> Finding:
     """What a failed resolution means: the index could not be read (uv's network errors), or the build does not
     install for that Python (anything else), with uv's own reason."""
-    lines = tuple(getattr(error, "tail", ())) or (error.message,)
+    lines = error.tail or (error.message,)
     reason = uv_reason(lines) or error.message
     if any(word in line for line in lines for word in _UNREACHABLE):
         return Finding(UNREADABLE, f"{resolution.build}: could not be resolved for Python {resolution.python}: "
@@ -100,10 +100,6 @@ def uv_reason(lines: Sequence[str]) -> str:
 def check_resolvable(wanted: Sequence[Resolution], resolver: Resolver, jobs: int,
                      progress: Optional[Progress] = None) -> list[Finding]:
     """Run every resolution, ``jobs`` at once; a finding for each that fails, in the order asked."""
-    if not wanted:
-        return []
-    done = 0
-
     def attempt(resolution: Resolution) -> Optional[Finding]:
         try:
             resolver(resolution)
@@ -111,14 +107,14 @@ def check_resolvable(wanted: Sequence[Resolution], resolver: Resolver, jobs: int
             return finding_for(resolution, error)
         return None
 
-    findings: list[Optional[Finding]] = []
+    findings = []
     with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="envkit-resolve") as pool:
-        for resolution, finding in zip(wanted, pool.map(attempt, wanted)):
-            findings.append(finding)
-            done += 1
+        for done, (resolution, finding) in enumerate(zip(wanted, pool.map(attempt, wanted)), 1):
+            if finding is not None:
+                findings.append(finding)
             if progress is not None:
                 progress(done, len(wanted), resolution.label)
-    return [finding for finding in findings if finding is not None]
+    return findings
 
 
 def uv_resolver(uv: Path, config: Config, environ: Mapping[str, str]) -> Resolver:

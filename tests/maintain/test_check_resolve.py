@@ -21,7 +21,7 @@ from envkit.config import Config, Mirror
 from envkit.errors import InstallError
 from envkit.maintain.check import MISSING, UNREADABLE, check_builds
 from envkit.maintain.fetch import FetchSettings
-from envkit.maintain.resolvable import Resolution, finding_for, resolutions, uv_reason, uv_resolver
+from envkit.maintain.resolvable import finding_for, resolutions, uv_reason, uv_resolver
 
 FAST = FetchSettings(timeout_s=2, retries=0, backoff_s=0.01, jobs=4)
 # A jax-like manifest: jax is pure Python, but its extra pins a plugin that has wheels for some Pythons only.
@@ -128,8 +128,8 @@ def test_uvs_reason_is_one_line_without_its_drawing_and_hints():
                 "         on jaxlib==0.6.2, we can conclude that jax==0.6.2 cannot be used.",
                 "", "hint: You require CPython 3.14 (`cp314`)")
     at_a_terminal = ("  × No solution found when resolving dependencies:",
-                     "  ╰─▶ Because jaxlib==0.6.2 has no wheels with a matching Python ABI tag and jax==0.6.2 depends",
-                     "      on jaxlib==0.6.2, we can conclude that jax==0.6.2 cannot be used.",
+                     "  ╰─▶ Because jaxlib==0.6.2 has no wheels with a matching Python ABI tag and jax==0.6.2",
+                     "      depends on jaxlib==0.6.2, we can conclude that jax==0.6.2 cannot be used.",
                      "      hint: You require CPython 3.14 (`cp314`)")
     assert uv_reason(captured) == uv_reason(at_a_terminal) == said
     assert len(uv_reason(["x" * 1000])) == 400
