@@ -45,6 +45,7 @@ app()
 '''
 # The same app, freezing its modules before the command runs as envkit.cli does.
 FROZEN_APP = BARE_APP.replace("\napp()\n", "\nimport gc\n\ngc.freeze()\napp()\n")
+assert FROZEN_APP != BARE_APP, "the bare app's last line changed: freeze it before app() again"
 PLAIN, FROZEN, ENVKIT = "bare typer app --json", "bare typer app, frozen", "envkit list --json"
 
 

@@ -94,17 +94,18 @@ def reflowed(docstring: str) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Run the app: the process's entry (the console script, ``python -m envkit``). Usage errors are one line and a
-    hint, like every other error (exit 2); a bare `envkit` prints the help and exits 2 too (no command given is a
-    usage error)."""
+    """Run the app on ``argv``, or as the process's entry (the console script, ``python -m envkit``) on sys.argv.
+    Usage errors are one line and a hint, like every other error (exit 2); a bare `envkit` prints the help and
+    exits 2 too (no command given is a usage error)."""
     args = list(sys.argv[1:] if argv is None else argv)
     for group in groups_for(args):
         group.register(app)
     reflow_help(app)
-    # typer's modules and the command's live as long as the process: frozen, no garbage collection walks them
-    # again, and the exit does not tear them down one by one. That is about 10 ms of every command's ~85
-    # (bench/list_startup.py). What the command itself makes is collected as usual.
-    gc.freeze()
+    if argv is None:  # the process's entry, not a caller's: what it holds is not ours to freeze
+        # typer's modules and the command group's live as long as the process: frozen, no garbage collection walks
+        # them again, and the exit does not tear them down one by one, 5 to 10 ms of every command
+        # (bench/list_startup.py). What the command imports and makes from here on is collected as usual.
+        gc.freeze()
     try:
         code = app(args=args, prog_name="envkit", standalone_mode=False)
     except typer.Abort:

@@ -140,11 +140,12 @@ def test_the_command_table_names_every_command_its_group_registers():
 
 
 def test_the_modules_are_frozen_before_the_command_runs():
-    """envkit.cli freezes what is imported by the time the command runs (typer, the command's group) out of the
-    garbage collector's reach, so that no collection walks it again and the exit does not tear it down; what the
-    command makes afterwards is collected as usual (nothing is frozen after it)."""
+    """As the process's entry, envkit.cli freezes what is imported by the time the command runs (typer, the
+    command's group) out of the garbage collector's reach, so that no collection walks it again and the exit does
+    not tear it down; what the command makes afterwards is collected as usual (nothing is frozen after it). Called
+    with arguments (by a program of someone's), it freezes nothing of theirs."""
     probe = """
-import gc
+import gc, sys
 import envkit.commands.inspect as inspect
 frozen = []
 def listing():
@@ -152,16 +153,23 @@ def listing():
 inspect.list_builds = listing
 from envkit.cli import main
 try:
-    main(["list"])
+    if sys.argv[1] == "entry":
+        sys.argv[1:] = ["list"]
+        main()
+    else:
+        main(["list"])
 finally:
     print(frozen, gc.get_freeze_count())
 """
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    when_it_ran, at_exit = result.stdout.rsplit(maxsplit=1)
-    [count] = json.loads(when_it_ran)
-    assert count > 10_000  # typer's objects and envkit's, frozen before the command ran
-    assert int(at_exit) == count
+    counts = {}
+    for how in ("entry", "called"):
+        result = subprocess.run([sys.executable, "-c", probe, how], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        when_it_ran, at_exit = result.stdout.rsplit(maxsplit=1)
+        [counts[how]] = json.loads(when_it_ran)
+        assert int(at_exit) == counts[how]
+    assert counts["entry"] > 10_000  # typer's objects and envkit's, frozen before the command ran
+    assert counts["called"] == 0
 
 
 def test_create_from_a_lock_of_a_known_build_imports_no_specifier_parser(tmp_path: Path):

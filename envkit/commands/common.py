@@ -68,6 +68,27 @@ def user_dirs():
     return dirs_of(os.environ)
 
 
+def uv_binary() -> Path:
+    """The uv that is installed with envkit (lock, export, manifests check --resolve), or a clean error."""
+    try:
+        from uv import find_uv_bin
+
+        return Path(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        from envkit.errors import EnvkitError
+
+        raise EnvkitError("uv, which is installed with envkit, is missing", hint="Reinstall envkit.") from None
+
+
+def uv_environ():
+    """The environment uv runs in: envkit's own uv cache, no user configuration (envkit.installers)."""
+    import os
+
+    from envkit.installers import installer_environ
+
+    return installer_environ(os.environ, user_dirs())
+
+
 def manifests_dir(manifests: Optional[Path]) -> Path:
     """--manifests (or $ENVKIT_MANIFESTS), else the config's ``manifests:``, else the shipped manifests."""
     from envkit.catalog import default_manifests_dir

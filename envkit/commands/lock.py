@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import manifests_dir, print_json, reported_errors, target_words, user_dirs
+from envkit.commands.common import (manifests_dir, print_json, reported_errors, target_words, user_dirs, uv_binary,
+                                    uv_environ)
 from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, with_options
 
 OutputOption = Annotated[
@@ -77,7 +78,7 @@ def lock(
                                      target=target_words(target, fleet), on_target=target.on_target, python=request,
                                      build_id=build_id, target_args=target_args(target),
                                      gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus)),
-                         config, dirs.conda_packages, _uv(), os.environ, _isolated(dirs), warn=warn)
+                         config, dirs.conda_packages, uv_binary(), os.environ, uv_environ(), warn=warn)
         _write(made, output)
         _report(made, output, json_output)
 
@@ -116,23 +117,9 @@ def export(
                     return (pip.index_url if pip and pip.index_url else None) or catalog.tables.python.pypi_index
             return None
 
-        made = export_lock(record, load_config(os.environ, dirs), _uv(), _isolated(dirs), index_of)
+        made = export_lock(record, load_config(os.environ, dirs), uv_binary(), uv_environ(), index_of)
         _write(made, output)
         _report(made, output, json_output)
-
-
-def _uv() -> Path:
-    from uv import find_uv_bin
-
-    return Path(find_uv_bin())
-
-
-def _isolated(dirs):
-    import os
-
-    from envkit.installers import installer_environ
-
-    return installer_environ(os.environ, dirs)
 
 
 def _write(made, output: Path) -> None:

@@ -5,7 +5,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from envkit.commands.common import manifests_dir, print_json, reported_errors, user_dirs
+from envkit.commands.common import manifests_dir, print_json, reported_errors, user_dirs, uv_binary, uv_environ
 from envkit.commands.options import JsonOption, ManifestsOption, seconds_between
 
 app = typer.Typer(
@@ -68,13 +68,15 @@ def check(
                                           "with uv for each Python, as `envkit lock` does: finds what the pages of "
                                           "its own packages cannot show (jax's jaxlib, the nvidia-* wheels that "
                                           "TensorFlow's and-cuda extra pins, pins that conflict). One resolution "
-                                          "per build and Python: slower.")] = False,
+                                          "per build and Python, of the builds whose own packages were found: "
+                                          "slower.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", min=1, max=64, help="Pages fetched (and resolutions run) at "
                                       "once.")] = 8,
     timeout: Annotated[float, typer.Option("--timeout", callback=seconds_between(0.1, 600),
-                                           help="Seconds each request may take.")] = 20.0,
+                                           help="Seconds each request may take (uv's too, with --resolve).")] = 20.0,
     retries: Annotated[int, typer.Option("--retries", min=0, max=10, help="Tries after a failed request "
-                                         "(429, 5xx, reset, timeout), with growing waits.")] = 3,
+                                         "(429, 5xx, reset, timeout), with growing waits (uv's too, with "
+                                         "--resolve).")] = 3,
     json_output: JsonOption = False,
     manifests: ManifestsOption = None,
 ) -> None:
@@ -102,12 +104,9 @@ def check(
         settings = FetchSettings(timeout_s=timeout, retries=retries, jobs=jobs)
         resolver = None
         if resolve:
-            from uv import find_uv_bin
-
-            from envkit.installers import installer_environ
             from envkit.maintain.resolvable import uv_resolver
 
-            resolver = uv_resolver(Path(find_uv_bin()), config, installer_environ(os.environ, user_dirs()))
+            resolver = uv_resolver(uv_binary(), config, uv_environ(), timeout, retries)
         report = check_builds(catalog, config, build or (), pythons, settings,
                               _progress(json_output, "reading index pages"), resolver=resolver,
                               resolve_progress=_progress(json_output, "resolving with uv"))

@@ -114,7 +114,9 @@ def check_builds(
     resolve_progress: Optional[Progress] = None,
 ) -> CheckReport:
     """Check every selected build against its index and channels; list what is new upstream. With a ``resolver``,
-    also resolve each pip build's whole dependency tree for each Python (envkit.maintain.resolvable)."""
+    also resolve each pip build's whole dependency tree for each Python (envkit.maintain.resolvable): each build
+    whose own packages were all found, so that what is missing is not said twice nor an unreadable index asked
+    again for every build."""
     from envkit.maintain.fetch import FetchSettings, PageFetcher
     from envkit.maintain.simple_index import ACCEPT
 
@@ -140,7 +142,8 @@ def check_builds(
     if resolver is not None:
         from envkit.maintain.resolvable import check_resolvable, resolutions
 
-        wanted = resolutions(builds, catalog, config, claimed)
+        failed = {f.build for f in findings if f.kind in (MISSING, UNREADABLE)}
+        wanted = resolutions([b for b in builds if b.id not in failed], catalog, config, claimed)
         findings += check_resolvable(wanted, resolver, settings.jobs, resolve_progress)
         resolved = len(wanted)
     used = {need.index for need in needs} | {c for b in builds if b.conda for c in b.conda.channels}

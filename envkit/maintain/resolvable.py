@@ -1,6 +1,6 @@
 """``envkit manifests check --resolve``: each pip build's whole dependency tree resolved by uv for every Python the
 build claims, as `envkit lock` resolves it (envkit.lockfile.pylock: Linux x86_64, wheels only, the build's own
-index through the user's mirrors).
+index through the user's mirrors; for a conda build, its pip part).
 
 The index pages alone show that a build's own requirements have a wheel for each Python. They cannot show what those
 requirements pull in: jax's jaxlib, the nvidia-* wheels an extra such as ``tensorflow[and-cuda]`` pins, a dependency
@@ -11,14 +11,17 @@ What to resolve and what a failure means are pure functions; running uv is the r
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
 from envkit.config import Config
-from envkit.errors import InstallError
+from envkit.errors import EnvkitError, InstallError
 from envkit.maintain.findings import MISSING, UNREADABLE, Finding
+from envkit.process import start_time, stop_leftovers, watching
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,9 +30,10 @@ if TYPE_CHECKING:
 
     from envkit.maintain.fetch import Progress
 
-# What uv says when it could not read the index, as opposed to what the index has (words of its error chain).
-_UNREACHABLE = ("Failed to fetch", "error sending request", "Could not connect", "Connection refused", "dns error",
-                "timed out", "Request failed after")
+# A failure is "missing" only on uv's (or the lock's) positive word that the index has no answer: anything else
+# (the index unreachable or refusing envkit, uv not working) is "unreadable": the check could not tell.
+_NO_ANSWER = ("No solution found", "has no wheel")
+_REFUSED = re.compile(r"returned an? 40[13]\b")  # uv's hint for an index that wants credentials
 _REASON_CHARS = 400
 
 
@@ -54,15 +58,14 @@ Resolver = Callable[[Resolution], None]  # raises InstallError (with uv's lines 
 
 def resolutions(builds: Sequence[Build], catalog: Catalog, config: Config,
                 pythons: Mapping[str, tuple[Version, ...]]) -> list[Resolution]:
-    """One per pip build and Python it claims. Builds with a conda part are left to the channel check: their pip
-    packages install on top of a conda environment, which uv alone cannot resolve."""
+    """One per pip build (or pip part of a conda build) and Python it claims."""
     from envkit.plan import pip_parts
 
     out = []
     for build in builds:
-        if build.pip is None or build.conda is not None:
+        if build.pip is None:
             continue
-        index = build.pip.index_url or catalog.tables.python.pypi_index
+        index = (build.pip.index_url or catalog.tables.python.pypi_index).rstrip("/")
         for part in pip_parts(build, catalog.tables.python, config, jupyter=False):
             out += [Resolution(build.id, python, part.packages, part.index_url, index, part.find_links)
                     for python in pythons.get(build.id, ())]
@@ -70,28 +73,30 @@ def resolutions(builds: Sequence[Build], catalog: Catalog, config: Config,
 
 
 def finding_for(resolution: Resolution, error: InstallError) -> Finding:
-    """What a failed resolution means: the index could not be read (uv's network errors), or the build does not
-    install for that Python (anything else), with uv's own reason."""
-    lines = error.tail or (error.message,)
-    reason = uv_reason(lines) or error.message
-    if any(word in line for line in lines for word in _UNREACHABLE):
-        return Finding(UNREADABLE, f"{resolution.build}: could not be resolved for Python {resolution.python}: "
-                                   f"{resolution.index} could not be read ({reason})", resolution.build,
+    """What a failed resolution means, with uv's own reason: the build cannot be locked for that Python (uv found no
+    solution, or a package has no wheel), or the check could not tell (anything else: the index unreachable or
+    asking for credentials, a time limit)."""
+    said = "\n".join((*error.tail, error.message))
+    where = f"for Python {resolution.python} from {resolution.index}"
+    if any(words in said for words in _NO_ANSWER) and not _REFUSED.search(said):
+        reason = uv_reason(error.tail) or error.message
+        return Finding(MISSING, f"{resolution.build}: cannot be locked {where}: {reason}", resolution.build,
                        resolution.index)
-    return Finding(MISSING, f"{resolution.build}: does not install for Python {resolution.python} from "
-                            f"{resolution.index}: {reason}", resolution.build, resolution.index)
+    reason = uv_reason(error.tail, hints=True) or error.message
+    return Finding(UNREADABLE, f"{resolution.build}: could not be resolved {where}: {reason}", resolution.build,
+                   resolution.index)
 
 
-def uv_reason(lines: Sequence[str]) -> str:
-    """uv's explanation in one line: its "error:" and "cause:" labels (or, at a terminal, its tree drawing), its
-    "No solution found" heading and its hints left out."""
+def uv_reason(lines: Sequence[str], hints: bool = False) -> str:
+    """uv's explanation in one line: its "error:" and "cause:" labels (or, at a terminal, its tree drawing) and its
+    "No solution found" heading left out, and its hints too unless asked for."""
     kept = []
     for line in lines:
         text = line.strip().lstrip("×╰─▶│├ ").strip()
         for label in ("error:", "cause:"):
             if text.startswith(label):
                 text = text[len(label):].strip()
-        if text and not text.startswith(("No solution found", "hint:", "help:")):
+        if text and not text.startswith("No solution found") and (hints or not text.startswith(("hint:", "help:"))):
             kept.append(text)
     reason = " ".join(kept)
     return reason if len(reason) <= _REASON_CHARS else reason[:_REASON_CHARS - 1] + "…"
@@ -99,30 +104,60 @@ def uv_reason(lines: Sequence[str]) -> str:
 
 def check_resolvable(wanted: Sequence[Resolution], resolver: Resolver, jobs: int,
                      progress: Optional[Progress] = None) -> list[Finding]:
-    """Run every resolution, ``jobs`` at once; a finding for each that fails, in the order asked."""
+    """Run every resolution, ``jobs`` at once; a finding for each that fails, in the order asked. On Ctrl-C (or any
+    error) the uv processes still running are stopped at once and no other is started."""
+    stopping = threading.Event()
+    started: list[tuple[int, int]] = []  # (process group, its leader's start time) of every uv run
+
+    def record(pgid: int) -> None:
+        started.append((pgid, start_time(pgid) or 0))
+        if stopping.is_set():  # started as the run was being stopped
+            stop_leftovers(pgid, started[-1][1], wait=0)
+
     def attempt(resolution: Resolution) -> Optional[Finding]:
+        if stopping.is_set():
+            return None
         try:
             resolver(resolution)
         except InstallError as error:
             return finding_for(resolution, error)
         return None
 
-    findings = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="envkit-resolve") as pool:
-        for done, (resolution, finding) in enumerate(zip(wanted, pool.map(attempt, wanted)), 1):
-            if finding is not None:
-                findings.append(finding)
-            if progress is not None:
-                progress(done, len(wanted), resolution.label)
-    return findings
+    results: list[Optional[Finding]] = [None] * len(wanted)
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="envkit-resolve")
+    with watching(record):
+        try:
+            futures = {pool.submit(attempt, resolution): at for at, resolution in enumerate(wanted)}
+            for done, future in enumerate(as_completed(futures), 1):
+                results[futures[future]] = future.result()
+                if progress is not None:
+                    progress(done, len(wanted), wanted[futures[future]].label)
+        except BaseException:
+            stopping.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            for pgid, since in list(started):
+                stop_leftovers(pgid, since, wait=2.0)
+            raise
+    pool.shutdown()
+    return [finding for finding in results if finding is not None]
 
 
-def uv_resolver(uv: Path, config: Config, environ: Mapping[str, str]) -> Resolver:
-    """Resolutions by uv, as `envkit lock` makes them (in ``environ``: envkit's own uv cache, no user config)."""
+def uv_resolver(uv: Path, config: Config, environ: Mapping[str, str], timeout_s: float, retries: int) -> Resolver:
+    """Resolutions by uv, as `envkit lock` makes them, in ``environ`` (envkit's own uv cache, no user config), each
+    request of uv's limited to ``timeout_s`` seconds and ``retries`` tries more. A uv that cannot be run ends the
+    check with one error, not a finding for every build."""
+    from math import ceil
+
     from envkit.lockfile.pylock import lock_pip
 
+    patient = {**environ, "UV_HTTP_TIMEOUT": str(max(1, ceil(timeout_s))), "UV_HTTP_RETRIES": str(retries)}
+
     def resolve(resolution: Resolution) -> None:
-        lock_pip(resolution.packages, resolution.index_url, str(resolution.python), config, uv, environ,
-                 resolution.find_links)
+        try:
+            lock_pip(resolution.packages, resolution.index_url, str(resolution.python), config, uv, patient,
+                     resolution.find_links)
+        except OSError as error:
+            raise EnvkitError(f"uv ({uv}) could not resolve {resolution.label}: {error.strerror or error}",
+                              hint="Reinstall envkit if uv is missing or broken.") from None
 
     return resolve

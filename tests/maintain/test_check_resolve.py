@@ -7,9 +7,11 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 from maintain_helpers import manifests_dir_with
 from uv import find_uv_bin
 
@@ -18,10 +20,11 @@ from support.wheels import build_wheel
 
 from envkit.catalog import load_catalog
 from envkit.config import Config, Mirror
-from envkit.errors import InstallError
+from envkit.errors import EnvkitError, InstallError
 from envkit.maintain.check import MISSING, UNREADABLE, check_builds
 from envkit.maintain.fetch import FetchSettings
-from envkit.maintain.resolvable import finding_for, resolutions, uv_reason, uv_resolver
+from envkit.maintain.resolvable import (Resolution, check_resolvable, finding_for, resolutions, uv_reason,
+                                        uv_resolver)
 
 FAST = FetchSettings(timeout_s=2, retries=0, backoff_s=0.01, jobs=4)
 # A jax-like manifest: jax is pure Python, but its extra pins a plugin that has wheels for some Pythons only.
@@ -67,28 +70,46 @@ def mirrored(server: IndexServer) -> Config:
 
 
 def environ(tmp_path: Path) -> dict[str, str]:
-    """uv with a cache of its own and no user configuration, as envkit runs it; no retries (a closed port)."""
+    """uv with a cache of its own and no user configuration, as envkit runs it."""
     kept = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_"))}
-    return {**kept, "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_NO_CONFIG": "1", "UV_HTTP_RETRIES": "0"}
+    return {**kept, "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_NO_CONFIG": "1"}
 
 
-def check(manifests: Path, config: Config, tmp_path: Path, resolve: bool):
-    resolver = uv_resolver(Path(find_uv_bin()), config, environ(tmp_path)) if resolve else None
-    return check_builds(load_catalog(manifests), config, settings=FAST, resolver=resolver)
+def resolver(config: Config, tmp_path: Path):
+    return uv_resolver(Path(find_uv_bin()), config, environ(tmp_path), FAST.timeout_s, FAST.retries)
+
+
+def check(manifests: Path, config: Config, tmp_path: Path, resolve: bool, progress=None):
+    return check_builds(load_catalog(manifests), config, settings=FAST,
+                        resolver=resolver(config, tmp_path) if resolve else None, resolve_progress=progress)
 
 
 def test_the_pages_alone_miss_what_an_extra_pulls_in_and_a_resolution_finds_it(manifests, pypi, tmp_path):
     config = mirrored(pypi)
     shallow = check(manifests, config, tmp_path, resolve=False)
     assert shallow.ok and shallow.resolutions == 0  # jax itself has a wheel for 3.11 and 3.12
-    deep = check(manifests, config, tmp_path, resolve=True)
+    seen = []
+    deep = check(manifests, config, tmp_path, resolve=True, progress=lambda *call: seen.append(call))
     assert deep.resolutions == 4  # two builds, two Pythons each
+    assert sorted(done for done, _, _ in seen) == [1, 2, 3, 4] and {total for _, total, _ in seen} == {4}
+    assert "jax-0.6-cu12 for Python 3.12" in {label for _, _, label in seen}
     [finding] = deep.findings
     assert finding.kind == MISSING and finding.build == "jax-0.6-cu12" and finding.url == "https://pypi.org/simple"
-    assert finding.message.startswith("jax-0.6-cu12: does not install for Python 3.12 from https://pypi.org/simple: ")
+    assert finding.message.startswith("jax-0.6-cu12: cannot be locked for Python 3.12 from https://pypi.org/simple: ")
     reason = finding.message.rsplit("https://pypi.org/simple: ", 1)[1]  # uv's, in one line
     assert "jax-cuda12-plugin" in reason and "cp312" in reason and "\n" not in reason
     assert not deep.ok and deep.to_dict()["resolutions"] == 4
+
+
+def test_a_build_whose_own_packages_are_missing_is_not_resolved_again(manifests, tmp_path):
+    wheels = tmp_path / "wheels"
+    only_312 = build_wheel(wheels, "jax", "0.6.2", requires_python=">=3.12")  # no jax at all for Python 3.11
+    with IndexServer() as server:
+        server.add_index("/pypi", [only_312])
+        report = check(manifests, mirrored(server), tmp_path, resolve=True)
+    assert report.resolutions == 0
+    assert [(f.kind, f.build) for f in report.findings] == [(MISSING, "jax-0.6-cu12"), (MISSING, "jax-0.6-cpu")]
+    assert all("no jax wheel for Python 3.11" in f.message for f in report.findings)
 
 
 def test_an_index_that_cannot_be_read_is_unreadable_not_missing(manifests, tmp_path):
@@ -96,11 +117,12 @@ def test_an_index_that_cannot_be_read_is_unreadable_not_missing(manifests, tmp_p
         config = mirrored(gone)  # a port that was just closed: nothing listens there
     resolution = resolutions(*_selected(manifests, config))[0]
     with pytest.raises(InstallError) as raised:
-        uv_resolver(Path(find_uv_bin()), config, environ(tmp_path))(resolution)
+        resolver(config, tmp_path)(resolution)  # --retries 0 reaches uv: no waits between its tries
     finding = finding_for(resolution, raised.value)
     assert finding.kind == UNREADABLE
-    assert finding.message.startswith(f"{resolution.build}: could not be resolved for Python {resolution.python}: "
-                                      "https://pypi.org/simple could not be read (")
+    assert finding.message.startswith(f"{resolution.build}: could not be resolved for Python {resolution.python} "
+                                      "from https://pypi.org/simple: ")
+    assert "Connection refused" in finding.message
 
 
 def _selected(manifests: Path, config: Config):
@@ -120,6 +142,45 @@ def test_resolutions_are_one_per_pip_build_and_python_through_the_mirrors(manife
     assert wanted[0].packages == ("jax[cuda12]==0.6.*",)
 
 
+def test_a_conda_builds_pip_part_is_resolved_as_envkit_lock_resolves_it(envs_dir):
+    """The MXNet GPU builds: conda brings cudatoolkit, pip brings mxnet-cuXYZ and numpy (both locked by uv)."""
+    catalog = load_catalog(envs_dir, ["mxnet"])
+    builds = [b for b in catalog.manifests["mxnet"].builds if b.conda is not None and b.pip is not None]
+    assert builds
+    wanted = resolutions(builds, catalog, Config(path=None), {b.id: (Version("3.8"),) for b in builds})
+    assert [r.build for r in wanted] == [b.id for b in builds]
+    assert all(r.packages == b.pip.packages for r, b in zip(wanted, builds))
+
+
+# What uv (0.13) and the lock say, as envkit captures them, and what each means.
+NO_SOLUTION = ("error: No solution found when resolving dependencies",
+               "  cause: Because jaxlib==0.6.2 has no wheels with a matching Python ABI tag (e.g., `cp314`) and",
+               "         jax==0.6.2 depends on jaxlib==0.6.2, we can conclude that jax==0.6.2 cannot be used.")
+NOT_ALLOWED = ("error: No solution found when resolving dependencies",
+               "  cause: Because jax was not found in the package registry and you require jax==0.6.*, we can "
+               "conclude that your requirements are unsatisfiable.", "",
+               "hint: An index URL (https://pypi.example/simple) returned a 403 Forbidden error. This could "
+               "indicate lack of valid authentication credentials, or the package may not exist on this index.")
+REFUSED = ("error: Failed to fetch: `http://127.0.0.1:9/pypi/jax/`", "  cause: error sending request",
+           "  cause: tcp connect error", "  cause: Connection refused (os error 111)")
+NO_CACHE = ("error: Failed to initialize cache at `/nowhere/uv`", "  cause: Permission denied (os error 13)")
+
+
+@pytest.mark.parametrize("tail,message,kind,words", [
+    (NO_SOLUTION, "resolving jax[cuda12]==0.6.* failed (exit code 1)", MISSING, "jaxlib==0.6.2 has no wheels"),
+    ((), "jaxlib 0.6.2 has no wheel for CPython 3.14 on x86_64-manylinux_2_28", MISSING, "has no wheel"),
+    (NOT_ALLOWED, "resolving jax==0.6.* failed (exit code 1)", UNREADABLE, "returned a 403 Forbidden error"),
+    (REFUSED, "resolving jax==0.6.* failed (exit code 2)", UNREADABLE, "Connection refused"),
+    (NO_CACHE, "resolving jax==0.6.* failed (exit code 2)", UNREADABLE, "Failed to initialize cache"),
+    (("Resolved 3 packages",), "resolving jax==0.6.* failed (timed out)", UNREADABLE, "Resolved 3 packages"),
+])
+def test_only_uvs_word_that_there_is_no_answer_is_missing(tail, message, kind, words):
+    resolution = Resolution("jax-0.6-cpu", Version("3.14"), ("jax==0.6.*",), "http://127.0.0.1:9/pypi",
+                            "https://pypi.org/simple")
+    finding = finding_for(resolution, InstallError(message, tail=tail))
+    assert finding.kind == kind and words in finding.message and "\n" not in finding.message
+
+
 def test_uvs_reason_is_one_line_without_its_drawing_and_hints():
     said = ("Because jaxlib==0.6.2 has no wheels with a matching Python ABI tag and jax==0.6.2 depends on "
             "jaxlib==0.6.2, we can conclude that jax==0.6.2 cannot be used.")
@@ -132,7 +193,33 @@ def test_uvs_reason_is_one_line_without_its_drawing_and_hints():
                      "      depends on jaxlib==0.6.2, we can conclude that jax==0.6.2 cannot be used.",
                      "      hint: You require CPython 3.14 (`cp314`)")
     assert uv_reason(captured) == uv_reason(at_a_terminal) == said
+    assert uv_reason(captured, hints=True) == said + " hint: You require CPython 3.14 (`cp314`)"
     assert len(uv_reason(["x" * 1000])) == 400
+
+
+def test_ctrl_c_stops_the_uv_runs_at_once_and_starts_no_other():
+    """Each resolution's uv runs in a session of its own (Ctrl-C at the terminal reaches envkit only): envkit stops
+    them itself. Here each "resolution" is a real child that would run for a minute."""
+    marker = f"envkit-test-{uuid.uuid4().hex}"  # names this test's children, and only them
+    script = f"""
+import os, signal, sys, threading, time
+from packaging.version import Version
+from envkit.maintain.resolvable import Resolution, check_resolvable
+from envkit.process import run_captured
+wanted = [Resolution(f"b{{n}}", Version("3.12"), ("x",), "http://127.0.0.1:9/", "https://pypi.org/simple")
+          for n in range(8)]
+started = time.monotonic()
+threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+try:
+    check_resolvable(wanted, lambda r: run_captured(["sh", "-c", "sleep 60 # {marker}"], os.environ, 120), jobs=2)
+except KeyboardInterrupt:
+    print(round(time.monotonic() - started, 1))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout) < 10  # not the minute the children would have taken
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert left.stdout == "", left.stdout  # and none of them is left running
 
 
 def test_the_command_resolves_on_request_and_exits_1_on_a_miss(manifests, pypi, tmp_path):
@@ -150,5 +237,14 @@ def test_the_command_resolves_on_request_and_exits_1_on_a_miss(manifests, pypi, 
     report = json.loads(deep.stdout)
     assert report["resolutions"] == 4 and [m["build"] for m in report["missing"]] == ["jax-0.6-cu12"]
     text = subprocess.run([*argv, "--resolve"], capture_output=True, text=True, env=env, timeout=120)
-    assert "jax-0.6-cu12: does not install for Python 3.12" in text.stdout
+    assert "jax-0.6-cu12: cannot be locked for Python 3.12" in text.stdout
     assert "4 uv resolutions): 1 problem." in text.stdout
+
+
+def test_a_uv_that_cannot_run_ends_the_check_with_one_error(manifests, tmp_path):
+    config = Config(path=None)
+    broken = uv_resolver(tmp_path / "no-uv-here", config, environ(tmp_path), 1, 0)
+    with pytest.raises(EnvkitError) as raised:
+        check_resolvable(resolutions(*_selected(manifests, config)), broken, jobs=2)
+    assert not isinstance(raised.value, InstallError)  # not a finding for every build: one error for the run
+    assert raised.value.message.startswith(f"uv ({tmp_path / 'no-uv-here'}) could not resolve ")
