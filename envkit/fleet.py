@@ -62,6 +62,14 @@ class Fleet(NamedTuple):
         """The distinct configurations, in the order their first machine comes."""
         return distinct(self.machines)
 
+    def planning_profile(self) -> MachineProfile:
+        """The profile one environment for every machine is planned with: the one machine's, else that of the GPU
+        machine whose driver supports the lowest CUDA (a conda solve must hold there too)."""
+        if self.single is not None:
+            return self.single
+        configs = [c for c in self.configs() if c.has_gpus] or list(self.configs())
+        return min(configs, key=lambda c: tuple(c.profile.cuda_driver or (0, 0))).profile
+
 
 def profile_key(profile: MachineProfile) -> Hashable:
     """The facts resolution looks at; equal keys resolve the same way."""

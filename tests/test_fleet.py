@@ -269,3 +269,10 @@ def test_a_damaged_target_is_a_clear_error(damaged):
     with pytest.raises(BadInputError) as caught:
         target_fleet(damaged, "the record of torch-x")
     assert caught.value.exit_code == 2 and "the record of torch-x" in caught.value.message
+
+
+def test_a_fleet_is_planned_on_its_gpu_machine_whose_driver_supports_the_lowest_cuda():
+    login = profile("login", None, None)  # no GPU: it does not decide the CUDA a conda solve must hold for
+    assert fleet(DEEPNINE).planning_profile() == fleet(DEEPNINE).single
+    assert fleet(DEEPNINE, login, DEEPTEN).planning_profile().name == "deepten"  # CUDA 11.2 below deepnine's 12.4
+    assert fleet(login, profile("login2", None, None)).planning_profile().name == "login"  # none has GPUs

@@ -305,8 +305,7 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
 
     result = resolve_fleet(manifest, fleet, tables, request)
     same_machines = target_args(target, python)
-    configs = [c for c in fleet.configs() if c.has_gpus] or list(fleet.configs())
-    lowest = min(configs, key=lambda c: tuple(c.profile.cuda_driver or (0, 0))).profile
+    lowest = fleet.planning_profile()
     if build_id is not None:
         chosen = next((c for c in result.resolution.candidates if c.build.id == build_id), None)
         if chosen is not None and not chosen.compatible:

@@ -46,8 +46,7 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
             catalog = cached_catalog(directory, [], dirs.cache)
         tables = catalog.tables
         fleet = fleet_for(tables, target)
-        configs = [c for c in fleet.configs() if c.has_gpus] or list(fleet.configs())
-        profile = fleet.single or min(configs, key=lambda c: tuple(c.profile.cuda_driver or (0, 0))).profile
+        profile = fleet.planning_profile()
         each = tuple((", ".join(c.names), c.profile) for c in fleet.configs()) if fleet.single is None else ()
         prepared, the_manifest = prepare_from_lock(
             FromLock(path=path, name=name, prefix=prefix, verify=verify), the_lock, catalog.manifests.get, tables,
