@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
 from envkit.errors import UnknownNameError
-from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed
+from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed, upstream_index
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from envkit.config import Config
     from envkit.maintain.fetch import FetchSettings, Page, Progress
     from envkit.maintain.resolvable import Resolver
+
 
 @dataclass(frozen=True)
 class CheckReport:
@@ -69,7 +70,7 @@ def pip_needs(builds: Sequence[Build], catalog: Catalog, pythons: Mapping[str, t
     for build in builds:
         if build.pip is None or not pythons.get(build.id):
             continue
-        index = (build.pip.index_url or catalog.tables.python.pypi_index).rstrip("/")
+        index = upstream_index(build, catalog)
         needs += [PipNeed(build, requirement, index, pythons[build.id]) for requirement in build.pip.packages]
     return needs
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from envkit.catalog.model import Build
+from envkit.catalog.model import Build, Catalog
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -24,6 +24,13 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "build": self.build, "url": self.url, "message": self.message}
+
+
+def upstream_index(build: Build, catalog: Catalog) -> str:
+    """The index a pip build installs from, as its manifest names it (python.yaml's default when it names none), no
+    trailing slash."""
+    assert build.pip is not None
+    return (build.pip.index_url or catalog.tables.python.pypi_index).rstrip("/")
 
 
 @dataclass(frozen=True)

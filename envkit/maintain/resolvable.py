@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 from envkit.catalog.model import Build, Catalog
 from envkit.config import Config
 from envkit.errors import EnvkitError, InstallError
-from envkit.maintain.findings import MISSING, UNREADABLE, Finding
+from envkit.maintain.findings import MISSING, UNREADABLE, Finding, upstream_index
 from envkit.process import start_time, stop_leftovers, watching
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def resolutions(builds: Sequence[Build], catalog: Catalog, config: Config,
     for build in builds:
         if build.pip is None:
             continue
-        index = (build.pip.index_url or catalog.tables.python.pypi_index).rstrip("/")
+        index = upstream_index(build, catalog)
         for part in pip_parts(build, catalog.tables.python, config, jupyter=False):
             out += [Resolution(build.id, python, part.packages, part.index_url, index, part.find_links)
                     for python in pythons.get(build.id, ())]

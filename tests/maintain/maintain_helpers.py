@@ -12,6 +12,8 @@ import pytest
 
 from support.fault_index import FaultyIndex
 
+from envkit.catalog.layout import TABLE_FILES
+
 TORCH = """
 name: torch
 summary: a small torch manifest for the check tests
@@ -54,7 +56,7 @@ def index() -> Iterator[FaultyIndex]:
 def manifests_dir_with(envs_dir: Path, directory: Path, name: str, text: str) -> Path:
     """A manifests directory of the shipped tables and one manifest, ``name``.yaml."""
     directory.mkdir()
-    for table in ("cuda.yaml", "python.yaml", "gpus.yaml"):
+    for table in TABLE_FILES:
         shutil.copy(envs_dir / table, directory / table)
     (directory / f"{name}.yaml").write_text(text)
     return directory

@@ -21,7 +21,7 @@ from support.wheels import build_wheel
 from envkit.catalog import load_catalog
 from envkit.config import Config, Mirror
 from envkit.errors import EnvkitError, InstallError
-from envkit.maintain.check import MISSING, UNREADABLE, check_builds
+from envkit.maintain.check import MISSING, UNREADABLE, check_builds, claimed_pythons, select_builds
 from envkit.maintain.fetch import FetchSettings
 from envkit.maintain.resolvable import (Resolution, check_resolvable, finding_for, resolutions, uv_reason,
                                         uv_resolver)
@@ -127,9 +127,8 @@ def test_an_index_that_cannot_be_read_is_unreadable_not_missing(manifests, tmp_p
 
 def _selected(manifests: Path, config: Config):
     catalog = load_catalog(manifests)
-    builds = [b for m in catalog.manifests.values() for b in m.builds]
-    pythons = {b.id: tuple(v for v in catalog.tables.python.versions if b.python.contains(v)) for b in builds}
-    return builds, catalog, config, pythons
+    builds = select_builds(catalog)
+    return builds, catalog, config, {b.id: claimed_pythons(b, catalog) for b in builds}
 
 
 def test_resolutions_are_one_per_pip_build_and_python_through_the_mirrors(manifests):
