@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import pytest
 
 from envkit.catalog import Catalog, default_manifests_dir, load_catalog
 from envkit.machine import MachineProfile, read_profile
+
+from support import fake_nvml
 
 PROFILES = Path(__file__).parent / "profiles"
 REPO = Path(__file__).parent.parent
@@ -72,3 +75,28 @@ def load_profile():
         return read_profile(PROFILES / f"{name}.yaml")
 
     return load
+
+
+@pytest.fixture(scope="session")
+def nvml_library(tmp_path_factory) -> Path:
+    """The stand-in libnvidia-ml.so.1 (tests/support/fake_nvml.py), built once for the session."""
+    if fake_nvml.compiler() is None:
+        pytest.skip("no C compiler (cc) to build the stand-in libnvidia-ml.so.1")
+    return fake_nvml.build_library(tmp_path_factory.mktemp("nvml"))
+
+
+@pytest.fixture
+def this_machine(nvml_library, tmp_path):
+    """this_machine(gpus, driver=..., cuda=...) -> the variables under which envkit detects that machine here, GPUs
+    in the probe stand-ins' form (tests/probe/probe_helpers.py: A100, ...). NVML answers with it, so neither /proc
+    nor nvidia-smi is asked: a command judging "this machine" sees those GPUs whatever the host has (no driver on
+    CI, an H100 on a developer's workstation). The default driver, 550.54.14, is CUDA 12.4's."""
+    count = iter(range(1000))
+
+    def make(gpus: Sequence[Mapping], driver: str = "550.54.14", cuda: int = 12040) -> dict[str, str]:
+        described = [(gpu["name"], tuple(gpu["capability"]), gpu["memory"] // 2**20) for gpu in gpus]
+        machine = fake_nvml.write_machine(tmp_path / f"nvml-machine-{next(count)}", driver, cuda, described)
+        search = [str(nvml_library.parent), *filter(None, [os.environ.get("LD_LIBRARY_PATH")])]
+        return {"LD_LIBRARY_PATH": os.pathsep.join(search), "FAKE_NVML_MACHINE": str(machine)}
+
+    return make

@@ -16,9 +16,9 @@ def doctor_json(*args: str, env: dict | None = None):
     return result, json.loads(result.stdout)
 
 
-def test_a_working_environment_passes(fake_env):
+def test_a_working_environment_passes(fake_env, this_machine):
     env = fake_env({"torch": {"version": "2.5.1+cu121", "gpus": [A100, V100]}})
-    result, data = doctor_json("--python", str(env.python))
+    result, data = doctor_json("--python", str(env.python), env=this_machine([A100, V100]))
     assert result.returncode == 0, result.stdout + result.stderr
     assert REQUIRED_KEYS <= set(data)
     assert (data["ok"], data["framework"], data["version"], data["cuda"]) == (True, "torch", "2.5.1+cu121", "12.1")
@@ -32,9 +32,9 @@ def test_a_working_environment_passes(fake_env):
     assert data["python"]["executable"] == str(env.python) and data["probed_on_machine"] is True
 
 
-def test_wrong_results_fail_with_exit_1_and_a_diagnosis(fake_env):
+def test_wrong_results_fail_with_exit_1_and_a_diagnosis(fake_env, this_machine):
     env = fake_env({"torch": {"gpus": [A100, A100], "wrong_results": [0]}})
-    result, data = doctor_json("--python", str(env.python))
+    result, data = doctor_json("--python", str(env.python), env=this_machine([A100, A100]))
     assert result.returncode == 1
     assert data["ok"] is False and [d["ok"] for d in data["devices"]] == [False, True]
     [finding] = data["diagnosis"]
@@ -73,12 +73,13 @@ def test_the_command_advised_for_another_machine_works_when_pasted(fake_env, tmp
     assert json.loads(pasted.stdout)["build"] == "torch-2.15-cu130"
 
 
-def test_text_output_says_what_is_installed_and_what_to_run(fake_env):
+def test_text_output_says_what_is_installed_and_what_to_run(fake_env, this_machine):
     env = fake_env({"torch": {"version": "2.6.0+cu124", "cuda": "12.4", "gpus": [RTX5090]}})
-    result = envkit("doctor", "--python", str(env.python))
+    result = envkit("doctor", "--python", str(env.python), env=this_machine([RTX5090]))  # a CUDA 12.4 driver
     assert result.returncode == 1, result.stderr
     out = result.stdout
     assert "Installed: torch 2.6.0+cu124 (CUDA 12.4" in out
+    assert "Machine: driver 550.54.14, CUDA 12.4 (nvml); NVIDIA GeForce RTX 5090 (sm_120)" in out  # not the host's
     assert "GPU 0: NVIDIA GeForce RTX 5090, compute capability 12.0: FAIL" in out
     assert "FAIL: torch 2.6.0+cu124 does not work on this machine." in out
     assert "this build has no kernels for GPU 0, NVIDIA GeForce RTX 5090 (sm_120)" in out
@@ -96,16 +97,16 @@ def test_gpu_arch_and_cuda_overrides_judge_another_machine(fake_env):
     assert data["devices"][0]["compute_capability"] == "7.0" and data["devices"][0]["ok"] is False
 
 
-def test_the_active_environment_is_the_default(fake_env):
+def test_the_active_environment_is_the_default(fake_env, this_machine):
     env = fake_env({"torch": {"version": "2.13.0+cpu", "cuda": None}})
-    result, data = doctor_json(env={"VIRTUAL_ENV": str(env.root)})
+    result, data = doctor_json(env={"VIRTUAL_ENV": str(env.root), **this_machine([])})  # a CPU build, no GPU
     assert result.returncode == 0, result.stderr
     assert data["python"]["executable"] == str(env.python)
 
 
-def test_multi_gpu_and_bench_on_one_gpu(fake_env):
+def test_multi_gpu_and_bench_on_one_gpu(fake_env, this_machine):
     env = fake_env({"torch": {"gpus": [A100]}})
-    result, data = doctor_json("--python", str(env.python), "--multi-gpu", "--bench")
+    result, data = doctor_json("--python", str(env.python), "--multi-gpu", "--bench", env=this_machine([A100]))
     assert result.returncode == 0, data["diagnosis"]
     assert data["probe"]["multi_gpu"]["skipped"] == "needs at least 2 GPUs; this machine has 1 (visible to torch)"
     assert [f["rule"] for f in data["diagnosis"]] == ["multi-gpu-skipped"]

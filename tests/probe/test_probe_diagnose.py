@@ -113,6 +113,21 @@ def test_driver_too_old_reads_the_drivers_cuda_from_the_message_and_names_a_buil
     assert step.build.id in finding.advice
 
 
+def test_where_detection_found_no_driver_the_machine_is_the_one_the_framework_met(catalog):
+    # No probe of envkit's could read the driver (no NVML library, no /proc, no nvidia-smi: a container, say), yet
+    # torch ran CUDA 12.4 on an RTX 5090: the machine is judged as having that GPU and at least that CUDA.
+    report = judge("torch-2.6.0-cu124-rtx5090-no-kernels", "no-gpu", True, catalog)
+    machine = report.machine
+    assert [(gpu.name, str(gpu.compute_capability)) for gpu in machine.gpus] == [("NVIDIA GeForce RTX 5090", "12.0")]
+    assert machine.cuda_driver == CudaVersion(12, 4)
+    assert machine.sources["gpus"] == "the probe"
+    assert machine.sources["cuda_driver"] == "at least the CUDA 12.4 that torch started here"
+    # 12.8 and 12.9 both run there only through minor-version compatibility: the newer CUDA ranks first.
+    assert report.next_step is not None and report.next_step.build.id == "torch-2.11-cu129"
+    # Judged for another machine (a login node's check), the profile stands as it is.
+    assert judge("torch-2.6.0-cu124-rtx5090-no-kernels", "no-gpu", False, catalog).machine.gpus == ()
+
+
 def test_driver_cuda_parsing():
     assert driver_cuda_from(recorded("torch-2.10.0-cu128-driver-too-old")) == CudaVersion(11, 2)
     assert driver_cuda_from(recorded("torch-2.13.0-cpu-on-gpu-machine")) is None

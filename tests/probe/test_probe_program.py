@@ -184,14 +184,14 @@ def test_doctor_builds_the_archive_once(fake_env, tmp_path):
     assert (built.stat().st_mtime_ns, built.stat().st_ino) == (before.st_mtime_ns, before.st_ino)
 
 
-def test_doctor_with_an_unwritable_cache_still_checks_and_leaves_nothing(fake_env, tmp_path):
+def test_doctor_with_an_unwritable_cache_still_checks_and_leaves_nothing(fake_env, tmp_path, this_machine):
     env = fake_env({"torch": {"gpus": [A100]}})
     not_a_directory = tmp_path / "cache-file"
     not_a_directory.write_text("")
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     result = envkit("doctor", "--json", "--python", str(env.python),
-                    env={"XDG_CACHE_HOME": str(not_a_directory), "TMPDIR": str(scratch)})
+                    env={"XDG_CACHE_HOME": str(not_a_directory), "TMPDIR": str(scratch), **this_machine([A100])})
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["devices"][0]["name"] == A100["name"]
     assert list(scratch.iterdir()) == []

@@ -1,7 +1,9 @@
-"""A stand-in ``libnvidia-ml.so.1``, built with the machine's C compiler, for the Slurm "nodes".
+"""A stand-in ``libnvidia-ml.so.1``, built with the machine's C compiler, for the Slurm "nodes" and for the tests
+that need "this machine" to be a known one whatever the host has (a developer's GPU workstation).
 
-The real nvidia-ml-py loads it (through ``LD_LIBRARY_PATH``) and calls the same C functions it calls on a real
-driver. It answers from ``$FAKE_NVML_DIR/$SLURMD_NODENAME``, so each node of the test cluster has its own GPUs;
+The real nvidia-ml-py loads it (through ``LD_LIBRARY_PATH``, which the loader searches before the system's own
+library) and calls the same C functions it calls on a real driver. It answers from the file ``$FAKE_NVML_MACHINE``
+when that is set, else from ``$FAKE_NVML_DIR/$SLURMD_NODENAME``, so each node of the test cluster has its own GPUs;
 outside a job (no ``SLURMD_NODENAME``: the login node) it answers as a machine without a loaded driver does. As the
 real library, it ignores ``CUDA_VISIBLE_DEVICES``: it lists every GPU of the node.
 
@@ -41,10 +43,12 @@ static unsigned int count = 0;
 static gpu_t gpus[MAX_GPUS];
 
 static int load(void) {
+    const char *machine = getenv("FAKE_NVML_MACHINE");
     const char *dir = getenv("FAKE_NVML_DIR"), *node = getenv("SLURMD_NODENAME");
     char path[4096], line[512];
-    if (!dir || !node) return ERR_DRIVER_NOT_LOADED;
-    snprintf(path, sizeof path, "%s/%s", dir, node);
+    if (machine && *machine) snprintf(path, sizeof path, "%s", machine);
+    else if (dir && node) snprintf(path, sizeof path, "%s/%s", dir, node);
+    else return ERR_DRIVER_NOT_LOADED;
     FILE *f = fopen(path, "r");
     if (!f) return ERR_DRIVER_NOT_LOADED;
     count = 0; cuda = 0; driver[0] = 0;
@@ -157,9 +161,14 @@ def build_library(directory: Path) -> Path:
 def write_node(directory: Path, node: str, driver: str, cuda: int,
                gpus: Iterable[tuple[str, tuple[int, int], int]]) -> Path:
     """The file the stand-in reads on ``node``: gpus are (name, (major, minor), memory MiB)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    return write_machine(directory / node, driver, cuda, gpus)
+
+
+def write_machine(path: Path, driver: str, cuda: int, gpus: Iterable[tuple[str, tuple[int, int], int]]) -> Path:
+    """A file the stand-in reads (``$FAKE_NVML_MACHINE``, or a node's): the driver version, the CUDA it supports
+    (NVML's integer: 12040 for 12.4) and the GPUs, each (name, (major, minor), memory MiB)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"driver {driver}", f"cuda {cuda}"]
     lines += [f"gpu {major} {minor} {mib} {name}" for name, (major, minor), mib in gpus]
-    path = directory / node
     path.write_text("\n".join(lines) + "\n")
     return path
