@@ -15,8 +15,14 @@ from envkit.resolve import Candidate, Resolution
 def gpu_unused(resolution: Resolution, profile: MachineProfile) -> Optional[str]:
     """The reason this machine's GPUs go unused by the pick, or None when they are used (or there are none)."""
     selected = resolution.selected
-    if not profile.gpus or selected is None or selected.build.is_gpu:
+    if selected is None or selected.build.is_gpu:
         return None
+    if not profile.gpus:
+        if not profile.hidden_gpus:
+            return None
+        gpus = "its GPU" if profile.hidden_gpus == 1 else f"all {profile.hidden_gpus} of its GPUs"
+        return (f"CUDA_VISIBLE_DEVICES hides {gpus} from envkit, so the pick is a CPU build: unset it, or set it to "
+                "the GPUs to use, for a GPU build")
     name = resolution.manifest.name
     gpu_builds = [c for c in resolution.candidates if c.build.is_gpu]
     machine = _machine_words(profile)

@@ -55,6 +55,9 @@ class MachineProfile(NamedTuple):
     # One shared empty dict is the default: no code changes a profile's sources in place (they are copied first).
     sources: Mapping[str, str] = {}
     notes: tuple[str, ...] = ()
+    # GPUs the driver lists that CUDA_VISIBLE_DEVICES hides from this process (envkit.slurm.job_context): how the
+    # check tells GPUs hidden from a machine without any. A fact of this process, not of the machine: never saved.
+    hidden_gpus: int = 0
 
     @property
     def has_driver(self) -> bool:

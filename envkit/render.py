@@ -46,13 +46,14 @@ def machine_line(profile: MachineProfile) -> str:
     else:
         version = f"driver {profile.driver_version}, " if profile.driver_version else ""
         driver = f"{version}CUDA {profile.cuda_driver} ({profile.sources.get(CUDA_DRIVER, '?')})"
+    hidden = f" ({profile.hidden_gpus} hidden by CUDA_VISIBLE_DEVICES)" if profile.hidden_gpus else ""
     if not profile.gpus:
-        return f"Machine: {label}{driver}, no GPU"
+        return f"Machine: {label}{driver}, no GPU{' visible' if hidden else ''}{hidden}"
     counts: dict[str, int] = {}
     for gpu in profile.gpus:
         counts[gpu.description] = counts.get(gpu.description, 0) + 1
     gpus = ", ".join(f"{n}x {key}" if n > 1 else key for key, n in counts.items())
-    return f"Machine: {label}{driver}; {gpus}"
+    return f"Machine: {label}{driver}; {gpus}{hidden}"
 
 
 _HEADERS = ("BUILD", "VERSION", "VARIANT", "CUDA", "PYTHON")

@@ -33,6 +33,31 @@ def test_no_warning_when_the_gpus_are_used_or_absent(catalog, load_profile):
     assert gpu_unused(no_gpu, load_profile("no-gpu")) is None
 
 
+def test_gpus_hidden_by_cuda_visible_devices_are_not_a_machine_without_gpus(catalog, load_profile):
+    # On an H100 whose GPU CUDA_VISIBLE_DEVICES= hides, the pick is a CPU build: said, not silent.
+    from envkit.slurm.job_context import apply_job_context, job_context
+
+    hidden = apply_job_context(load_profile("h100-cuda128"), job_context({"CUDA_VISIBLE_DEVICES": ""}))
+    assert hidden.gpus == () and hidden.hidden_gpus == 1
+    resolution = resolve(catalog.manifests["torch"], hidden, catalog.tables)
+    assert not resolution.selected.build.is_gpu
+    assert gpu_unused(resolution, hidden) == ("CUDA_VISIBLE_DEVICES hides its GPU from envkit, so the pick is a CPU "
+                                              "build: unset it, or set it to the GPUs to use, for a GPU build")
+
+
+def test_create_where_cuda_visible_devices_hides_the_gpus_says_so_and_stops_without_a_terminal(tmp_path: Path,
+                                                                                                   this_machine):
+    a100 = {"name": "NVIDIA A100-SXM4-80GB", "capability": [8, 0], "memory": 85899345920}
+    env = {**this_machine([a100]), "CUDA_VISIBLE_DEVICES": "", "HOME": str(tmp_path),
+           "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    dry = envkit("create", "torch", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith("Warning:     CUDA_VISIBLE_DEVICES hides its GPU from envkit, so the pick is a CPU")
+    refused = envkit("create", "torch", env=env)
+    assert refused.returncode == 2 and "--cpu" in refused.stderr, refused.stderr
+    assert not (tmp_path / "data").exists()  # nothing made
+
+
 def test_list_says_it_first_in_text_and_json():
     text = envkit("list", "jax", "--machine", K80)
     assert text.returncode == 0, text.stderr

@@ -98,8 +98,18 @@ def diagnose(
     return Report(
         ok=ok, framework=probe.framework, version=probe.version, cuda=probe.cuda if probe.gpu_build else None,
         devices=devices, diagnosis=findings, probe=probe, machine=profile, on_target=on_target,
-        installed_build=installed, next_step=None if ok else nxt,  # what works needs no replacement
+        installed_build=installed, next_step=nxt if not ok and _cured_by_a_build(findings, rules) else None,
     )
+
+
+def _cured_by_a_build(findings: Sequence[Finding], rules: Sequence[Rule]) -> bool:
+    """Whether another build is the cure for a failed check: a failure whose rule advises one fired, or no rule
+    explains the failure. A failure of the surroundings (GPUs hidden by CUDA_VISIBLE_DEVICES, a Slurm job given no
+    GPU, a busy GPU, a failed all-reduce) is not cured by another build, and the one that fits the machine as it
+    looks then (no GPU visible) would be the wrong one: a CPU build where the installed GPU build is right."""
+    offering = {rule.id for rule in rules if rule.offers_a_build}
+    failing = [finding.rule for finding in findings if finding.failed]
+    return not failing or any(rule in offering for rule in failing)
 
 
 def _findings(facts: Facts, rules: Sequence[Rule]) -> tuple[Finding, ...]:

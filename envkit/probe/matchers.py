@@ -169,6 +169,12 @@ def _no_gpu_visible(f: Facts) -> bool:
     return _looked_for_gpus(f) and f.seen == 0
 
 
+def _all_gpus(f: Facts) -> int:
+    """The GPUs of the machine judged, those that CUDA_VISIBLE_DEVICES hides from this process included (a profile
+    detected here counts only the visible ones: envkit.slurm.job_context)."""
+    return len(f.profile.gpus) + f.profile.hidden_gpus
+
+
 def slurm_no_gpu(f: Facts) -> Iterable[Mapping[str, Any]]:
     job = f.env.get("SLURM_JOB_ID")
     if job and _no_gpu_visible(f):
@@ -190,14 +196,15 @@ def cvd_hides_all(value: str, gpus: int) -> bool:
 
 def gpus_hidden(f: Facts) -> Iterable[Mapping[str, Any]]:
     value = f.env.get("CUDA_VISIBLE_DEVICES")
-    if value is not None and _no_gpu_visible(f) and cvd_hides_all(value, len(f.profile.gpus)):
+    if value is not None and _no_gpu_visible(f) and cvd_hides_all(value, _all_gpus(f)):
         yield {"value": value}
 
 
 def gpus_partly_hidden(f: Facts) -> Iterable[Mapping[str, Any]]:
     value = f.env.get("CUDA_VISIBLE_DEVICES")
-    total = len(f.profile.gpus)
-    if value is not None and _looked_for_gpus(f) and 0 < f.seen < total:
+    total = _all_gpus(f)
+    in_job = bool(f.env.get("SLURM_JOB_ID"))  # a job's GPUs are a part of the node's by design: nothing to say
+    if value is not None and not in_job and _looked_for_gpus(f) and 0 < f.seen < total:
         yield {"value": value, "seen": f.seen, "total": gpus_text(total)}
 
 
@@ -209,7 +216,7 @@ def no_gpu_here(f: Facts) -> Iterable[Mapping[str, Any]]:
 def gpus_not_seen(f: Facts) -> Iterable[Mapping[str, Any]]:
     total = len(f.profile.gpus)
     value = f.env.get("CUDA_VISIBLE_DEVICES")
-    explained = value is not None and (f.seen > 0 or cvd_hides_all(value, total))  # a subset, or none, on purpose
+    explained = value is not None and (f.seen > 0 or cvd_hides_all(value, _all_gpus(f)))  # a part, or none, on purpose
     if _looked_for_gpus(f) and f.seen < total and not explained:
         error = next(iter(f.probe.errors), None)
         yield {"seen": f.seen, "total": gpus_text(total),

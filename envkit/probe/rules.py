@@ -25,6 +25,11 @@ class Rule:
     failed: bool = True
     unless: tuple[str, ...] = ()  # rules that, when they fired, already explain what this one would
 
+    @property
+    def offers_a_build(self) -> bool:
+        """Whether its advice is another build (the ``{create}`` phrase): a failure that another build cures."""
+        return "{create}" in self.advice
+
 
 
 # --- the table -----------------------------------------------------------------------------------------------------

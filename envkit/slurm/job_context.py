@@ -32,7 +32,7 @@ def job_context(environ: Mapping[str, str]) -> JobContext:
 
 def apply_job_context(profile: MachineProfile, context: JobContext) -> MachineProfile:
     """``profile`` as the job sees it: only the GPUs in ``CUDA_VISIBLE_DEVICES`` (by index), named after the
-    Slurm node when it has no name, with a note saying what was done."""
+    Slurm node when it has no name, with a note saying what was done and the count of GPUs hidden."""
     notes = list(profile.notes)
     gpus = profile.gpus
     name = profile.name
@@ -56,4 +56,5 @@ def apply_job_context(profile: MachineProfile, context: JobContext) -> MachinePr
         notes.append(f"{where}: CUDA_VISIBLE_DEVICES is not set, so the job may use every GPU NVML lists")
     if gpus == profile.gpus and name == profile.name and len(notes) == len(profile.notes):
         return profile
-    return profile._replace(gpus=gpus, name=name, notes=tuple(notes))
+    hidden = profile.hidden_gpus + len(profile.gpus) - len(gpus)
+    return profile._replace(gpus=gpus, name=name, notes=tuple(notes), hidden_gpus=hidden)

@@ -10,17 +10,23 @@ from envkit.probe.builds import manifest_for
 from envkit.probe.diagnose import diagnose
 from envkit.probe.render import report_json, report_text
 from envkit.probe.result import parse_output
+from envkit.slurm.job_context import apply_job_context, job_context
 
 H100 = "NVIDIA H100 80GB HBM3"
 PYTHON = "/opt/torch/.venv/bin/python3"
 SKIPPED = "needs at least 2 GPUs; this machine has 1 (visible to {})"
 
 
-def judged(name, catalog, load_profile):
+def judged(name, catalog, load_profile, environ=None):
+    """The report `envkit doctor` gave there; with ``environ``, the profile narrowed by its CUDA_VISIBLE_DEVICES as
+    doctor narrows the one it detects (envkit.commands.common.fleet_for)."""
     result = parse_output(PYTHON, 0, 7.0, (DATA / f"{name}.json").read_text(encoding="utf-8"), "")
     assert result.reported, result.failure_detail
     manifest = manifest_for(catalog.manifests.values(), result.framework)
-    return diagnose(result, load_profile("h100-cuda130"), manifest=manifest, tables=catalog.tables, on_target=True)
+    profile = load_profile("h100-cuda130")
+    if environ is not None:
+        profile = apply_job_context(profile, job_context(environ))
+    return diagnose(result, profile, manifest=manifest, tables=catalog.tables, on_target=True)
 
 
 @pytest.mark.parametrize("name, framework, build", [
@@ -80,3 +86,26 @@ def test_jax_with_multi_gpu_and_bench_says_its_float32_products_are_tf32(catalog
     assert "  Bench: GPU 0 float32 (4096x4096 matmul, TF32): 379.44 TFLOP/s" in text
     assert "  Bench: GPU 0 float16 (4096x4096 matmul): 764.039 TFLOP/s" in text
     assert report_json(report)["probe"]["bench"]["tf32"] is True
+
+
+@pytest.mark.parametrize("name, visible", [
+    ("torch-2.11.0-cu130-h100-captured-cvd-empty", ""),
+    ("torch-2.11.0-cu130-h100-captured-cvd-1", "1"),  # names no GPU of a machine with one (GPU 0)
+    ("jax-0.11.2-cu13-h100-captured-cvd-empty", ""),
+])
+def test_gpus_hidden_by_cuda_visible_devices_are_said_and_no_other_build_is_advised(name, visible, catalog,
+                                                                                      load_profile):
+    # What the H100 showed: doctor narrows the machine to the GPUs CUDA_VISIBLE_DEVICES shows (none here). It used
+    # to advise a CPU build for that GPU-less machine (`envkit create torch --build torch-2.15-cpu`), and with
+    # CUDA_VISIBLE_DEVICES=1 to call it a machine without GPU: the cure is the variable, the build is the right one.
+    report = judged(name, catalog, load_profile, environ={"CUDA_VISIBLE_DEVICES": visible})
+    assert report.machine.gpus == () and report.machine.hidden_gpus == 1
+    assert [(f.rule, f.failed) for f in report.diagnosis] == [("gpus-hidden", True)]
+    [finding] = report.diagnosis
+    assert finding.cause.startswith(f"CUDA_VISIBLE_DEVICES={visible!r} hides the GPUs")
+    assert not report.ok and report.next_step is None
+    text = report_text(report)
+    [machine] = [line for line in text.splitlines() if line.startswith("Machine: ")]
+    assert machine.endswith(", no GPU visible (1 hidden by CUDA_VISIBLE_DEVICES)")
+    assert "To get a build that fits" not in text and "cpu" not in text.split("Why:")[1]
+    assert report_json(report)["next"] is None

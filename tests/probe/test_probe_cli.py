@@ -89,6 +89,18 @@ def test_text_output_says_what_is_installed_and_what_to_run(fake_env, this_machi
     assert "sm_120 is not compatible with the current PyTorch installation" in out  # the captured warning
 
 
+def test_gpus_hidden_from_the_check_are_said_and_no_other_build_is_advised(fake_env, this_machine):
+    # The machine has an A100; CUDA_VISIBLE_DEVICES=1 names no GPU of it, so torch sees none. The cure is the
+    # variable: no build is advised (it used to be a CPU build, for the machine as it looked: without GPU).
+    env = fake_env({"torch": {"version": "2.5.1+cu121", "cuda": "12.1", "gpus": []}})
+    result = envkit("doctor", "--python", str(env.python), env={**this_machine([A100]), "CUDA_VISIBLE_DEVICES": "1"})
+    assert result.returncode == 1, result.stderr
+    out = result.stdout
+    assert "Machine: driver 550.54.14, CUDA 12.4 (nvml), no GPU visible (1 hidden by CUDA_VISIBLE_DEVICES)" in out
+    assert "CUDA_VISIBLE_DEVICES='1' hides the GPUs: torch sees none" in out
+    assert "To get a build that fits" not in out and "cpu" not in out
+
+
 def test_gpu_arch_and_cuda_overrides_judge_another_machine(fake_env):
     env = fake_env({"torch": {"version": "2.14.0+cu130", "cuda": "13.0", "gpus": []}})
     result, data = doctor_json("--python", str(env.python), "--cuda", "13.0", "--gpu-arch", "7.0")

@@ -48,6 +48,9 @@ CASES = {
     "torch-2.11.0-cu130-h100-captured-multi-gpu-bench": ("h100-cuda130", True, ["multi-gpu-skipped"], True),
     "jax-0.11.2-cu13-h100-captured": ("h100-cuda130", True, [], True),
     "jax-0.11.2-cu13-h100-captured-multi-gpu-bench": ("h100-cuda130", True, ["multi-gpu-skipped"], True),
+    "torch-2.11.0-cu130-h100-captured-cvd-empty": ("h100-cuda130", True, ["gpus-hidden"], False),
+    "torch-2.11.0-cu130-h100-captured-cvd-1": ("h100-cuda130", True, ["gpus-hidden"], False),
+    "jax-0.11.2-cu13-h100-captured-cvd-empty": ("h100-cuda130", True, ["gpus-hidden"], False),
 }
 # Rules tested on runs that printed no report (their recorded stderr/stdout is in data/ too).
 NO_REPORT_RULES = {"probe-timed-out", "python-too-old", "probe-no-report"}
@@ -126,6 +129,25 @@ def test_where_detection_found_no_driver_the_machine_is_the_one_the_framework_me
     assert report.next_step is not None and report.next_step.build.id == "torch-2.11-cu129"
     # Judged for another machine (a login node's check), the profile stands as it is.
     assert judge("torch-2.6.0-cu124-rtx5090-no-kernels", "no-gpu", False, catalog).machine.gpus == ()
+
+
+@pytest.mark.parametrize("name, advised", [
+    ("torch-2.10.0-cu128-driver-too-old", True),  # the build is the fault: another one is the cure
+    ("torch-2.13.0-cpu-on-gpu-machine", True),
+    ("torch-2.6.0-cu124-rtx5090-no-kernels", True),
+    ("torch-2.5.1-cu121-slurm-no-gpu", False),  # the surroundings are: no build is advised
+    ("torch-2.5.1-cu121-cvd-empty", False),
+    ("torch-2.5.1-cu121-gpu-busy", False),
+    ("torch-2.5.1-cu121-out-of-memory", False),
+    ("torch-2.5.1-cu121-wrong-results-gpu1", False),
+])
+def test_another_build_is_advised_only_where_a_build_is_the_fault(name, advised, catalog):
+    profile, on_target, _, _ = CASES[name]
+    report = judge(name, profile, on_target, catalog)
+    assert not report.ok
+    assert (report.next_step is not None) is advised
+    offering = {rule.id for rule in RULES if rule.offers_a_build}
+    assert any(f.rule in offering for f in report.diagnosis if f.failed) is advised
 
 
 def test_driver_cuda_parsing():
