@@ -20,9 +20,10 @@ def gpu_unused(resolution: Resolution, profile: MachineProfile) -> Optional[str]
     if not profile.gpus:
         if not profile.hidden_gpus:
             return None
-        gpus = "its GPU" if profile.hidden_gpus == 1 else f"all {profile.hidden_gpus} of its GPUs"
-        return (f"CUDA_VISIBLE_DEVICES hides {gpus} from envkit, so the pick is a CPU build: unset it, or set it to "
-                "the GPUs to use, for a GPU build")
+        count = len(profile.hidden_gpus)
+        gpus = "this machine's GPU" if count == 1 else f"all {count} of this machine's GPUs"
+        return (f"CUDA_VISIBLE_DEVICES hides {gpus}, so it is judged as having none and the pick is a CPU build: "
+                "unset the variable or set it to the GPUs to use (in a Slurm job: ask for GPUs) to have them judged")
     name = resolution.manifest.name
     gpu_builds = [c for c in resolution.candidates if c.build.is_gpu]
     machine = _machine_words(profile)

@@ -55,13 +55,20 @@ class MachineProfile(NamedTuple):
     # One shared empty dict is the default: no code changes a profile's sources in place (they are copied first).
     sources: Mapping[str, str] = {}
     notes: tuple[str, ...] = ()
-    # GPUs the driver lists that CUDA_VISIBLE_DEVICES hides from this process (envkit.slurm.job_context): how the
-    # check tells GPUs hidden from a machine without any. A fact of this process, not of the machine: never saved.
-    hidden_gpus: int = 0
+    # The GPUs the driver lists that CUDA_VISIBLE_DEVICES hides from this process (envkit.slurm.job_context): how
+    # the check tells GPUs hidden from a machine without any. A fact of this process, not of the machine: never saved.
+    hidden_gpus: tuple[Gpu, ...] = ()
 
     @property
     def has_driver(self) -> bool:
         return self.cuda_driver is not None
+
+    def whole(self) -> MachineProfile:
+        """The machine with the GPUs CUDA_VISIBLE_DEVICES hides put back: what a build must fit to use them."""
+        if not self.hidden_gpus:
+            return self
+        gpus = tuple(sorted(self.gpus + self.hidden_gpus, key=lambda gpu: gpu.index))
+        return self._replace(gpus=gpus, hidden_gpus=())
 
     def to_dict(self) -> dict[str, Any]:
         """The ``envkit detect --json`` form, readable again by :func:`profile_from_dict`."""
@@ -69,19 +76,25 @@ class MachineProfile(NamedTuple):
             "name": self.name,
             "driver_version": str(self.driver_version) if self.driver_version else None,
             "cuda_driver": str(self.cuda_driver) if self.cuda_driver else None,
-            "gpus": [
-                {
-                    "index": gpu.index,
-                    "name": gpu.name,
-                    "compute_capability": str(gpu.compute_capability) if gpu.compute_capability else None,
-                    "memory_mib": gpu.memory_mib,
-                    "source": gpu.source,
-                }
-                for gpu in self.gpus
-            ],
+            "gpus": [_gpu_dict(gpu) for gpu in self.gpus],
             "sources": dict(self.sources),
             "notes": list(self.notes),
         }
+
+    def seen_dict(self) -> dict[str, Any]:
+        """The form commands print for the machine they judged: :meth:`to_dict` and the GPUs CUDA_VISIBLE_DEVICES
+        hides from this process (never in a saved profile, a record or the site file)."""
+        return {**self.to_dict(), "hidden_gpus": [_gpu_dict(gpu) for gpu in self.hidden_gpus]}
+
+
+def _gpu_dict(gpu: Gpu) -> dict[str, Any]:
+    return {
+        "index": gpu.index,
+        "name": gpu.name,
+        "compute_capability": str(gpu.compute_capability) if gpu.compute_capability else None,
+        "memory_mib": gpu.memory_mib,
+        "source": gpu.source,
+    }
 
 
 def _parse_field(origin: str, where: str, parser: Any, value: Any) -> Any:
@@ -214,7 +227,7 @@ def apply_overrides(profile: MachineProfile, overrides: Overrides) -> MachinePro
             for i, arch in enumerate(archs)
         )
         sources[GPUS] = "--gpu-arch option"
-        profile = profile._replace(gpus=gpus)
+        profile = profile._replace(gpus=gpus, hidden_gpus=())  # the option describes the whole machine
         if profile.cuda_driver is None:
             notes.append("--gpu-arch gives GPUs but nothing gives the driver's CUDA: add --cuda X.Y")
     return profile._replace(sources=sources, notes=tuple(notes))

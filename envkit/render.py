@@ -46,7 +46,7 @@ def machine_line(profile: MachineProfile) -> str:
     else:
         version = f"driver {profile.driver_version}, " if profile.driver_version else ""
         driver = f"{version}CUDA {profile.cuda_driver} ({profile.sources.get(CUDA_DRIVER, '?')})"
-    hidden = f" ({profile.hidden_gpus} hidden by CUDA_VISIBLE_DEVICES)" if profile.hidden_gpus else ""
+    hidden = f" ({len(profile.hidden_gpus)} hidden by CUDA_VISIBLE_DEVICES)" if profile.hidden_gpus else ""
     if not profile.gpus:
         return f"Machine: {label}{driver}, no GPU{' visible' if hidden else ''}{hidden}"
     counts: dict[str, int] = {}
@@ -143,7 +143,7 @@ def _notes(candidate: Candidate) -> list[str]:
 
 def listing_json(profile: MachineProfile, resolutions: Sequence[Resolution]) -> dict[str, Any]:
     return {
-        "machine": profile.to_dict(),
+        "machine": profile.seen_dict(),
         "manifests": [
             {
                 "name": r.manifest.name,

@@ -38,11 +38,12 @@ def test_gpus_hidden_by_cuda_visible_devices_are_not_a_machine_without_gpus(cata
     from envkit.slurm.job_context import apply_job_context, job_context
 
     hidden = apply_job_context(load_profile("h100-cuda128"), job_context({"CUDA_VISIBLE_DEVICES": ""}))
-    assert hidden.gpus == () and hidden.hidden_gpus == 1
+    assert hidden.gpus == () and len(hidden.hidden_gpus) == 1
     resolution = resolve(catalog.manifests["torch"], hidden, catalog.tables)
     assert not resolution.selected.build.is_gpu
-    assert gpu_unused(resolution, hidden) == ("CUDA_VISIBLE_DEVICES hides its GPU from envkit, so the pick is a CPU "
-                                              "build: unset it, or set it to the GPUs to use, for a GPU build")
+    assert gpu_unused(resolution, hidden) == (
+        "CUDA_VISIBLE_DEVICES hides this machine's GPU, so it is judged as having none and the pick is a CPU build: "
+        "unset the variable or set it to the GPUs to use (in a Slurm job: ask for GPUs) to have them judged")
 
 
 def test_create_where_cuda_visible_devices_hides_the_gpus_says_so_and_stops_without_a_terminal(tmp_path: Path,
@@ -52,7 +53,9 @@ def test_create_where_cuda_visible_devices_hides_the_gpus_says_so_and_stops_with
            "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     dry = envkit("create", "torch", "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
-    assert dry.stdout.startswith("Warning:     CUDA_VISIBLE_DEVICES hides its GPU from envkit, so the pick is a CPU")
+    assert dry.stdout.startswith("Warning:     CUDA_VISIBLE_DEVICES hides this machine's GPU, so it is judged as")
+    plan = json.loads(envkit("create", "torch", "--dry-run", "--json", env=env).stdout)
+    assert plan["machine"]["gpus"] == [] and [g["name"] for g in plan["machine"]["hidden_gpus"]] == [a100["name"]]
     refused = envkit("create", "torch", env=env)
     assert refused.returncode == 2 and "--cpu" in refused.stderr, refused.stderr
     assert not (tmp_path / "data").exists()  # nothing made

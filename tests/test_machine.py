@@ -131,6 +131,12 @@ def test_gpu_arch_override_on_a_login_node_makes_gpus():
     assert profile.cuda_driver == CudaVersion(12, 4)
 
 
+def test_gpu_arch_describes_the_whole_machine_so_no_gpu_stays_hidden():
+    hidden = base()._replace(gpus=(), hidden_gpus=base().gpus)  # as CUDA_VISIBLE_DEVICES= leaves it
+    profile = apply_overrides(hidden, parse_overrides(gpu_archs=["8.0"]))
+    assert [g.compute_capability for g in profile.gpus] == [ComputeCapability(8, 0)] and profile.hidden_gpus == ()
+
+
 def test_gpu_arch_without_any_cuda_says_so():
     profile = apply_overrides(MachineProfile(), parse_overrides(gpu_archs=["8.0"]))
     assert any("--cuda" in note for note in profile.notes)

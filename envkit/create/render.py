@@ -86,7 +86,7 @@ def plan_json(prepared: Prepared) -> dict[str, Any]:
         "commands": plan_commands(prepared),
         "jupyter": plan.jupyter,
         "verify": plan.verify,
-        "machine": plan.profile.to_dict(),
+        "machine": plan.profile.seen_dict(),
         "target": plan.target,
         "gpu_unused": None if plan.gpu_unused is None else {"reason": plan.gpu_unused},
     }

@@ -82,7 +82,10 @@ def diagnose(
     driver_cuda = driver_cuda_from(probe)
     installed = installed_build(manifest, probe) if manifest is not None else None
     profile = observed_profile(profile, probe, driver_cuda, on_target)
-    nxt = next_step(manifest, profile, tables, machine_args) if manifest is not None and tables is not None else None
+    # A build to advise must fit the whole machine, the GPUs CUDA_VISIBLE_DEVICES hides from this check included: a
+    # CPU build for a machine that merely looks GPU-less here would be the wrong advice.
+    planned = profile.whole()
+    nxt = next_step(manifest, planned, tables, machine_args) if manifest is not None and tables is not None else None
     facts = Facts(probe=probe, profile=profile, on_target=on_target, expected=expected, manifest=manifest,
                   tables=tables, installed=installed, driver_cuda=driver_cuda, next=nxt,
                   machine_args=tuple(machine_args))
@@ -103,13 +106,12 @@ def diagnose(
 
 
 def _cured_by_a_build(findings: Sequence[Finding], rules: Sequence[Rule]) -> bool:
-    """Whether another build is the cure for a failed check: a failure whose rule advises one fired, or no rule
-    explains the failure. A failure of the surroundings (GPUs hidden by CUDA_VISIBLE_DEVICES, a Slurm job given no
-    GPU, a busy GPU, a failed all-reduce) is not cured by another build, and the one that fits the machine as it
-    looks then (no GPU visible) would be the wrong one: a CPU build where the installed GPU build is right."""
-    offering = {rule.id for rule in rules if rule.offers_a_build}
+    """Whether another build may cure a failed check: unless every failure found lies outside the build (GPUs hidden
+    by CUDA_VISIBLE_DEVICES, a Slurm job given no GPU, a busy GPU, a failed all-reduce), where the build installed
+    is the right one and advising another would send the user the wrong way."""
+    outside = {rule.id for rule in rules if rule.outside_the_build}
     failing = [finding.rule for finding in findings if finding.failed]
-    return not failing or any(rule in offering for rule in failing)
+    return not failing or any(rule not in outside for rule in failing)
 
 
 def _findings(facts: Facts, rules: Sequence[Rule]) -> tuple[Finding, ...]:

@@ -11,6 +11,7 @@ from envkit.probe.builds import parse_cuda
 from envkit.probe.facts import (Facts, arch_strings, covers, device_label, first_line, gpus_text, last_line,
                                 machine_label)
 from envkit.probe.result import NO_REPORT, TIMED_OUT, Check, ProbeResult
+from envkit.slurm.job_context import hides_all
 from envkit.versions import CudaVersion
 
 Matcher = Callable[[Facts], Iterable[Mapping[str, Any]]]
@@ -40,8 +41,6 @@ OUT_OF_MEMORY = (r"out of memory", r"CUDA_ERROR_OUT_OF_MEMORY", r"RESOURCE_EXHAU
 BUSY = (r"busy or unavailable", r"CUDA_ERROR_DEVICES_UNAVAILABLE", r"cudaErrorDevicesUnavailable")
 OLD_PYTHON = (r"Unknown option: -I", r"SyntaxError: invalid syntax", r"unknown option -I")
 MISSING_LIBRARY = r"(?P<library>lib[\w.+-]+?\.so(?:\.[\d.]+)?): cannot open shared object file"
-# Values of CUDA_VISIBLE_DEVICES that hide every GPU.
-HIDING = re.compile(r"^\s*(|-1|none|NoDevFiles|void)\s*$", re.IGNORECASE)
 
 
 def search(patterns: Sequence[str], texts: Iterable[str]) -> Optional[re.Match]:
@@ -172,7 +171,7 @@ def _no_gpu_visible(f: Facts) -> bool:
 def _all_gpus(f: Facts) -> int:
     """The GPUs of the machine judged, those that CUDA_VISIBLE_DEVICES hides from this process included (a profile
     detected here counts only the visible ones: envkit.slurm.job_context)."""
-    return len(f.profile.gpus) + f.profile.hidden_gpus
+    return len(f.profile.gpus) + len(f.profile.hidden_gpus)
 
 
 def slurm_no_gpu(f: Facts) -> Iterable[Mapping[str, Any]]:
@@ -181,22 +180,9 @@ def slurm_no_gpu(f: Facts) -> Iterable[Mapping[str, Any]]:
         yield {"job": job}
 
 
-def cvd_hides_all(value: str, gpus: int) -> bool:
-    """Whether CUDA_VISIBLE_DEVICES hides every GPU of a machine with ``gpus`` GPUs: an empty list, -1, or a first
-    entry that names no GPU there (CUDA reads the list up to its first invalid entry). UUIDs are taken as valid."""
-    if HIDING.match(value):
-        return True
-    if gpus == 0:
-        return False  # nothing to hide: the machine has no GPU
-    first = value.split(",")[0].strip()
-    if first.startswith(("GPU-", "MIG-")):
-        return False
-    return not (first.isdigit() and int(first) < gpus)
-
-
 def gpus_hidden(f: Facts) -> Iterable[Mapping[str, Any]]:
     value = f.env.get("CUDA_VISIBLE_DEVICES")
-    if value is not None and _no_gpu_visible(f) and cvd_hides_all(value, _all_gpus(f)):
+    if value is not None and _no_gpu_visible(f) and hides_all(value, _all_gpus(f)):
         yield {"value": value}
 
 
@@ -216,7 +202,7 @@ def no_gpu_here(f: Facts) -> Iterable[Mapping[str, Any]]:
 def gpus_not_seen(f: Facts) -> Iterable[Mapping[str, Any]]:
     total = len(f.profile.gpus)
     value = f.env.get("CUDA_VISIBLE_DEVICES")
-    explained = value is not None and (f.seen > 0 or cvd_hides_all(value, _all_gpus(f)))  # a part, or none, on purpose
+    explained = value is not None and (f.seen > 0 or hides_all(value, _all_gpus(f)))  # a part, or none, on purpose
     if _looked_for_gpus(f) and f.seen < total and not explained:
         error = next(iter(f.probe.errors), None)
         yield {"seen": f.seen, "total": gpus_text(total),

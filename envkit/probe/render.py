@@ -36,7 +36,7 @@ def report_json(report: Report) -> dict[str, Any]:
             "command": step.command,
             "manual": list(step.manual),
         },
-        "machine": report.machine.to_dict(),
+        "machine": report.machine.seen_dict(),
         "probed_on_machine": report.on_target,
         "probe": _probe_json(probe),
     }

@@ -24,11 +24,9 @@ class Rule:
     match: Matcher
     failed: bool = True
     unless: tuple[str, ...] = ()  # rules that, when they fired, already explain what this one would
-
-    @property
-    def offers_a_build(self) -> bool:
-        """Whether its advice is another build (the ``{create}`` phrase): a failure that another build cures."""
-        return "{create}" in self.advice
+    # The fault lies outside the build (a variable, the job, the GPU's state or hardware): another build is no cure,
+    # and a report whose failures are all of this kind advises none.
+    outside_the_build: bool = False
 
 
 
@@ -65,10 +63,11 @@ RULES: tuple[Rule, ...] = (
          "Install a GPU build: {create}", m.cpu_build),
     Rule("slurm-no-gpu", "this Slurm job ({job}) has no GPU: {framework} sees none",
          "Ask Slurm for GPUs: `srun --gpus-per-node=1 ...`, or `#SBATCH --gres=gpu:1` in the batch script (on a login "
-         "node, run the check inside such a job).", m.slurm_no_gpu, unless=("driver-too-old",)),
+         "node, run the check inside such a job).", m.slurm_no_gpu, unless=("driver-too-old",),
+         outside_the_build=True),
     Rule("gpus-hidden", "CUDA_VISIBLE_DEVICES={value!r} hides the GPUs: {framework} sees none",
          "Unset CUDA_VISIBLE_DEVICES, or set it to the GPUs to use (e.g. CUDA_VISIBLE_DEVICES=0,1).", m.gpus_hidden,
-         unless=("driver-too-old", "slurm-no-gpu")),
+         unless=("driver-too-old", "slurm-no-gpu"), outside_the_build=True),
     Rule("gpus-partly-hidden", "CUDA_VISIBLE_DEVICES={value!r} shows {framework} {seen} of this machine's {total}",
          "Only those were checked; unset CUDA_VISIBLE_DEVICES to check them all.", m.gpus_partly_hidden, failed=False),
     Rule("no-gpu-here", "this {framework} build needs an NVIDIA GPU, and this machine has none that works",
@@ -78,18 +77,19 @@ RULES: tuple[Rule, ...] = (
     Rule("gpus-not-seen", "{framework} sees {seen} of this machine's {total}.{error}",
          "Look at `nvidia-smi`: a GPU in an error state, in MIG mode or in exclusive use by another process is not "
          "offered to new processes.", m.gpus_not_seen,
-         unless=("driver-too-old", "slurm-no-gpu", "gpus-hidden", "no-gpu-here")),
+         unless=("driver-too-old", "slurm-no-gpu", "gpus-hidden", "no-gpu-here"), outside_the_build=True),
     Rule("no-kernels", "this build has no kernels for {gpu}: it carries {carries}",
          "Use a build that has them: {create}", m.no_kernels, unless=("driver-too-old",)),
     Rule("gpu-out-of-memory", "{where} ran out of memory during {check}: {error}",
          "Other processes hold its memory: see `nvidia-smi`, and rerun when it is free.",
-         m.check_errors(m.OUT_OF_MEMORY)),
+         m.check_errors(m.OUT_OF_MEMORY), outside_the_build=True),
     Rule("gpu-busy", "{where} is busy or unavailable: {error}",
          "It is in exclusive compute mode and in use, or prohibited: see `nvidia-smi -q -d COMPUTE` and its processes.",
-         m.check_errors(m.BUSY)),
+         m.check_errors(m.BUSY), outside_the_build=True),
     Rule("wrong-results", "{where} computed {check} wrongly: {problem}",
          "The build runs but computes wrong numbers: look for ECC or Xid errors (`nvidia-smi -q -d ECC`, `dmesg`), "
-         "try another GPU with CUDA_VISIBLE_DEVICES, and tell the machine's admin.", m.wrong_results),
+         "try another GPU with CUDA_VISIBLE_DEVICES, and tell the machine's admin.", m.wrong_results,
+         outside_the_build=True),
     Rule("computation-failed", "{check} failed on {where}: {error}",
          "Run the same computation by hand to see the whole error; the captured tracebacks are in --json.",
          m.computation_failed),
@@ -103,12 +103,12 @@ RULES: tuple[Rule, ...] = (
     Rule("multi-gpu-failed", "the {method} across {n} GPUs failed: {error}",
          "Rerun with NCCL_DEBUG=INFO set to see where NCCL stops (torch's all-reduce, JAX's psum and TensorFlow's "
          "NcclAllReduce run on NCCL); NCCL_P2P_DISABLE=1 tells whether peer-to-peer transfers are the problem.",
-         m.multi_gpu_failed),
+         m.multi_gpu_failed, outside_the_build=True),
     Rule("multi-gpu-skipped", "--multi-gpu: {why}", "The rest of the check is complete without it.",
          m.multi_gpu_skipped, failed=False),
     Rule("bench-failed", "the benchmark failed on GPU {index} ({dtype}): {error}",
          "The correctness checks above tell whether the GPU works; the benchmark needs about 200 MiB of free GPU "
-         "memory.", m.bench_failed),
+         "memory.", m.bench_failed, outside_the_build=True),
     Rule("bench-skipped", "--bench: {why}", "The rest of the check is complete without it.", m.bench_skipped,
          failed=False),
 )

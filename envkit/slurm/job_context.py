@@ -6,9 +6,13 @@ envkit therefore narrows a detected profile to them itself, and says so in its n
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, NamedTuple, Optional
 
 from envkit.machine import MachineProfile
+
+# Values of CUDA_VISIBLE_DEVICES that hide every GPU.
+HIDING = re.compile(r"^\s*(|-1|none|NoDevFiles|void)\s*$", re.IGNORECASE)
 
 
 class JobContext(NamedTuple):
@@ -44,8 +48,8 @@ def apply_job_context(profile: MachineProfile, context: JobContext) -> MachinePr
         where = "outside a Slurm job"
     if context.visible is not None:
         raw = ",".join(context.visible)
-        if all(part.isdigit() for part in context.visible):
-            wanted = [int(part) for part in context.visible]
+        if HIDING.match(raw) or all(part.isdigit() for part in context.visible):
+            wanted = [] if HIDING.match(raw) else _read_as_cuda_does(context.visible, profile)
             gpus = tuple(gpu for gpu in profile.gpus if gpu.index in wanted)
             notes.append(f"{where}: only the GPUs in CUDA_VISIBLE_DEVICES={raw} count ({len(gpus)} of the "
                          f"{len(profile.gpus)} NVML lists)")
@@ -56,5 +60,29 @@ def apply_job_context(profile: MachineProfile, context: JobContext) -> MachinePr
         notes.append(f"{where}: CUDA_VISIBLE_DEVICES is not set, so the job may use every GPU NVML lists")
     if gpus == profile.gpus and name == profile.name and len(notes) == len(profile.notes):
         return profile
-    hidden = profile.hidden_gpus + len(profile.gpus) - len(gpus)
+    hidden = profile.hidden_gpus + tuple(gpu for gpu in profile.gpus if gpu not in gpus)
     return profile._replace(gpus=gpus, name=name, notes=tuple(notes), hidden_gpus=hidden)
+
+
+def _read_as_cuda_does(visible: tuple[str, ...], profile: MachineProfile) -> list[int]:
+    """The GPU indexes CUDA takes from the list: each entry up to the first that names no GPU of the machine."""
+    present = {gpu.index for gpu in profile.gpus}
+    wanted = []
+    for part in visible:
+        if int(part) not in present:
+            break
+        wanted.append(int(part))
+    return wanted
+
+
+def hides_all(value: str, gpus: int) -> bool:
+    """Whether CUDA_VISIBLE_DEVICES hides every GPU of a machine with ``gpus`` GPUs: an empty list, -1, or a first
+    entry that names no GPU there (CUDA reads the list up to its first invalid entry). UUIDs are taken as valid."""
+    if HIDING.match(value):
+        return True
+    if gpus == 0:
+        return False  # nothing to hide: the machine has no GPU
+    first = value.split(",")[0].strip()
+    if first.startswith(("GPU-", "MIG-")):
+        return False
+    return not (first.isdigit() and int(first) < gpus)

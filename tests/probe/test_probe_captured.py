@@ -99,7 +99,7 @@ def test_gpus_hidden_by_cuda_visible_devices_are_said_and_no_other_build_is_advi
     # to advise a CPU build for that GPU-less machine (`envkit create torch --build torch-2.15-cpu`), and with
     # CUDA_VISIBLE_DEVICES=1 to call it a machine without GPU: the cure is the variable, the build is the right one.
     report = judged(name, catalog, load_profile, environ={"CUDA_VISIBLE_DEVICES": visible})
-    assert report.machine.gpus == () and report.machine.hidden_gpus == 1
+    assert report.machine.gpus == () and [gpu.name for gpu in report.machine.hidden_gpus] == [H100]
     assert [(f.rule, f.failed) for f in report.diagnosis] == [("gpus-hidden", True)]
     [finding] = report.diagnosis
     assert finding.cause.startswith(f"CUDA_VISIBLE_DEVICES={visible!r} hides the GPUs")
@@ -108,4 +108,6 @@ def test_gpus_hidden_by_cuda_visible_devices_are_said_and_no_other_build_is_advi
     [machine] = [line for line in text.splitlines() if line.startswith("Machine: ")]
     assert machine.endswith(", no GPU visible (1 hidden by CUDA_VISIBLE_DEVICES)")
     assert "To get a build that fits" not in text and "cpu" not in text.split("Why:")[1]
-    assert report_json(report)["next"] is None
+    data = report_json(report)
+    assert data["next"] is None
+    assert data["machine"]["gpus"] == [] and [gpu["name"] for gpu in data["machine"]["hidden_gpus"]] == [H100]

@@ -12,6 +12,7 @@ from probe_helpers import DATA, PROFILES
 from envkit.machine import Gpu, MachineProfile, read_profile
 from envkit.probe.builds import installed_build, manifest_for, manual_commands, parse_cuda
 from envkit.probe.diagnose import RULES, covers, diagnose, driver_cuda_from
+from envkit.probe.render import report_text
 from envkit.probe.result import TIMED_OUT, cut_off, parse_output
 from envkit.versions import ComputeCapability, CudaVersion
 
@@ -135,19 +136,59 @@ def test_where_detection_found_no_driver_the_machine_is_the_one_the_framework_me
     ("torch-2.10.0-cu128-driver-too-old", True),  # the build is the fault: another one is the cure
     ("torch-2.13.0-cpu-on-gpu-machine", True),
     ("torch-2.6.0-cu124-rtx5090-no-kernels", True),
+    ("torch-2.5.1-cu121-cublas-failed", True),  # a failed computation may be the build's: not ruled out
     ("torch-2.5.1-cu121-slurm-no-gpu", False),  # the surroundings are: no build is advised
     ("torch-2.5.1-cu121-cvd-empty", False),
     ("torch-2.5.1-cu121-gpu-busy", False),
     ("torch-2.5.1-cu121-out-of-memory", False),
     ("torch-2.5.1-cu121-wrong-results-gpu1", False),
+    ("torch-2.5.1-cu121-sees-1-of-2", False),  # a GPU in an error state, in MIG mode or in exclusive use
 ])
 def test_another_build_is_advised_only_where_a_build_is_the_fault(name, advised, catalog):
     profile, on_target, _, _ = CASES[name]
     report = judge(name, profile, on_target, catalog)
     assert not report.ok
     assert (report.next_step is not None) is advised
-    offering = {rule.id for rule in RULES if rule.offers_a_build}
-    assert any(f.rule in offering for f in report.diagnosis if f.failed) is advised
+    assert ("To get a build that fits" in report_text(report)) is advised
+
+
+def narrowed(profile_name: str, **environ: str) -> MachineProfile:
+    """A profile from tests/profiles/ as doctor narrows the one it detects, by CUDA_VISIBLE_DEVICES (and the job)."""
+    from envkit.slurm.job_context import apply_job_context, job_context
+
+    return apply_job_context(read_profile(PROFILES / f"{profile_name}.yaml"), job_context(environ))
+
+
+def test_with_the_gpus_hidden_a_build_advised_for_another_fault_is_one_for_the_whole_machine(catalog):
+    # NumPy 2 under an old torch, checked with CUDA_VISIBLE_DEVICES= on an H100: the advice to move to a newer build
+    # names a GPU build for the H100, not a CPU build for the machine as it looks with its GPU hidden.
+    hidden = narrowed("h100-cuda128", CUDA_VISIBLE_DEVICES="")
+    assert hidden.gpus == () and len(hidden.hidden_gpus) == 1
+    numpy2_warned = recorded("torch-2.1.2-cu121-numpy2-warning")
+    blind = replace(numpy2_warned, devices=(), device_count=0, gpu_available=False,
+                    environment={**numpy2_warned.environment, "CUDA_VISIBLE_DEVICES": ""})  # torch sees no GPU
+    report = diagnose(blind, hidden, manifest=catalog.manifests["torch"], tables=catalog.tables, on_target=True)
+    assert sorted(fired(report)) == ["gpus-hidden", "numpy2"]
+    step = report.next_step
+    assert step is not None and step.build.is_gpu and step.build.arch is not None
+    numpy2 = next(f for f in report.diagnosis if f.rule == "numpy2")
+    assert step.build.id in numpy2.advice and "-cpu" not in numpy2.advice
+
+
+def test_a_part_of_the_gpus_shown_is_said_outside_a_job_and_not_inside_one(catalog):
+    # CUDA_VISIBLE_DEVICES=1 on the V100 + A100 machine: one of two checked, a note, and PASS.
+    shown = narrowed("v100-a100-cuda122", CUDA_VISIBLE_DEVICES="1")
+    assert [gpu.index for gpu in shown.gpus] == [1] and [gpu.index for gpu in shown.hidden_gpus] == [0]
+    report = judge("torch-2.5.1-cu121-cvd-one-of-two", "", True, catalog, profile=shown)
+    assert report.ok and fired(report) == ["gpus-partly-hidden"]
+    assert "shows torch 1 of this machine's 2 GPUs" in report.diagnosis[0].cause
+    # Inside a Slurm job, its GPUs are a part of the node's by design: nothing to say.
+    in_job = recorded("torch-2.5.1-cu121-cvd-one-of-two")
+    in_job = replace(in_job, environment={**in_job.environment, "SLURM_JOB_ID": "42"})
+    manifest = catalog.manifests["torch"]
+    report = diagnose(in_job, narrowed("v100-a100-cuda122", CUDA_VISIBLE_DEVICES="1", SLURM_JOB_ID="42"),
+                      manifest=manifest, tables=catalog.tables, on_target=True)
+    assert report.ok and fired(report) == []
 
 
 def test_driver_cuda_parsing():

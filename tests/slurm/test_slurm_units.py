@@ -122,6 +122,18 @@ def test_a_job_given_no_gpus_sees_none_and_uuids_are_not_guessed():
     assert len(uuids.gpus) == 2 and any("UUID" in note for note in uuids.notes)
 
 
+@pytest.mark.parametrize("value", ["-1", "NoDevFiles", "none", " "])
+def test_every_value_that_hides_all_gpus_leaves_none_and_keeps_them_as_hidden(value):
+    hidden = apply_job_context(_profile(2), job_context({"CUDA_VISIBLE_DEVICES": value}))
+    assert hidden.gpus == () and [gpu.index for gpu in hidden.hidden_gpus] == [0, 1]
+    assert hidden.whole().gpus == _profile(2).gpus and hidden.whole().hidden_gpus == ()
+
+
+def test_the_list_is_read_as_cuda_reads_it_up_to_the_first_gpu_that_is_not_there():
+    seen = apply_job_context(_profile(3), job_context({"CUDA_VISIBLE_DEVICES": "2,7,0"}))
+    assert [gpu.index for gpu in seen.gpus] == [2] and [gpu.index for gpu in seen.hidden_gpus] == [0, 1]
+
+
 def test_outside_a_job_without_cuda_visible_devices_nothing_changes():
     profile = _profile(2)
     assert apply_job_context(profile, job_context({})) is profile
