@@ -50,6 +50,9 @@ def target_fleet(target: Any, origin: str) -> Fleet:
 
 
 def matching(fleet: Fleet, here: MachineProfile) -> Optional[Machine]:
-    """The target machine this one is (the same facts), if any: a check here then is a check on the target."""
-    key = profile_key(here)
-    return next((m for m in fleet.machines if profile_key(m.profile) == key and here.gpus), None)
+    """The target machine this one is (the same facts), if any: a check here then is a check on the target. Its
+    GPUs that CUDA_VISIBLE_DEVICES hides from this process count: hidden, they are still the target's (the check
+    then says that they are hidden, rather than that it ran on another machine)."""
+    whole = here.whole()
+    key = profile_key(whole)
+    return next((m for m in fleet.machines if profile_key(m.profile) == key and whole.gpus), None)

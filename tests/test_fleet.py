@@ -242,6 +242,7 @@ def test_many_sets_fall_back_to_the_greedy_cover():
 # --- the target a record keeps -----------------------------------------------------------------------------------
 
 def test_a_recorded_target_reads_back_and_knows_its_machines():
+    from envkit.slurm.job_context import apply_job_context, job_context
     from envkit.target import matching, target_dict, target_fleet
 
     lab = fleet(DEEPNINE, DEEPTEN, profile("deepnine-2", "12.4", "550.54.14", "7.5", "7.5",
@@ -256,6 +257,9 @@ def test_a_recorded_target_reads_back_and_knows_its_machines():
     assert matching(back, here).name == "deepten"
     login = profile_from_dict({"cuda_driver": None, "gpus": []}, "detected")
     assert matching(back, login) is None
+    # With its GPUs hidden by CUDA_VISIBLE_DEVICES, it is still deepten (and the check says they are hidden).
+    hidden = apply_job_context(here, job_context({"CUDA_VISIBLE_DEVICES": ""}))
+    assert hidden.gpus == () and matching(back, hidden).name == "deepten"
 
 
 @pytest.mark.parametrize("damaged", [{}, {"profiles": [{"machines": ["a"]}]}, {"profiles": "x"},
