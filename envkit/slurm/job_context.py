@@ -36,7 +36,7 @@ def job_context(environ: Mapping[str, str]) -> JobContext:
 
 def apply_job_context(profile: MachineProfile, context: JobContext) -> MachineProfile:
     """``profile`` as the job sees it: only the GPUs in ``CUDA_VISIBLE_DEVICES`` (by index), named after the
-    Slurm node when it has no name, with a note saying what was done and the count of GPUs hidden."""
+    Slurm node when it has no name, with a note saying what was done; the GPUs left out are its ``hidden_gpus``."""
     notes = list(profile.notes)
     gpus = profile.gpus
     name = profile.name
@@ -48,8 +48,9 @@ def apply_job_context(profile: MachineProfile, context: JobContext) -> MachinePr
         where = "outside a Slurm job"
     if context.visible is not None:
         raw = ",".join(context.visible)
-        if HIDING.match(raw) or all(part.isdigit() for part in context.visible):
-            wanted = [] if HIDING.match(raw) else _read_as_cuda_does(context.visible, profile)
+        hides_every_gpu = HIDING.match(raw) is not None
+        if hides_every_gpu or all(part.isdigit() for part in context.visible):
+            wanted = [] if hides_every_gpu else _read_as_cuda_does(context.visible, profile)
             gpus = tuple(gpu for gpu in profile.gpus if gpu.index in wanted)
             notes.append(f"{where}: only the GPUs in CUDA_VISIBLE_DEVICES={raw} count ({len(gpus)} of the "
                          f"{len(profile.gpus)} NVML lists)")

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
+from envkit.machine import MachineProfile
 from envkit.probe.result import ProbeResult
 from envkit.probe.runner import ProbeOptions, run_probe
 from envkit.probe.zipapp import cached_program
+from envkit.slurm.job_context import apply_job_context, job_context
 from envkit.userdirs import user_dirs
 
 HERE = Path(__file__).parent
@@ -52,6 +54,11 @@ def raw_probe(python: Path, *args: str, environ: Optional[Mapping[str, str]] = N
                           env=dict(environ if environ is not None else base_environ()))
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def narrowed(profile: MachineProfile, **environ: str) -> MachineProfile:
+    """``profile`` as doctor narrows the one it detects: by CUDA_VISIBLE_DEVICES (and the Slurm job) in ``environ``."""
+    return apply_job_context(profile, job_context(environ))
 
 
 def envkit(*args: str, env: Optional[Mapping[str, str]] = None, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -4,13 +4,12 @@ torch 2.11.0+cu130 and jax 0.11.2 + jax-cuda13-plugin; issue 15), judged as `env
 from __future__ import annotations
 
 import pytest
-from probe_helpers import DATA
+from probe_helpers import DATA, narrowed
 
 from envkit.probe.builds import manifest_for
 from envkit.probe.diagnose import diagnose
 from envkit.probe.render import report_json, report_text
 from envkit.probe.result import parse_output
-from envkit.slurm.job_context import apply_job_context, job_context
 
 H100 = "NVIDIA H100 80GB HBM3"
 PYTHON = "/opt/torch/.venv/bin/python3"
@@ -25,7 +24,7 @@ def judged(name, catalog, load_profile, environ=None):
     manifest = manifest_for(catalog.manifests.values(), result.framework)
     profile = load_profile("h100-cuda130")
     if environ is not None:
-        profile = apply_job_context(profile, job_context(environ))
+        profile = narrowed(profile, **environ)
     return diagnose(result, profile, manifest=manifest, tables=catalog.tables, on_target=True)
 
 

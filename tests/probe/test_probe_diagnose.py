@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from probe_helpers import DATA, PROFILES
+from probe_helpers import DATA, PROFILES, narrowed
 
 from envkit.machine import Gpu, MachineProfile, read_profile
 from envkit.probe.builds import installed_build, manifest_for, manual_commands, parse_cuda
@@ -152,17 +152,10 @@ def test_another_build_is_advised_only_where_a_build_is_the_fault(name, advised,
     assert ("To get a build that fits" in report_text(report)) is advised
 
 
-def narrowed(profile_name: str, **environ: str) -> MachineProfile:
-    """A profile from tests/profiles/ as doctor narrows the one it detects, by CUDA_VISIBLE_DEVICES (and the job)."""
-    from envkit.slurm.job_context import apply_job_context, job_context
-
-    return apply_job_context(read_profile(PROFILES / f"{profile_name}.yaml"), job_context(environ))
-
-
 def test_with_the_gpus_hidden_a_build_advised_for_another_fault_is_one_for_the_whole_machine(catalog):
     # NumPy 2 under an old torch, checked with CUDA_VISIBLE_DEVICES= on an H100: the advice to move to a newer build
     # names a GPU build for the H100, not a CPU build for the machine as it looks with its GPU hidden.
-    hidden = narrowed("h100-cuda128", CUDA_VISIBLE_DEVICES="")
+    hidden = narrowed(read_profile(PROFILES / "h100-cuda128.yaml"), CUDA_VISIBLE_DEVICES="")
     assert hidden.gpus == () and len(hidden.hidden_gpus) == 1
     numpy2_warned = recorded("torch-2.1.2-cu121-numpy2-warning")
     blind = replace(numpy2_warned, devices=(), device_count=0, gpu_available=False,
@@ -177,7 +170,8 @@ def test_with_the_gpus_hidden_a_build_advised_for_another_fault_is_one_for_the_w
 
 def test_a_part_of_the_gpus_shown_is_said_outside_a_job_and_not_inside_one(catalog):
     # CUDA_VISIBLE_DEVICES=1 on the V100 + A100 machine: one of two checked, a note, and PASS.
-    shown = narrowed("v100-a100-cuda122", CUDA_VISIBLE_DEVICES="1")
+    v100_a100 = read_profile(PROFILES / "v100-a100-cuda122.yaml")
+    shown = narrowed(v100_a100, CUDA_VISIBLE_DEVICES="1")
     assert [gpu.index for gpu in shown.gpus] == [1] and [gpu.index for gpu in shown.hidden_gpus] == [0]
     report = judge("torch-2.5.1-cu121-cvd-one-of-two", "", True, catalog, profile=shown)
     assert report.ok and fired(report) == ["gpus-partly-hidden"]
@@ -186,7 +180,7 @@ def test_a_part_of_the_gpus_shown_is_said_outside_a_job_and_not_inside_one(catal
     in_job = recorded("torch-2.5.1-cu121-cvd-one-of-two")
     in_job = replace(in_job, environment={**in_job.environment, "SLURM_JOB_ID": "42"})
     manifest = catalog.manifests["torch"]
-    report = diagnose(in_job, narrowed("v100-a100-cuda122", CUDA_VISIBLE_DEVICES="1", SLURM_JOB_ID="42"),
+    report = diagnose(in_job, narrowed(v100_a100, CUDA_VISIBLE_DEVICES="1", SLURM_JOB_ID="42"),
                       manifest=manifest, tables=catalog.tables, on_target=True)
     assert report.ok and fired(report) == []
 

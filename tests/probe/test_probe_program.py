@@ -9,7 +9,6 @@ import os
 import subprocess
 import tempfile
 import zipfile
-from pathlib import Path
 
 import pytest
 from probe_helpers import A100, PROFILES, base_environ, envkit
