@@ -56,6 +56,11 @@ def find_uv(environ: Mapping[str, str]) -> Optional[Path]:
     """uv, which envkit depends on, unless the user asked for pip ($ENVKIT_INSTALLER=pip)."""
     if environ.get(INSTALLER_VARIABLE, "").strip().lower() == "pip":
         return None
+    return installed_uv()
+
+
+def installed_uv() -> Optional[Path]:
+    """The uv installed with envkit (the uv package's own binary), or None when it is missing."""
     try:
         from uv import find_uv_bin
     except ImportError:

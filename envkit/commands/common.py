@@ -70,14 +70,14 @@ def user_dirs():
 
 def uv_binary() -> Path:
     """The uv that is installed with envkit (lock, export, manifests check --resolve), or a clean error."""
-    try:
-        from uv import find_uv_bin
+    from envkit.backends.tools import installed_uv
 
-        return Path(find_uv_bin())
-    except (ImportError, FileNotFoundError):
+    uv = installed_uv()
+    if uv is None:
         from envkit.errors import EnvkitError
 
-        raise EnvkitError("uv, which is installed with envkit, is missing", hint="Reinstall envkit.") from None
+        raise EnvkitError("uv, which is installed with envkit, is missing", hint="Reinstall envkit.")
+    return uv
 
 
 def uv_environ():

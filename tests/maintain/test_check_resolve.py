@@ -247,3 +247,18 @@ def test_a_uv_that_cannot_run_ends_the_check_with_one_error(manifests, tmp_path)
         check_resolvable(resolutions(*_selected(manifests, config)), broken, jobs=2)
     assert not isinstance(raised.value, InstallError)  # not a finding for every build: one error for the run
     assert raised.value.message.startswith(f"uv ({tmp_path / 'no-uv-here'}) could not resolve ")
+
+
+def test_without_uv_the_command_says_so_before_reading_anything(manifests, tmp_path):
+    # A uv package whose binary is gone (a broken install), found first on the path.
+    broken = tmp_path / "broken-uv" / "uv"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("def find_uv_bin():\n    raise FileNotFoundError('uv')\n")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("ENVKIT_", "UV_", "PIP_"))},
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(broken.parent), os.environ.get("PYTHONPATH")])),
+           "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    done = subprocess.run([sys.executable, "-m", "envkit", "manifests", "check", "--manifests", str(manifests),
+                           "--resolve", "--retries", "0"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.startswith("envkit: error: uv, which is installed with envkit, is missing")
+    assert "Traceback" not in done.stderr and "reading index pages" not in done.stderr
