@@ -162,4 +162,5 @@ def names_text(names: Sequence[str], most: int = 4) -> str:
 
 
 def fleet_json(fleet: Fleet) -> list[dict[str, Any]]:
-    return [{**m.profile.to_dict(), "name": m.name, "file": m.file} for m in fleet.machines]
+    """The machines judged, each as commands print it (with the GPUs hidden from this process) and its file."""
+    return [{**m.profile.seen_dict(), "name": m.name, "file": m.file} for m in fleet.machines]

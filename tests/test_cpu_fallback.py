@@ -56,6 +56,9 @@ def test_create_where_cuda_visible_devices_hides_the_gpus_says_so_and_stops_with
     assert dry.stdout.startswith("Warning:     CUDA_VISIBLE_DEVICES hides this machine's GPU, so it is judged as")
     plan = json.loads(envkit("create", "torch", "--dry-run", "--json", env=env).stdout)
     assert plan["machine"]["gpus"] == [] and [g["name"] for g in plan["machine"]["hidden_gpus"]] == [a100["name"]]
+    listing = json.loads(envkit("list", "torch", "--json", env=env).stdout)
+    for machine in (listing["machine"], *listing["machines"]):  # the one judged, and the fleet's form of it
+        assert machine["gpus"] == [] and [g["name"] for g in machine["hidden_gpus"]] == [a100["name"]]
     refused = envkit("create", "torch", env=env)
     assert refused.returncode == 2 and "--cpu" in refused.stderr, refused.stderr
     assert not (tmp_path / "data").exists()  # nothing made
