@@ -22,6 +22,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 from urllib.parse import urlsplit
 
 from envkit.errors import BadInputError
+from envkit.files import user_path
 from envkit.userdirs import UserDirs
 
 CONFIG_VARIABLE = "ENVKIT_CONFIG"
@@ -94,7 +95,10 @@ def config_path(environ: Mapping[str, str], dirs: UserDirs) -> tuple[Path, bool]
     if named is not None:
         if not named.strip():
             raise ConfigError(f"${CONFIG_VARIABLE} is empty", hint="Unset it, or give the path of a config file.")
-        return Path(named).expanduser(), True
+        try:
+            return user_path(named), True
+        except ValueError as error:
+            raise ConfigError(f"${CONFIG_VARIABLE} {named!r} {error}") from None
     return dirs.config / "config.yaml", False
 
 
@@ -167,9 +171,11 @@ def _absolute_dir(value: Any, path: Path, key: str) -> Optional[Path]:
         return None
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{path}: '{key}' must be a directory path")
-    expanded = Path(os.path.expandvars(value)).expanduser()
+    expanded = _expanded(value, path, key)
     if not expanded.is_absolute():
         raise ConfigError(f"{path}: {key} {value!r} must be an absolute path")
+    if expanded.exists() and not expanded.is_dir():
+        raise ConfigError(f"{path}: {key} {value!r} is not a directory")
     return expanded
 
 
@@ -181,5 +187,13 @@ def _site(value: Any, path: Path, key: str = "site") -> Optional[Path]:
     if not isinstance(value, str) or not value.strip():
         what = "a site file" if key == "site" else "a manifests directory"
         raise ConfigError(f"{path}: '{key}' must be the path of {what}")
-    expanded = Path(os.path.expandvars(value)).expanduser()
+    expanded = _expanded(value, path, key)
     return expanded if expanded.is_absolute() else path.parent / expanded
+
+
+def _expanded(value: str, path: Path, key: str) -> Path:
+    """A path from the config, its $VARIABLES and ~ expanded."""
+    try:
+        return user_path(os.path.expandvars(value))
+    except ValueError as error:
+        raise ConfigError(f"{path}: {key} {value!r} {error}") from None

@@ -14,6 +14,8 @@ import zlib
 from pathlib import Path
 from typing import Callable, Optional, Sequence, TypeVar
 
+from envkit.files import real_path, write_atomic
+
 T = TypeVar("T")
 ENVKIT = Path(__file__).resolve().parent
 KEEP = 16  # entries of each kind: the newest are kept, the others deleted
@@ -40,16 +42,14 @@ def cached(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: S
 
 def _key(kind: str, inputs: Sequence[Path], code: Sequence[str], extra: Sequence[str]) -> Optional[str]:
     try:
-        files = [path.resolve() for path in inputs] + [ENVKIT / part for part in code]
+        files = [real_path(path) for path in inputs] + [ENVKIT / part for part in code]
         stats = [f"{p}:{s.st_size}:{s.st_mtime_ns}" for p in files for s in (p.stat(),)]
-    except OSError:  # a file missing or unreadable: let the computation report it
+    except OSError:  # a file missing or unreadable, a symlink loop: let the computation report it
         return None
     return "\n".join([kind, *extra, *stats])
 
 
 def _store(path: Path, entry: tuple[str, object]) -> None:
-    from envkit.files import write_atomic  # (and tempfile): only on a miss
-
     try:
         write_atomic(path, pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
         entries = sorted(path.parent.glob("*.pickle"), key=lambda entry: entry.stat().st_mtime_ns, reverse=True)

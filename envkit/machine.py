@@ -1,7 +1,7 @@
 """The machine profile: what a machine's NVIDIA driver and GPUs can run.
 
 One shape serves three purposes: ``envkit detect --json`` prints it, a profile file (another machine, a Slurm
-partition) is read back from it, and resolution takes it as input. The file contract (extra keys allowed)::
+partition) is read back from it, and resolution takes it as input. The file contract::
 
     name: deepnine                 # optional label
     driver_version: "550.54.14"    # optional
@@ -10,6 +10,10 @@ partition) is read back from it, and resolution takes it as input. The file cont
       - name: NVIDIA GeForce RTX 2070
         compute_capability: "7.5"  # null when unknown (detect could not tell; pass --gpu-arch)
         memory_mib: 8192           # optional
+    # detect also writes (and a file may keep) each GPU's index and source, and the profile's sources and notes.
+
+Any other key is an error, so that a typo (``gpu:``) cannot turn a GPU machine into one without GPUs. Versions are
+quoted: unquoted, YAML reads ``cuda_driver: 12.10`` as the number 12.1.
 """
 
 from __future__ import annotations
@@ -97,6 +101,13 @@ def _gpu_dict(gpu: Gpu) -> dict[str, Any]:
     }
 
 
+# The keys of a profile and of its GPUs: what to_dict writes (detect --json, records, the site file).
+PROFILE_KEYS = ("name", "driver_version", "cuda_driver", "gpus", "sources", "notes")
+GPU_KEYS = ("index", "name", "compute_capability", "memory_mib", "source")
+# seen_dict's key: printed by list/create/verify --json, never written to a file envkit reads. Read back empty.
+_HIDDEN = "hidden_gpus"
+
+
 def _parse_field(origin: str, where: str, parser: Any, value: Any) -> Any:
     try:
         return parser(value)
@@ -104,23 +115,55 @@ def _parse_field(origin: str, where: str, parser: Any, value: Any) -> Any:
         raise ProfileError(f"machine profile {origin}: {where}: {exc}") from None
 
 
+def _parse_version(origin: str, where: str, parser: Any, value: Any) -> Any:
+    """A version field: text, never a YAML number (12.10 would be read as 12.1)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        from envkit.yamltext import quote_it  # lazy: a warm `envkit list` imports no YAML module
+
+        raise ProfileError(f"machine profile {origin}: {where}: {quote_it(value)}")
+    return _parse_field(origin, where, parser, value)
+
+
+def _known_keys(data: Mapping, keys: tuple[str, ...], origin: str, where: str, also: tuple[str, ...] = ()) -> None:
+    """ProfileError naming the first key of ``data`` that is not one of ``keys`` or ``also`` (and the one of
+    ``keys`` it may mean)."""
+    unknown = [key for key in data if key not in keys and key not in also]
+    if not unknown:
+        return
+    import difflib
+
+    key = unknown[0]
+    close = difflib.get_close_matches(str(key), keys, n=1)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ProfileError(f"machine profile {origin}: {where}unknown key {key!r}{guess}; the keys are: {', '.join(keys)}")
+
+
 def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     """Validate a profile read from a file (or detect's JSON). ``origin`` names it in errors and in sources."""
     if not isinstance(data, Mapping):
         raise ProfileError(f"machine profile {origin}: expected a mapping with 'cuda_driver' and 'gpus' keys")
+    _known_keys(data, PROFILE_KEYS, origin, "", also=(_HIDDEN,))
+    hidden = data.get(_HIDDEN)
+    if hidden not in (None, []):
+        # Hidden from the process that printed it (list/create/verify --json), not from the machine: reading them
+        # as GPUs or dropping them would each be a guess.
+        raise ProfileError(f"machine profile {origin}: {_HIDDEN}: GPUs that CUDA_VISIBLE_DEVICES hid from the "
+                           "command that printed this; a profile has none: list under 'gpus' the GPUs to judge the "
+                           "machine with (`envkit detect --json` on it prints its profile)")
     name = data.get("name")
     if name is not None and not isinstance(name, str):
         raise ProfileError(f"machine profile {origin}: name: expected text, got {name!r}")
     driver = data.get("driver_version")
-    driver_version = None if driver is None else _parse_field(origin, "driver_version", DriverVersion.parse, driver)
+    driver_version = None if driver is None else _parse_version(origin, "driver_version", DriverVersion.parse, driver)
     cuda = data.get("cuda_driver")
-    cuda_driver = None if cuda is None else _parse_field(origin, "cuda_driver", CudaVersion.parse, cuda)
+    cuda_driver = None if cuda is None else _parse_version(origin, "cuda_driver", CudaVersion.parse, cuda)
     raw_gpus = data.get("gpus", [])
     if raw_gpus is None:
         raw_gpus = []
     if not isinstance(raw_gpus, list):
         raise ProfileError(f"machine profile {origin}: gpus: expected a list, got {type(raw_gpus).__name__}")
     gpus = tuple(_gpu_from_dict(entry, position, origin) for position, entry in enumerate(raw_gpus))
+    _check_provenance(data, origin)
     source = f"file {origin}"
     sources = {key: source for key, value in ((DRIVER_VERSION, driver_version), (CUDA_DRIVER, cuda_driver)) if value}
     if gpus:
@@ -130,10 +173,24 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     )
 
 
+def _check_provenance(data: Mapping, origin: str) -> None:
+    """``sources`` (fact -> where it came from) and ``notes`` (lines of text), as detect writes them. A file's own
+    facts come from the file: these are checked, not read."""
+    sources = data.get("sources")
+    if sources is not None and (not isinstance(sources, Mapping)
+                                or not all(isinstance(k, str) and isinstance(v, str) for k, v in sources.items())):
+        raise ProfileError(f"machine profile {origin}: sources: expected a mapping of fact to source (text), "
+                           f"got {sources!r}")
+    notes = data.get("notes")
+    if notes is not None and (not isinstance(notes, list) or not all(isinstance(note, str) for note in notes)):
+        raise ProfileError(f"machine profile {origin}: notes: expected a list of text, got {notes!r}")
+
+
 def _gpu_from_dict(entry: Any, position: int, origin: str) -> Gpu:
     where = f"gpus[{position}]"
     if not isinstance(entry, Mapping):
         raise ProfileError(f"machine profile {origin}: {where}: expected a mapping with name and compute_capability")
+    _known_keys(entry, GPU_KEYS, origin, f"{where}: ")
     name = entry.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ProfileError(f"machine profile {origin}: {where}.name: missing or not text")
@@ -141,7 +198,7 @@ def _gpu_from_dict(entry: Any, position: int, origin: str) -> Gpu:
         raise ProfileError(f"machine profile {origin}: {where}.compute_capability: missing (e.g. '7.5')")
     # An explicit null is what detect prints for a GPU no probe could place; resolution then asks for --gpu-arch.
     raw_capability = entry["compute_capability"]
-    capability = None if raw_capability is None else _parse_field(
+    capability = None if raw_capability is None else _parse_version(
         origin, f"{where}.compute_capability", ComputeCapability.parse, raw_capability
     )
     memory = entry.get("memory_mib")
@@ -150,6 +207,9 @@ def _gpu_from_dict(entry: Any, position: int, origin: str) -> Gpu:
     index = entry.get("index", position)
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise ProfileError(f"machine profile {origin}: {where}.index: expected a whole number, got {index!r}")
+    source = entry.get("source")
+    if source is not None and not isinstance(source, str):
+        raise ProfileError(f"machine profile {origin}: {where}.source: expected text, got {source!r}")
     return Gpu(index=index, name=name.strip(), compute_capability=capability, memory_mib=memory,
                source=f"file {origin}")
 

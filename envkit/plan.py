@@ -14,7 +14,9 @@ from packaging.version import Version
 
 from envkit.catalog.model import Build, PythonTable
 from envkit.config import Config, check_transport
+from envkit.errors import BadInputError
 from envkit.machine import MachineProfile
+from envkit.versions import CudaVersion
 
 JUPYTER_PACKAGES = ("ipykernel",)
 CUDA_OVERRIDE = "CONDA_OVERRIDE_CUDA"
@@ -63,6 +65,7 @@ class Plan:
     in_conda_envs: bool = False  # made by name in the user's conda envs directory: `conda activate NAME` finds it
     gpu_unused: Optional[str] = None  # why a CPU build was picked on a machine with GPUs (envkit.cpu_fallback)
     target: Optional[dict] = None  # the machines it is for, when not this one (recorded; see envkit.target)
+    unchecked: str = "--no-verify"  # without ``verify``: why not, in words
 
     @property
     def kind(self) -> str:
@@ -77,11 +80,21 @@ def default_name(manifest: str, build: Build) -> str:
 
 def cuda_for_solve(profile: MachineProfile, environ: Mapping[str, str]) -> tuple[Optional[str], str]:
     """The ``__cuda`` a conda solve should see, as conda decides it, and where it comes from: $CONDA_OVERRIDE_CUDA
-    when set (empty: none), else the highest CUDA the profile's driver supports (None without an NVIDIA driver)."""
+    when set (empty: none, as conda reads it), else the highest CUDA the profile's driver supports (None without an
+    NVIDIA driver). BadInputError (exit 2) for an override that is not a CUDA version like 12.4: it reaches the
+    solver, and conda's own command line through the conda backend's environment."""
     driver = str(profile.cuda_driver) if profile.cuda_driver is not None else None
     if CUDA_OVERRIDE in environ:
         said = f"the driver supports {driver}" if driver else "the machine has no NVIDIA driver"
-        return environ[CUDA_OVERRIDE].strip() or None, f"from {CUDA_OVERRIDE}; {said}"
+        text = environ[CUDA_OVERRIDE].strip()
+        if text:
+            try:
+                text = str(CudaVersion.parse(text))
+            except ValueError as error:
+                raise BadInputError(f"{CUDA_OVERRIDE}={environ[CUDA_OVERRIDE]!r}: {error}",
+                                    hint="Set it to the CUDA version the solve should see (12.4), to the empty "
+                                         "string for none, or unset it to use the machine's driver.") from None
+        return text or None, f"from {CUDA_OVERRIDE}; {said}"
     return driver, "the driver's" if driver else "no NVIDIA driver"
 
 

@@ -57,14 +57,41 @@ def check_name(name: str) -> str:
     return name
 
 
+# Each field of a record and what its value must be (Optional ones may also be null).
+_FIELD_TYPES: dict[str, tuple[type, str]] = {
+    "name": (str, "text"), "prefix": (str, "text"), "kind": (str, "text"), "backend": (str, "text"),
+    "manifest": (str, "text"), "build": (str, "text"), "python": (str, "text"), "created": (str, "text"),
+    "machine": (dict, "a mapping"), "on_target": (bool, "true or false"), "installer": (str, "text"),
+    "kernel": (str, "text"), "verify": (dict, "a mapping"), "target": (dict, "a mapping"), "run": (str, "text"),
+    "schema": (int, "a number"), "extra": (dict, "a mapping"),
+}
+_OPTIONAL = ("installer", "kernel", "verify", "target", "run")
+
+
 def record_from_dict(data: Any, origin: str) -> Record:
+    """The record in ``data``; BadInputError naming the fields that are missing or of the wrong kind otherwise."""
     if not isinstance(data, dict):
-        raise BadInputError(f"{origin}: not an envkit record")
-    try:
-        known = {k: data[k] for k in Record.__dataclass_fields__ if k in data}
-        return Record(**known)
-    except TypeError as error:
-        raise BadInputError(f"{origin}: not an envkit record ({error})") from None
+        raise BadInputError(f"{origin}: not an envkit record (a JSON object was expected)")
+    fields = Record.__dataclass_fields__
+    missing = [name for name, spec in fields.items() if name not in data and _required(spec)]
+    wrong = []
+    for name, (kind, words) in _FIELD_TYPES.items():
+        value = data.get(name)
+        if name not in data or (value is None and name in _OPTIONAL):
+            continue
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            wrong.append(f"{name} (not {words})")
+    problems = ([f"missing fields: {', '.join(missing)}"] if missing else []) + (
+        [f"bad fields: {', '.join(wrong)}"] if wrong else [])
+    if problems:
+        raise BadInputError(f"{origin}: not an envkit record ({'; '.join(problems)})")
+    return Record(**{k: data[k] for k in fields if k in data})
+
+
+def _required(spec: Any) -> bool:
+    from dataclasses import MISSING
+
+    return spec.default is MISSING and spec.default_factory is MISSING
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -86,21 +113,62 @@ def save(record: Record, records_dir: Path) -> None:
 
 
 def load(records_dir: Path, name: str) -> Optional[Record]:
+    """The record of ``name``, None when there is none; EnvkitError when it cannot be read, BadInputError (exit 2)
+    when it is not a record of ``name`` (`envkit remove NAME` forgets it all the same)."""
     path = index_path(records_dir, name)
+    hint = f"`envkit remove {name} --yes` forgets it."
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-    except OSError as error:
-        raise EnvkitError(f"cannot read {path}: {error}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise EnvkitError(f"cannot read {path}: {error}", hint=hint) from None
     try:
-        record = record_from_dict(json.loads(text), str(path))
+        data = json.loads(text)
     except ValueError:
-        raise BadInputError(f"{path} is not valid JSON", hint="Delete it: `envkit envs` lists what is left.") from None
+        raise BadInputError(f"{path} is not valid JSON", hint=hint) from None
+    try:
+        record = record_from_dict(data, str(path))
+    except BadInputError as error:
+        raise BadInputError(error.message, hint=hint) from None
     if record.name != name or not os.path.isabs(record.prefix):
-        raise BadInputError(f"{path} is not the record of an environment named {name!r}",
-                            hint="Delete it: `envkit envs` lists what is left.")
+        raise BadInputError(f"{path} is not the record of an environment named {name!r}", hint=hint)
     return record
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """An index entry that is not a readable record (truncated, edited, from elsewhere): listed by `envkit envs`,
+    forgotten by `envkit remove`."""
+
+    name: str
+    reason: str  # the error, in words
+    prefix: Optional[str] = None  # what the entry says, when it names an absolute path (not trusted: see remove)
+    kernel: Optional[str] = None
+
+
+def unreadable(records_dir: Path, name: str) -> Optional[Unreadable]:
+    """Why the record of ``name`` cannot be read, or None when it can (or there is none)."""
+    try:
+        load(records_dir, name)
+    except EnvkitError as error:
+        return _unreadable(records_dir, name, error)
+    return None
+
+
+def _unreadable(records_dir: Path, name: str, error: EnvkitError) -> Unreadable:
+    raw = _raw(index_path(records_dir, name))
+    prefix, kernel = raw.get("prefix"), raw.get("kernel")
+    return Unreadable(name, error.message, prefix if isinstance(prefix, str) and os.path.isabs(prefix) else None,
+                      kernel if isinstance(kernel, str) else None)
+
+
+def _raw(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def load_quietly(records_dir: Path, name: str) -> Optional[Record]:
@@ -121,17 +189,27 @@ def owner(prefix: Path) -> Optional[str]:
 
 
 def load_all(records_dir: Path) -> list[Record]:
-    """Every recorded environment, by name; unreadable entries are skipped (the envs listing says so)."""
-    out = []
+    """Every recorded environment, by name; unreadable entries are left out (see scan)."""
+    return scan(records_dir)[0]
+
+
+def scan(records_dir: Path) -> tuple[list[Record], list[Unreadable]]:
+    """Every recorded environment, by name, and the index entries that cannot be read, with the reason."""
+    found: list[Record] = []
+    broken: list[Unreadable] = []
     try:
         names = sorted(p.stem for p in records_dir.glob("*.json"))
     except OSError:
-        return []
+        return [], []
     for name in names:
-        record = load_quietly(records_dir, name)
+        try:
+            record = load(records_dir, name)
+        except EnvkitError as error:
+            broken.append(_unreadable(records_dir, name, error))
+            continue
         if record is not None:
-            out.append(record)
-    return out
+            found.append(record)
+    return found, broken
 
 
 def forget(records_dir: Path, name: str) -> None:

@@ -1,25 +1,32 @@
 """`envkit envs`: the environments envkit made, as a table and as JSON, with the runs that are going on or were
-interrupted (state "being created" / "interrupted")."""
+interrupted (state "being created" / "interrupted") and the records that cannot be read (state "unreadable", with
+the reason: `envkit remove NAME` forgets them)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from envkit.records import Record
+from envkit.records import Record, Unreadable
 
 if TYPE_CHECKING:
     from envkit.create.journal import Interrupted
+
+
+UNREADABLE = "unreadable"  # the state of an index entry that is not a readable record
 
 
 def _state(run: "Interrupted") -> str:
     return "being created" if run.running else "interrupted"
 
 
-def envs_json(found: Sequence[Record], runs: Sequence["Interrupted"] = ()) -> list[dict[str, Any]]:
+def envs_json(found: Sequence[Record], runs: Sequence["Interrupted"] = (),
+              broken: Sequence[Unreadable] = ()) -> list[dict[str, Any]]:
     states = {run.name: _state(run) for run in runs}
     out = [{**record.to_dict(), "exists": Path(record.prefix).is_dir(), "state": states.pop(record.name, "ready")}
            for record in found]
+    out += [{"name": entry.name, "prefix": entry.prefix, "exists": bool(entry.prefix and Path(entry.prefix).is_dir()),
+             "state": states.pop(entry.name, UNREADABLE), "error": entry.reason} for entry in broken]
     for run in runs:
         if run.name in states:
             out.append({"name": run.name, "prefix": run.prefix, "exists": Path(run.prefix).is_dir() if run.prefix
@@ -27,8 +34,8 @@ def envs_json(found: Sequence[Record], runs: Sequence["Interrupted"] = ()) -> li
     return sorted(out, key=lambda entry: entry["name"])
 
 
-def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = ()) -> str:
-    if not found and not runs:
+def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broken: Sequence[Unreadable] = ()) -> str:
+    if not found and not runs and not broken:
         return "No environments yet: `envkit create torch` makes one."
     states = {run.name: _state(run) for run in runs}
     rows = [("NAME", "BUILD", "BACKEND", "PYTHON", "CHECK", "CREATED", "PREFIX")]
@@ -41,6 +48,8 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = ()) -> st
             check = states.pop(record.name)  # a --force run of it was interrupted: not PASS until that is settled
         where = record.prefix if Path(record.prefix).is_dir() else f"{record.prefix} (missing)"
         lines.append((record.name, record.build, record.backend, record.python, check, record.created[:10], where))
+    for entry in broken:
+        lines.append((entry.name, "-", "-", "-", states.pop(entry.name, UNREADABLE), "-", entry.prefix or "-"))
     for run in runs:
         if run.name in states:
             lines.append((run.name, "-", "-", "-", states[run.name], "-", run.prefix or "-"))
@@ -53,5 +62,8 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = ()) -> st
         if not run.running:
             note += (f"\n{run.name}: its last `envkit create` was interrupted; the next create cleans up, or "
                      f"`envkit remove {run.name} --yes` deletes it.")
+    for entry in broken:
+        note += f"\n{entry.name}: its record cannot be read ({entry.reason}); `envkit remove {entry.name} --yes` " \
+                "forgets it."
     table = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows)
     return table + note

@@ -17,7 +17,8 @@ outputs. ``--partition NAME`` then targets that partition's profiles as a fleet.
         error: "partition is down"         # optional: the whole partition could not be surveyed this time
 
 Where it is: ``$ENVKIT_SITE``, else the config's ``site:`` key, else ``site.yaml`` in envkit's user config directory.
-A missing file is an error only when a partition is asked for. Writing keeps the other partitions as they were
+A missing file is an error only when a partition is asked for; an empty one is always an error (nothing writes one:
+it is a truncated copy, not a site without partitions). Writing keeps the other partitions as they were
 (``save_site(with_partition(load_site(path), partition), path)``), but not the comments of a hand-written file.
 """
 
@@ -40,14 +41,17 @@ _NODE_KEYS = ("node", "count", "profile", "profile_file")
 # Partition and node names reach sbatch/srun argv: a plain name, never something that reads as an option.
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 _HINT = "Fix the site file, or point $ENVKIT_SITE at another one (the README describes the format)."
+_EMPTY_HINT = ("A site file holds `version: 1` and `partitions:`, each partition's `nodes` with an inline `profile` "
+               "(as `envkit detect --json` prints it) or a `profile_file`; `envkit survey` writes one where there is "
+               "no file (delete the empty one), and the README shows the format.")
 
 
 class SiteError(BadInputError):
     """The site file cannot be read or says something envkit cannot use. Names the file and the field."""
 
-    def __init__(self, path: Path, where: str, problem: str) -> None:
+    def __init__(self, path: Path, where: str, problem: str, hint: str = _HINT) -> None:
         super().__init__(f"site file {path}: {where}: {problem}" if where else f"site file {path}: {problem}",
-                         hint=_HINT)
+                         hint=hint)
         self.path = path
         self.where = where
 
@@ -109,7 +113,12 @@ def site_path(environ: Mapping[str, str], config: Any, dirs: Any) -> Path:
     if named is not None:
         if not named.strip():
             raise BadInputError(f"${SITE_VARIABLE} is empty", hint="Unset it, or give the path of a site file.")
-        return Path(named).expanduser()
+        from envkit.files import user_path
+
+        try:
+            return user_path(named)
+        except ValueError as exc:
+            raise BadInputError(f"${SITE_VARIABLE} {named!r} {exc}") from None
     configured = getattr(config, "site", None)
     if configured is not None:
         return Path(configured)
@@ -120,8 +129,12 @@ def load_site(path: Path, cache_dir: Optional[Path] = None) -> Site:
     """The site file at ``path``, validated; an empty site (``missing=True``) when there is no file."""
     from envkit.filecache import cached
 
-    if not path.exists():
+    try:
+        path.stat()
+    except FileNotFoundError:  # (a link to nothing yet included: survey writes through it)
         return Site(path=path, partitions={}, missing=True)
+    except OSError as exc:  # a symlink loop, a directory it may not enter: not "no site file"
+        raise SiteError(path, "", f"cannot be read: {exc.strerror or exc}") from None
 
     def parse() -> Any:
         from envkit.yamltext import parse_yaml
@@ -141,23 +154,35 @@ def load_site(path: Path, cache_dir: Optional[Path] = None) -> Site:
 
 
 def site_from_dict(data: Any, path: Path, cache_dir: Optional[Path] = None) -> Site:
+    # No writer of a site file leaves it empty or without 'partitions' (survey writes both, atomically): such a
+    # file is a mistake (a truncated copy, a failed `> site.yaml`), not a site without partitions.
     if data is None:
-        return Site(path=path, partitions={})
+        raise SiteError(path, "", "is empty", hint=_EMPTY_HINT)
     if not isinstance(data, Mapping):
         raise SiteError(path, "", "expected a mapping with 'version' and 'partitions' keys")
     _no_unknown_keys(data, _TOP_KEYS, path, "")
     version = data.get("version", VERSION)
-    if version != VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
         raise SiteError(path, "version", f"this envkit reads version {VERSION}, the file says {version!r}")
-    raw = data.get("partitions") or {}
+    if "partitions" not in data:
+        raise SiteError(path, "partitions", "missing (a mapping of partition names to their nodes; {} for none)",
+                        hint=_EMPTY_HINT)
+    raw = data["partitions"]
     if not isinstance(raw, Mapping):
-        raise SiteError(path, "partitions", "expected a mapping of partition names to partitions")
+        raise SiteError(path, "partitions", f"expected a mapping of partition names to partitions, got {_kind(raw)}")
     partitions = {}
     for name, entry in raw.items():
         if not isinstance(name, str) or not valid_name(name):
             raise SiteError(path, f"partitions.{name}", "a partition name is letters, digits, '_', '.', '+', '-'")
         partitions[name] = _partition(name, entry, path, cache_dir)
     return Site(path=path, partitions=partitions)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    return {list: "a list", str: "text", bool: "true/false", int: "a number", float: "a number"}.get(
+        type(value), "a mapping" if isinstance(value, Mapping) else type(value).__name__)
 
 
 def _no_unknown_keys(data: Mapping, keys: tuple[str, ...], path: Path, where: str) -> None:
@@ -169,14 +194,16 @@ def _no_unknown_keys(data: Mapping, keys: tuple[str, ...], path: Path, where: st
 
 def _partition(name: str, entry: Any, path: Path, cache_dir: Optional[Path]) -> Partition:
     where = f"partitions.{name}"
-    if entry is None:
-        entry = {}
     if not isinstance(entry, Mapping):
-        raise SiteError(path, where, "expected a mapping with 'nodes'")
+        raise SiteError(path, where, f"expected a mapping with 'nodes', got {_kind(entry)}")
     _no_unknown_keys(entry, _PARTITION_KEYS, path, where)
-    raw_nodes = entry.get("nodes") or []
+    # A partition lists its nodes, or says why it has none (survey writes the error of one it could not reach).
+    if "nodes" not in entry and entry.get("error") is None and not entry.get("unreachable"):
+        raise SiteError(path, f"{where}.nodes", "missing (a list of the partition's nodes, or an 'error' saying why "
+                        "there are none)")
+    raw_nodes = entry.get("nodes", [])
     if not isinstance(raw_nodes, list):
-        raise SiteError(path, f"{where}.nodes", "expected a list of nodes")
+        raise SiteError(path, f"{where}.nodes", f"expected a list of nodes, got {_kind(raw_nodes)}")
     nodes = tuple(_node(item, f"{where}.nodes[{i}]", path, cache_dir) for i, item in enumerate(raw_nodes))
     return Partition(
         name=name, nodes=nodes, surveyed=_surveyed(entry.get("surveyed"), path, f"{where}.surveyed"),
@@ -201,8 +228,12 @@ def _node(item: Any, where: str, path: Path, cache_dir: Optional[Path]) -> SiteN
     if file is not None:
         if not isinstance(file, str) or not file.strip():
             raise SiteError(path, f"{where}.profile_file", f"expected a file path, got {file!r}")
+        from envkit.files import user_path
+
         try:
-            profile = read_profile(path.parent / Path(file).expanduser(), cache_dir)
+            profile = read_profile(path.parent / user_path(file), cache_dir)
+        except ValueError as exc:
+            raise SiteError(path, f"{where}.profile_file", f"{file!r} {exc}") from None
         except ProfileError as exc:
             raise SiteError(path, f"{where}.profile_file", exc.message) from None
         return SiteNode(node=node, count=count, profile=profile, profile_file=file)
@@ -243,6 +274,7 @@ def _unreachable(value: Any, path: Path, where: str) -> tuple[tuple[str, str], .
         if not isinstance(entry, Mapping) or not isinstance(entry.get("node"), str) \
                 or not isinstance(entry.get("reason"), str):
             raise SiteError(path, f"{where}[{i}]", "expected {node: NAME, reason: TEXT}")
+        _no_unknown_keys(entry, ("node", "reason"), path, f"{where}[{i}]")
         out.append((entry["node"], entry["reason"]))
     return tuple(out)
 
@@ -333,9 +365,9 @@ def save_site(site: Site, path: Path) -> None:
     import yaml  # lazy: only survey writes a site file
 
     from envkit.errors import EnvkitError
-    from envkit.files import write_atomic
+    from envkit.files import real_path, write_atomic
 
-    same_place = path.resolve().parent == site.path.resolve().parent
+    same_place = real_path(path).parent == real_path(site.path).parent
     text = yaml.safe_dump(site_to_dict(site, inline_files=not same_place), sort_keys=False, allow_unicode=True)
     try:
         write_atomic(path, text.encode("utf-8"))

@@ -10,8 +10,15 @@ import functools
 import re
 from typing import NamedTuple, Union
 
-_MAJOR_MINOR = re.compile(r"^\s*(\d+)\.(\d+)\s*$")
-_SM = re.compile(r"^\s*(?:sm|compute)_(\d+)(\d)\s*$")
+# ASCII digits only (\d would take any Unicode digit: '１２.４'), and few of them: a part of a CUDA version has at most
+# three digits, a compute capability's minor one (sm_XY cannot write more), so 99999999999.0 is refused, not ranked.
+_CUDA = re.compile(r"^\s*([0-9]{1,3})\.([0-9]{1,3})\s*$")
+_CAPABILITY = re.compile(r"^\s*([0-9]{1,3})\.([0-9])\s*$")
+_SM = re.compile(r"^\s*(?:sm|compute)_([0-9]{1,3})([0-9])\s*$")
+# An NVIDIA driver as NVIDIA numbers them: branch.minor[.patch], 580.159.04, 470.256.02, 390.157 (or a branch: 580).
+_DRIVER = re.compile(r"^[0-9]{2,3}(?:\.[0-9]{1,3}){0,2}$")
+# The largest CUDA version encoded as NVML and cuDriverGetVersion encode it (999.99 -> 999990).
+_MAX_DRIVER_INT = 999_990
 
 
 class MajorMinor(NamedTuple):
@@ -37,12 +44,12 @@ class CudaVersion(MajorMinor):
 
     @classmethod
     def parse(cls, value: Union[str, int, float]) -> CudaVersion:
-        return cls(*_parse_major_minor(value, (_MAJOR_MINOR,), "a CUDA version like '12.4'"))
+        return cls(*_parse_major_minor(value, (_CUDA,), "a CUDA version like '12.4'"))
 
     @classmethod
     def from_driver_int(cls, value: int) -> CudaVersion:
         """NVML's and cuDriverGetVersion's encoding, 1000 * major + 10 * minor (12040 -> 12.4)."""
-        if value <= 0:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_DRIVER_INT:
             raise ValueError(f"{value} is not a CUDA driver version number like 12040")
         return cls(value // 1000, (value % 1000) // 10)
 
@@ -57,7 +64,7 @@ class ComputeCapability(MajorMinor):
 
     @classmethod
     def parse(cls, value: Union[str, int, float]) -> ComputeCapability:
-        return cls(*_parse_major_minor(value, (_MAJOR_MINOR, _SM), "a compute capability like '7.5' or 'sm_75'"))
+        return cls(*_parse_major_minor(value, (_CAPABILITY, _SM), "a compute capability like '7.5' or 'sm_75'"))
 
     @property
     def sm(self) -> str:
@@ -102,7 +109,7 @@ class DriverVersion:
     @classmethod
     def parse(cls, value: Union[str, int, float]) -> DriverVersion:
         text = str(value).strip()
-        if isinstance(value, bool) or not re.match(r"^\d+(\.\d+){0,3}$", text):
+        if isinstance(value, bool) or not _DRIVER.match(text):
             raise ValueError(f"{value!r} is not an NVIDIA driver version like '535.54.03'")
         parts = [int(part) for part in text.split(".")]
         while len(parts) > 1 and parts[-1] == 0:

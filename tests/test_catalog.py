@@ -121,6 +121,19 @@ BREAKAGES = [
     ("name is not the file's", lambda d: d.update(name="pytorch"), None, "name", "file's name"),
     ("unknown framework", lambda d: d.update(framework="caffe"), None, "framework", "'caffe'"),
     ("no releases", lambda d: d.update(releases=[]), None, "releases", "missing or empty"),
+    ("fullwidth digits in an arch", lambda d: first_build(d).update(arch={"sass": ["８.0"]}), "torch-2.15-cu132",
+     "arch.sass[0]", "not a compute capability"),
+    ("absurd arch", lambda d: first_build(d).update(arch={"sass": ["8.0", "99999999999.0"]}), "torch-2.15-cu132",
+     "arch.sass[1]", "'99999999999.0' is not a compute capability"),
+    ("fullwidth digits in a cuda", lambda d: first_build(d).update(cuda="１３.２"), "torch-2.15-cu132", "cuda",
+     "not a CUDA version"),
+    ("a number among the pip packages", lambda d: first_build(d).update(pip={"packages": ["torch==2.15.*", 5]}),
+     "torch-2.15-cu132", "pip.packages[1]", "the number 5"),
+    ("unknown index placeholder", lambda d: first_build(d).update(pip={"index_url": "https://x.org/whl/{nope}"}),
+     "torch-2.15-cu132", "pip.index_url", "unknown placeholder {nope}"),
+    ("a path in the variant", lambda d: first_build(d).update(variant="cu132/../x"), "torch-2.15-cu132/../x",
+     "variant", "'cu132/../x' is not 'cpu'"),
+    ("a path in the id", lambda d: first_build(d).update(id="../x"), "../x", "id", "a build id is letters"),
 ]
 
 
@@ -159,10 +172,47 @@ def test_unquoted_table_key_is_refused_by_its_name(envs_copy):
     assert error.field == "min_driver.12.8" and "quote it" in error.problem
 
 
+@pytest.mark.parametrize("value, words", [
+    ("9.0", 'quoted ("9.0"): unquoted, YAML reads it as a number'),
+    ("12.10", 'quoted ("12.10"): YAML reads 12.10 as the number 12.1'),
+    ("9", 'quoted ("9")'),
+])
+def test_an_unquoted_compute_capability_in_the_gpu_table_is_refused(envs_copy, value, words):
+    # cuda.yaml and python.yaml refused a version YAML reads as a number; gpus.yaml took `"H100": 9.0` (and
+    # `"GB10": 12.10` would have been 12.1).
+    path = envs_copy / "gpus.yaml"
+    path.write_text(path.read_text().replace('"H100": "9.0"', f'"H100": {value}'))
+    error = broken(envs_copy)
+    assert error.path.endswith("gpus.yaml") and error.field == "compute_capability.H100"
+    assert error.problem.startswith(value) and words in error.problem and error.exit_code == 2
+
+
+def test_the_shipped_gpu_table_is_all_quoted(envs_dir):
+    assert load_catalog(envs_dir, ["torch"]).tables.gpu_names.lookup("NVIDIA H100 80GB HBM3") == ComputeCapability(9, 0)
+
+
 def test_broken_table_names_its_field(envs_copy):
     edit(envs_copy, "cuda.yaml", lambda d: d["min_driver"].update({"12.4": "five-fifty"}))
     error = broken(envs_copy)
     assert error.path.endswith("cuda.yaml") and error.field == "min_driver.12.4"
+
+
+@pytest.mark.parametrize("table, change, field, words", [
+    ("python.yaml", lambda d: d["versions"].append("3.99999999999999999999"), "versions",
+     "'3.99999999999999999999' is not a Python version"),
+    ("python.yaml", lambda d: d["versions"].append("3.１２"), "versions", "not a Python version"),
+    ("python.yaml", lambda d: d.update(pypi_index="https://pypi.org/{nope}"), "pypi_index", "{ }"),
+    ("cuda.yaml", lambda d: d["minor_version_compatibility"].update({"１２": "525"}),
+     "minor_version_compatibility.１２", "not a CUDA major version"),
+    ("cuda.yaml", lambda d: d["minor_version_compatibility"].update({"²": "525"}),
+     "minor_version_compatibility.²", "not a CUDA major version"),
+    ("cuda.yaml", lambda d: d["min_driver"].update({"12.4": "99999999999999999999999.4"}), "min_driver.12.4",
+     "not an NVIDIA driver version"),
+])
+def test_a_table_with_unicode_digits_or_absurd_numbers_is_refused(envs_copy, table, change, field, words):
+    edit(envs_copy, table, change)
+    error = broken(envs_copy)
+    assert error.path.endswith(table) and error.field == field and words in error.problem, error.message
 
 
 def test_a_broken_manifest_does_not_stop_listing_another(envs_copy):

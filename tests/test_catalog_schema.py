@@ -162,6 +162,62 @@ def test_find_links_takes_the_variant_and_null_unsets_an_inherited_index(manifes
     assert pip.find_links == "https://download.pytorch.org/whl/cu101/torch_stable.html"
 
 
+@pytest.mark.parametrize("key, template, words", [
+    ("index_url", "https://x.org/whl/{nope}", "unknown placeholder {nope}"),
+    ("index_url", "https://x.org/whl/{variant", "a brace that opens or closes no placeholder"),
+    ("index_url", "https://x.org/whl/variant}", "a brace that opens or closes no placeholder"),
+    ("index_url", "https://x.org/{0}", "unknown placeholder {0}"),
+    ("index_url", "https://x.org/{variant.__class__}", "unknown placeholder {variant.__class__}"),
+    ("index_url", "https://x.org/{{variant}}", "unknown placeholder {}"),
+    ("find_links", "https://x.org/{variant}/{nope}.html", "unknown placeholder {nope}"),
+    ("local_version", "{variant.upper}", "unknown placeholder {variant.upper}"),
+])
+def test_a_url_template_has_no_placeholder_but_variant(manifests, key, template, words):
+    error = refused(manifests, f"""\
+      - variant: cu101
+        cuda: "10.1"
+        arch: {{sass: ["7.0"]}}
+        pip: {{{key}: {template!r}, packages: ["torch==1.0.0"]}}
+""")
+    assert error.build == "demo-1.0-cu101" and error.field == f"pip.{key}"
+    assert words in error.problem and "the only placeholder is {variant}" in error.problem
+
+
+def test_the_variant_placeholder_is_filled_in_where_it_is_written(manifests):
+    manifest = load_demo(manifests, """\
+      - variant: cu101
+        cuda: "10.1"
+        arch: {sass: ["7.0"]}
+        pip: {index_url: "https://x.org/{variant}/simple", local_version: "{variant}", packages: ["torch==1.0.*"]}
+""")
+    pip = manifest.builds[0].pip
+    assert pip.index_url == "https://x.org/cu101/simple" and pip.local_version == "cu101"
+
+
+@pytest.mark.parametrize("channel", ["https://conda.example/{variant}", "https://conda.example/a|b"])
+def test_a_channel_url_holds_no_braces_or_other_characters_urls_never_hold(manifests, channel):
+    error = refused(manifests, conda_build("cudnn=7.6").replace('"https://repo.anaconda.com/pkgs/main"',
+                                                                repr(channel)))
+    assert error.field == "conda.channels[0]" and "RFC 3986" in error.problem
+
+
+@pytest.mark.parametrize("builds, field", [
+    (pip_build("x").replace("'x'", "5"), "pip.packages[1]"),
+    (conda_build("x").replace("'x'", "7"), "conda.packages[1]"),
+])
+def test_a_number_is_not_a_package(manifests, builds, field):
+    error = refused(manifests, builds)
+    assert error.field == field and "expected text, got the number" in error.problem
+
+
+def test_a_manifest_name_is_letters_digits_and_a_few_marks(manifests):
+    (manifests / "demo;x.yaml").write_text(HEAD.replace("name: demo", "name: demo;x") + pip_build("numpy"),
+                                          encoding="utf-8")
+    with pytest.raises(ManifestError) as caught:
+        load_catalog(manifests, ["demo;x"])
+    assert caught.value.field == "name" and "letters, digits" in caught.value.problem
+
+
 # --- duplicate keys -----------------------------------------------------------------------------------------------
 
 def test_a_duplicated_key_in_a_manifest_is_refused_with_its_line(manifests):

@@ -19,7 +19,6 @@ def test_the_documented_contract_reads(tmp_path):
     path.write_text(
         "name: deepnine\ndriver_version: \"550.54.14\"\ncuda_driver: \"12.4\"\ngpus:\n"
         "  - name: NVIDIA GeForce RTX 2070\n    compute_capability: \"7.5\"\n    memory_mib: 8192\n"
-        "extra_key: allowed\n"
     )
     profile = read_profile(path)
     assert profile.name == "deepnine"
@@ -83,6 +82,134 @@ def test_malformed_profiles_are_reported_with_the_field(tmp_path, text, words):
     assert words in caught.value.message
     assert str(path) in caught.value.message
     assert caught.value.exit_code == 2
+
+
+# --- unknown keys, duplicate keys, versions YAML reads as numbers ---------------------------------------------------
+
+def refused(tmp_path: Path, text: str, name: str = "bad.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ProfileError) as caught:
+        read_profile(path)
+    assert caught.value.exit_code == 2 and caught.value.message.startswith(f"machine profile {path}")
+    return caught.value.message.removeprefix(f"machine profile {path}")
+
+
+def test_a_misspelt_key_is_refused_not_read_as_a_machine_without_gpus(tmp_path):
+    # `gpu:` for `gpus:` used to give a machine with no GPU (and CPU builds), exit 0.
+    message = refused(tmp_path, 'cuda_driver: "12.8"\ngpu:\n  - {name: NVIDIA H100, compute_capability: "9.0"}\n')
+    assert message == (": unknown key 'gpu' (did you mean 'gpus'?); the keys are: name, driver_version, cuda_driver, "
+                       "gpus, sources, notes")
+    assert refused(tmp_path, 'cuda_driver: "12.8"\ngpus: []\nfoo: 1\n').startswith(": unknown key 'foo'; the keys")
+
+
+def test_an_unknown_key_of_a_gpu_is_refused_naming_the_gpu(tmp_path):
+    message = refused(tmp_path, 'cuda_driver: "12.8"\ngpus:\n  - {name: A100, compute_capability: "8.0"}\n'
+                                '  - {name: A100, compute_capabilty: "8.0"}\n')
+    assert message == (": gpus[1]: unknown key 'compute_capabilty' (did you mean 'compute_capability'?); the keys "
+                       "are: index, name, compute_capability, memory_mib, source")
+
+
+def full_profile() -> MachineProfile:
+    return MachineProfile(
+        gpus=(Gpu(0, "Tesla V100", ComputeCapability(7, 0), 16384, "nvml"),
+              Gpu(1, "NVIDIA Future GPU", None, None, "nvidia-smi")),
+        cuda_driver=CudaVersion(12, 10), driver_version=DriverVersion.parse("580.65.06"), name="deepnine",
+        sources={"driver_version": "nvml", "cuda_driver": "nvml", "gpus": "nvml"}, notes=("a note",))
+
+
+def test_what_envkit_writes_reads_back(tmp_path):
+    """Every profile envkit writes and reads again: detect --json (also what survey reads), a record's machine and
+    target (to_dict), the site file (to_dict inside it); and what list/create/verify --json print for the machine
+    (seen_dict) when nothing is hidden."""
+    profile = full_profile()
+    for data in (profile.to_dict(), profile.seen_dict()):
+        path = tmp_path / "saved.json"
+        path.write_text(json.dumps(data))
+        again = read_profile(path)
+        assert again.gpus == tuple(g._replace(source=f"file {path}") for g in profile.gpus)
+        assert (again.cuda_driver, again.driver_version, again.name) == (CudaVersion(12, 10), profile.driver_version,
+                                                                          "deepnine")
+
+
+def test_hidden_gpus_are_refused_rather_than_guessed(tmp_path):
+    # What `list --json` prints inside a job whose CUDA_VISIBLE_DEVICES hides a GPU: the file says neither that the
+    # machine has the GPU (it was hidden) nor that it has not (it is there).
+    hidden = full_profile()._replace(gpus=full_profile().gpus[:1], hidden_gpus=full_profile().gpus[1:])
+    message = refused(tmp_path, json.dumps(hidden.seen_dict()), "seen.json")
+    assert message.startswith(": hidden_gpus: GPUs that CUDA_VISIBLE_DEVICES hid") and "'gpus'" in message
+
+
+@pytest.mark.parametrize("text, words", [
+    ('gpus: []\nsources: [nvml]\n', ": sources: expected a mapping"),
+    ('gpus: []\nsources: {gpus: 3}\n', ": sources: expected a mapping"),
+    ('gpus: []\nnotes: a note\n', ": notes: expected a list of text"),
+    ('gpus: [{name: A100, compute_capability: "8.0", source: 3}]\n', ": gpus[0].source: expected text"),
+])
+def test_what_detect_adds_must_have_detects_types(tmp_path, text, words):
+    assert refused(tmp_path, text).startswith(words)
+
+
+@pytest.mark.parametrize("text, words", [
+    ('cuda_driver: "12.8"\ngpus: []\ncuda_driver: "11.0"\n',
+     ": is not valid YAML or JSON: duplicate key 'cuda_driver' at line 3 (first at line 1)"),
+    ('cuda_driver: "12.8"\ngpus:\n  - {name: A100, compute_capability: "8.0", compute_capability: "9.0"}\n',
+     ": is not valid YAML or JSON: duplicate key 'compute_capability' at line 3, column 45 (first at column 18)"),
+])
+def test_a_key_given_twice_is_refused(tmp_path, text, words):
+    assert refused(tmp_path, text).replace(" is not", ": is not", 1) == words
+
+
+def test_a_key_given_twice_in_json_is_refused(tmp_path):
+    # JSON's own parsers keep the last one too; profiles are read with the YAML loader, which refuses it.
+    text = '{"cuda_driver": "12.8", "gpus": [], "gpus": 3}'
+    message = refused(tmp_path, text, "bad.json")
+    first, second = text.index('"gpus"') + 1, text.rindex('"gpus"') + 1  # columns count from 1
+    assert message == (f" is not valid YAML or JSON: duplicate key 'gpus' at line 1, column {second} (first at column "
+                       f"{first})")
+
+
+@pytest.mark.parametrize("text, words", [
+    ('cuda_driver: 12.10\ngpus: []\n',
+     ': cuda_driver: 12.10 must be quoted ("12.10"): YAML reads 12.10 as the number 12.1'),
+    ('cuda_driver: 12.4\ngpus: []\n',
+     ': cuda_driver: 12.4 must be quoted ("12.4"): unquoted, YAML reads it as a number (and 12.10 as 12.1)'),
+    ('driver_version: 550\ncuda_driver: "12.4"\n', ': driver_version: 550 must be quoted ("550")'),
+    ('driver_version: 560.30\ncuda_driver: "12.4"\n',
+     ': driver_version: 560.30 must be quoted ("560.30"): YAML reads 560.30 as the number 560.3'),
+    ('cuda_driver: "12.8"\ngpus: [{name: H100, compute_capability: 9.0}]\n',
+     ': gpus[0].compute_capability: 9.0 must be quoted ("9.0")'),
+    ('cuda_driver: "12.8"\ngpus: [{name: H100, compute_capability: 9}]\n',
+     ': gpus[0].compute_capability: 9 must be quoted ("9")'),
+])
+def test_a_version_written_as_a_number_must_be_quoted(tmp_path, text, words):
+    assert refused(tmp_path, text).startswith(words)
+
+
+def test_a_version_written_as_a_number_in_json_must_be_quoted(tmp_path):
+    message = refused(tmp_path, '{"cuda_driver": 12.10, "gpus": []}', "bad.json")
+    assert message == ': cuda_driver: 12.10 must be quoted ("12.10"): YAML reads 12.10 as the number 12.1'
+
+
+def test_the_message_is_the_same_from_the_cache(tmp_path):
+    # read_profile keeps the parsed text in the cache: the number's text as written must survive it.
+    path = tmp_path / "bad.yaml"
+    path.write_text("cuda_driver: 12.10\ngpus: []\n")
+    messages = []
+    for _ in range(2):
+        with pytest.raises(ProfileError) as caught:
+            read_profile(path, tmp_path / "cache")
+        messages.append(caught.value.message)
+    assert list((tmp_path / "cache" / "yaml").glob("*.pickle"))  # the second read came from there
+    assert messages[0] == messages[1] and '12.10 must be quoted ("12.10")' in messages[1]
+
+
+def test_quoted_versions_mean_what_they_say(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text('driver_version: "560.30"\ncuda_driver: "12.10"\ngpus: [{name: X, compute_capability: "12.1"}]\n')
+    profile = read_profile(path)
+    assert profile.cuda_driver == CudaVersion(12, 10) and str(profile.driver_version) == "560.30"
+    assert profile.gpus[0].compute_capability == ComputeCapability(12, 1)
 
 
 def test_profile_that_is_not_text(tmp_path):

@@ -188,6 +188,24 @@ def test_missing_file_is_an_error_only_when_a_partition_is_asked_for(tmp_path):
         ("partitions:\n  gpu: {unreachable: [{node: n1}]}\n", "partitions.gpu.unreachable[0]"),
         ("partitions:\n  gpu: [\n", ""),
         ("- just\n- a list\n", ""),
+        # Wrong types that used to read as "no partitions" or "0 nodes", exit 0.
+        ("partitions: []\n", "partitions"),
+        ("partitions:\n", "partitions"),
+        ("version: 1\n", "partitions"),
+        ("partitions:\n  gpu:\n", "partitions.gpu"),
+        ("partitions: {gpu: []}\n", "partitions.gpu"),
+        ("partitions: {gpu: {}}\n", "partitions.gpu.nodes"),
+        ("partitions: {gpu: {nodes: null}}\n", "partitions.gpu.nodes"),
+        ("partitions: {gpu: {surveyed: '2026-11-22T17:00:00Z'}}\n", "partitions.gpu.nodes"),
+        ("version: true\npartitions: {}\n", "version"),
+        ("version: 1.0\npartitions: {}\n", "version"),
+        ("partitions:\n  gpu: {unreachable: [{node: n1, reason: down, why: x}]}\n",
+         "partitions.gpu.unreachable[0].why"),
+        # The inline profiles are machine profiles: no unknown key, no unquoted version.
+        ("partitions:\n  gpu: {nodes: [{profile: {cuda_driver: '12.8', gpu: [{name: A100}]}}]}\n",
+         "partitions.gpu.nodes[0].profile: unknown key 'gpu' (did you mean 'gpus'?); the keys are"),
+        ("partitions:\n  gpu: {nodes: [{profile: {cuda_driver: 12.10}}]}\n",
+         'partitions.gpu.nodes[0].profile: cuda_driver: 12.10 must be quoted ("12.10")'),
     ],
 )
 def test_a_broken_site_file_names_file_and_field(tmp_path, body, field):
@@ -198,6 +216,41 @@ def test_a_broken_site_file_names_file_and_field(tmp_path, body, field):
     assert caught.value.message.startswith(f"site file {path}: ")
     assert f": {field}:" in caught.value.message if field else True
     assert caught.value.where.startswith(field.split(":")[0]) if field else caught.value.where == ""
+
+
+@pytest.mark.parametrize("body", ["", "\n", "# only a comment\n", "---\n", "null\n"])
+def test_an_empty_site_file_is_an_error_saying_what_one_holds(tmp_path, body):
+    # It used to read as a site without partitions (`envkit site`: "No partitions in it.", exit 0). Nothing envkit
+    # writes is empty (survey writes version and partitions, atomically): an empty file is a truncated copy or a
+    # failed `> site.yaml`, and the partitions it should hold are missing.
+    path = write_site(tmp_path, body)
+    with pytest.raises(SiteError) as caught:
+        load_site(path)
+    assert caught.value.message == f"site file {path}: is empty" and caught.value.exit_code == 2
+    assert "partitions" in caught.value.hint and "envkit survey" in caught.value.hint
+
+
+def test_a_key_given_twice_is_refused(tmp_path):
+    path = write_site(tmp_path, "partitions:\n  gpu: {nodes: []}\n  gpu:\n    nodes: []\n")
+    with pytest.raises(SiteError) as caught:
+        load_site(path)
+    assert caught.value.message == (f"site file {path}: not valid YAML or JSON: duplicate key 'gpu' at line 3 (first "
+                                    "at line 2)")
+
+
+def test_a_site_that_says_it_has_no_partitions_or_a_partition_without_nodes_reads(tmp_path):
+    assert dict(load_site(write_site(tmp_path, "version: 1\npartitions: {}\n")).partitions) == {}
+    site = load_site(write_site(tmp_path, "partitions:\n  gpu: {nodes: []}\n  down: {error: 'partition is down'}\n"))
+    assert [(p.name, p.nodes, p.error) for p in site.partitions.values()] == [("gpu", (), None),
+                                                                              ("down", (), "partition is down")]
+
+
+def test_what_survey_writes_for_a_partition_it_could_not_reach_reads_back(tmp_path):
+    site = with_partition(load_site(tmp_path / "site.yaml"),
+                          Partition(name="gpu", unreachable=(("n1", "timeout"),), error="no node could be surveyed"))
+    save_site(site, tmp_path / "site.yaml")
+    again = load_site(tmp_path / "site.yaml")
+    assert again.partitions["gpu"].error == "no node could be surveyed" and again.partitions["gpu"].nodes == ()
 
 
 def test_site_path_order(tmp_path):

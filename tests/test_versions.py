@@ -46,3 +46,49 @@ def test_driver_versions_compare_by_number():
     assert str(DriverVersion.parse("535.54.03")) == "535.54.03"
     with pytest.raises(ValueError):
         DriverVersion.parse("535.x")
+
+
+@pytest.mark.parametrize("parse, text", [
+    (CudaVersion.parse, "１２.４"),             # fullwidth digits: \d would take them
+    (CudaVersion.parse, "١٢.٤"),               # Arabic-Indic digits
+    (ComputeCapability.parse, "８.0"),
+    (ComputeCapability.parse, "sm_٨٠"),
+    (DriverVersion.parse, "５３５.54.03"),
+])
+def test_only_ascii_digits_make_a_version(parse, text):
+    with pytest.raises(ValueError, match="is not a"):
+        parse(text)
+
+
+@pytest.mark.parametrize("parse, text, words", [
+    (CudaVersion.parse, "99999999999999999999.0", "not a CUDA version"),
+    (CudaVersion.parse, "12.4444", "not a CUDA version"),
+    (CudaVersion.parse, "99999999999999999999999.4", "not a CUDA version"),
+    (ComputeCapability.parse, "999999999999999999999.0", "not a compute capability"),
+    (ComputeCapability.parse, "99999999999.9", "not a compute capability"),
+    (ComputeCapability.parse, "8.10", "not a compute capability"),  # sm_810 would read back as 81.0
+    (ComputeCapability.parse, "sm_99999999999", "not a compute capability"),
+    (DriverVersion.parse, "99999999999999999999999.4", "not an NVIDIA driver version"),
+    (DriverVersion.parse, "535.54.03.01", "not an NVIDIA driver version"),
+    (DriverVersion.parse, "5.1", "not an NVIDIA driver version"),
+    (DriverVersion.parse, "535.1234", "not an NVIDIA driver version"),
+])
+def test_absurdly_large_numbers_are_not_versions(parse, text, words):
+    with pytest.raises(ValueError, match=words):
+        parse(text)
+
+
+@pytest.mark.parametrize("text", ["580.159.04", "470.256.02", "390.157", "418.87.00", "580", "96.43.23"])
+def test_real_driver_versions_still_parse(text):
+    assert str(DriverVersion.parse(text)) == text
+
+
+def test_the_largest_versions_each_type_takes():
+    assert CudaVersion.parse("999.999") == (999, 999)
+    assert ComputeCapability.parse("100.5") == (100, 5) and ComputeCapability.parse("sm_1005") == (100, 5)
+
+
+@pytest.mark.parametrize("value", [0, -12040, 10 ** 20, True, "12040"])
+def test_a_cuda_driver_number_out_of_range_is_refused(value):
+    with pytest.raises(ValueError, match="not a CUDA driver version number"):
+        CudaVersion.from_driver_int(value)

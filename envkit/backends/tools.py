@@ -15,6 +15,7 @@ from typing import Mapping, Optional
 
 from packaging.version import Version
 
+from envkit.errors import BadInputError
 from envkit.process import query
 from envkit.userdirs import UserDirs
 
@@ -53,10 +54,12 @@ def find_conda(environ: Mapping[str, str]) -> Optional[CondaTool]:
 
 
 def find_uv(environ: Mapping[str, str]) -> Optional[Path]:
-    """uv, which envkit depends on, unless the user asked for pip ($ENVKIT_INSTALLER=pip)."""
-    if environ.get(INSTALLER_VARIABLE, "").strip().lower() == "pip":
-        return None
-    return installed_uv()
+    """uv, which envkit depends on, unless the user asked for pip ($ENVKIT_INSTALLER=pip; uv or unset: uv)."""
+    asked = environ.get(INSTALLER_VARIABLE, "").strip().lower()
+    if asked not in ("", "uv", "pip"):
+        raise BadInputError(f"${INSTALLER_VARIABLE}={environ[INSTALLER_VARIABLE]!r}: expected pip or uv",
+                            hint=f"Unset it to install with uv, or set {INSTALLER_VARIABLE}=pip.")
+    return None if asked == "pip" else installed_uv()
 
 
 def installed_uv() -> Optional[Path]:

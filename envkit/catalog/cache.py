@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 from envkit.catalog.layout import SUFFIX, TABLE_FILES, manifest_names
 from envkit.errors import EnvkitError
 from envkit.filecache import cached
+from envkit.files import real_path
 
 if TYPE_CHECKING:
     from envkit.catalog.model import Catalog, Tables
@@ -28,7 +29,7 @@ def cached_catalog(directory: Path, names: Sequence[str], cache_dir: Optional[Pa
 
     files = [directory / table for table in TABLE_FILES] + [directory / f"{name}{SUFFIX}" for name in wanted]
     return cached(cache_dir, "catalog", files, _CODE, lambda: _load(directory, names),
-                  extra=(str(directory.resolve()), ",".join(wanted), packaging_version))
+                  extra=(str(real_path(directory)), ",".join(wanted), packaging_version))
 
 
 def cached_tables(directory: Path, cache_dir: Optional[Path]) -> Tables:
@@ -36,7 +37,7 @@ def cached_tables(directory: Path, cache_dir: Optional[Path]) -> Tables:
     from packaging import __version__ as packaging_version
 
     return cached(cache_dir, "tables", [directory / table for table in TABLE_FILES], _CODE,
-                  lambda: _load_tables(directory), extra=(str(directory.resolve()), packaging_version))
+                  lambda: _load_tables(directory), extra=(str(real_path(directory)), packaging_version))
 
 
 def _load_tables(directory: Path) -> Tables:

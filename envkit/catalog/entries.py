@@ -76,4 +76,9 @@ def https_url_problem(url: str, what: str) -> Optional[str]:
         return f"{url!r}: {what} URLs are the upstream https URLs (map them to a mirror in envkit's config)"
     if any(ch.isspace() for ch in url) or parts.username or parts.password or parts.query or parts.fragment:
         return f"{url!r}: a {what} URL is a plain https URL: no spaces, credentials, query or fragment"
+    if any(ch in _NOT_IN_URLS for ch in url):
+        return f"{url!r}: {what} URLs hold no {' '.join(sorted(set(_NOT_IN_URLS) & set(url)))} (RFC 3986 URLs do not)"
     return None
+
+
+_NOT_IN_URLS = '{}<>"\\^`|'  # characters a URL never holds unencoded; {name}: a placeholder envkit does not fill

@@ -8,7 +8,7 @@ read only when asked for: ``envkit list torch`` parses torch.yaml and the tables
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from envkit.catalog.layout import (CUDA_TABLE, GPU_TABLE, PYTHON_TABLE, SUFFIX, TABLE_FILES,  # noqa: F401
                                    default_manifests_dir, manifest_names)
@@ -16,6 +16,7 @@ from envkit.catalog.model import Catalog, Manifest, Tables
 from envkit.catalog.schema import parse_manifest
 from envkit.catalog.tables import parse_cuda_table, parse_python_table
 from envkit.errors import ManifestError, UnknownNameError
+from envkit.yamltext import parse_yaml  # the one loader of every file envkit reads: a key given twice is an error
 
 
 def load_catalog(directory: Path, names: Sequence[str] = ()) -> Catalog:
@@ -59,61 +60,6 @@ def _read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(str(path), f"cannot be read: {exc}") from None
     try:
-        return parse_yaml_unique(text)
+        return parse_yaml(text)
     except ValueError as exc:
         raise ManifestError(str(path), f"not valid YAML: {exc}") from None
-
-
-def parse_yaml_unique(text: str) -> Any:
-    """The data in ``text``, as envkit.yamltext reads it, except that a key given twice in one mapping is an error
-    (YAML loaders keep the last value silently, so an admin's second ``python:`` would win unseen).
-    ValueError("duplicate key 'python' at line L (first at line K)") for it."""
-    import yaml
-
-    try:
-        return yaml.load(text, Loader=_unique_key_loader())
-    except _DuplicateKey as exc:
-        raise ValueError(str(exc)) from None
-    except yaml.YAMLError as exc:  # worded as envkit.yamltext words it, with the line
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or "syntax error"
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ValueError(f"{problem}{at}") from None
-
-
-_LOADER: Optional[type] = None
-
-
-class _DuplicateKey(Exception):
-    """A key given twice in one mapping: "duplicate key 'python' at line 11 (first at line 9)"."""
-
-
-def _unique_key_loader() -> type:
-    """PyYAML's safe loader (the C one where there is one), refusing duplicate keys. Merge keys (``<<: *base``)
-    followed by an override are not duplicates: only keys written out in the same mapping are compared."""
-    global _LOADER
-    if _LOADER is None:
-        import yaml
-
-        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-        def construct_mapping(self: Any, node: Any, deep: bool = False) -> Any:
-            if isinstance(node, yaml.MappingNode):
-                seen: dict[Any, Any] = {}
-                for key_node, _ in node.value:
-                    if key_node.tag == "tag:yaml.org,2002:merge":
-                        continue
-                    key = self.construct_object(key_node, deep=True)
-                    try:
-                        first = seen.setdefault(key, key_node)
-                    except TypeError:  # an unhashable key: the base constructor reports it
-                        continue
-                    if first is not key_node:
-                        raise _DuplicateKey(f"duplicate key {key!r} at line {key_node.start_mark.line + 1} "
-                                            f"(first at line {first.start_mark.line + 1})")
-            return base.construct_mapping(self, node, deep=deep)
-
-        _LOADER = type("UniqueKeySafeLoader", (base,), {"construct_mapping": construct_mapping})
-    return _LOADER
-
-

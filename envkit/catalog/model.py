@@ -6,6 +6,7 @@ costs about 0.5 ms of start-up (its methods are generated and compiled at import
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Optional
 
@@ -21,6 +22,14 @@ if TYPE_CHECKING:
 # The frameworks envkit has a post-install check for; a manifest names one of them.
 FRAMEWORKS = ("torch", "tensorflow", "jax", "mxnet")
 CPU = "cpu"
+# A build id, and a manifest's name (its file's name without .yaml): letters, digits and . _ + -, starting with a
+# letter or digit, so that neither reads as an option nor as a path. Checked in manifests and in locks that name them.
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+
+def valid_id(text: str) -> bool:
+    """Whether ``text`` can be a build id or a manifest name (see _ID)."""
+    return bool(_ID.fullmatch(text))
 
 
 class ArchSet(NamedTuple):

@@ -65,7 +65,9 @@ class Node:
         except ValueError as exc:
             self.fail(str(exc), key)
 
-    def text_list(self, key: str) -> tuple[str, ...]:
+    def text_list(self, key: str, strings: bool = False) -> tuple[str, ...]:
+        """The list's entries as text; with ``strings``, each must be written as text (a package entry that YAML
+        reads as a number, ``5``, is a mistake rather than a package named 5)."""
         value = self.data.get(key)
         if value is None:
             return ()
@@ -73,6 +75,9 @@ class Node:
             self.fail(f"expected a list, got {kind(value)}", key)
         for position, item in enumerate(value):
             self.check_scalar(item, f"{key}[{position}]")
+            if strings and not isinstance(item, str):
+                self.fail(f"expected text, got the number {item}: quote an entry that is meant as text",
+                          f"{key}[{position}]")
             if not str(item).strip():
                 self.fail("empty", f"{key}[{position}]")
         return tuple(str(item).strip() for item in value)

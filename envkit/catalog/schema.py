@@ -21,6 +21,7 @@ from envkit.catalog.model import (
     PipInstall,
     PythonRange,
     Tables,
+    valid_id,
 )
 from envkit.catalog.node import Node, kind
 from envkit.cuda import CudaTable
@@ -30,8 +31,8 @@ from envkit.versions import ComputeCapability, CudaVersion
 if TYPE_CHECKING:
     from packaging.version import Version
 
-_VARIANT = re.compile(r"^(cpu|cu\d{2,3})$")
-_BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_VARIANT = re.compile(r"^(cpu|cu[0-9]{2,3})$")
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")  # {variant}, or what a manifest may write wrongly for it: {nope}, {0}
 # companions: how companion packages follow the framework's version; read by `envkit manifests validate` only.
 _MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip", "conda", "releases", "companions"}
 # `bundled` and `unconfirmed` may be set on a release for all its builds; a build's own value wins.
@@ -102,6 +103,9 @@ def _manifest_name(node: Node, expected_name: str) -> str:
     name = node.text("name")
     if name != expected_name:
         node.fail(f"must be the file's name, {expected_name!r}", "name")
+    if not valid_id(name):
+        node.fail(f"{name!r}: a manifest's name (and its file's) is letters, digits and . _ + -, starting with a "
+                  "letter or digit", "name")
     return name
 
 
@@ -175,7 +179,8 @@ def _parse_build(
     first = Node(raw, release.path, prefix=f"{where}.")
     version_text = release.text("version")  # (without these the build has no name: the first problem ends it)
     variant = first.text("variant")
-    build_id = first.text("id", required=False) or f"{manifest}-{version_text}-{variant}"
+    explicit_id = first.text("id", required=False)
+    build_id = explicit_id or f"{manifest}-{version_text}-{variant}"
     node = Node(raw, release.path, build=build_id)  # from here on, errors name the build
     failed = False
 
@@ -186,7 +191,7 @@ def _parse_build(
         return result
 
     step(lambda: node.only(_BUILD_KEYS))
-    step(lambda: _build_id(node, build_id))
+    step(lambda: _build_id(node, build_id, explicit_id is not None, variant))
     step(lambda: _variant(node, variant))
     version = step(lambda: _version(release, version_text))
     python = step(lambda: _python_range(node if node.has("python") else release, tables))
@@ -213,9 +218,15 @@ def _parse_build(
 _FAILED = object()  # what a step that failed gives, in collecting mode
 
 
-def _build_id(node: Node, build_id: str) -> None:
-    if not _BUILD_ID.match(build_id):
+def _build_id(node: Node, build_id: str, explicit: bool, variant: str) -> None:
+    if valid_id(build_id):
+        return
+    if explicit:
         node.fail("a build id is letters, digits and . _ + -", "id")
+    if not _VARIANT.match(variant):
+        return  # the id is made from the variant, and the variant's own check says what is wrong with it
+    node.fail(f"the build id made from the manifest, version and variant, {build_id!r}, is not letters, digits and "
+              ". _ + -: give the build an id", "id")
 
 
 def _variant(node: Node, variant: str) -> None:
@@ -284,7 +295,7 @@ def _check_cuda(node: Node, cuda: CudaVersion, arch: ArchSet, table: CudaTable) 
 
 def _pip(node: Node, values: Mapping[str, Any], variant: str) -> PipInstall:
     pip = Node(values, node.path, node.build, "pip.")
-    packages = pip.text_list("packages")
+    packages = pip.text_list("packages", strings=True)
     if not packages:
         pip.fail("missing or empty", "packages")
     _each(pip, "packages", packages, pip_requirement_problem)
@@ -292,7 +303,7 @@ def _pip(node: Node, values: Mapping[str, Any], variant: str) -> PipInstall:
     for key, what in (("index_url", "index"), ("find_links", "find-links")):
         url = pip.text(key, required=False)  # null: unset what the manifest or release set (index: the default)
         if url is not None:
-            url = url.replace("{variant}", variant)
+            url = _with_variant(pip, key, url, variant)
             problem = https_url_problem(url, what)
             if problem:
                 pip.fail(problem, key)
@@ -300,11 +311,23 @@ def _pip(node: Node, values: Mapping[str, Any], variant: str) -> PipInstall:
     return PipInstall(packages=packages, **urls, local_version=_local_version(pip, variant, any(urls.values())))
 
 
+def _with_variant(node: Node, key: str, template: str, variant: str) -> str:
+    """``template`` with {variant} replaced by the build's variant. Nothing else in it is a placeholder: another
+    {name}, {0} or a stray brace is refused here, when the manifest is read, rather than reaching an installer."""
+    rest = _PLACEHOLDER.sub(lambda found: "" if found.group(0) == "{variant}" else found.group(0), template)
+    if "{" in rest or "}" in rest:
+        other = _PLACEHOLDER.search(rest)
+        what = f"unknown placeholder {other.group(0)}" if other else "a brace that opens or closes no placeholder"
+        node.fail(f"{template!r} has {what}: the only placeholder is {{variant}} (the build's variant)", key)
+    return template.replace("{variant}", variant)
+
+
 def _local_version(pip: Node, variant: str, own_source: bool) -> str:
     """What follows '+' in each installed version of the build's packages; "" for none. Default: the variant when
     the build's packages come from its own index or links page (PyTorch's), else none (what PyPI publishes)."""
     local = pip.text("local_version", required=False)
-    local = (variant if own_source else "none") if local is None else local.replace("{variant}", variant)
+    local = (variant if own_source else "none") if local is None else _with_variant(pip, "local_version", local,
+                                                                                      variant)
     if not re.fullmatch(r"none|[a-z0-9]+(\.[a-z0-9]+)*", local):
         pip.fail(f"{local!r}: a local version label like 'cu126', or 'none'", "local_version")
     return "" if local == "none" else local
@@ -312,11 +335,11 @@ def _local_version(pip: Node, variant: str, own_source: bool) -> str:
 
 def _conda(node: Node, values: Mapping[str, Any]) -> CondaInstall:
     conda = Node(values, node.path, node.build, "conda.")
-    channels = conda.text_list("channels")
+    channels = conda.text_list("channels", strings=True)
     if not channels:
         conda.fail("missing or empty: full channel URLs", "channels")
     _each(conda, "channels", channels, lambda channel: https_url_problem(channel, "channel"))
-    packages = conda.text_list("packages")
+    packages = conda.text_list("packages", strings=True)
     if not packages:
         conda.fail("missing or empty", "packages")
     _each(conda, "packages", packages, conda_spec_problem)

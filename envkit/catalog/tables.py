@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from envkit.catalog.entries import https_url_problem
 from envkit.catalog.model import PythonTable
 from envkit.catalog.node import Node
 from envkit.cuda import CudaTable
@@ -38,7 +39,7 @@ def parse_cuda_table(data: Any, path: str) -> CudaTable:
 
 
 def _major(text: str) -> int:
-    if not text.isdigit():
+    if not re.fullmatch(r"[0-9]{1,3}", text):  # (str.isdigit takes any Unicode digit, '１２' and '²' too)
         raise ValueError(f"{text!r} is not a CUDA major version like '12'")
     return int(text)
 
@@ -60,13 +61,16 @@ def https_url(node: Node, key: str) -> str:
     url = node.text(key)
     if not url.startswith("https://"):
         node.fail(f"{url!r}: give the upstream https URL (map it to a mirror in envkit's config)", key)
+    problem = https_url_problem(url, "index" if key == "pypi_index" else "channel")
+    if problem:
+        node.fail(problem, key)
     return url.rstrip("/")
 
 
 def _python_version(node: Node, key: str, text: str) -> Any:
     from packaging.version import Version
 
-    if not re.match(r"^3\.\d+$", text):
+    if not re.fullmatch(r"3\.[0-9]{1,3}", text):
         node.fail(f"{text!r} is not a Python version like '3.12'", key)
     return Version(text)
 

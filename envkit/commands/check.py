@@ -7,7 +7,8 @@ import typer
 
 from envkit.commands.common import (fleet_for, find_record, manifests_dir, print_json, recorded_build,
                                     reported_errors, target_argv, user_dirs)
-from envkit.commands.options import CheckOptions, EnvArgument, JsonOption, TargetOptions, seconds_between, with_options
+from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, seconds_between,
+                                     with_options)
 
 
 def check_environment(python: Path, check: CheckOptions, target: TargetOptions, json_output: bool,
@@ -126,6 +127,7 @@ def doctor(
         typer.Option(
             "--python",
             metavar="PATH",
+            parser=path_value,
             help="The Python of the environment to check. Default: the active one ($VIRTUAL_ENV, then "
             "$CONDA_PREFIX), else python3 on PATH.",
             show_default=False,
@@ -164,6 +166,7 @@ def verify(
         typer.Option(
             "--prefix",
             metavar="PATH",
+            parser=path_value,
             help="Check the environment in this directory (a conda prefix or a venv) instead: PATH/bin/python.",
             show_default=False,
         ),

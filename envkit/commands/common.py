@@ -103,11 +103,7 @@ def manifests_dir(manifests: Optional[Path]) -> Path:
         from envkit.config import load_config
 
         return load_config(os.environ, user_dirs()).manifests or default_manifests_dir()
-    if not str(manifests).strip() or manifests == Path(""):
-        from envkit.errors import BadInputError
-
-        raise BadInputError("--manifests (or ENVKIT_MANIFESTS) is empty: give a manifests directory")
-    return manifests
+    return manifests  # never empty: the option's parser refuses "" (which Path would read as ".")
 
 
 def fleet_for(tables, target: TargetOptions):

@@ -7,7 +7,7 @@ import typer
 
 from envkit.commands.common import (build_for_target, fleet_for, manifests_dir, reported_errors, target_args,
                                     user_dirs)
-from envkit.commands.options import JsonOption, ProbeTimeoutOption, TargetOptions, with_options
+from envkit.commands.options import JsonOption, ProbeTimeoutOption, TargetOptions, path_value, with_options
 
 
 @with_options
@@ -41,7 +41,8 @@ def create(
     ] = "auto",
     prefix: Annotated[
         Optional[Path],
-        typer.Option("--prefix", metavar="PATH", help="Create the environment in this directory (must not exist).",
+        typer.Option("--prefix", metavar="PATH", parser=path_value,
+                     help="Create the environment in this directory (must not exist).",
                      show_default=False),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and the exact commands; change nothing.")] = False,
@@ -66,9 +67,10 @@ def create(
     ] = False,
     from_lock: Annotated[
         Optional[Path],
-        typer.Option("--from-lock", metavar="FILE", help="Install exactly what this conda-lock.yml pins (from `envkit "
-                     "lock`, `envkit export` or conda-lock): every file hash-checked, no solve. Refused when the "
-                     "lock was made for a machine unlike the target.", show_default=False),
+        typer.Option("--from-lock", metavar="FILE", parser=path_value,
+                     help="Install exactly what this conda-lock.yml pins (from `envkit lock`, `envkit export` or "
+                     "conda-lock): every file hash-checked, no solve. Refused when the lock was made for a machine "
+                     "unlike the target.", show_default=False),
     ] = None,
     target: TargetOptions = TargetOptions(),
 ) -> None:

@@ -13,19 +13,20 @@ def list_envs(json_output: JsonOption = False) -> None:
     """List the environments envkit made: build, backend, Python, the last check's result, where they are.
 
     A run of `envkit create` that is going on shows as "being created"; one that was killed shows as "interrupted"
-    until the next create, or `envkit remove NAME`, cleans up after it."""
+    until the next create, or `envkit remove NAME`, cleans up after it. A record that cannot be read shows as
+    "unreadable", with the reason; `envkit remove NAME` forgets it."""
     with reported_errors():
         from envkit import records
         from envkit.create.journal import interrupted
         from envkit.records_render import envs_json, envs_text
 
         dirs = user_dirs()
-        found = records.load_all(dirs.records)
+        found, broken = records.scan(dirs.records)
         runs = interrupted(dirs.locks)
         if json_output:
-            print_json(envs_json(found, runs))
+            print_json(envs_json(found, runs, broken))
         else:
-            typer.echo(envs_text(found, runs))
+            typer.echo(envs_text(found, runs, broken))
 
 
 def remove(
@@ -40,6 +41,7 @@ def remove(
         import os
         import sys
 
+        from envkit import records
         from envkit.create.journal import Journal
         from envkit.create.lock import journal_path
         from envkit.create.remove import remove_environment
@@ -47,7 +49,13 @@ def remove(
 
         dirs = user_dirs()
         journal = Journal.load(journal_path(dirs.locks, env)) if plain_name(env) else None
-        prefix = find_record(env).prefix if journal is None else journal.prefix
+        broken = records.unreadable(dirs.records, env) if journal is None and plain_name(env) else None
+        if journal is not None:
+            prefix = journal.prefix
+        elif broken is not None:  # its record cannot be read: forgotten, and its directory deleted if it is envkit's
+            prefix = broken.prefix or "(no directory named in the record)"
+        else:
+            prefix = find_record(env).prefix
         if not yes:
             if not sys.stdin.isatty():
                 raise BadInputError(f"not removing {env} without confirmation", hint="Add --yes to remove it.")

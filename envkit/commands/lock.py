@@ -8,10 +8,11 @@ import typer
 
 from envkit.commands.common import (manifests_dir, print_json, reported_errors, target_words, user_dirs, uv_binary,
                                     uv_environ)
-from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, with_options
+from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, path_value, with_options
 
 OutputOption = Annotated[
-    Path, typer.Option("--output", "-o", metavar="FILE", help="Where to write the lock (replaced if it exists).")
+    Path, typer.Option("--output", "-o", metavar="FILE", parser=path_value,
+                       help="Where to write the lock (replaced if it exists; through a symbolic link, to its target).")
 ]
 
 

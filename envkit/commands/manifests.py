@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from envkit.commands.common import manifests_dir, print_json, reported_errors, user_dirs, uv_binary, uv_environ
-from envkit.commands.options import JsonOption, ManifestsOption, seconds_between
+from envkit.commands.options import JsonOption, ManifestsOption, path_value, seconds_between
 
 app = typer.Typer(
     name="manifests",
@@ -20,8 +20,8 @@ app = typer.Typer(
 
 DirectoryArgument = Annotated[
     Optional[Path],
-    typer.Argument(metavar="[DIR]", help="The manifests directory (default: --manifests / ENVKIT_MANIFESTS, else "
-                   "the shipped one).", show_default=False),
+    typer.Argument(metavar="[DIR]", parser=path_value, help="The manifests directory (default: --manifests / "
+                   "ENVKIT_MANIFESTS, else the shipped one).", show_default=False),
 ]
 
 
@@ -135,14 +135,15 @@ def _progress(json_output: bool, doing: str):
 
 @app.command()
 def diff(
-    old: Annotated[Path, typer.Argument(metavar="OLD_DIR", help="The manifests as they are (the published ones).")],
-    new: Annotated[Optional[Path], typer.Argument(metavar="[NEW_DIR]", help="The edited manifests (default: "
-                                                  "--manifests / ENVKIT_MANIFESTS, else the shipped ones).",
-                                                  show_default=False)] = None,
-    machine: Annotated[Optional[List[Path]], typer.Option("--machine", help="A machine profile (`envkit detect "
-                                                          "--json` saved there), or a directory of them; each "
-                                                          "machine is judged on its own. Repeatable.",
-                                                          show_default=False)] = None,
+    old: Annotated[Path, typer.Argument(metavar="OLD_DIR", parser=path_value,
+                                        help="The manifests as they are (the published ones).")],
+    new: Annotated[Optional[Path], typer.Argument(metavar="[NEW_DIR]", parser=path_value,
+                                                  help="The edited manifests (default: --manifests / ENVKIT_MANIFESTS, "
+                                                  "else the shipped ones).", show_default=False)] = None,
+    machine: Annotated[Optional[List[Path]], typer.Option("--machine", metavar="FILE|DIR", parser=path_value,
+                                                          help="A machine profile (`envkit detect --json` saved "
+                                                          "there), or a directory of them; each machine is judged on "
+                                                          "its own. Repeatable.", show_default=False)] = None,
     partition: Annotated[Optional[List[str]], typer.Option("--partition", metavar="NAME[:NODE,...]",
                                                            help="A partition of the site file, judged as a fleet "
                                                            "(a build fits when it fits every node). Repeatable.",

@@ -8,8 +8,10 @@ import typer
 
 def node_args(env: Optional[str], prefix: Optional[Path], check, target, json_output: bool) -> list[str]:
     """The arguments of the `envkit verify` the node runs: the same check, judged on the node's own hardware."""
+    from envkit.files import real_path
+
     args = ["verify"]
-    args += [env] if env is not None else ["--prefix", str(Path(prefix).resolve())]  # type: ignore[arg-type]
+    args += [env] if env is not None else ["--prefix", str(real_path(Path(prefix)))]  # type: ignore[arg-type]
     args += ["--framework", check.framework, "--probe-timeout", f"{check.probe_timeout:g}",
              "--timeout", f"{target.timeout:g}"]
     if check.multi_gpu:
@@ -17,7 +19,7 @@ def node_args(env: Optional[str], prefix: Optional[Path], check, target, json_ou
     if check.bench:
         args.append("--bench")
     if target.manifests is not None:
-        args += ["--manifests", str(Path(target.manifests).resolve())]
+        args += ["--manifests", str(real_path(Path(target.manifests)))]
     if json_output:
         args.append("--json")
     return args

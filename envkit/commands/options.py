@@ -29,6 +29,20 @@ def seconds_between(low: float, high: float) -> Callable[[float], float]:
     return check
 
 
+def path_value(text: "str | Path") -> Path:
+    """A path option's value (typer's ``parser=``; a default given as a Path comes through it too): what the user
+    typed, ``~`` expanded, with an empty value refused rather than read as the current directory (``--prefix ""``:
+    typer's own Path type makes "" into ".")."""
+    from envkit.files import user_path
+
+    if isinstance(text, Path):
+        return text
+    try:
+        return user_path(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r} {exc}") from None
+
+
 JsonOption = Annotated[
     bool,
     typer.Option("--json", help="Print JSON instead of text: indented on a terminal, one line into a pipe or file."),
@@ -38,6 +52,8 @@ ManifestsOption = Annotated[
     typer.Option(
         "--manifests",
         envvar="ENVKIT_MANIFESTS",
+        metavar="DIR",
+        parser=path_value,
         help="Read manifests from this directory instead of the shipped ones (try an edited copy of envs/).",
         show_default=False,
     ),
@@ -47,6 +63,7 @@ MachineOption = Annotated[
     typer.Option(
         "--machine",
         metavar="FILE|DIR",
+        parser=path_value,
         help="Resolve for the machine described in this profile file (the output of `envkit detect --json` "
         "saved on another machine) instead of this one. Repeatable, and a directory means every *.yaml/*.json "
         "profile in it: a build then fits only when it fits every machine (a fleet). A machine's name is its "

@@ -82,7 +82,7 @@ def _exclusive_file(path: Path, what: str) -> Iterator[None]:
 
 def _dead_here(holder: str) -> bool:
     host, _, pid = holder.rpartition(":")
-    if host != _host() or not pid.isdigit():
+    if host != _host() or not (pid.isascii() and pid.isdigit()):
         return False  # another machine's, or unreadable: not ours to judge
     try:
         os.kill(int(pid), 0)

@@ -25,23 +25,37 @@ def remove_environment(name: str, dirs: UserDirs, environ: Mapping[str, str]) ->
     with name_lock(dirs.locks, name):
         for note in recover_name(dirs.locks, dirs.records, name):
             done.append(f"{note[0].upper()}{note[1:]}.")
+        broken = records.unreadable(dirs.records, name)
+        if broken is not None:  # what the entry says is not trusted: a directory goes only if its own record is
+            done.append(f"Its record could not be read ({broken.reason}).")
+            if broken.prefix is None:
+                done.append("It names no directory: nothing deleted.")
+            else:
+                _delete(name, Path(broken.prefix), broken.kernel, environ, done)
+            records.forget(dirs.records, name)
+            done.append(f"Forgot {name}.")
+            return done
         record = records.load(dirs.records, name)
         if record is None:
             return done or None
-        prefix = Path(record.prefix)
-        if record.kernel and remove_kernel(record.kernel, prefix, environ):
-            done.append(f"Removed the Jupyter kernel {record.kernel!r}.")
-        if records.owner(prefix) == record.name:
-            try:
-                shutil.rmtree(prefix)
-            except OSError as error:
-                raise EnvkitError(f"cannot delete {prefix}: {error.strerror or error} ({error.filename})",
-                                  hint="Fix the permissions there and run `envkit remove` again.") from None
-            done.append(f"Deleted {prefix}.")
-        elif prefix.exists():
-            done.append(f"Left {prefix} alone: it does not hold envkit's record of {record.name}.")
-        else:
-            done.append(f"{prefix} was already gone.")
+        _delete(record.name, Path(record.prefix), record.kernel, environ, done)
         records.forget(dirs.records, record.name)
         done.append(f"Forgot {record.name}.")
     return done
+
+
+def _delete(name: str, prefix: Path, kernel: Optional[str], environ: Mapping[str, str], done: list[str]) -> None:
+    """The environment's kernel (if it runs this prefix's Python) and its directory (if the record inside names it)."""
+    if kernel and remove_kernel(kernel, prefix, environ):
+        done.append(f"Removed the Jupyter kernel {kernel!r}.")
+    if records.owner(prefix) == name:
+        try:
+            shutil.rmtree(prefix)
+        except OSError as error:
+            raise EnvkitError(f"cannot delete {prefix}: {error.strerror or error} ({error.filename})",
+                              hint="Fix the permissions there and run `envkit remove` again.") from None
+        done.append(f"Deleted {prefix}.")
+    elif prefix.exists():
+        done.append(f"Left {prefix} alone: it does not hold envkit's record of {name}.")
+    else:
+        done.append(f"{prefix} was already gone.")

@@ -54,7 +54,7 @@ def plan_text(prepared: Prepared) -> str:
     check = ("yes, on this machine" if plan.on_target else
              "yes, here (without the target's GPUs: whether they are covered is judged from the build's CUDA and GPU "
              "code in the manifest)")
-    lines.append(f"Check:       {check if plan.verify else 'no (--no-verify)'}")
+    lines.append(f"Check:       {check if plan.verify else f'no ({plan.unchecked})'}")
     return "\n".join(lines)
 
 
@@ -110,7 +110,7 @@ def outcome_text(prepared: Prepared, outcome: "Outcome") -> str:
 
         lines = [report_text(outcome.report)]
     else:
-        lines = [f"Not checked (--no-verify): run `envkit verify {plan.name}` to check it."]
+        lines = [f"Not checked ({plan.unchecked}): run `envkit verify {plan.name}` to check it."]
     if outcome.replaced:
         lines.append(f"Replaced the environment that was at {outcome.replaced}.")
     tool = prepared.context.tools.conda

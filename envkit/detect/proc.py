@@ -16,7 +16,7 @@ from envkit.gpu_names import GpuNameTable
 from envkit.machine import DRIVER_VERSION, GPUS, MachineProfile
 from envkit.versions import DriverVersion
 
-_VERSION_TOKEN = re.compile(r"^\d+\.\d+(\.\d+){0,2}$")
+_VERSION_TOKEN = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+){0,2}$")
 
 
 def parse_driver_version(text: str) -> Optional[DriverVersion]:
@@ -31,7 +31,10 @@ def parse_driver_version(text: str) -> Optional[DriverVersion]:
         if line.strip().startswith("NVRM version:"):
             for word in line.split()[2:]:
                 if _VERSION_TOKEN.match(word):
-                    return DriverVersion.parse(word)
+                    try:
+                        return DriverVersion.parse(word)
+                    except ValueError:  # shaped like a version, numbered unlike NVIDIA's drivers
+                        return None
             return None
     return None
 

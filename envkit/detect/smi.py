@@ -24,9 +24,9 @@ QUERY_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version"
 LEGACY_QUERY_FIELDS = tuple(field for field in QUERY_FIELDS if field != "compute_cap")
 NO_DEVICES = "No devices were found"
 
-_CUDA_VERSION = re.compile(r"CUDA Version\s*:\s*(\d+\.\d+)")
-_DRIVER_VERSION = re.compile(r"Driver Version\s*:\s*(\d+(?:\.\d+)+)")
-_LEADING_NUMBER = re.compile(r"^\s*(\d+)")
+_CUDA_VERSION = re.compile(r"CUDA Version\s*:\s*([0-9]+\.[0-9]+)")
+_DRIVER_VERSION = re.compile(r"Driver Version\s*:\s*([0-9]+(?:\.[0-9]+)+)")
+_LEADING_NUMBER = re.compile(r"^\s*([0-9]+)")
 
 T = TypeVar("T")
 

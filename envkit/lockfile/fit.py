@@ -16,10 +16,19 @@ class LockDoesNotFit(EnvkitError):
 
 
 def check_platform(lock: LockFile, origin: str) -> None:
-    if PLATFORM not in lock.platforms or not lock.for_platform():
+    if PLATFORM in lock.platforms and lock.for_platform():
+        return
+    hint = "Lock for linux-64 (`envkit lock`, or `conda-lock -p linux-64`)."
+    if PLATFORM not in lock.platforms:
         said = ", ".join(lock.platforms) or "no platform"
         raise LockFileError(f"{origin} locks {said}, not {PLATFORM}: envkit installs {PLATFORM} environments only",
-                            hint="Lock for linux-64 (`envkit lock`, or `conda-lock -p linux-64`).")
+                            hint=hint)
+    found = sorted({package.platform for package in lock.packages if not package.optional})
+    if not found:  # every package in conda-lock's optional categories, which are not installed
+        raise LockFileError(f"{origin} locks only optional packages (conda-lock's optional categories): nothing to "
+                            "install", hint=hint)
+    raise LockFileError(f"{origin} names {PLATFORM} in its platforms, but its packages are for {', '.join(found)}: "
+                        f"envkit installs {PLATFORM} environments only", hint=hint)
 
 
 def virtual_reasons(lock: LockFile, virtual: Mapping[str, tuple[str, str]]) -> list[str]:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from envkit.errors import BadInputError
-from envkit.lockfile.model import MANAGERS, VERSION, LockedPackage, LockFile
+from envkit.lockfile.model import BUILD, MANAGERS, MANIFEST, PYTHON, VERSION, LockedPackage, LockFile
 
 _PIP_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # PEP 508: never read as an option
+_PYTHON = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")  # X.Y, as envkit writes it (ASCII digits, a few of them)
 _HEX = {"md5": re.compile(r"^[0-9a-f]{32}$"), "sha256": re.compile(r"^[0-9a-f]{64}$")}
 _HINT = "Make the lock again (`envkit lock MANIFEST`, or `envkit export ENV`), or fix the file."
 _HEADER = """\
@@ -38,8 +39,8 @@ def read_lock(path: Path, cache_dir: Optional[Path] = None) -> LockFile:
     if cache_dir is not None and path.is_file():
         from envkit.filecache import cached
 
-        return cached(cache_dir, "lock", [path], ("lockfile/format.py", "lockfile/model.py", "yamltext.py"),
-                      lambda: _read(path))
+        return cached(cache_dir, "lock", [path], ("lockfile/format.py", "lockfile/model.py", "yamltext.py",
+                                                  "catalog/model.py"), lambda: _read(path))
     return _read(path)
 
 
@@ -74,7 +75,8 @@ def parse_lock(text: str, origin: str) -> LockFile:
     channels = tuple(_channel(c, origin, i) for i, c in enumerate(_list(metadata.get("channels", []), origin,
                                                                           "metadata.channels")))
     content_hash = _string_map(metadata.get("content_hash", {}), origin, "metadata.content_hash")
-    custom = _string_map(metadata.get("custom_metadata") or {}, origin, "metadata.custom_metadata")
+    custom = _envkit_facts(_string_map(metadata.get("custom_metadata") or {}, origin, "metadata.custom_metadata"),
+                           origin)
     created = _mapping(metadata.get("time_metadata") or {}, origin, "metadata.time_metadata").get("created_at")
     packages = _list(data.get("package"), origin, "package")
     if not packages:
@@ -84,6 +86,23 @@ def parse_lock(text: str, origin: str) -> LockFile:
                     content_hash=content_hash, sources=tuple(_strings(metadata.get("sources", []), origin,
                                                                       "metadata.sources")),
                     custom=custom, created_at=created if isinstance(created, str) else None)
+
+
+def _envkit_facts(custom: dict[str, str], origin: str) -> dict[str, str]:
+    """``custom`` if envkit's facts in it are what they say they are: the manifest and build become a record's (and
+    are looked up in the manifests directory), the Python is the one the environment gets."""
+    from envkit.catalog.model import valid_id
+
+    for key, what in ((MANIFEST, "a manifest name"), (BUILD, "a build id")):
+        value = custom.get(key)
+        if value and not valid_id(value):
+            raise LockFileError(f"{origin}: metadata.custom_metadata {key} {value!r} is not {what} (letters, digits "
+                                "and . _ + -, starting with a letter or digit)", hint=_HINT)
+    python = custom.get(PYTHON)
+    if python and not _PYTHON.fullmatch(python):
+        raise LockFileError(f"{origin}: metadata.custom_metadata {PYTHON} {python!r} is not a Python version like "
+                            "3.12", hint=_HINT)
+    return custom
 
 
 def _package(item: Any, origin: str, index: int) -> LockedPackage:

@@ -10,6 +10,7 @@ of the locked version already on this machine, as `create` makes for pure-pip bu
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
@@ -145,25 +146,38 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
                          index_url or "the locked URLs", links_url,
                          requirements=requirements_file(pips, pip_sources, index_url is not None, dirs.cache)),)
     verify = request.verify and manifest is not None
+    unchecked = "--no-verify" if not request.verify else _why_unchecked(lock)
     plan = Plan(manifest=manifest.name if manifest else (lock.fact(model.MANIFEST) or "lock"), build=build, name=name,
                 prefix=prefix, python=python, backend=backend.name,
                 backend_reason=f"installs {request.path.name} exactly: every file hash-checked, no solve",
                 conda=conda_plan, pip=steps, jupyter=False, verify=verify, profile=target.profile,
-                on_target=target.on_target)
+                on_target=target.on_target, unchecked=unchecked)
     context = Context(tools=tools, environ=installer_environ(environ, dirs, link_mode(dirs.uv_cache, prefix)),
                       conda_cache=dirs.conda_packages)
     return Prepared(plan=plan, backend=backend, context=context), manifest
 
 
+def _why_unchecked(lock: LockFile) -> str:
+    """Why an environment from ``lock`` gets no check after installing when --no-verify was not given: the check
+    judges the build, and the manifests do not have it."""
+    manifest, build = lock.fact(model.MANIFEST), lock.fact(model.BUILD)
+    if not manifest or not build:
+        return "the lock names no envkit build to check against"
+    return f"the manifests have no build {build} of {manifest} to check against"
+
+
 def _python(lock: LockFile, origin: str) -> Version:
     text = python_of_lock(lock)
-    try:
-        version = Version(text) if text else None
-    except InvalidVersion:
-        version = None
-    if version is None or len(version.release) != 2:
+    if not text:
         raise LockFileError(f"{origin} does not say which Python it is for (no conda python package, no "
                             f"{model.PYTHON} in custom_metadata)", hint="Make the lock with `envkit lock`.")
+    try:  # (envkit's fact is checked when the lock is read; the conda python package's version is checked here)
+        version = Version(text) if re.fullmatch(r"[0-9]{1,3}\.[0-9]{1,3}", text) else None
+    except InvalidVersion:
+        version = None
+    if version is None:
+        raise LockFileError(f"{origin} is for Python {text!r}, which is not a Python version like 3.12",
+                            hint="Make the lock with `envkit lock`.")
     return version
 
 

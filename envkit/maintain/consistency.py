@@ -146,7 +146,7 @@ def _written_at(build: Build, source: Optional[SourceFile], *keys: str) -> tuple
 
 
 def _at(data: Any, where: str) -> Any:
-    for part in re.findall(r"[^.\[\]]+|\[\d+\]", where):
+    for part in re.findall(r"[^.\[\]]+|\[[0-9]+\]", where):
         data = data[int(part[1:-1])] if part.startswith("[") else data[part]
     return data
 
@@ -202,7 +202,7 @@ def _parse_rules(raw: Any, source: Optional[SourceFile]) -> tuple[dict[str, list
             except InvalidSpecifier:
                 problems.append(bad(f"{field}.framework", f"{entry.get('framework')!r} is not a version range"))
                 continue
-            if isinstance(entry.get("version"), str) and re.fullmatch(r"\d+\.\d+", entry["version"]):
+            if isinstance(entry.get("version"), str) and re.fullmatch(r"[0-9]+\.[0-9]+", entry["version"]):
                 rules.setdefault(str(package), []).append((when, entry["version"]))
             elif isinstance(entry.get("major"), int) and isinstance(entry.get("minor_offset"), int):
                 rules.setdefault(str(package), []).append((when, f"{entry['major']}+{entry['minor_offset']}"))
@@ -221,7 +221,7 @@ def _expected(rules: Iterable[tuple[Any, str]], build: Build) -> Optional[str]:
     return None
 
 
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*(\d+)\.(\d+)(?:[.*+].*)?$")
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([0-9]+)\.([0-9]+)(?:[.*+].*)?$")
 
 
 def _pinned_line(requirement: str) -> tuple[Optional[str], Optional[str]]:

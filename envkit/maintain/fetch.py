@@ -173,7 +173,7 @@ def _read_file(url: str) -> Page:
 
 
 def _retry_after(value: Optional[str]) -> Optional[float]:
-    if value and value.strip().isdigit():
+    if value and value.strip().isascii() and value.strip().isdigit():  # (not "²": float() refuses it)
         return float(value.strip())
     return None
 

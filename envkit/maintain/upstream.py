@@ -116,7 +116,7 @@ def _new_variants(catalog: Catalog, builds: Sequence[Build], fetcher: PageFetche
             for file in files:
                 version = wheel_version(file.filename)
                 local = version.local if version is not None else None
-                new = local and re.fullmatch(r"cu\d+", local) and local not in known
+                new = local and re.fullmatch(r"cu[0-9]+", local) and local not in known
                 if new and _line(version) >= newest.get(name, ()):
                     found[local] = max(found.get(local, version), version)
             for variant, version in sorted(found.items()):

@@ -62,7 +62,7 @@ def validate_directory(directory: Path) -> Validation:
 
 
 def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
-    from envkit.catalog.load import parse_yaml_unique
+    from envkit.yamltext import parse_yaml
     from envkit.maintain.yamlmarks import compose, syntax_error_line
 
     try:
@@ -75,11 +75,11 @@ def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
         problems.append(Problem(str(path), None, None, None, f"cannot be read: {error}"))
         return None
     try:
-        data = parse_yaml_unique(text)  # as the catalog reads it: a key given twice is an error
+        data = parse_yaml(text)  # as the catalog reads it: a key given twice is an error
     except ValueError as error:
         import re
 
-        at = re.findall(r"(?<!first) at line (\d+)", str(error))  # a duplicate key: the loader's message has its line
+        at = re.findall(r"(?<!first) at line ([0-9]+)", str(error))  # a duplicate key: its message has the line
         line = syntax_error_line(text) or (int(at[0]) if at else None)
         problems.append(Problem(str(path), line, None, None, f"not valid YAML: {error}"))
         return None

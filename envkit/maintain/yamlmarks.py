@@ -6,6 +6,7 @@ A field is written the way ManifestError names it: ``releases[0].builds[2].pip.p
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 
@@ -50,7 +51,7 @@ def _step(node: Any, rest: str) -> Optional[tuple[Any, str, int]]:
 
     if rest.startswith("["):
         end = rest.find("]")
-        if end < 0 or not isinstance(node, yaml.SequenceNode) or not rest[1:end].isdigit():
+        if end < 0 or not isinstance(node, yaml.SequenceNode) or not re.fullmatch("[0-9]+", rest[1:end]):
             return None
         position = int(rest[1:end])
         if position >= len(node.value):

@@ -73,7 +73,7 @@ def covers(arch: Sequence[str], capability: Optional[str]) -> Optional[bool]:
         return None
     sass, ptx = [], []
     for entry in arch:
-        found = re.match(r"^(sm|compute)_(\d+)(\d)[a-z]?$", entry.strip())  # sm_90a: arch-specific, still sm_90
+        found = re.match(r"^(sm|compute)_([0-9]+)([0-9])[a-z]?$", entry.strip())  # sm_90a: arch-specific, still sm_90
         if found:
             code = ComputeCapability(int(found.group(2)), int(found.group(3)))
             (sass if found.group(1) == "sm" else ptx).append(code)

@@ -20,15 +20,15 @@ Matcher = Callable[[Facts], Iterable[Mapping[str, Any]]]
 # --- patterns in what frameworks print ---------------------------------------------------------------------------
 
 DRIVER_TOO_OLD = (
-    r"driver on your system is too old \(found version (?P<number>\d{4,6})\)",
-    r"NVIDIA driver's CUDA version is (?P<version>\d+\.\d+) which is older",
+    r"driver on your system is too old \(found version (?P<number>[0-9]{4,6})\)",
+    r"NVIDIA driver's CUDA version is (?P<version>[0-9]+\.[0-9]+) which is older",
     r"CUDA driver version is insufficient for CUDA runtime version",
     r"cudaErrorInsufficientDriver",
     r"CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
 )
 NO_KERNEL = (
     r"no kernel image is available for execution on the device",
-    r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation",
+    r"with CUDA capability sm_[0-9]+ is not compatible with the current PyTorch installation",
     r"CUDA_ERROR_NO_BINARY_FOR_GPU",
     r"cudaErrorNoKernelImageForDevice",
 )
@@ -40,7 +40,7 @@ NUMPY2 = (
 OUT_OF_MEMORY = (r"out of memory", r"CUDA_ERROR_OUT_OF_MEMORY", r"RESOURCE_EXHAUSTED")
 BUSY = (r"busy or unavailable", r"CUDA_ERROR_DEVICES_UNAVAILABLE", r"cudaErrorDevicesUnavailable")
 OLD_PYTHON = (r"Unknown option: -I", r"SyntaxError: invalid syntax", r"unknown option -I")
-MISSING_LIBRARY = r"(?P<library>lib[\w.+-]+?\.so(?:\.[\d.]+)?): cannot open shared object file"
+MISSING_LIBRARY = r"(?P<library>lib[\w.+-]+?\.so(?:\.[0-9.]+)?): cannot open shared object file"
 
 
 def search(patterns: Sequence[str], texts: Iterable[str]) -> Optional[re.Match]:

@@ -19,7 +19,7 @@ from envkit.errors import EnvkitError
 from envkit.process import Captured, run_captured
 
 QUERY_TIMEOUT = 30.0  # sinfo hangs while slurmctld is not answering
-_JOB_ID = re.compile(r"^(\d+)(?:;\S+)?$")
+_JOB_ID = re.compile(r"^([0-9]+)(?:;\S+)?$")
 # srun's own words when it never got an allocation (the job did not start).
 _NOT_STARTED = ("Unable to allocate resources", "Job allocation", "Requested partition configuration not available",
                 "Invalid partition", "invalid partition")

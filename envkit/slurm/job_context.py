@@ -48,15 +48,14 @@ def apply_job_context(profile: MachineProfile, context: JobContext) -> MachinePr
         where = "outside a Slurm job"
     if context.visible is not None:
         raw = ",".join(context.visible)
-        hides_every_gpu = HIDING.match(raw) is not None
-        if hides_every_gpu or all(part.isdigit() for part in context.visible):
-            wanted = [] if hides_every_gpu else _read_as_cuda_does(context.visible, profile)
+        wanted = [] if HIDING.match(raw) else _read_as_cuda_does(context.visible, profile)
+        if wanted is None:
+            notes.append(f"{where}: CUDA_VISIBLE_DEVICES={raw} names GPUs by UUID or MIG id, which envkit cannot "
+                         "match to NVML's list: all GPUs are shown")
+        else:
             gpus = tuple(gpu for gpu in profile.gpus if gpu.index in wanted)
             notes.append(f"{where}: only the GPUs in CUDA_VISIBLE_DEVICES={raw} count ({len(gpus)} of the "
                          f"{len(profile.gpus)} NVML lists)")
-        else:
-            notes.append(f"{where}: CUDA_VISIBLE_DEVICES={raw} names GPUs by UUID or MIG id, which envkit cannot "
-                         "match to NVML's list: all GPUs are shown")
     elif context.in_job:
         notes.append(f"{where}: CUDA_VISIBLE_DEVICES is not set, so the job may use every GPU NVML lists")
     if gpus == profile.gpus and name == profile.name and len(notes) == len(profile.notes):
@@ -65,12 +64,16 @@ def apply_job_context(profile: MachineProfile, context: JobContext) -> MachinePr
     return profile._replace(gpus=gpus, name=name, notes=tuple(notes), hidden_gpus=hidden)
 
 
-def _read_as_cuda_does(visible: tuple[str, ...], profile: MachineProfile) -> list[int]:
-    """The GPU indexes CUDA takes from the list: each entry up to the first that names no GPU of the machine."""
+def _read_as_cuda_does(visible: tuple[str, ...], profile: MachineProfile) -> Optional[list[int]]:
+    """The GPU indexes CUDA takes from the list: each entry up to the first that names no GPU of the machine (an
+    index it lacks, or what is neither an index nor a UUID: '-1', 'abc'). None when a UUID or MIG id comes first:
+    envkit cannot tell which GPU that is."""
     present = {gpu.index for gpu in profile.gpus}
-    wanted = []
+    wanted: list[int] = []
     for part in visible:
-        if int(part) not in present:
+        if part.startswith(("GPU-", "MIG-")):
+            return None
+        if not _is_index(part) or int(part) not in present:
             break
         wanted.append(int(part))
     return wanted
@@ -86,4 +89,10 @@ def hides_all(value: str, gpus: int) -> bool:
     first = value.split(",")[0].strip()
     if first.startswith(("GPU-", "MIG-")):
         return False
-    return not (first.isdigit() and int(first) < gpus)
+    return not (_is_index(first) and int(first) < gpus)
+
+
+def _is_index(text: str) -> bool:
+    """A GPU index as CUDA reads one: ASCII digits (str.isdigit alone takes '²' and '１', which int() refuses or
+    CUDA does not read)."""
+    return text.isascii() and text.isdigit()

@@ -16,6 +16,16 @@ from envkit.errors import BadInputError
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.+-]")
 # Directive values sbatch reads itself (no shell): no whitespace, quotes, '#', '$' or a leading '-'.
 _DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.:,+=/@%][A-Za-z0-9_.:,+=/@%-]*")
+# The forms of a time limit sbatch reads: minutes, minutes:seconds, hours:minutes:seconds, days-hours,
+# days-hours:minutes, days-hours:minutes:seconds (ASCII digits), or no limit.
+_TIME = re.compile(r"(?:(?P<days>[0-9]+)-(?P<dh>[0-9]+)(?::(?P<dm>[0-9]+)(?::(?P<ds>[0-9]+))?)?"
+                   r"|(?P<a>[0-9]+)(?::(?P<b>[0-9]+)(?::(?P<c>[0-9]+))?)?)")
+_NO_TIME_LIMIT = ("infinite", "unlimited")
+# Slurm keeps a time limit in minutes in 32 bits, the top two values meaning "none" and "not set".
+MAX_TIME_MINUTES = 0xFFFFFFFD
+# More CPUs than a Linux node can have (the kernel's NR_CPUS is at most 8192), so a typo, not a request.
+MAX_CPUS = 8192
+MAX_GPUS = 1024  # per node: far more than any node holds (the partition's own count is checked before)
 
 
 @dataclass(frozen=True)
@@ -52,11 +62,11 @@ def sbatch_script(spec: JobSpec) -> str:
     if spec.job_name is not None:
         directives.append(("job-name", sanitize_name(spec.job_name)))
     if spec.gpus is not None:
-        directives.append(("gpus-per-node", str(_positive("--gpus", spec.gpus))))
+        directives.append(("gpus-per-node", str(_count("--gpus", spec.gpus, MAX_GPUS))))
     if spec.cpus is not None:
-        directives.append(("cpus-per-task", str(_positive("--cpus", spec.cpus))))
+        directives.append(("cpus-per-task", str(_count("--cpus", spec.cpus, MAX_CPUS))))
     if spec.time is not None:
-        directives.append(("time", directive_value("time limit", spec.time)))
+        directives.append(("time", time_limit(spec.time)))
     if spec.output is not None:
         directives.append(("output", directive_value("output file", spec.output)))
     lines = ["#!/bin/bash"]
@@ -72,7 +82,7 @@ def sbatch_script(spec: JobSpec) -> str:
         raise BadInputError(f"the job's command must start with the program to run, not {command[:1] or ''!r}",
                             hint="For example: envkit job ENV -p P -- python train.py")
     if spec.per_gpu:
-        gpus = _positive("--gpus", spec.gpus) if spec.gpus is not None else None
+        gpus = _count("--gpus", spec.gpus, MAX_GPUS) if spec.gpus is not None else None
         nproc = str(gpus) if gpus is not None else "gpu"
         launcher = ["torchrun", "--standalone", f"--nproc-per-node={nproc}"]
         rest = command[1:]
@@ -86,9 +96,34 @@ def sbatch_script(spec: JobSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _positive(option: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadInputError(f"{option} must be a whole number of 1 or more, got {value!r}")
+def _count(option: str, value: int, most: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise BadInputError(f"{option} must be a whole number from 1 to {most}, got {value!r}")
+    return value
+
+
+def time_limit(value: str) -> str:
+    """``value`` if sbatch reads it as a time limit (see :data:`_TIME`) of at most :data:`MAX_TIME_MINUTES`;
+    BadInputError (exit 2) otherwise."""
+    directive_value("time limit", value)
+    if value.lower() in _NO_TIME_LIMIT:
+        return value
+    found = _TIME.fullmatch(value)
+    if found is None:
+        raise BadInputError(f"--time {value!r} is not a time limit sbatch reads",
+                            hint="Give minutes, HH:MM:SS or D-HH:MM:SS, for example 90, 1:30:00 or 2-00:00:00.")
+    # (a part of more than 12 digits is too long whatever the others are; int() would refuse 4301 of them)
+    parts = {key: int(text) if len(text) <= 12 else 10 ** 12
+             for key, text in found.groupdict().items() if text is not None}
+    if "days" in parts:
+        minutes = parts["days"] * 1440 + parts["dh"] * 60 + parts.get("dm", 0) + parts.get("ds", 0) / 60
+    elif "c" in parts:  # hours:minutes:seconds
+        minutes = parts["a"] * 60 + parts["b"] + parts["c"] / 60
+    else:  # minutes[:seconds]
+        minutes = parts["a"] + parts.get("b", 0) / 60
+    if minutes > MAX_TIME_MINUTES:
+        raise BadInputError(f"--time {value!r} is longer than Slurm can ask for ({MAX_TIME_MINUTES} minutes)",
+                            hint="Give the time the job needs (the partition's MaxTime caps it), or 'infinite'.")
     return value
 
 

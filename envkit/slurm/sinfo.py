@@ -12,7 +12,7 @@ from dataclasses import dataclass
 # partition (no '*' for the default) | availability | node | GRES | features | state
 SINFO_FORMAT = "%R|%a|%N|%G|%f|%t"
 _FIELDS = 6
-_GRES_ITEM = re.compile(r"^gpu(?::(?P<type>[^:(]+))?(?::(?P<count>\d+))?(?:\(.*\))?$")
+_GRES_ITEM = re.compile(r"^gpu(?::(?P<type>[^:(]+))?(?::(?P<count>[0-9]+))?(?:\(.*\))?$")
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def gpu_count(gres: str) -> int:
         if match is None:
             continue
         count = match.group("count")
-        if count is None and match.group("type") is not None and match.group("type").isdigit():
+        if count is None and match.group("type") is not None and re.fullmatch("[0-9]+", match.group("type")):
             count = match.group("type")  # gpu:2 parses its count as the type group
         total += int(count) if count is not None else 1
     return total

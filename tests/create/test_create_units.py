@@ -117,6 +117,12 @@ def test_the_cuda_a_solve_sees_is_the_profiles_unless_overridden(load_profile, e
     assert cuda_for_solve(load_profile("rtx4090-cuda126"), environ) == expected
 
 
+@pytest.mark.parametrize("value", ["--foo", "12", "12.4.1", "１２.４", "99999999999999999999.0", "none"])
+def test_a_cuda_override_that_is_not_a_cuda_version_is_bad_input(load_profile, value):
+    with pytest.raises(BadInputError, match="CONDA_OVERRIDE_CUDA=.*is not a CUDA version like '12.4'"):
+        cuda_for_solve(load_profile("rtx4090-cuda126"), {"CONDA_OVERRIDE_CUDA": value})
+
+
 def test_no_driver_means_no_cuda_for_the_solve(load_profile):
     assert cuda_for_solve(load_profile("no-gpu"), {}) == (None, "no NVIDIA driver")
 

@@ -34,11 +34,36 @@ def _one_line_error(done: subprocess.CompletedProcess, *words: str) -> None:
     (("list", "torch", "--gpu-arch", "0.0", "--cuda", "12.6"), ("--gpu-arch 0.0",)),
     (("detect", "--timeout", "-1"), ("--timeout", "between 0.1 and 600")),
     (("detect", "--no-such-option"), ("--no-such-option",)),
+    (("list", "torch", "--cuda", "１２.４", "--gpu-arch", "9.0"), ("--cuda", "is not a CUDA version")),
+    (("list", "torch", "--cuda", "99999999999999999999.0", "--gpu-arch", "9.0"), ("is not a CUDA version",)),
+    (("list", "torch", "--cuda", "12.8", "--gpu-arch", "99999999999.9"), ("is not a compute capability",)),
 ])
 def test_bad_input_is_one_line_and_exit_2(home: Home, args, words):
     done = home.envkit(*args)
     _one_line_error(done, *words)
     assert not home.data.exists()
+
+
+@pytest.mark.parametrize("field, value", [("cuda_driver", "١٢.٤"), ("cuda_driver", "99999999999999999999999.4"),
+                                          ("compute_capability", "８.0"),
+                                          ("compute_capability", "999999999999999999999.0")])
+def test_a_profile_with_unicode_digits_or_absurd_numbers_is_bad_input(home: Home, field, value):
+    profile = home.root / "profile.yaml"
+    text = (PROFILES / "h100-cuda128.yaml").read_text()
+    old = '"12.8"' if field == "cuda_driver" else '"9.0"'
+    profile.write_text(text.replace(f'{field}: {old}', f'{field}: "{value}"'), encoding="utf-8")
+    _one_line_error(home.envkit("list", "torch", "--machine", str(profile)), field, repr(value))
+
+
+@pytest.mark.parametrize("value", ["--foo", "12.4.1"])
+def test_a_cuda_override_that_is_not_a_version_is_bad_input_before_any_solve(home: Home, value):
+    args = ("tensorflow", "--build", "tensorflow-2.4.1-cu101", "--cuda", "11.0", "--gpu-arch", "7.0")
+    (home.root / "no-channel").mkdir()  # were the override let through, the solve would stop here, offline
+    home.write_config({"https://repo.anaconda.com/pkgs/main": (home.root / "no-channel").as_uri()})
+    for command in (("create", *args, "--backend", "rattler", "--dry-run"), ("lock", *args, "-o", "x.lock.yml")):
+        done = home.envkit(*command, env={"CONDA_OVERRIDE_CUDA": value})
+        _one_line_error(done, f"CONDA_OVERRIDE_CUDA={value!r}", "is not a CUDA version")
+    assert not (home.root / "x.lock.yml").exists()
 
 
 def test_an_empty_manifests_variable_is_an_error_as_an_empty_config_variable_is(home: Home):

@@ -4,6 +4,8 @@ real uv resolutions against the loopback index, real installs, the real post-ins
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -121,6 +123,17 @@ def test_pip_build_locks_and_installs_with_hashes(home: Home, torch_index: Index
     assert done.returncode == 0, done.stderr
     assert {(p.name, p.url, p.sha256) for p in read_lock(exported).pip()} == {
         (p.name, p.url, p.sha256) for p in locked.pip()}
+    # -o is written as a shell writes it: through a symbolic link, which stays; never over what is not a file.
+    link = home.root / "current.yml"
+    link.symlink_to(exported)
+    exported.write_text("")
+    again = home.envkit("export", "t1", "-o", str(link))
+    assert again.returncode == 0 and link.is_symlink() and read_lock(exported).pip() == read_lock(link).pip()
+    fifo = home.root / "fifo"
+    os.mkfifo(fifo)
+    refused = home.envkit("export", "t1", "-o", str(fifo))
+    assert refused.returncode == 1 and f"cannot write {fifo}: it exists and is not a regular file" in refused.stderr
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 
 def lock_legacy(home: Home, manifests: Path) -> Path:

@@ -98,9 +98,19 @@ def test_lookup_ignores_case_and_whitespace_runs():
     assert names.lookup("NVIDIA GeForce  RTX\t3090 ") == (8, 6)
 
 
-def test_parse_accepts_sm_form_and_numbers():
-    names = parse_gpu_names({"compute_capability": {"V100": 7.0, "T4": "sm_75"}}, "t.yaml")
+def test_parse_accepts_sm_form():
+    names = parse_gpu_names({"compute_capability": {"V100": "7.0", "T4": "sm_75"}}, "t.yaml")
     assert names.compute_capability == {"V100": (7, 0), "T4": (7, 5)}
+
+
+@pytest.mark.parametrize("value", [7.0, 7])
+def test_parse_refuses_numbers_as_the_other_tables_do(value):
+    # Unquoted, YAML reads 12.10 as 12.1: cuda.yaml and python.yaml refuse a version written as a number, and so
+    # does this table (it took them before).
+    with pytest.raises(ManifestError) as caught:
+        parse_gpu_names({"compute_capability": {"V100": value}}, "t.yaml")
+    assert caught.value.field == "compute_capability.V100"
+    assert caught.value.problem.startswith(f'{value} must be quoted ("{value}")')
 
 
 @pytest.mark.parametrize(

@@ -214,3 +214,17 @@ def test_a_newer_release_on_pypi_is_listed(manifests, index):
     assert messages(report, NEW) == [
         "tensorflow 2.21.0 is on https://pypi.org/simple (the tensorflow manifest's newest release is 2.20)"]
     assert index.count("/pypi/tensorflow/") == 1
+
+
+@pytest.mark.parametrize("value, seconds", [("30", 30.0), ("²", None), ("１２", None), ("soon", None), (None, None)])
+def test_a_retry_after_header_is_ascii_seconds_or_ignored(value, seconds):
+    from envkit.maintain.fetch import _retry_after
+
+    assert _retry_after(value) == seconds  # (float('²') would raise)
+
+
+def test_a_wheel_tag_with_a_unicode_digit_does_not_fit():
+    from envkit.maintain.simple_index import _tag_fits
+
+    assert _tag_fits("cp38", "abi3", "manylinux2014_x86_64", Version("3.12"))
+    assert not _tag_fits("cp3²", "abi3", "manylinux2014_x86_64", Version("3.12"))  # (int('²') would raise)

@@ -92,11 +92,19 @@ def test_job_bad_input_is_exit_2(cluster_user):
     assert too_many.returncode == 2 and "at most 2 GPU(s)" in too_many.stderr  # as verify --partition --gpus
 
 
-def test_sbatch_refusing_is_reported_with_its_own_message(slurm_site, cluster_user):
+def test_sbatch_refusing_is_reported_with_its_own_message(slurm_site, cluster_user, tmp_path):
     env, _ = cluster_user
-    done = envkit("job", "torch-test", "-p", "part-a", "--time", "soon", "--submit", "--", "true", env=env)
-    assert done.returncode == 1
-    assert "sbatch refused the job" in done.stderr and "time" in done.stderr.lower()
+    # A site file older than the cluster: it still has a partition Slurm no longer has, so sbatch refuses the job.
+    import yaml
+
+    site = yaml.safe_load(Path(env["ENVKIT_SITE"]).read_text())
+    site["partitions"]["part-gone"] = site["partitions"]["part-a"]
+    stale = tmp_path / "stale-site.yaml"
+    stale.write_text(yaml.safe_dump(site))
+    done = envkit("job", "torch-test", "-p", "part-gone", "--submit", "--", "true",
+                  env={**env, "ENVKIT_SITE": str(stale)})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "sbatch refused the job" in done.stderr and "partition" in done.stderr.lower()
     assert slurm_site.cluster.jobs() == []
 
 

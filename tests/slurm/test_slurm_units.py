@@ -11,7 +11,7 @@ import pytest
 from envkit.errors import BadInputError
 from envkit.machine import Gpu, MachineProfile
 from envkit.slurm.client import SlurmError, StepResult, exec_failure, parse_job_id
-from envkit.slurm.job_context import apply_job_context, job_context
+from envkit.slurm.job_context import apply_job_context, hides_all, job_context
 from envkit.slurm.script import JobSpec, sanitize_name, sbatch_script
 from envkit.slurm.sinfo import distinct_configurations, gpu_count, parse_sinfo, partitions
 from envkit.slurm.survey import profile_from_step
@@ -185,3 +185,37 @@ def test_per_gpu_never_hands_pythons_options_or_a_dash_command_to_torchrun():
     for command in (("-m", "x"), ("--help",), ("",)):
         with pytest.raises(BadInputError, match="must start with the program"):
             last(*command)
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("cpus", 99999999999999999999, "--cpus must be a whole number from 1 to 8192"),
+    ("cpus", 8193, "--cpus must be a whole number from 1 to 8192"),
+    ("cpus", 0, "--cpus must be a whole number from 1 to 8192"),
+    ("gpus", 10 ** 6, "--gpus must be a whole number from 1 to 1024"),
+    ("time", "99999999999999999999", "longer than Slurm can ask for"),
+    ("time", "99999999999-00:00:00", "longer than Slurm can ask for"),
+    ("time", "1" * 5000, "longer than Slurm can ask for"),  # (int() refuses more than 4300 digits)
+    ("time", "1:2:3:4", "not a time limit sbatch reads"),
+    ("time", "１:00:00", "cannot be passed to sbatch"),
+    ("time", "soon", "not a time limit sbatch reads"),
+])
+def test_numbers_sbatch_would_misread_or_refuse_are_bad_input(field, value, words):
+    values = {"partition": "p", "command": ("true",), "activate": ("envkit",), field: value}
+    with pytest.raises(BadInputError, match=words):
+        sbatch_script(JobSpec(**values))
+
+
+@pytest.mark.parametrize("time", ["90", "1:30", "1:30:00", "2-0", "2-00:30", "2-00:00:00", "UNLIMITED", "infinite",
+                                  "4294967293"])
+def test_every_time_limit_form_sbatch_reads_is_written(time):
+    script = sbatch_script(JobSpec(partition="p", command=("true",), activate=("envkit",), time=time, cpus=8192))
+    assert f"#SBATCH --time={time}\n" in script and "#SBATCH --cpus-per-task=8192\n" in script
+
+
+@pytest.mark.parametrize("value, shown", [("²", []), ("１", []), ("0,²", [0]), ("abc", []), ("1,abc,0", [1]),
+                                          ("0,GPU-4b1c", [0, 1])])
+def test_what_names_no_gpu_ends_the_list_as_cuda_reads_it(value, shown):
+    seen = apply_job_context(_profile(2), job_context({"CUDA_VISIBLE_DEVICES": value}))  # (int('²') would raise)
+    assert [gpu.index for gpu in seen.gpus] == shown
+    assert any(f"CUDA_VISIBLE_DEVICES={value}" in note for note in seen.notes)
+    assert hides_all(value, 2) is (shown == [])  # the matchers' judgement agrees: a first entry naming no GPU

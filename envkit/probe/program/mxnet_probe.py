@@ -18,7 +18,7 @@ def probe_mxnet(report, recorder, options):
         cuda_enabled = bool(recorder.guarded("Features.is_enabled('CUDA')", lambda: features.is_enabled("CUDA")))
         report["cudnn"] = "enabled" if recorder.guarded("Features.is_enabled('CUDNN')",
                                                        lambda: features.is_enabled("CUDNN")) else None
-    variant = [re.match(r"mxnet-cu(\d+)(\d)$", name) for name in dists]
+    variant = [re.match(r"mxnet-cu([0-9]+)([0-9])$", name) for name in dists]
     variant = [m for m in variant if m]
     report["cuda"] = "%s.%s" % (variant[0].group(1), variant[0].group(2)) if variant else None
     report["gpu_build"] = bool(cuda_enabled) if cuda_enabled is not None else bool(variant)

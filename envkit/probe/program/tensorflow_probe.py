@@ -133,7 +133,7 @@ def tf_multi_gpu(tf, count, eager):
 
         expected = count * (count + 1) / 2.0
         sums = strategy.experimental_local_results(tf.function(lambda: run(contribute))())
-        places = [re.search(r"GPU:(\d+)$", str(t.device).upper()) for t in sums]
+        places = [re.search(r"GPU:([0-9]+)$", str(t.device).upper()) for t in sums]
         places = sorted(int(found.group(1)) for found in places if found)
         if places != list(range(count)):
             raise RuntimeError("the all-reduce results are on %s, not one on each of the %d GPUs"
@@ -236,7 +236,7 @@ def _tf1_gpus(recorder):
             continue
         description = str(getattr(device, "physical_device_desc", ""))
         name = re.search(r"name: ([^,]+)", description)
-        capability = re.search(r"compute capability: (\d+\.\d+)", description)
+        capability = re.search(r"compute capability: ([0-9]+\.[0-9]+)", description)
         gpus.append({
             "index": len(gpus),
             "name": name.group(1).strip() if name else "GPU %d" % len(gpus),

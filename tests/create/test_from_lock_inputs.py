@@ -1,0 +1,58 @@
+"""`envkit create --from-lock` with a lock whose envkit facts are wrong, or that names a build the manifests do not
+have: exit 2 before anything is made, or a plan that says why it will not be checked. Dry runs and refusals only:
+nothing is fetched."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from conftest import PROFILES, Home
+from envkit.lockfile.format import dump_lock
+from envkit.lockfile.model import LockedPackage, LockFile
+
+SHA = hashlib.sha256(b"x").hexdigest()
+MD5 = hashlib.md5(b"x").hexdigest()
+H100 = ("--machine", str(PROFILES / "h100-cuda128.yaml"))
+
+
+def write_lock(home: Home, custom: dict[str, str], platform: str = "linux-64") -> Path:
+    url = f"https://conda.anaconda.org/conda-forge/{platform}/python-3.11.9-0.conda"
+    lock = LockFile(packages=(LockedPackage("python", "3.11.9", "conda", platform, url, SHA, MD5, build="0"),),
+                    custom=custom)
+    empty = home.root / "no-channel"  # what a regression would fetch from: nothing, offline
+    empty.mkdir(exist_ok=True)
+    home.write_config({"https://conda.anaconda.org/conda-forge": empty.as_uri()})
+    path = home.root / "x.lock.yml"
+    path.write_text(dump_lock(lock), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("custom, words", [
+    ({"envkit.manifest": "../../etc", "envkit.build": "x"}, "envkit.manifest '../../etc' is not a manifest name"),
+    ({"envkit.manifest": "torch", "envkit.build": "-x"}, "envkit.build '-x' is not a build id"),
+    ({"envkit.python": "3.99999999999999999999"}, "is not a Python version like 3.12"),
+])
+def test_a_lock_with_bad_facts_makes_no_record(home: Home, custom, words):
+    done = home.envkit("create", "--from-lock", str(write_lock(home, custom)), "--name", "x", *H100, "--yes")
+    assert done.returncode == 2, done.stderr
+    assert words in done.stderr and "Traceback" not in done.stderr
+    assert home.record("x") is None and not home.prefix("x").exists()
+
+
+def test_a_lock_for_another_platform_names_the_platform_found(home: Home):
+    done = home.envkit("create", "--from-lock", str(write_lock(home, {}, platform="osx-arm64")), "--name", "x",
+                       *H100, "--dry-run")
+    assert done.returncode == 2 and "osx-arm64" in done.stderr and "linux-64, not linux-64" not in done.stderr
+
+
+def test_a_lock_of_a_build_the_manifests_lack_says_why_it_is_not_checked(home: Home):
+    lock = write_lock(home, {"envkit.manifest": "nosuch", "envkit.build": "nosuch-1.0-cpu", "envkit.python": "3.11"})
+    done = home.envkit("create", "--from-lock", str(lock), "--name", "x", *H100, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "Check:       no (the manifests have no build nosuch-1.0-cpu of nosuch to check against)" in done.stdout
+    assert "--no-verify" not in done.stdout
+    skipped = home.envkit("create", "--from-lock", str(lock), "--name", "x", *H100, "--dry-run", "--no-verify")
+    assert "Check:       no (--no-verify)" in skipped.stdout

@@ -1,0 +1,123 @@
+"""The one YAML loader (envkit.yamltext.parse_yaml) every reader uses: duplicate keys refused (in every file envkit
+reads), merge keys kept working, numbers that remember how they were written."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envkit.yamltext import YamlFloat, parse_yaml, quote_it
+
+
+def error(text: str) -> str:
+    with pytest.raises(ValueError) as caught:
+        parse_yaml(text)
+    return str(caught.value)
+
+
+def test_a_key_given_twice_is_refused_with_both_lines():
+    assert error("a: 1\nb: 2\na: 3\n") == "duplicate key 'a' at line 3 (first at line 1)"
+    assert error("top:\n  x: 1\n  y: 2\n  x: 1\n") == "duplicate key 'x' at line 4 (first at line 2)"
+
+
+def test_on_one_line_the_columns_tell_them_apart():
+    text = '{"gpus": [], "gpus": 3}'
+    second = text.rindex('"gpus"') + 1  # columns count from 1
+    assert error(text) == f"duplicate key 'gpus' at line 1, column {second} (first at column 2)"
+
+
+def test_keys_are_compared_as_yaml_reads_them():
+    assert error("1: a\n0x1: b\n") == "duplicate key 1 at line 2 (first at line 1)"
+    assert parse_yaml("'1': a\n1: b\n") == {"1": "a", 1: "b"}  # text and a number are two keys
+
+
+def test_merge_keys_and_their_overrides_are_not_duplicates():
+    assert parse_yaml("base: &b {k: 1, j: 1}\nx:\n  <<: *b\n  k: 2\n") == {"base": {"k": 1, "j": 1},
+                                                                           "x": {"k": 2, "j": 1}}
+    # A mapping that merges and is then merged elsewhere (the loader that catalog/load.py had took the first
+    # mapping, once expanded by the second merge, for one with a key given twice).
+    text = "a:\n  x: &x\n    <<: {k: 1}\n    k: 2\ny:\n  <<: *x\n  j: 3\n"
+    assert parse_yaml(text) == {"a": {"x": {"k": 2}}, "y": {"k": 2, "j": 3}}
+    assert parse_yaml("x: &a {p: 1}\ny: *a\nz: *a\n") == {"x": {"p": 1}, "y": {"p": 1}, "z": {"p": 1}}
+
+
+def test_a_syntax_error_names_line_and_column():
+    assert error("a: [1\n") == "did not find expected ',' or ']' at line 2, column 1"
+
+
+def test_the_c_loader_is_used_where_pyyaml_has_one():
+    from envkit.yamltext import _loader
+
+    assert issubclass(_loader(), getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def test_a_number_keeps_its_text_as_written():
+    value = parse_yaml("v: 12.10\n")["v"]
+    assert isinstance(value, YamlFloat) and value == 12.1
+    assert (str(value), f"{value}", repr(value), json.dumps(value)) == ("12.10", "12.10", "12.1", "12.1")
+    again = pickle.loads(pickle.dumps(value))  # envkit.filecache keeps parsed files
+    assert again == 12.1 and str(again) == "12.10"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("12.10", 'YAML reads 12.10 as the number 12.1'),
+    ("560.30", 'YAML reads 560.30 as the number 560.3'),
+    ("9.0", 'unquoted, YAML reads it as a number (and 12.10 as 12.1)'),
+    ("550", 'unquoted, YAML reads it as a number (and 12.10 as 12.1)'),
+])
+def test_quote_it_quotes_what_was_written(text, message):
+    assert quote_it(parse_yaml(f"v: {text}")["v"]) == f'{text} must be quoted ("{text}"): {message}'
+
+
+# --- every reader refuses a key given twice -----------------------------------------------------------------------
+
+def test_the_config_refuses_a_key_given_twice(tmp_path: Path):
+    from envkit.config import ConfigError, parse_config
+
+    path = tmp_path / "config.yaml"
+    with pytest.raises(ConfigError) as caught:
+        parse_config("site: /a/site.yaml\nsite: /b/site.yaml\n", path)
+    assert caught.value.message == f"{path}: not valid YAML: duplicate key 'site' at line 2 (first at line 1)"
+    assert caught.value.exit_code == 2
+
+
+def test_the_config_file_refuses_a_key_given_twice(tmp_path: Path):
+    from envkit.config import ConfigError, load_config
+    from envkit.userdirs import user_dirs
+
+    path = tmp_path / "config.yaml"
+    path.write_text("envs_dir: /a\nenvs_dir: /b\n")
+    with pytest.raises(ConfigError, match="duplicate key 'envs_dir' at line 2"):
+        load_config({"ENVKIT_CONFIG": str(path)}, user_dirs({"HOME": str(tmp_path / "home")}))
+
+
+def test_a_lock_file_refuses_a_key_given_twice():
+    from envkit.lockfile.format import LockFileError, parse_lock
+
+    with pytest.raises(LockFileError, match="duplicate key 'version' at line 2 \\(first at line 1\\)") as caught:
+        parse_lock("version: 1\nversion: 1\nmetadata: {}\npackage: []\n", "conda-lock.yml")
+    assert caught.value.exit_code == 2
+
+
+def test_the_catalog_and_the_other_readers_share_the_loader():
+    from envkit.catalog import load as catalog_load
+
+    from envkit.maintain import validate
+
+    assert catalog_load.parse_yaml is parse_yaml
+    assert "from envkit.yamltext import parse_yaml" in Path(validate.__file__).read_text()
+
+
+def test_the_caches_of_parsed_files_name_the_loader():
+    """A change to the loader must invalidate what was parsed with it (envkit.filecache keys on the code)."""
+    from envkit.catalog.cache import _CODE
+
+    assert "yamltext.py" in _CODE and "catalog/load.py" in _CODE and "gpu_names.py" in _CODE
+    package = Path(__file__).resolve().parents[1] / "envkit"
+    for module in ("machine.py", "site.py", "config.py", "fleet.py", "lockfile/format.py"):
+        source = (package / module).read_text()
+        assert "parse_yaml" not in source or '"yamltext.py"' in source, module
