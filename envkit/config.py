@@ -17,6 +17,7 @@ A mirror maps every URL that starts with its upstream (at a path boundary) to th
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 from urllib.parse import urlsplit
@@ -192,8 +193,14 @@ def _site(value: Any, path: Path, key: str = "site") -> Optional[Path]:
 
 
 def _expanded(value: str, path: Path, key: str) -> Path:
-    """A path from the config, its $VARIABLES and ~ expanded."""
+    """A path from the config, its $VARIABLES and ~ expanded; a variable that is not set is an error (expandvars
+    would keep '$USER' as it is, and a directory named so would be made)."""
+    expanded = os.path.expandvars(value)
+    unset = re.search(r"\$(\w+|\{[^}]*\})", expanded)
+    if unset:
+        raise ConfigError(f"{path}: {key} {value!r} names {unset.group(0)}, which is not set here",
+                          hint="Set it, or write the path without it.")
     try:
-        return user_path(os.path.expandvars(value))
+        return user_path(expanded)
     except ValueError as error:
         raise ConfigError(f"{path}: {key} {value!r} {error}") from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -95,7 +96,14 @@ def _required(spec: Any) -> bool:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    write_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    """Write ``data`` as JSON to ``path`` in one step; EnvkitError naming the file when it cannot be written."""
+    try:
+        write_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename and str(error.filename) != str(path) else ""
+        raise EnvkitError(f"cannot write {path}: {error.strerror or error}{where}",
+                          hint="envkit keeps its records there: check that it can write there (permissions, free "
+                               "space) and that nothing else is in the way.") from None
 
 
 def in_prefix(prefix: Path) -> Path:
@@ -107,9 +115,61 @@ def index_path(records_dir: Path, name: str) -> Path:
 
 
 def save(record: Record, records_dir: Path) -> None:
-    """Into the environment first, then the index: an index entry always has its environment's record."""
+    """Into the environment first, then the index: an index entry always has its environment's record. For a new
+    environment (`envkit create`); a change to one that exists goes through :func:`update`."""
     write_json_atomic(in_prefix(Path(record.prefix)), record.to_dict())
     write_json_atomic(index_path(records_dir, record.name), record.to_dict())
+
+
+def update(record: Record, records_dir: Path) -> None:
+    """Save a changed record of an environment that exists (the last check's result): only while its prefix holds
+    it (:func:`check_held`), so envkit never writes its record into a directory that holds another environment, or
+    none."""
+    check_held(record)
+    save(record, records_dir)
+
+
+class NotHeld(EnvkitError):
+    """An index entry's directory does not hold that environment: gone, another environment's, or holding no
+    readable envkit record. envkit neither acts in it nor writes into it for that name."""
+
+
+def holding_problem(prefix: Path, name: str) -> Optional[str]:
+    """Why the directory ``prefix`` does not hold envkit's environment ``name`` (the record inside it names another
+    environment, or it has none, or it cannot be read), in words following "it"; None when it does hold it."""
+    path = in_prefix(prefix)
+    if not os.path.isdir(prefix):
+        return "it is not a directory" if os.path.lexists(prefix) else "it is gone"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return "it holds no envkit record"
+    except (OSError, UnicodeDecodeError) as error:
+        return f"its envkit record {path} cannot be read ({getattr(error, 'strerror', None) or error})"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return f"its envkit record {path} is not valid JSON"
+    other = data.get("name") if isinstance(data, dict) else None
+    if not isinstance(other, str):
+        return f"its envkit record {path} names no environment"
+    return None if other == name else f"it holds envkit's environment {other!r}"
+
+
+def check_held(record: Record) -> None:
+    """Raise NotHeld unless the environment's prefix still holds it: what every command that acts on a named
+    environment's directory (run, verify, export, job) checks first, and what guards writing its record there."""
+    prefix = Path(record.prefix)
+    forget = f"`envkit remove {record.name} --yes` forgets"
+    if not os.path.exists(prefix):  # a dangling link too
+        raise NotHeld(f"environment {record.name} is gone from {prefix}",
+                      hint=f"{forget} it; `envkit create {record.manifest} --build {record.build} --name "
+                           f"{record.name}` makes it again.")
+    problem = holding_problem(prefix, record.name)
+    if problem is not None:
+        raise NotHeld(f"{prefix} no longer holds environment {record.name!r}: {problem}",
+                      hint=f"envkit will not use or change that directory as {record.name}: {forget} {record.name} "
+                           "and leaves the directory alone.")
 
 
 def load(records_dir: Path, name: str) -> Optional[Record]:
@@ -117,6 +177,8 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
     when it is not a record of ``name`` (`envkit remove NAME` forgets it all the same)."""
     path = index_path(records_dir, name)
     hint = f"`envkit remove {name} --yes` forgets it."
+    if not _entry_exists(records_dir, name):
+        return None
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -145,6 +207,8 @@ class Unreadable:
     reason: str  # the error, in words
     prefix: Optional[str] = None  # what the entry says, when it names an absolute path (not trusted: see remove)
     kernel: Optional[str] = None
+    hint: Optional[str] = None  # what to do about it: `envkit remove NAME` forgets it, unless it is not envkit's
+    foreign: bool = False  # not a file (a directory named NAME.json): not envkit's, never deleted
 
 
 def unreadable(records_dir: Path, name: str) -> Optional[Unreadable]:
@@ -160,10 +224,12 @@ def _unreadable(records_dir: Path, name: str, error: EnvkitError) -> Unreadable:
     raw = _raw(index_path(records_dir, name))
     prefix, kernel = raw.get("prefix"), raw.get("kernel")
     return Unreadable(name, error.message, prefix if isinstance(prefix, str) and os.path.isabs(prefix) else None,
-                      kernel if isinstance(kernel, str) else None)
+                      kernel if isinstance(kernel, str) else None, error.hint, isinstance(error, ForeignEntry))
 
 
 def _raw(path: Path) -> dict[str, Any]:
+    if not os.path.isfile(path):
+        return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -212,11 +278,42 @@ def scan(records_dir: Path) -> tuple[list[Record], list[Unreadable]]:
     return found, broken
 
 
-def forget(records_dir: Path, name: str) -> None:
+class ForeignEntry(EnvkitError):
+    """Something in the index that is not a file (a directory named NAME.json): envkit did not make it."""
+
+
+def _entry_exists(records_dir: Path, name: str) -> bool:
+    """Whether the index has an entry for ``name``; ForeignEntry when what is there is not a file (or a link to
+    one): envkit writes only files there, so it neither reads nor deletes that."""
+    path = index_path(records_dir, name)
     try:
-        index_path(records_dir, name).unlink()
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as error:
+        raise EnvkitError(f"cannot read {path}: {error.strerror or error}",
+                          hint=f"`envkit remove {name} --yes` forgets it.") from None
+    if stat.S_ISREG(mode):
+        return True
+    what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+    raise ForeignEntry(f"{path} is {what}, not an envkit record",
+                       hint=f"envkit writes only files there, so it did not make this and will not delete it: move "
+                            f"it out of {records_dir} yourself.")
+
+
+def forget(records_dir: Path, name: str) -> None:
+    """Delete the index entry of ``name``; ForeignEntry, deleting nothing, when it is not a file envkit wrote (a
+    symbolic link goes, whatever it points to: deleting it deletes nothing else)."""
+    path = index_path(records_dir, name)
+    if not os.path.islink(path) and not _entry_exists(records_dir, name):
+        return
+    try:
+        path.unlink()
     except FileNotFoundError:
         pass
+    except OSError as error:
+        raise EnvkitError(f"cannot delete {path}: {error.strerror or error}",
+                          hint="Check that you can write there, then run this again.") from None
 
 
 def with_verify(record: Record, verify: dict[str, Any]) -> Record:

@@ -1,13 +1,13 @@
 """`envkit envs`: the environments envkit made, as a table and as JSON, with the runs that are going on or were
 interrupted (state "being created" / "interrupted") and the records that cannot be read (state "unreadable", with
-the reason: `envkit remove NAME` forgets them)."""
+the reason: `envkit remove NAME` forgets them, unless what is there is not envkit's: a directory named NAME.json)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from envkit.records import Record, Unreadable
+from envkit.records import Record, Unreadable, holding_problem
 
 if TYPE_CHECKING:
     from envkit.create.journal import Interrupted
@@ -40,13 +40,19 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
     states = {run.name: _state(run) for run in runs}
     rows = [("NAME", "BUILD", "BACKEND", "PYTHON", "CHECK", "CREATED", "PREFIX")]
     lines = []
+    strays = []  # (name, prefix, why): entries whose directory no longer holds them (another environment's, ...)
     for record in found:
         check = "-" if record.verify is None else ("PASS" if record.verify.get("ok") else "FAIL")
         if record.verify is not None and record.verify.get("on_target") is False:
             check += "*"  # judged from the profiles of the machines it is for: its GPU part did not run
-        if record.name in states:
+        settled = record.name not in states
+        if not settled:
             check = states.pop(record.name)  # a --force run of it was interrupted: not PASS until that is settled
         where = record.prefix if Path(record.prefix).is_dir() else f"{record.prefix} (missing)"
+        problem = holding_problem(Path(record.prefix), record.name) if where == record.prefix else None
+        if problem is not None and settled:  # (while a run of it goes on, or was interrupted, it is said below)
+            where = f"{record.prefix} (not {record.name}'s)"
+            strays.append((record.name, record.prefix, problem))
         lines.append((record.name, record.build, record.backend, record.python, check, record.created[:10], where))
     for entry in broken:
         lines.append((entry.name, "-", "-", "-", states.pop(entry.name, UNREADABLE), "-", entry.prefix or "-"))
@@ -62,8 +68,11 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
         if not run.running:
             note += (f"\n{run.name}: its last `envkit create` was interrupted; the next create cleans up, or "
                      f"`envkit remove {run.name} --yes` deletes it.")
-    for entry in broken:
-        note += f"\n{entry.name}: its record cannot be read ({entry.reason}); `envkit remove {entry.name} --yes` " \
-                "forgets it."
+    for name, prefix, problem in strays:
+        note += (f"\n{name}: {prefix} no longer holds it ({problem}); `envkit remove {name} --yes` forgets it and "
+                 "leaves the directory alone.")
+    for entry in broken:  # what to do: `envkit remove NAME` forgets it, unless it is not envkit's (a directory)
+        fix = entry.hint or f"`envkit remove {entry.name} --yes` forgets it."
+        note += f"\n{entry.name}: its record cannot be read ({entry.reason}); {fix[0].lower()}{fix[1:]}"
     table = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows)
     return table + note

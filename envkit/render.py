@@ -151,7 +151,7 @@ def listing_json(profile: MachineProfile, resolutions: Sequence[Resolution]) -> 
                 "framework": r.manifest.framework,
                 "retired": r.manifest.retired,
                 "selected": r.selected.build.id if r.selected else None,
-                "gpu_unused": _gpu_unused_json(r, profile),
+                "gpu_unused": gpu_unused_json(r, profile),
                 "builds": [candidate_json(c) for c in r.candidates],
             }
             for r in resolutions
@@ -159,7 +159,7 @@ def listing_json(profile: MachineProfile, resolutions: Sequence[Resolution]) -> 
     }
 
 
-def _gpu_unused_json(resolution: Resolution, profile: MachineProfile) -> dict[str, Any] | None:
+def gpu_unused_json(resolution: Resolution, profile: MachineProfile) -> dict[str, Any] | None:
     from envkit.cpu_fallback import gpu_unused
 
     reason = gpu_unused(resolution, profile)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 from envkit.fleet import Fleet, fleet_json, names_text
 from envkit.fleet_resolve import FleetResolution
 from envkit.machine import MachineProfile
-from envkit.render import listing_json, listing_text, machine_line, manifest_block
+from envkit.render import gpu_unused_json, listing_json, listing_text, machine_line, manifest_block
 
 # A group's create command: (manifest name, group) -> the command line, shell-quoted; supplied by the CLI.
 GroupCommand = Callable[[str, Any], Optional[str]]
@@ -35,8 +35,8 @@ def fleet_listing_text(fleet: Fleet, results: Sequence[FleetResolution], show_al
         return listing_text(single, [r.resolution for r in results], show_all, target_args)
     blocks = [fleet_header(fleet)]
     for result in results:
-        # The warning about unused GPUs names one machine's facts: for a fleet the groups say it better.
-        block = manifest_block(result.resolution, MachineProfile(), show_all, target_args, where="every machine")
+        block = manifest_block(result.resolution, _warned(fleet, result), show_all, target_args,
+                               where="every machine")
         blocks.append("\n".join([block, *_fleet_lines(result, group_command)]))
     return "\n\n".join(blocks)
 
@@ -71,4 +71,13 @@ def fleet_listing_json(fleet: Fleet, results: Sequence[FleetResolution]) -> dict
         ]
         for build in manifest["builds"]:
             build["fails_on"] = list(result.fails_on.get(build["id"], ()))
+        if fleet.single is None:
+            manifest["gpu_unused"] = gpu_unused_json(result.resolution, _warned(fleet, result))
     return data
+
+
+def _warned(fleet: Fleet, result: FleetResolution) -> MachineProfile:
+    """The machine whose facts a warning about unused GPUs names: for a fleet, the one an environment for all is
+    planned on (its driver's CUDA the lowest), when one environment is what the fleet gets; when it is split, the
+    groups say it, and no machine is named."""
+    return MachineProfile() if result.split else fleet.planning_profile()

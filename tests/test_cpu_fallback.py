@@ -106,3 +106,14 @@ def test_on_a_gpu_newer_than_every_build_the_closest_is_the_newest(catalog, load
     reason = gpu_unused(resolution, profile)
     assert reason is not None and "the closest, mxnet-1.9.1-cu112," in reason
     assert "no kernels for sm_90" in reason
+
+
+def test_a_fleet_that_gets_one_cpu_environment_is_warned_as_one_machine_is(tmp_path: Path):
+    twin = tmp_path / "k80-twin.yaml"
+    twin.write_text(Path(K80).read_text().replace("name: kepler", "name: kepler-twin"))
+    fleet = ("--machine", K80, "--machine", str(twin))
+    text = envkit("list", "jax", *fleet)
+    assert text.returncode == 0, text.stderr
+    assert "  Warning: no jax GPU build in the manifests runs on a driver for CUDA 11.4" in text.stdout
+    [jax] = json.loads(envkit("list", "jax", "--json", *fleet).stdout)["manifests"]
+    assert jax["selected"].endswith("-cpu") and "needs driver CUDA >= 12.0" in jax["gpu_unused"]["reason"]

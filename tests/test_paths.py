@@ -92,7 +92,8 @@ def test_home_of_no_user_and_nul_bytes_in_the_config_and_variables(tmp_path: Pat
     config = tmp_path / "config.yaml"
     (tmp_path / "a-file").write_text("")
     for value, words in [(f"{NO_SUCH_USER}/envs", "is not a user here"), ("/tmp/a\\0b", "NUL byte"),
-                         (str(tmp_path / "a-file"), "is not a directory")]:
+                         (str(tmp_path / "a-file"), "is not a directory"),
+                         ("/scratch/$ENVKIT_TEST_UNSET/envs", "names $ENVKIT_TEST_UNSET, which is not set")]:
         config.write_text(f'envs_dir: "{value}"\n')
         made = envkit("create", "torch", "--machine", H100, "--dry-run", env={"ENVKIT_CONFIG": str(config)})
         assert_clean_error(made, 2, str(config), "envs_dir", words)
@@ -104,3 +105,13 @@ def test_home_of_no_user_and_nul_bytes_in_the_config_and_variables(tmp_path: Pat
 def test_an_installer_envkit_does_not_know_is_refused():
     made = envkit("create", "torch", "--machine", H100, "--dry-run", env={"ENVKIT_INSTALLER": "-x"})
     assert_clean_error(made, 2, "$ENVKIT_INSTALLER='-x': expected pip or uv")
+
+
+def test_an_environment_inside_another_is_refused(tmp_path: Path):
+    other = tmp_path / "other-env"  # what envkit leaves in every prefix it makes: the record naming it
+    (other / ".envkit").mkdir(parents=True)
+    (other / ".envkit" / "record.json").write_text('{"name": "other"}')
+    made = envkit("create", "torch", "--machine", H100, "--dry-run", "--prefix", str(other / "nested"))
+    assert_clean_error(made, 2, "inside the environment other", str(other))
+    beside = envkit("create", "torch", "--machine", H100, "--dry-run", "--prefix", str(tmp_path / "beside"))
+    assert beside.returncode == 0, beside.stderr

@@ -7,8 +7,8 @@ import typer
 
 from envkit.commands.common import (fleet_for, find_record, manifests_dir, print_json, recorded_build,
                                     reported_errors, target_argv, user_dirs)
-from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, seconds_between,
-                                     with_options)
+from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, program_value,
+                                     seconds_between, with_options)
 
 
 def check_environment(python: Path, check: CheckOptions, target: TargetOptions, json_output: bool,
@@ -127,7 +127,7 @@ def doctor(
         typer.Option(
             "--python",
             metavar="PATH",
-            parser=path_value,
+            parser=program_value,
             help="The Python of the environment to check. Default: the active one ($VIRTUAL_ENV, then "
             "$CONDA_PREFIX), else python3 on PATH.",
             show_default=False,
@@ -214,7 +214,7 @@ def verify(
         record = None
         expected = None
         if env is not None:
-            record = find_record(env, settled=True)
+            record = find_record(env)  # no create of it going on or interrupted, and its directory holds it
             prefix = Path(record.prefix)
             recorded_framework, expected = recorded_build(record, target.manifests)
             if check.framework == "auto" and recorded_framework is not None:
@@ -223,6 +223,12 @@ def verify(
         from envkit.backends.base import python_of
 
         python = python_of(prefix)
+        if not python.exists() and record is not None:  # its directory holds its record, and not its Python
+            from envkit.errors import EnvkitError
+
+            raise EnvkitError(f"no environment at {prefix} ({python} does not exist)",
+                              hint=f"`envkit create {record.manifest} --build {record.build} --name {record.name} "
+                                   f"--force` makes it again, or `envkit remove {record.name} --yes` deletes it.")
         if not python.exists():
             raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
                                 hint="Give the directory of a conda environment or a venv.")
@@ -271,7 +277,7 @@ def _store_verify(record, reports, names, target: TargetOptions) -> None:
                 fleet = fleet_for(None, target)
                 updated = dataclasses.replace(updated, target=target_dict(
                     fleet, target_argv(target, absolute=True, manifests=False)))
-            records.save(updated, dirs.records)
+            records.update(updated, dirs.records)  # never into a directory that no longer holds it
 
 
 def register(app: typer.Typer) -> None:

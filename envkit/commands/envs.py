@@ -35,8 +35,9 @@ def remove(
 ) -> None:
     """Delete an environment envkit made: its directory, its Jupyter kernel and its record.
 
-    A run of ENV that was interrupted (killed, a power cut) is finished or undone first, so that nothing it set
-    aside comes back later."""
+    A directory that no longer holds ENV (its envkit record names another environment, or it has none) is left
+    alone, with its kernel: ENV's entry alone is forgotten. A run of ENV that was interrupted (killed, a power cut)
+    is finished or undone first, so that nothing it set aside comes back later."""
     with reported_errors():
         import os
         import sys
@@ -50,21 +51,30 @@ def remove(
         dirs = user_dirs()
         journal = Journal.load(journal_path(dirs.locks, env)) if plain_name(env) else None
         broken = records.unreadable(dirs.records, env) if journal is None and plain_name(env) else None
+        if broken is not None and broken.foreign:  # not envkit's (a directory named ENV.json): never deleted
+            raise records.ForeignEntry(broken.reason, hint=broken.hint)
         if journal is not None:
-            prefix = journal.prefix
+            question = f"Delete {env} at {journal.prefix}?"
         elif broken is not None:  # its record cannot be read: forgotten, and its directory deleted if it is envkit's
-            prefix = broken.prefix or "(no directory named in the record)"
-        else:
-            prefix = find_record(env).prefix
+            question = f"Delete {env} at {broken.prefix or '(no directory named in the record)'}?"
+        else:  # a directory that does not hold it (gone, another environment's) stays: only the entry goes
+            prefix = find_record(env, settled=False, held=False).prefix
+            problem = records.holding_problem(Path(prefix), env)
+            if problem is None:
+                question = f"Delete {env} at {prefix}?"
+            elif not os.path.lexists(prefix):
+                question = f"Forget {env}? Its directory {prefix} is already gone."
+            else:
+                question = f"Forget {env}? Its directory {prefix} is left alone: {problem}."
         if not yes:
             if not sys.stdin.isatty():
                 raise BadInputError(f"not removing {env} without confirmation", hint="Add --yes to remove it.")
-            if not typer.confirm(f"Delete {env} at {prefix}?", default=False, err=True):
+            if not typer.confirm(question, default=False, err=True):
                 typer.echo("envkit: nothing removed", err=True)
                 raise typer.Exit(1)
         done = remove_environment(env, dirs, os.environ)
         if done is None:
-            find_record(env)  # gone meanwhile: says so, naming the ones there are
+            find_record(env, settled=False, held=False)  # gone meanwhile: says so, naming the ones there are
         for line in done or ():
             typer.echo(line)
 
@@ -87,7 +97,7 @@ def run(
         from envkit.activation import activated_argv, activated_environ
         from envkit.errors import BadInputError, EnvkitError
 
-        record = find_record(env, settled=True)
+        record = find_record(env)  # no create of it going on or interrupted, and its directory holds it
         argv = list(command or [])
         if argv and argv[0] == "--":
             argv = argv[1:]

@@ -8,10 +8,10 @@ import typer
 
 from envkit.commands.common import (manifests_dir, print_json, reported_errors, target_words, user_dirs, uv_binary,
                                     uv_environ)
-from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, path_value, with_options
+from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, file_path_value, with_options
 
 OutputOption = Annotated[
-    Path, typer.Option("--output", "-o", metavar="FILE", parser=path_value,
+    Path, typer.Option("--output", "-o", metavar="FILE", parser=file_path_value,
                        help="Where to write the lock (replaced if it exists; through a symbolic link, to its target).")
 ]
 
@@ -106,7 +106,7 @@ def export(
         from envkit.lockfile.export import export_lock
 
         dirs = user_dirs()
-        record = find_record(env)
+        record = find_record(env)  # as run and verify: no create of it going on or interrupted, its directory holds it
 
         def index_of(made_from):
             from envkit.catalog.cache import cached_catalog

@@ -43,6 +43,24 @@ def path_value(text: "str | Path") -> Path:
         raise typer.BadParameter(f"{text!r} {exc}") from None
 
 
+def program_value(text: "str | Path") -> Path:
+    """A program option (``doctor --python``): a bare name (``python3.11``) as typed, for PATH to find as a shell
+    would; anything with a '/' as a path, made absolute (``./python3`` is the file here: Path would shorten it to
+    the bare name ``python3``)."""
+    if isinstance(text, str) and "/" not in text and text.strip() and not text.startswith("~"):
+        return Path(text)
+    return path_value(text).absolute()
+
+
+def file_path_value(text: "str | Path") -> Path:
+    """A path option naming a file to write (``-o``): as :func:`path_value`, and never a directory's form
+    (``out/``, which Path would turn into the file ``out``) or ``-`` (which is not standard output here)."""
+    if isinstance(text, str) and (text.endswith("/") or text.strip() == "-"):
+        raise typer.BadParameter(f"{text!r}: give the name of a file to write (envkit writes no directory, and "
+                                 "not to standard output)")
+    return path_value(text)
+
+
 JsonOption = Annotated[
     bool,
     typer.Option("--json", help="Print JSON instead of text: indented on a terminal, one line into a pipe or file."),

@@ -86,7 +86,7 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
     backend_name, why = choose_backend(request.backend, build, candidate.python, tools)
     if backend_name == "conda" and request.prefix is None and name in ("base", "root"):
         raise BadInputError(f"{name!r} is the name of conda's own base environment", hint="Choose another --name.")
-    prefix = _location(request.prefix, backend_name, tools, config, dirs, name, environ)
+    prefix = outside_environments(_location(request.prefix, backend_name, tools, config, dirs, name, environ))
     pips = pip_parts(build, tables.python, config, request.jupyter)
     conda_install = None
     if backend_name != "venv":
@@ -123,6 +123,19 @@ def name_for(name: Optional[str], prefix: Optional[Path], default: str) -> str:
             raise BadInputError(f"--prefix {prefix}: its last part {where.name!r} cannot name an environment",
                                 hint="Add --name NAME (letters, digits, '.', '_', '-').") from None
     return default
+
+
+def outside_environments(prefix: Path) -> Path:
+    """``prefix``, unless it lies inside an environment envkit made: `envkit remove` of that one would delete this
+    one with it (BadInputError, exit 2)."""
+    from envkit.records import owner
+
+    for parent in prefix.parents:
+        holder = owner(parent)
+        if holder is not None:
+            raise BadInputError(f"{prefix} is inside the environment {holder} ({parent}): removing that one would "
+                                "delete this one too", hint="Give a directory outside it.")
+    return prefix
 
 
 def _location(prefix: Optional[Path], backend: str, tools: Tools, config: Config, dirs: UserDirs, name: str,

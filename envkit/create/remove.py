@@ -5,6 +5,7 @@ aside cannot come back later: a removed environment stays removed, and a half-ma
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Mapping, Optional
@@ -26,6 +27,8 @@ def remove_environment(name: str, dirs: UserDirs, environ: Mapping[str, str]) ->
         for note in recover_name(dirs.locks, dirs.records, name):
             done.append(f"{note[0].upper()}{note[1:]}.")
         broken = records.unreadable(dirs.records, name)
+        if broken is not None and broken.foreign:  # not envkit's (a directory named NAME.json): never deleted
+            raise records.ForeignEntry(broken.reason, hint=broken.hint)
         if broken is not None:  # what the entry says is not trusted: a directory goes only if its own record is
             done.append(f"Its record could not be read ({broken.reason}).")
             if broken.prefix is None:
@@ -45,17 +48,20 @@ def remove_environment(name: str, dirs: UserDirs, environ: Mapping[str, str]) ->
 
 
 def _delete(name: str, prefix: Path, kernel: Optional[str], environ: Mapping[str, str], done: list[str]) -> None:
-    """The environment's kernel (if it runs this prefix's Python) and its directory (if the record inside names it)."""
+    """The environment's directory (if the record inside names it) and its kernel (if it runs this prefix's Python,
+    and the prefix is the environment's or gone: a directory that holds another environment keeps its kernel)."""
+    problem = records.holding_problem(prefix, name)
+    if problem is not None and os.path.lexists(prefix):
+        done.append(f"Left {prefix} alone: it does not hold envkit's environment {name} ({problem}).")
+        return
     if kernel and remove_kernel(kernel, prefix, environ):
         done.append(f"Removed the Jupyter kernel {kernel!r}.")
-    if records.owner(prefix) == name:
-        try:
-            shutil.rmtree(prefix)
-        except OSError as error:
-            raise EnvkitError(f"cannot delete {prefix}: {error.strerror or error} ({error.filename})",
-                              hint="Fix the permissions there and run `envkit remove` again.") from None
-        done.append(f"Deleted {prefix}.")
-    elif prefix.exists():
-        done.append(f"Left {prefix} alone: it does not hold envkit's record of {name}.")
-    else:
+    if problem is not None:
         done.append(f"{prefix} was already gone.")
+        return
+    try:
+        shutil.rmtree(prefix)
+    except OSError as error:
+        raise EnvkitError(f"cannot delete {prefix}: {error.strerror or error} ({error.filename})",
+                          hint="Fix the permissions there and run `envkit remove` again.") from None
+    done.append(f"Deleted {prefix}.")

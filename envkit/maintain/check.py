@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
-from envkit.errors import UnknownNameError
+from envkit.errors import BadInputError, UnknownNameError
 from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed, upstream_index
 
 if TYPE_CHECKING:
@@ -123,6 +123,10 @@ def check_builds(
 
     builds = select_builds(catalog, build_ids)
     claimed = {b.id: claimed_pythons(b, catalog, pythons) for b in builds}
+    if pythons and not any(claimed.values()):  # else "everything is there" would be said of nothing
+        raise BadInputError(f"no build {'named ' if build_ids else ''}publishes Python "
+                            f"{', '.join(str(p) for p in pythons)}: nothing to check",
+                            hint="`envkit list NAME --all` shows each build's Pythons.")
     needs = pip_needs(builds, catalog, claimed)
     settings = settings or FetchSettings()
     fetch_settings = FetchSettings(settings.timeout_s, settings.retries, settings.backoff_s, settings.jobs, ACCEPT)

@@ -40,8 +40,8 @@ RULES: tuple[Rule, ...] = (
     Rule("python-too-old", "{python} cannot run the check: it needs Python 3.6 or newer",
          "Check an environment with Python 3.6 or newer (pass its python with --python); {create}", m.old_python),
     Rule("probe-no-report", "the check {what}; the last thing it wrote on stderr: {tail}",
-         "Run `{python} -c 'import {framework}'` to see the error, and check that {python} is a working Python "
-         "3.6 or newer.", m.no_report, unless=("python-too-old",)),
+         "Run `{python} -V` to see whether it starts, and check that {python} is a working Python 3.6 or newer.",
+         m.no_report, unless=("python-too-old",)),
     Rule("probe-crashed", "the check stopped early: {error}",
          "This is a bug in envkit's probe or a framework that exits on import: rerun with --debug and report it.",
          m.probe_error),

@@ -68,12 +68,14 @@ def default_python(environ: Mapping[str, str]) -> Path:
 
 
 def locate_python(python: Path, environ: Mapping[str, str]) -> Path:
-    """A bare command name (``--python python3.11``) is looked up on PATH, as a shell would; a path is kept."""
-    if len(python.parts) == 1 and not python.exists():
+    """The Python to run, as an absolute path (a relative one would be searched on PATH when it is run): a bare
+    command name (``--python python3.11``) looked up on PATH as a shell would (else the file of that name here), a
+    path (``./python3``, ``envs/dl/bin/python``) as it is."""
+    if len(python.parts) == 1 and not python.is_absolute():
         found = shutil.which(str(python), path=environ.get("PATH", os.defpath))
         if found is not None:
             return Path(found)
-    return python
+    return python.absolute() if python.exists() else python  # (a missing one is said as it was given)
 
 
 def check_framework(framework: str) -> None:

@@ -11,7 +11,7 @@ from packaging.version import Version
 
 from envkit.catalog import load_catalog
 from envkit.config import Config, Mirror
-from envkit.errors import UnknownNameError
+from envkit.errors import BadInputError, UnknownNameError
 from envkit.maintain.check import MISSING, NEW, UNREADABLE, check_builds
 from envkit.maintain.fetch import FetchSettings
 
@@ -72,6 +72,12 @@ def test_python_selection_limits_what_is_asked(manifests, index):
     report = run(manifests, mirrored(index), pythons=[Version("3.12")], build_ids=["torch-2.14-cu130"])
     assert report.ok and report.builds == ("torch-2.14-cu130",)
     assert index.count("/whl/cpu/torch/") == 0
+
+
+def test_a_python_no_selected_build_publishes_is_not_a_check_that_passed(manifests, index):
+    with pytest.raises(BadInputError, match="no build named publishes Python 3.7: nothing to check"):
+        run(manifests, mirrored(index), pythons=[Version("3.7")], build_ids=["torch-2.14-cu130"])
+    assert index.count("/whl/") == 0  # nothing was asked
 
 
 def test_an_abi3_wheel_serves_every_newer_python(manifests, index):

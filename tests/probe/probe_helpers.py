@@ -61,11 +61,12 @@ def narrowed(profile: MachineProfile, **environ: str) -> MachineProfile:
     return apply_job_context(profile, job_context(environ))
 
 
-def envkit(*args: str, env: Optional[Mapping[str, str]] = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def envkit(*args: str, env: Optional[Mapping[str, str]] = None, timeout: float = 120,
+           cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
     """envkit as a user runs it: a subprocess with a clean environment (no ENVKIT_*, no active venv)."""
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith("ENVKIT_") and k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_VISIBLE_DEVICES",
                                                                 "SLURM_JOB_ID")}
     environment.update(env or {})
     return subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=environment,
-                          timeout=timeout, cwd=REPO)
+                          timeout=timeout, cwd=cwd or REPO)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 
 from probe_helpers import A100, PROFILES, RTX5090, V100, envkit
@@ -134,6 +135,22 @@ def test_garbage_from_the_python_is_a_failed_check_not_a_crash(tmp_path):
     assert data["ok"] is False and data["framework"] is None
     assert [f["rule"] for f in data["diagnosis"]] == ["probe-no-report"]
     assert "exited with code 3" in data["diagnosis"][0]["cause"]
+    # No report, so no framework is known: the advice runs the Python itself, not "import the framework".
+    assert data["diagnosis"][0]["advice"].startswith(f"Run `{python} -V` to see whether it starts")
+
+
+def test_the_python_named_is_the_one_run_here_or_on_path(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for where, code in ((tmp_path, 3), (bin_dir, 4)):  # ./python3 here, and a python3 first on PATH
+        python = where / "python3"
+        python.write_text(f"#!/bin/sh\necho 'not json'\nexit {code}\n")
+        python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    on_path = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    for given, code in (("./python3", 3), ("python3", 4), (str(tmp_path / "python3"), 3)):
+        result = envkit("doctor", "--json", "--python", given, env=on_path, cwd=tmp_path)
+        assert result.returncode == 1, result.stderr
+        assert f"exited with code {code}" in json.loads(result.stdout)["diagnosis"][0]["cause"], given
 
 
 def test_a_hanging_python_is_stopped(tmp_path):
