@@ -57,10 +57,21 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def _mode_for(path: Path) -> int:
-    """The permissions of the file being replaced, or a new file's (0666 less the umask)."""
+    """The permissions of the file being replaced, or a new file's (0666 less the umask, as open() makes it)."""
     try:
         return path.stat().st_mode & 0o7777
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask can only be read by setting it, which another
+    thread's file would see); 022 where /proc does not tell."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022

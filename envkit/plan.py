@@ -6,6 +6,7 @@ user's mirror, so the dry run shows exactly what will be fetched.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
@@ -16,10 +17,10 @@ from envkit.catalog.model import Build, PythonTable
 from envkit.config import Config, check_transport
 from envkit.errors import BadInputError
 from envkit.machine import MachineProfile
-from envkit.versions import CudaVersion
 
 JUPYTER_PACKAGES = ("ipykernel",)
 CUDA_OVERRIDE = "CONDA_OVERRIDE_CUDA"
+_CUDA_OVERRIDE_VALUE = re.compile(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}")
 
 
 @dataclass(frozen=True)
@@ -81,19 +82,16 @@ def default_name(manifest: str, build: Build) -> str:
 def cuda_for_solve(profile: MachineProfile, environ: Mapping[str, str]) -> tuple[Optional[str], str]:
     """The ``__cuda`` a conda solve should see, as conda decides it, and where it comes from: $CONDA_OVERRIDE_CUDA
     when set (empty: none, as conda reads it), else the highest CUDA the profile's driver supports (None without an
-    NVIDIA driver). BadInputError (exit 2) for an override that is not a CUDA version like 12.4: it reaches the
+    NVIDIA driver). BadInputError (exit 2) for an override that is not a version (12, 12.4, 12.4.1): it reaches the
     solver, and conda's own command line through the conda backend's environment."""
     driver = str(profile.cuda_driver) if profile.cuda_driver is not None else None
     if CUDA_OVERRIDE in environ:
         said = f"the driver supports {driver}" if driver else "the machine has no NVIDIA driver"
         text = environ[CUDA_OVERRIDE].strip()
-        if text:
-            try:
-                text = str(CudaVersion.parse(text))
-            except ValueError as error:
-                raise BadInputError(f"{CUDA_OVERRIDE}={environ[CUDA_OVERRIDE]!r}: {error}",
-                                    hint="Set it to the CUDA version the solve should see (12.4), to the empty "
-                                         "string for none, or unset it to use the machine's driver.") from None
+        if text and not _CUDA_OVERRIDE_VALUE.fullmatch(text):  # conda takes 12, 12.4 and 12.4.1 alike
+            raise BadInputError(f"{CUDA_OVERRIDE}={environ[CUDA_OVERRIDE]!r} is not a CUDA version like 12.4",
+                                hint="Set it to the CUDA version the solve should see (12.4), to the empty string "
+                                     "for none, or unset it to use the machine's driver.")
         return text or None, f"from {CUDA_OVERRIDE}; {said}"
     return driver, "the driver's" if driver else "no NVIDIA driver"
 

@@ -14,6 +14,12 @@ if TYPE_CHECKING:
 
 
 UNREADABLE = "unreadable"  # the state of an index entry that is not a readable record
+NOT_HELD = "not held"  # the state of one whose directory holds another environment, or no record
+
+
+def _not_held(record: Record) -> "str | None":
+    """Why the record's directory, which exists, does not hold it (None: it does)."""
+    return holding_problem(Path(record.prefix), record.name)
 
 
 def _state(run: "Interrupted") -> str:
@@ -23,8 +29,13 @@ def _state(run: "Interrupted") -> str:
 def envs_json(found: Sequence[Record], runs: Sequence["Interrupted"] = (),
               broken: Sequence[Unreadable] = ()) -> list[dict[str, Any]]:
     states = {run.name: _state(run) for run in runs}
-    out = [{**record.to_dict(), "exists": Path(record.prefix).is_dir(), "state": states.pop(record.name, "ready")}
-           for record in found]
+    out = []
+    for record in found:
+        entry = {**record.to_dict(), "exists": Path(record.prefix).is_dir(), "state": states.pop(record.name, "ready")}
+        problem = _not_held(record) if entry["exists"] and entry["state"] == "ready" else None
+        if problem is not None:  # run, verify, export and job refuse it; remove only forgets it
+            entry.update(state=NOT_HELD, error=problem)
+        out.append(entry)
     out += [{"name": entry.name, "prefix": entry.prefix, "exists": bool(entry.prefix and Path(entry.prefix).is_dir()),
              "state": states.pop(entry.name, UNREADABLE), "error": entry.reason} for entry in broken]
     for run in runs:
@@ -49,7 +60,7 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
         if not settled:
             check = states.pop(record.name)  # a --force run of it was interrupted: not PASS until that is settled
         where = record.prefix if Path(record.prefix).is_dir() else f"{record.prefix} (missing)"
-        problem = holding_problem(Path(record.prefix), record.name) if where == record.prefix else None
+        problem = _not_held(record) if where == record.prefix else None
         if problem is not None and settled:  # (while a run of it goes on, or was interrupted, it is said below)
             where = f"{record.prefix} (not {record.name}'s)"
             strays.append((record.name, record.prefix, problem))

@@ -16,7 +16,7 @@ from envkit.catalog.model import Catalog, Manifest, Tables
 from envkit.catalog.schema import parse_manifest
 from envkit.catalog.tables import parse_cuda_table, parse_python_table
 from envkit.errors import ManifestError, UnknownNameError
-from envkit.yamltext import parse_yaml  # the one loader of every file envkit reads: a key given twice is an error
+from envkit.yamltext import parse_yaml  # the loader of every YAML/JSON file a user gives: no key given twice
 
 
 def load_catalog(directory: Path, names: Sequence[str] = ()) -> Catalog:

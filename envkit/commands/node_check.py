@@ -61,7 +61,9 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
 
     check_framework(check.framework)  # exit 2 here, not in a job on the node
     if env is not None:
-        find_record(env)  # exit 2 here, not on the node, for a name envkit did not make
+        # Here, not in a job on the node: exit 2 for a name envkit did not make, 1 for a create of it going on or
+        # a directory that no longer holds it (a shared file system is assumed, as `envkit job` assumes it).
+        find_record(env)
     slurm = Slurm()
     slurm.require()
     most = partition_gpus(slurm, partition)

@@ -128,9 +128,11 @@ def name_for(name: Optional[str], prefix: Optional[Path], default: str) -> str:
 def outside_environments(prefix: Path) -> Path:
     """``prefix``, unless it lies inside an environment envkit made: `envkit remove` of that one would delete this
     one with it (BadInputError, exit 2)."""
+    import os
+
     from envkit.records import owner
 
-    for parent in prefix.parents:
+    for parent in Path(os.path.normpath(prefix)).parents:  # (outer/../new is not inside outer)
         holder = owner(parent)
         if holder is not None:
             raise BadInputError(f"{prefix} is inside the environment {holder} ({parent}): removing that one would "

@@ -110,6 +110,8 @@ def test_the_default_name_is_the_manifest_and_the_variant(catalog):
 
 @pytest.mark.parametrize("environ, expected", [
     ({"CONDA_OVERRIDE_CUDA": "11.8"}, ("11.8", "from CONDA_OVERRIDE_CUDA; the driver supports 12.6")),
+    ({"CONDA_OVERRIDE_CUDA": " 12 "}, ("12", "from CONDA_OVERRIDE_CUDA; the driver supports 12.6")),  # as conda
+    ({"CONDA_OVERRIDE_CUDA": "12.4.1"}, ("12.4.1", "from CONDA_OVERRIDE_CUDA; the driver supports 12.6")),
     ({"CONDA_OVERRIDE_CUDA": ""}, (None, "from CONDA_OVERRIDE_CUDA; the driver supports 12.6")),
     ({}, ("12.6", "the driver's")),
 ])
@@ -117,9 +119,9 @@ def test_the_cuda_a_solve_sees_is_the_profiles_unless_overridden(load_profile, e
     assert cuda_for_solve(load_profile("rtx4090-cuda126"), environ) == expected
 
 
-@pytest.mark.parametrize("value", ["--foo", "12", "12.4.1", "１２.４", "99999999999999999999.0", "none"])
+@pytest.mark.parametrize("value", ["--foo", "12.", "1.2.3.4", "１２.４", "99999999999999999999.0", "none"])
 def test_a_cuda_override_that_is_not_a_cuda_version_is_bad_input(load_profile, value):
-    with pytest.raises(BadInputError, match="CONDA_OVERRIDE_CUDA=.*is not a CUDA version like '12.4'"):
+    with pytest.raises(BadInputError, match="CONDA_OVERRIDE_CUDA=.*is not a CUDA version like 12.4"):
         cuda_for_solve(load_profile("rtx4090-cuda126"), {"CONDA_OVERRIDE_CUDA": value})
 
 

@@ -55,7 +55,7 @@ def test_a_profile_with_unicode_digits_or_absurd_numbers_is_bad_input(home: Home
     _one_line_error(home.envkit("list", "torch", "--machine", str(profile)), field, repr(value))
 
 
-@pytest.mark.parametrize("value", ["--foo", "12.4.1"])
+@pytest.mark.parametrize("value", ["--foo", "12.4."])
 def test_a_cuda_override_that_is_not_a_version_is_bad_input_before_any_solve(home: Home, value):
     args = ("tensorflow", "--build", "tensorflow-2.4.1-cu101", "--cuda", "11.0", "--gpu-arch", "7.0")
     (home.root / "no-channel").mkdir()  # were the override let through, the solve would stop here, offline

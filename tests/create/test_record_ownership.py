@@ -78,6 +78,9 @@ def test_an_entry_pointing_at_another_environment_is_never_acted_on_and_remove_k
         _clean(refused)
     assert records.in_prefix(tiny).read_text(encoding="utf-8") == owned  # tiny-cpu's record is untouched
     assert not (two.root / "out.yml").exists()
+    listed = {entry["name"]: entry for entry in json.loads(two.envkit("envs", "--json").stdout)}
+    assert listed["fl8"]["state"] == "not held" and "tiny-cpu" in listed["fl8"]["error"]  # what scripts read
+    assert listed["tiny-cpu"]["state"] == "ready" and "error" not in listed["tiny-cpu"]
     listed = two.envkit("envs")
     assert listed.returncode == 0 and f"{tiny} (not fl8's)" in listed.stdout
     assert f"fl8: {tiny} no longer holds it (it holds envkit's environment 'tiny-cpu'); `envkit remove fl8 --yes` " \

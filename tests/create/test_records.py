@@ -41,6 +41,10 @@ def test_a_record_with_fields_of_the_wrong_kind_names_them():
     assert records.record_from_dict({**GOOD, "kernel": None, "extra": {"a": 1}}, "x.json").kernel is None
 
 
+def test_every_field_of_a_record_has_its_kind_checked():
+    assert set(records._FIELD_TYPES) == set(records.Record.__dataclass_fields__)  # a new field gets a kind too
+
+
 def test_scan_keeps_the_unreadable_entries_with_their_reason(tmp_path: Path):
     index = tmp_path / "records"
     write(index, "good", {**GOOD, "prefix": str(tmp_path / "good")})
