@@ -134,25 +134,37 @@ class NotHeld(EnvkitError):
     readable envkit record. envkit neither acts in it nor writes into it for that name."""
 
 
-def holding_problem(prefix: Path, name: str) -> Optional[str]:
-    """Why the directory ``prefix`` does not hold envkit's environment ``name`` (the record inside it names another
-    environment, or it has none, or it cannot be read), in words following "it"; None when it does hold it."""
+def inside_record(prefix: Path) -> dict[str, Any]:
+    """The record envkit keeps inside ``prefix``, as data; ValueError saying why there is none, in words following
+    "it" ("it holds no envkit record", "its envkit record ... is not valid JSON")."""
     path = in_prefix(prefix)
-    if not os.path.isdir(prefix):
-        return "it is not a directory" if os.path.lexists(prefix) else "it is gone"
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return "it holds no envkit record"
+        raise ValueError("it holds no envkit record") from None
     except (OSError, UnicodeDecodeError) as error:
-        return f"its envkit record {path} cannot be read ({getattr(error, 'strerror', None) or error})"
+        raise ValueError(f"its envkit record {path} cannot be read "
+                         f"({getattr(error, 'strerror', None) or error})") from None
     try:
         data = json.loads(text)
     except ValueError:
-        return f"its envkit record {path} is not valid JSON"
-    other = data.get("name") if isinstance(data, dict) else None
+        raise ValueError(f"its envkit record {path} is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"its envkit record {path} names no environment")
+    return data
+
+
+def holding_problem(prefix: Path, name: str) -> Optional[str]:
+    """Why the directory ``prefix`` does not hold envkit's environment ``name`` (the record inside it names another
+    environment, or it has none, or it cannot be read), in words following "it"; None when it does hold it."""
+    if not os.path.isdir(prefix):
+        return "it is not a directory" if os.path.lexists(prefix) else "it is gone"
+    try:
+        other = inside_record(prefix).get("name")
+    except ValueError as why:
+        return str(why)
     if not isinstance(other, str):
-        return f"its envkit record {path} names no environment"
+        return f"its envkit record {in_prefix(prefix)} names no environment"
     return None if other == name else f"it holds envkit's environment {other!r}"
 
 
@@ -212,9 +224,12 @@ class Unreadable:
 
 
 def unreadable(records_dir: Path, name: str) -> Optional[Unreadable]:
-    """Why the record of ``name`` cannot be read, or None when it can (or there is none)."""
+    """Why the record of ``name`` cannot be read, or None when it can (or there is none). ForeignEntry when what is
+    there is not envkit's (a directory named NAME.json): what would act on the entry must not."""
     try:
         load(records_dir, name)
+    except ForeignEntry:
+        raise
     except EnvkitError as error:
         return _unreadable(records_dir, name, error)
     return None
@@ -248,8 +263,8 @@ def load_quietly(records_dir: Path, name: str) -> Optional[Record]:
 def owner(prefix: Path) -> Optional[str]:
     """The name of the environment envkit made at ``prefix``, from the record inside it; None if there is none."""
     try:
-        name = json.loads(in_prefix(prefix).read_text(encoding="utf-8")).get("name")
-    except (OSError, ValueError, AttributeError):
+        name = inside_record(prefix).get("name")
+    except ValueError:
         return None
     return name if isinstance(name, str) else None
 

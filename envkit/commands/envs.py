@@ -51,8 +51,6 @@ def remove(
         dirs = user_dirs()
         journal = Journal.load(journal_path(dirs.locks, env)) if plain_name(env) else None
         broken = records.unreadable(dirs.records, env) if journal is None and plain_name(env) else None
-        if broken is not None and broken.foreign:  # not envkit's (a directory named ENV.json): never deleted
-            raise records.ForeignEntry(broken.reason, hint=broken.hint)
         if journal is not None:
             question = f"Delete {env} at {journal.prefix}?"
         elif broken is not None:  # its record cannot be read: forgotten, and its directory deleted if it is envkit's

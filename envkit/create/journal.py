@@ -165,10 +165,9 @@ class Journal:
 
 def _inside_record(prefix: Path) -> Optional[dict[str, Any]]:
     try:
-        data = json.loads(records.in_prefix(prefix).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return records.inside_record(prefix)
+    except ValueError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def _finished(journal: Journal) -> Optional[dict[str, Any]]:

@@ -27,8 +27,6 @@ def remove_environment(name: str, dirs: UserDirs, environ: Mapping[str, str]) ->
         for note in recover_name(dirs.locks, dirs.records, name):
             done.append(f"{note[0].upper()}{note[1:]}.")
         broken = records.unreadable(dirs.records, name)
-        if broken is not None and broken.foreign:  # not envkit's (a directory named NAME.json): never deleted
-            raise records.ForeignEntry(broken.reason, hint=broken.hint)
         if broken is not None:  # what the entry says is not trusted: a directory goes only if its own record is
             done.append(f"Its record could not be read ({broken.reason}).")
             if broken.prefix is None:

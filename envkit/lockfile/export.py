@@ -29,10 +29,8 @@ _PIP_INSTALLERS = ("uv", "pip")
 def export_lock(record: records.Record, config: Config, uv: Path, environ: Mapping[str, str],
                 index_of: Callable[[records.Record], Optional[str]]) -> LockFile:
     """``index_of`` gives the upstream index of the environment's build (None when unknown)."""
+    records.check_held(record)  # (as every command that acts on a named environment's directory)
     prefix = Path(record.prefix)
-    if records.owner(prefix) != record.name:
-        raise EnvkitError(f"{prefix} no longer holds environment {record.name!r}",
-                          hint="`envkit envs` lists the environments that are there.")
     saved = _saved_lock(prefix)
     known = {(p.manager, _norm(p.name), p.version): p for p in saved.packages} if saved else {}
     conda = [_conda_package(path, config, known) for path in sorted((prefix / "conda-meta").glob("*.json"))]

@@ -48,7 +48,7 @@ def apply_job_context(profile: MachineProfile, context: JobContext) -> MachinePr
         where = "outside a Slurm job"
     if context.visible is not None:
         raw = ",".join(context.visible)
-        wanted = [] if HIDING.match(raw) else _read_as_cuda_does(context.visible, profile)
+        wanted = _read_as_cuda_does(context.visible, profile)  # (-1, none, NoDevFiles: no GPU named, none taken)
         if wanted is None:
             notes.append(f"{where}: CUDA_VISIBLE_DEVICES={raw} names GPUs by UUID or MIG id, which envkit cannot "
                          "match to NVML's list: all GPUs are shown")
