@@ -9,7 +9,7 @@ outputs. ``--partition NAME`` then targets that partition's profiles as a fleet.
         surveyed: "2026-11-22T17:00:00Z"   # optional, ISO 8601 UTC, when survey last wrote it
         nodes:                             # one entry per distinct node configuration (or per node)
           - node: a100-01                  # Slurm node name (optional when hand-written)
-            count: 12                      # optional, default 1: how many nodes share this configuration
+            count: 12                      # optional, default 1 (at most 1,000,000): nodes of this configuration
             profile: {...}                 # inline machine profile exactly as `envkit detect --json` prints it
           - profile_file: v100-node.yaml   # OR a saved profile file, relative to the site file
         unreachable:                       # optional: what survey could not reach and why
@@ -28,7 +28,7 @@ import datetime as _dt
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from envkit.errors import BadInputError, ProfileError, UnknownNameError
 from envkit.machine import MachineProfile, profile_from_dict, read_profile
@@ -40,6 +40,10 @@ _PARTITION_KEYS = ("surveyed", "nodes", "unreachable", "error")
 _NODE_KEYS = ("node", "count", "profile", "profile_file")
 # Partition and node names reach sbatch/srun argv: a plain name, never something that reads as an option.
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+# The most nodes one entry may stand for. The largest machine has about 160,000 nodes (Fugaku: 158,976); a million
+# is six times that, room for any real cluster, while a count beyond it is a typo (or 10^21) that would otherwise
+# be summed into the partition's node count and printed.
+MAX_NODE_COUNT = 1_000_000
 _HINT = "Fix the site file, or point $ENVKIT_SITE at another one (the README describes the format)."
 _EMPTY_HINT = ("A site file holds `version: 1` and `partitions:`, each partition's `nodes` with an inline `profile` "
                "(as `envkit detect --json` prints it) or a `profile_file`; `envkit survey` writes one where there is "
@@ -220,8 +224,9 @@ def _node(item: Any, where: str, path: Path, cache_dir: Optional[Path]) -> SiteN
     if node is not None and (not isinstance(node, str) or not valid_name(node)):
         raise SiteError(path, f"{where}.node", f"expected a node name (letters, digits, '_', '.', '-'), got {node!r}")
     count = item.get("count", 1)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise SiteError(path, f"{where}.count", f"expected a whole number of nodes (1 or more), got {count!r}")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_NODE_COUNT:
+        raise SiteError(path, f"{where}.count", f"expected a whole number of nodes from 1 to {MAX_NODE_COUNT} (more "
+                        f"than any cluster has), got {count!r}")
     inline, file = item.get("profile"), item.get("profile_file")
     if (inline is None) == (file is None):
         raise SiteError(path, where, "give either 'profile' (inline) or 'profile_file', exactly one")
@@ -314,14 +319,36 @@ def get_partition(site: Site, name: str) -> Partition:
                            hint="Run `envkit site` to see them.")
 
 
-def partition_profiles(site: Site, name: str) -> list[MachineProfile]:
-    """One profile per node configuration in the partition, each named (see :func:`machine_name`)."""
+def partition_profiles(site: Site, name: str, nodes: Sequence[str] = ()) -> list[MachineProfile]:
+    """One profile per node configuration in the partition, each named (see :func:`machine_name`). With ``nodes``
+    (``--partition NAME:NODE,...``), only the entries named so: by the name `envkit site` shows, or by their Slurm
+    node name (``node:``); UnknownNameError (exit 2) for a name that is neither."""
     partition = get_partition(site, name)
     if not partition.nodes:
         why = f" ({partition.error})" if partition.error else ""
         raise BadInputError(f"partition {name!r} in site file {site.path} has no node profiles{why}",
                             hint="Survey it again (`envkit survey`), or add its node profiles to the site file.")
-    return [entry.profile._replace(name=machine_name(partition, i)) for i, entry in enumerate(partition.nodes)]
+    entries = [(entry, machine_name(partition, i)) for i, entry in enumerate(partition.nodes)]
+    if nodes:
+        unknown = [wanted for wanted in nodes if all(wanted not in (shown, entry.node) for entry, shown in entries)]
+        if unknown:
+            there = ", ".join(shown if entry.node in (None, shown) else f"{shown} (node {entry.node})"
+                              for entry, shown in entries)
+            raise UnknownNameError(f"partition {name!r} has no node {unknown[0]!r}; it has: {there}",
+                                   hint="`envkit site` lists the partitions and their nodes.")
+        entries = [(entry, shown) for entry, shown in entries if shown in nodes or entry.node in nodes]
+    return [entry.profile._replace(name=shown) for entry, shown in entries]
+
+
+def slurm_node(site: Site, name: str, node: str) -> str:
+    """The Slurm node name of ``node`` in partition ``name`` (``--partition NAME:NODE`` on a Slurm cluster): the
+    ``node:`` of the entry `envkit site` shows as ``node``, else ``node`` as given (a Slurm name, or one the site
+    file does not know)."""
+    partition = site.partitions.get(name)
+    if partition is None or any(entry.node == node for entry in partition.nodes):
+        return node
+    return next((entry.node for position, entry in enumerate(partition.nodes)
+                 if entry.node is not None and machine_name(partition, position) == node), node)
 
 
 def site_to_dict(site: Site, inline_files: bool = False) -> dict[str, Any]:

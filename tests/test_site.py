@@ -10,8 +10,8 @@ from envkit.config import config_from_data
 from envkit.errors import BadInputError, UnknownNameError
 from envkit.machine import read_profile
 from envkit.site import (
-    Partition, SiteError, SiteNode, load_site, parse_partition_spec, partition_profiles, save_site, site_path,
-    site_to_dict, with_partition,
+    MAX_NODE_COUNT, Partition, SiteError, SiteNode, load_site, parse_partition_spec, partition_profiles, save_site,
+    site_path, site_to_dict, slurm_node, with_partition,
 )
 from envkit.userdirs import user_dirs
 from envkit.versions import ComputeCapability, CudaVersion
@@ -142,6 +142,40 @@ def test_partition_profiles_are_named(tmp_path):
     assert v100.name == read_profile(tmp_path / "v100-node.yaml").name or v100.name == "v100-node"
 
 
+HAND_WRITTEN = """\
+version: 1
+partitions:
+  gpu:
+    nodes:
+      - node: a100-01
+        count: 8
+        profile: {name: a100-box, cuda_driver: "12.2", gpus: [{name: NVIDIA A100-SXM4-80GB, compute_capability: "8.0"}]}
+      - node: v100-01
+        profile: {cuda_driver: "12.2", gpus: [{name: Tesla V100-SXM2-32GB, compute_capability: "7.0"}]}
+"""
+
+
+def test_partition_nodes_are_chosen_by_the_name_site_shows_or_by_their_slurm_node_name(tmp_path):
+    # NAME:NODE (--partition) matched only the name `envkit site` shows (the profile's `name`): the site file's own
+    # `node: a100-01` was "no node 'a100-01'".
+    site = load_site(write_site(tmp_path, HAND_WRITTEN))
+    for wanted in (("a100-01",), ("a100-box",)):
+        assert [p.name for p in partition_profiles(site, "gpu", wanted)] == ["a100-box"]
+    assert [p.name for p in partition_profiles(site, "gpu", ("v100-01", "a100-01"))] == ["a100-box", "v100-01"]
+    with pytest.raises(UnknownNameError) as caught:
+        partition_profiles(site, "gpu", ("a100-02",))
+    assert caught.value.exit_code == 2
+    assert caught.value.message == "partition 'gpu' has no node 'a100-02'; it has: a100-box (node a100-01), v100-01"
+
+
+def test_a_node_named_as_site_shows_it_reaches_srun_as_its_slurm_name(tmp_path):
+    site = load_site(write_site(tmp_path, HAND_WRITTEN))
+    assert slurm_node(site, "gpu", "a100-box") == "a100-01"
+    assert [slurm_node(site, "gpu", name) for name in ("a100-01", "v100-01", "a100-05")] == [
+        "a100-01", "v100-01", "a100-05"]  # a Slurm name, or one the site file does not know: as given
+    assert slurm_node(site, "other", "a100-box") == "a100-box"
+
+
 def test_unknown_partition_lists_those_there_are(tmp_path):
     site = load_site(example_site(tmp_path))
     with pytest.raises(UnknownNameError) as caught:
@@ -216,6 +250,21 @@ def test_a_broken_site_file_names_file_and_field(tmp_path, body, field):
     assert caught.value.message.startswith(f"site file {path}: ")
     assert f": {field}:" in caught.value.message if field else True
     assert caught.value.where.startswith(field.split(":")[0]) if field else caught.value.where == ""
+
+
+@pytest.mark.parametrize("count", [10 ** 21, MAX_NODE_COUNT + 1])
+def test_a_node_count_no_cluster_could_have_is_refused(tmp_path, count):
+    # `count: 1000000000000000000000` used to read, and `envkit site` printed it as the partition's node count.
+    path = write_site(tmp_path, "version: 1\npartitions:\n  gpu-a:\n    nodes:\n"
+                                "      - {count: 1, profile: {gpus: []}}\n"
+                                f"      - {{node: a1, count: {count}, profile: {{gpus: []}}}}\n")
+    with pytest.raises(SiteError) as caught:
+        load_site(path)
+    assert caught.value.exit_code == 2
+    assert caught.value.message == (f"site file {path}: partitions.gpu-a.nodes[1].count: expected a whole number of "
+                                    f"nodes from 1 to 1000000 (more than any cluster has), got {count}")
+    most = write_site(tmp_path, path.read_text().replace(str(count), str(MAX_NODE_COUNT)))
+    assert load_site(most).partitions["gpu-a"].node_count == MAX_NODE_COUNT + 1
 
 
 @pytest.mark.parametrize("body", ["", "\n", "# only a comment\n", "---\n", "null\n"])

@@ -158,6 +158,11 @@ def doctor(
         raise typer.Exit(0 if ok else 1)
 
 
+def _queue_seconds(value: Optional[float]) -> Optional[float]:
+    """--queue-timeout: seconds from 1 to a day; None when not given (it applies only with --partition)."""
+    return None if value is None else seconds_between(1, 86400)(value)
+
+
 @with_options
 def verify(
     env: EnvArgument = None,
@@ -177,10 +182,10 @@ def verify(
                                     "Default: all of a node's GPUs.", show_default=False)
     ] = None,
     queue_timeout: Annotated[
-        float, typer.Option("--queue-timeout", callback=seconds_between(1, 86400),
-                            help="With --partition: seconds the job may wait to start; past that it is cancelled and "
-                                 "the check reported as not run.")
-    ] = 300.0,
+        Optional[float], typer.Option("--queue-timeout", callback=_queue_seconds, show_default=False,
+                                      help="With --partition: seconds the job may wait to start; past that it is "
+                                           "cancelled and the check reported as not run. Default: 300.")
+    ] = None,
     check: CheckOptions = CheckOptions(),
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -204,13 +209,22 @@ def verify(
         if (env is None) == (prefix is None):
             raise BadInputError("give an environment name or --prefix PATH (one of them)",
                                 hint="`envkit envs` lists the environments envkit made.")
+        job_options = [option for option, value in (("--gpus", gpus), ("--queue-timeout", queue_timeout))
+                       if value is not None]
+        if target.partition is None and job_options:
+            raise BadInputError(f"{' and '.join(job_options)} only {'apply' if len(job_options) > 1 else 'applies'} "
+                                "with --partition (to the job that runs the check on a node of a Slurm partition)",
+                                hint=f"Add --partition P, or leave out {' and '.join(job_options)}.")
         if target.partition is not None:
-            from envkit.commands.node_check import slurm_here, verify_on_node
+            from envkit.commands.node_check import QUEUE_TIMEOUT, slurm_here, verify_on_node
 
             if slurm_here():
-                raise typer.Exit(verify_on_node(env, prefix, gpus, queue_timeout, check, target, json_output))
+                waiting = QUEUE_TIMEOUT if queue_timeout is None else queue_timeout
+                raise typer.Exit(verify_on_node(env, prefix, gpus, waiting, check, target, json_output))
+            unused = f" (without a job, {' and '.join(job_options)} {'are' if len(job_options) > 1 else 'is'} not " \
+                     "used)" if job_options else ""
             typer.echo("envkit: no Slurm here (sinfo is not on PATH): judging the build from the site file's node "
-                       "profiles; the GPU part needs a node of the partition", err=True)
+                       f"profiles; the GPU part needs a node of the partition{unused}", err=True)
         record = None
         expected = None
         if env is not None:

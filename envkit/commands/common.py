@@ -151,22 +151,13 @@ def current_site():
 
 
 def partition_machines(spec: str):
-    """The machines of ``PARTITION[:NODE,...]`` in the site file."""
-    from envkit.errors import UnknownNameError
+    """The machines of ``PARTITION[:NODE,...]`` in the site file (NODE: as `envkit site` names it, or its
+    ``node:``)."""
     from envkit.fleet import named
     from envkit.site import parse_partition_spec, partition_profiles
 
     name, wanted = parse_partition_spec(spec)
-    site = current_site()
-    machines = [named(profile, profile.name or name) for profile in partition_profiles(site, name)]
-    if wanted:
-        known = {m.name for m in machines}
-        unknown = [node for node in wanted if node not in known]
-        if unknown:
-            raise UnknownNameError(f"partition {name!r} has no node {unknown[0]!r}; it has: {', '.join(sorted(known))}",
-                                   hint="`envkit site` lists the partitions and their nodes.")
-        machines = [m for m in machines if m.name in wanted]
-    return machines
+    return [named(profile, profile.name or name) for profile in partition_profiles(current_site(), name, wanted)]
 
 
 def machine_for(tables, target: TargetOptions):

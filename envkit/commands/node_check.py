@@ -41,6 +41,9 @@ def node_target(target) -> tuple[str, Optional[str]]:
     return partition, nodes[0] if nodes else None
 
 
+QUEUE_TIMEOUT = 300.0  # seconds a check's job may wait to start (verify --queue-timeout)
+
+
 def slurm_here() -> bool:
     from envkit.slurm.client import Slurm
 
@@ -66,6 +69,11 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
         find_record(env)
     slurm = Slurm()
     slurm.require()
+    if node is not None:  # a name as `envkit site` shows it: srun takes the node's Slurm name
+        from envkit.commands.common import current_site
+        from envkit.site import slurm_node
+
+        node = slurm_node(current_site(), partition, node)
     most = partition_gpus(slurm, partition)
     if gpus is not None and gpus > most:
         raise BadInputError(f"--gpus {gpus}: the nodes of partition {partition} have at most {most} GPU(s)")

@@ -104,7 +104,8 @@ def job(
     cpus: Annotated[Optional[int], typer.Option("--cpus", min=1, help="CPUs per task (also OMP_NUM_THREADS).")] = None,
     time: Annotated[Optional[str], typer.Option("--time", metavar="T", help="Time limit, as sbatch reads it "
                                                 "(minutes, HH:MM:SS, D-HH:MM).")] = None,
-    job_name: Annotated[Optional[str], typer.Option("--job-name", metavar="NAME", help="The job's name.")] = None,
+    job_name: Annotated[Optional[str], typer.Option("--job-name", metavar="NAME", help="The job's name: "
+                                                   "letters, digits, '_', '.', '+', '-'. Default: ENV.")] = None,
     output: Annotated[Optional[str], typer.Option("--output", metavar="FILE", help="Where the job's output goes. "
                                                   "Default: sbatch's slurm-<id>.out in the working directory.")] = None,
     submit: Annotated[bool, typer.Option("--submit", help="Submit the script with sbatch and print the job id.")] = False,
@@ -127,13 +128,15 @@ def job(
         import sys
 
         from envkit.errors import BadInputError
-        from envkit.slurm.script import JobSpec, sbatch_script
+        from envkit.slurm.script import JobSpec, job_name as check_job_name, sbatch_script
 
         import shlex
 
         from envkit.site import check_partition_name
 
         check_partition_name(partition)
+        if job_name is not None:
+            check_job_name(job_name)  # exit 2 before anything is looked up
         if not command:
             raise BadInputError("give the command the job runs after `--`", hint="For example: " + shlex.join(
                 ["envkit", "job", env, "--partition", partition, "--", "python", "train.py"]))

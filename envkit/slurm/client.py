@@ -90,10 +90,11 @@ class Slurm:
                              hint="Run envkit on the cluster's login node, or load Slurm (`module load slurm`).")
 
     def _program(self, name: str) -> str:
-        self.require()
         path = shutil.which(name, path=self.env.get("PATH"))
         if path is None:
-            raise SlurmError(f"Slurm's {name} is not on PATH", hint="Check the cluster's Slurm installation.")
+            self.require()  # no sinfo either: not a Slurm login node at all
+            raise SlurmError(f"Slurm's {name} is not on PATH (sinfo is: {self._sinfo})",
+                             hint="Check the cluster's Slurm installation, or load it whole (`module load slurm`).")
         return path
 
     def _run(self, argv: Sequence[str], timeout: float) -> Captured:

@@ -53,4 +53,9 @@ def check_on_node(slurm: Slurm, partition: str, args: Sequence[str], gpus: Optio
     missing = step.envkit_missing()
     if missing is not None:
         return NodeCheck(None, step.stdout, step.stderr, missing)
+    if step.returncode != 0 and not step.stdout.strip():
+        # A check that ran prints its report (PASS or FAIL) on stdout: without one, srun itself failed (an error
+        # srun does not word as a refused allocation) or envkit stopped on the node before checking.
+        return NodeCheck(None, step.stdout, step.stderr,
+                         f"no report came back (srun's exit status {step.returncode}): {step.why()}")
     return NodeCheck(step.returncode, step.stdout, step.stderr)

@@ -1,7 +1,7 @@
 """The sbatch script of ``envkit job``, built by one pure function of its parameters.
 
 Every value that came from the user reaches the script either as an ``#SBATCH --key=value`` directive whose value
-was validated first (:func:`directive_value`), or shell-quoted with ``shlex.quote``; the job name is sanitized.
+was validated first (:func:`directive_value`, :func:`job_name`), or shell-quoted with ``shlex.quote``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Optional, Sequence
 
 from envkit.errors import BadInputError
 
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.+-]")
+# A job name as it stands in squeue and in a shell without quoting; 64 characters, as an environment's name (the
+# default job name) may have.
+_JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
 # Directive values sbatch reads itself (no shell): no whitespace, quotes, '#', '$' or a leading '-'.
 _DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.:,+=/@%][A-Za-z0-9_.:,+=/@%-]*")
 # The forms of a time limit sbatch reads: minutes, minutes:seconds, hours:minutes:seconds, days-hours,
@@ -41,10 +43,14 @@ class JobSpec:
     per_gpu: bool = False  # one process per GPU through torchrun
 
 
-def sanitize_name(name: str, fallback: str = "envkit") -> str:
-    """A job name Slurm and a shell both take as it is: letters, digits and ``_.+-``, at most 64 characters."""
-    cleaned = _UNSAFE_NAME.sub("_", name).lstrip("-.")[:64]
-    return cleaned or fallback
+def job_name(name: str) -> str:
+    """``name`` if Slurm and a shell both take it as it is (see :data:`_JOB_NAME`); BadInputError (exit 2) otherwise:
+    never rewritten into a name the user did not give."""
+    if not _JOB_NAME.fullmatch(name):
+        raise BadInputError(f"--job-name {name!r} is not a job name envkit passes to sbatch: use letters, digits, "
+                            "'_', '.', '+' and '-', at most 64, starting with a letter, a digit or '_'",
+                            hint="For example: --job-name train-resnet50.")
+    return name
 
 
 def directive_value(what: str, value: str) -> str:
@@ -60,7 +66,7 @@ def sbatch_script(spec: JobSpec) -> str:
     """The whole script, ending with a newline. Pure: the same spec gives the same text."""
     directives = [("partition", directive_value("partition", spec.partition))]
     if spec.job_name is not None:
-        directives.append(("job-name", sanitize_name(spec.job_name)))
+        directives.append(("job-name", job_name(spec.job_name)))
     if spec.gpus is not None:
         directives.append(("gpus-per-node", str(_count("--gpus", spec.gpus, MAX_GPUS))))
     if spec.cpus is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from slurm_helpers import envkit, make_torch_env, user_env
@@ -45,7 +46,7 @@ SHOW = "import json, os, sys; print(json.dumps([sys.argv[1:], sys.prefix, os.env
 def test_a_submitted_job_runs_the_command_exactly_inside_the_environment(slurm_site, cluster_user, tmp_path):
     env, home = cluster_user
     done = envkit("job", "torch-test", "--partition", "part-a", "--gpus", "1", "--cpus", "2", "--time", "5",
-                  "--job-name", "my job $HOME 'x'", "--submit", "--", "python", "-c", SHOW, *TRICKY,
+                  "--job-name", "my-job_1", "--submit", "--", "python", "-c", SHOW, *TRICKY,
                   env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip()
@@ -60,12 +61,12 @@ def test_a_submitted_job_runs_the_command_exactly_inside_the_environment(slurm_s
 
 def test_print_shows_the_script_with_directives_and_quoted_command(cluster_user):
     env, _ = cluster_user
-    done = envkit("job", "torch-test", "-p", "part-a", "--job-name", "a b$c", "--per-gpu", "--", "python",
+    done = envkit("job", "torch-test", "-p", "part-a", "--job-name", "a.b+c", "--per-gpu", "--", "python",
                   "train.py", "it's", env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "#SBATCH --partition=part-a" in lines and "#SBATCH --gpus-per-node=2" in lines  # a node's GPUs
-    assert "#SBATCH --job-name=a_b_c" in lines
+    assert "#SBATCH --job-name=a.b+c" in lines
     assert lines[-1].endswith("-m envkit run torch-test -- torchrun --standalone --nproc-per-node=2 train.py "
                               "'it'\"'\"'s'")
 
@@ -185,3 +186,115 @@ def test_create_verify_on_node_refuses_what_the_check_would_refuse_before_creati
         done = envkit("create", "torch", "--verify-on-node", "--dry-run", *extra, env=env)
         assert done.returncode == 2 and words in done.stderr, done.stderr
         assert done.stdout == ""
+
+
+def _bare_env(tmp_path: Path, path: str = "/usr/bin:/bin") -> dict[str, str]:
+    return {"PATH": path, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+            "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+            "ENVKIT_SITE": str(tmp_path / "site.yaml")}
+
+
+def test_a_job_name_sbatch_could_misread_is_refused_not_rewritten(cluster_user):
+    # `--job-name 'a b$c'` used to be submitted as a_b_c without a word.
+    env, _ = cluster_user
+    for name in ("a b$c", "--begin=now", "a" * 65):
+        done = envkit("job", "torch-test", "-p", "part-a", "--job-name", name, "--", "true", env=env)
+        assert done.returncode == 2, done.stderr
+        assert f"--job-name {name!r} is not a job name envkit passes to sbatch: use letters, digits" in done.stderr
+        assert done.stdout == ""
+
+
+def test_verify_options_for_the_job_on_a_node_are_refused_without_a_partition(tmp_path):
+    # `verify NAME --gpus 3` used to check this machine, --gpus silently ignored.
+    env = _bare_env(tmp_path)
+    make_torch_env(tmp_path / "envs" / "torch-test", env)
+    for options, words in ((("--gpus", "3"), "--gpus only applies with --partition"),
+                           (("--queue-timeout", "60"), "--queue-timeout only applies with --partition"),
+                           (("--gpus", "1", "--queue-timeout", "60"), "--gpus and --queue-timeout only apply with "
+                                                                       "--partition")):
+        done = envkit("verify", "torch-test", *options, env=env)
+        assert done.returncode == 2 and words in done.stderr, done.stderr
+        assert done.stdout == "" and "Traceback" not in done.stderr
+    assert _record(env).verify is None
+    # Without Slurm, --partition judges from the site file's profiles: no job, and it says --gpus is not used.
+    profile = Path(__file__).resolve().parents[1] / "profiles" / "h100-cuda128.yaml"
+    Path(env["ENVKIT_SITE"]).write_text(f"version: 1\npartitions:\n  gpu: {{nodes: [{{profile_file: {profile}}}]}}\n")
+    empty = tmp_path / "no-slurm"
+    empty.mkdir()
+    judged = envkit("verify", "torch-test", "--partition", "gpu", "--gpus", "1", env={**env, "PATH": str(empty)})
+    assert "no Slurm here" in judged.stderr and "(without a job, --gpus is not used)" in judged.stderr, judged.stderr
+
+
+def _slurm_bin(tmp_path: Path, programs: tuple[str, ...], scripts: Optional[dict[str, str]] = None) -> str:
+    """A PATH with only these Slurm programs (and the scripts given, as programs of those names)."""
+    import shutil
+    import sys
+
+    directory = tmp_path / "slurm-bin"
+    directory.mkdir()
+    for name in programs:
+        (directory / name).symlink_to(shutil.which(name))
+    for name, text in (scripts or {}).items():
+        (directory / name).write_text(text)
+        (directory / name).chmod(0o755)
+    return f"{directory}:{Path(sys.executable).parent}"
+
+
+@pytest.mark.parametrize("srun, why", [
+    ("echo 'srun: error: the controller said no' >&2; exit 1", "(srun's exit status 1): srun: error: the controller "
+                                                               "said no"),
+    ("exec /nonexistent/srun \"$@\"", "(srun's exit status 127): "),
+])
+def test_a_failing_srun_is_a_check_not_run_saying_why(slurm_site, cluster_user, tmp_path, srun, why):
+    # srun failing in words envkit did not know used to print its stderr alone and exit with srun's status
+    # (127 for a broken srun): no NOT RUN, no PASS or FAIL.
+    env, _ = cluster_user
+    before = _record(env).verify
+    path = _slurm_bin(tmp_path, ("sinfo", "scancel"), {"srun": f"#!/bin/sh\n{srun}\n"})
+    for json_output in ((), ("--json",)):
+        done = envkit("verify", "torch-test", "--partition", "part-a", *json_output, env={**env, "PATH": path})
+        assert done.returncode == 1, done.stdout + done.stderr
+        if json_output:
+            report = json.loads(done.stdout)
+            assert report["status"] == "not run" and report["reason"].startswith("no report came back " + why)
+        else:
+            assert done.stdout.startswith("NOT RUN on part-a: no report came back " + why), done.stdout
+        assert "neither PASS nor FAIL" in done.stderr and "Traceback" not in done.stderr
+    assert _record(env).verify == before
+
+
+def test_a_missing_srun_or_sbatch_is_named(cluster_user, tmp_path):
+    env, _ = cluster_user
+    path = _slurm_bin(tmp_path, ("sinfo",))
+    for command in (("verify", "torch-test", "--partition", "part-a"), ("job", "torch-test", "-p", "part-a",
+                                                                      "--submit", "--", "true")):
+        done = envkit(*command, env={**env, "PATH": path})
+        program = "srun" if command[0] == "verify" else "sbatch"
+        assert done.returncode == 1, done.stderr
+        assert f"envkit: error: Slurm's {program} is not on PATH (sinfo is: " in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_job_submit_needs_sbatch_not_sinfo(slurm_site, cluster_user, tmp_path):
+    # Without sinfo on PATH, --submit used to say "this is not a Slurm cluster's login node" with sbatch right there.
+    env, _ = cluster_user
+    done = envkit("job", "torch-test", "-p", "part-a", "--submit", "--", "true",
+                  env={**env, "PATH": _slurm_bin(tmp_path, ("sbatch",))}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    _wait_done(slurm_site, done.stdout.strip())
+
+
+def test_verify_on_a_node_named_as_site_shows_it_runs_on_its_slurm_node(slurm_site, cluster_user, tmp_path):
+    # A hand-written site file whose profile has a name of its own: `envkit site` shows 'a100-box', and
+    # --partition part-a:a100-box went to srun as --nodelist=a100-box (not a Slurm node: NOT RUN).
+    env, _ = cluster_user
+    site = tmp_path / "site.yaml"
+    site.write_text("version: 1\npartitions:\n  part-a:\n    nodes:\n      - node: gpu-a2\n        profile: "
+                    "{name: a100-box, cuda_driver: '12.2', gpus: [{name: NVIDIA A100-SXM4-40GB, "
+                    "compute_capability: '8.0'}]}\n")
+    mine = {**env, "ENVKIT_SITE": str(site)}
+    assert "a100-box" in envkit("site", env=mine).stdout
+    for node in ("a100-box", "gpu-a2"):
+        done = envkit("verify", "torch-test", "--partition", f"part-a:{node}", env=mine)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "PASS" in done.stdout and _record(env).verify["node"] == "gpu-a2"

@@ -12,7 +12,7 @@ from envkit.errors import BadInputError
 from envkit.machine import Gpu, MachineProfile
 from envkit.slurm.client import SlurmError, StepResult, exec_failure, parse_job_id
 from envkit.slurm.job_context import apply_job_context, hides_all, job_context
-from envkit.slurm.script import JobSpec, sanitize_name, sbatch_script
+from envkit.slurm.script import JobSpec, sbatch_script
 from envkit.slurm.sinfo import distinct_configurations, gpu_count, parse_sinfo, partitions
 from envkit.slurm.survey import profile_from_step
 from envkit.versions import ComputeCapability
@@ -65,7 +65,7 @@ def test_no_job_id_is_a_clear_error():
 
 
 def test_the_sbatch_script_matches_the_recorded_one_and_quotes_every_user_value():
-    spec = JobSpec(partition="gpu-8-v100", gpus=2, cpus=6, time="1:00:00", job_name="my job it's 1",
+    spec = JobSpec(partition="gpu-8-v100", gpus=2, cpus=6, time="1:00:00", job_name="train_it-1.2+b",
                    output="logs/out-%j.txt", activate=("/shared/venv/bin/python", "-m", "envkit", "run",
                                                        "torch-cu126", "--"),
                    command=("python", "train it.py", "--tag", "$HOME", '"quoted"', "it's", "`id`"))
@@ -83,11 +83,15 @@ def test_a_directive_value_that_could_be_misread_is_refused(field, value):
         sbatch_script(JobSpec(**values))
 
 
-def test_job_names_are_sanitized():
-    assert sanitize_name("my job $HOME; rm -rf /") == "my_job__HOME__rm_-rf__"
-    assert sanitize_name("--begin=now") == "begin_now"
-    assert sanitize_name("$$$") == "___"
-    assert sanitize_name("") == "envkit"
+@pytest.mark.parametrize("name", ["my job", "a$HOME", "x;y", "--begin=now", "-x", ".hidden", "+x", "", "é", "a" * 65])
+def test_a_job_name_sbatch_could_misread_is_refused_not_rewritten(name):
+    # It used to be rewritten silently ("my job" ran as my_job, "--begin=now" as begin_now).
+    spec = JobSpec(partition="p", job_name=name, command=("true",), activate=("envkit",))
+    with pytest.raises(BadInputError) as caught:
+        sbatch_script(spec)
+    assert caught.value.exit_code == 2
+    assert caught.value.message.startswith(f"--job-name {name!r} is not a job name")
+    assert "letters, digits, '_', '.', '+' and '-', at most 64" in caught.value.message
 
 
 def test_per_gpu_launches_torchrun_with_the_gpu_count():
