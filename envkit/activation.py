@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from envkit.errors import BadInputError
+
 _SOURCE_AND_EXEC = 'for f in "$0"/etc/conda/activate.d/*.sh; do [ -r "$f" ] && . "$f"; done; exec "$@"'
 
 
@@ -23,6 +25,30 @@ def activated_environ(prefix: Path, kind: str, name: str, environ: Mapping[str, 
         out["CONDA_PREFIX"] = str(prefix)
         out["CONDA_DEFAULT_ENV"] = name
     return out
+
+
+def check_command(command: str, path: str, env: str) -> None:
+    """BadInputError (exit 2) saying why ``command`` cannot be run in ``env`` with ``path`` as its PATH, as execvp
+    looks it up (a name with a slash as it is, else the first executable of that name on PATH); None if it can."""
+    if shutil.which(command, path=path) is not None:
+        return
+    if not command:
+        raise BadInputError("the command to run is empty", hint=f"e.g. envkit run {env} -- python -V")
+    if os.sep in command:
+        if os.path.isdir(command):
+            raise BadInputError(f"{command} is a directory, not a command")
+        if not os.path.exists(command):
+            broken = " (a symbolic link to nothing)" if os.path.islink(command) else ""
+            raise BadInputError(f"{command}: no such file{broken}")
+        raise BadInputError(f"{command} is not executable",
+                            hint=f"Make it so (chmod +x {shlex.quote(command)}), or run it with its interpreter: "
+                                 f"envkit run {env} -- bash {shlex.quote(command)} (or python ...).")
+    found = [Path(directory or ".") / command for directory in path.split(os.pathsep)]
+    unusable = next((candidate for candidate in found if candidate.exists()), None)
+    said = ""
+    if unusable is not None:
+        said = f" ({unusable} is {'a directory' if unusable.is_dir() else 'not executable'})"
+    raise BadInputError(f"{command}: no such command in {env} or on PATH{said}")
 
 
 def activated_argv(prefix: Path, kind: str, argv: Sequence[str]) -> list[str]:

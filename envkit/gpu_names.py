@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping, NamedTuple, Optional
 
 from envkit.errors import ManifestError
-from envkit.versions import ComputeCapability
+from envkit.versions import ComputeCapability, quote_it
 
 FIELD = "compute_capability"
 
@@ -72,11 +72,9 @@ def parse_gpu_names(data: Any, path: str) -> GpuNameTable:
             # Keys match case-insensitively, so two spellings of one name would make lookups depend on order.
             raise ManifestError(path, f"the same name as {seen[normalized]!r} (names ignore case)", field=field)
         seen[normalized] = key
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            # As cuda.yaml and python.yaml: unquoted, YAML reads 12.10 as 12.1 (and envkit.yamltext says so).
-            from envkit.yamltext import quote_it
-
-            raise ManifestError(path, quote_it(value), field=field)
+        problem = quote_it(value)  # as in cuda.yaml and python.yaml: unquoted, YAML reads 12.10 as 12.1
+        if problem:
+            raise ManifestError(path, problem, field=field)
         if not isinstance(value, str):
             raise ManifestError(path, f"expected a compute capability like '8.6', got {value!r}", field=field)
         try:

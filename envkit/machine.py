@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from envkit.errors import ProfileError
-from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, quote_it
 
 # Keys of MachineProfile.sources: which probe (or file, or option) gave each fact.
 DRIVER_VERSION = "driver_version"
@@ -104,6 +104,10 @@ def _gpu_dict(gpu: Gpu) -> dict[str, Any]:
 # The keys of a profile and of its GPUs: what to_dict writes (detect --json, records, the site file).
 PROFILE_KEYS = ("name", "driver_version", "cuda_driver", "gpus", "sources", "notes")
 GPU_KEYS = ("index", "name", "compute_capability", "memory_mib", "source")
+# Bounds no real GPU comes near, so that a typo or a corrupt file is not planned with: 16 TiB is over 50 times the
+# largest GPU memory of 2026 (288 GB), and no node has a thousand GPUs (envkit job --gpus takes at most 1024).
+MAX_MEMORY_MIB = 1 << 24
+MAX_GPU_INDEX = 1023
 # seen_dict's key: printed by list/create/verify --json, never written to a file envkit reads. Read back empty.
 _HIDDEN = "hidden_gpus"
 
@@ -117,10 +121,9 @@ def _parse_field(origin: str, where: str, parser: Any, value: Any) -> Any:
 
 def _parse_version(origin: str, where: str, parser: Any, value: Any) -> Any:
     """A version field: text, never a YAML number (12.10 would be read as 12.1)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        from envkit.yamltext import quote_it  # lazy: a warm `envkit list` imports no YAML module
-
-        raise ProfileError(f"machine profile {origin}: {where}: {quote_it(value)}")
+    problem = quote_it(value)
+    if problem:
+        raise ProfileError(f"machine profile {origin}: {where}: {problem}")
     return _parse_field(origin, where, parser, value)
 
 
@@ -144,12 +147,11 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
         raise ProfileError(f"machine profile {origin}: expected a mapping with 'cuda_driver' and 'gpus' keys")
     _known_keys(data, PROFILE_KEYS, origin, "", also=(_HIDDEN,))
     hidden = data.get(_HIDDEN)
-    if hidden not in (None, []):
-        # Hidden from the process that printed it (list/create/verify --json), not from the machine: reading them
-        # as GPUs or dropping them would each be a guess.
-        raise ProfileError(f"machine profile {origin}: {_HIDDEN}: GPUs that CUDA_VISIBLE_DEVICES hid from the "
-                           "command that printed this; a profile has none: list under 'gpus' the GPUs to judge the "
-                           "machine with (`envkit detect --json` on it prints its profile)")
+    if hidden is not None and not isinstance(hidden, list):
+        raise ProfileError(f"machine profile {origin}: {_HIDDEN}: expected a list, got {type(hidden).__name__}")
+    # Hidden from the process that printed it (detect/list --json inside a job), not from this one: the profile is
+    # the GPUs that process saw ('gpus'), as detect says; the hidden ones are checked, not counted, and said.
+    hidden_gpus = [_gpu_from_dict(entry, position, origin, _HIDDEN) for position, entry in enumerate(hidden or [])]
     name = data.get("name")
     if name is not None and not isinstance(name, str):
         raise ProfileError(f"machine profile {origin}: name: expected text, got {name!r}")
@@ -168,8 +170,11 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     sources = {key: source for key, value in ((DRIVER_VERSION, driver_version), (CUDA_DRIVER, cuda_driver)) if value}
     if gpus:
         sources[GPUS] = source
+    notes = (f"file {origin}: {len(hidden_gpus)} GPU(s) that CUDA_VISIBLE_DEVICES hid where it was printed are not "
+             f"counted ({', '.join(gpu.name for gpu in hidden_gpus)}): list them under 'gpus' to judge them too",
+             ) if hidden_gpus else ()
     return MachineProfile(
-        gpus=gpus, cuda_driver=cuda_driver, driver_version=driver_version, name=name, sources=sources
+        gpus=gpus, cuda_driver=cuda_driver, driver_version=driver_version, name=name, sources=sources, notes=notes
     )
 
 
@@ -186,8 +191,12 @@ def _check_provenance(data: Mapping, origin: str) -> None:
         raise ProfileError(f"machine profile {origin}: notes: expected a list of text, got {notes!r}")
 
 
-def _gpu_from_dict(entry: Any, position: int, origin: str) -> Gpu:
-    where = f"gpus[{position}]"
+def _whole_number(value: Any, most: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most
+
+
+def _gpu_from_dict(entry: Any, position: int, origin: str, key: str = "gpus") -> Gpu:
+    where = f"{key}[{position}]"
     if not isinstance(entry, Mapping):
         raise ProfileError(f"machine profile {origin}: {where}: expected a mapping with name and compute_capability")
     _known_keys(entry, GPU_KEYS, origin, f"{where}: ")
@@ -202,11 +211,13 @@ def _gpu_from_dict(entry: Any, position: int, origin: str) -> Gpu:
         origin, f"{where}.compute_capability", ComputeCapability.parse, raw_capability
     )
     memory = entry.get("memory_mib")
-    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory < 0):
-        raise ProfileError(f"machine profile {origin}: {where}.memory_mib: expected a whole number, got {memory!r}")
+    if memory is not None and not _whole_number(memory, MAX_MEMORY_MIB):
+        raise ProfileError(f"machine profile {origin}: {where}.memory_mib: expected a whole number of MiB up to "
+                           f"{MAX_MEMORY_MIB}, got {memory!r}")
     index = entry.get("index", position)
-    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-        raise ProfileError(f"machine profile {origin}: {where}.index: expected a whole number, got {index!r}")
+    if not _whole_number(index, MAX_GPU_INDEX):
+        raise ProfileError(f"machine profile {origin}: {where}.index: expected a whole number up to {MAX_GPU_INDEX}, "
+                           f"got {index!r}")
     source = entry.get("source")
     if source is not None and not isinstance(source, str):
         raise ProfileError(f"machine profile {origin}: {where}.source: expected text, got {source!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, MachineProfile
+from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
 from envkit.resolve import Candidate, Resolution
 
 
@@ -22,20 +22,23 @@ def profile_text(profile: MachineProfile) -> str:
         lines.append(f"Highest CUDA the driver supports: {profile.cuda_driver} ({sources.get(CUDA_DRIVER, '?')})")
     if profile.gpus:
         lines.append(f"GPUs ({sources.get(GPUS, '?')}):")
-        for gpu in profile.gpus:
-            capability = (
-                f"compute capability {gpu.compute_capability} ({gpu.compute_capability.sm})"
-                if gpu.compute_capability
-                else "compute capability unknown"
-            )
-            memory = f", {gpu.memory_mib} MiB" if gpu.memory_mib is not None else ""
-            lines.append(f"  GPU {gpu.index}: {gpu.name}, {capability}{memory}")
+        lines.extend(_gpu_line(gpu) for gpu in profile.gpus)
     elif profile.cuda_driver is not None:
-        lines.append("GPUs: none")
+        lines.append("GPUs: none visible" if profile.hidden_gpus else "GPUs: none")
+    if profile.hidden_gpus:
+        lines.append("Hidden by CUDA_VISIBLE_DEVICES (not counted):")
+        lines.extend(_gpu_line(gpu) for gpu in profile.hidden_gpus)
     if profile.notes:
         lines.append("Probes:")
         lines.extend(f"  {note}" for note in profile.notes)
     return "\n".join(lines)
+
+
+def _gpu_line(gpu: Gpu) -> str:
+    capability = (f"compute capability {gpu.compute_capability} ({gpu.compute_capability.sm})"
+                  if gpu.compute_capability else "compute capability unknown")
+    memory = f", {gpu.memory_mib} MiB" if gpu.memory_mib is not None else ""
+    return f"  GPU {gpu.index}: {gpu.name}, {capability}{memory}"
 
 
 def machine_line(profile: MachineProfile) -> str:

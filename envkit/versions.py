@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import NamedTuple, Union
+from typing import NamedTuple, Optional, Union
 
 # ASCII digits only (\d would take any Unicode digit: '１２.４'), and few of them: a part of a CUDA version has at most
 # three digits, a compute capability's minor one (sm_XY cannot write more), so 99999999999.0 is refused, not ranked.
@@ -19,6 +19,34 @@ _SM = re.compile(r"^\s*(?:sm|compute)_([0-9]{1,3})([0-9])\s*$")
 _DRIVER = re.compile(r"^[0-9]{2,3}(?:\.[0-9]{1,3}){0,2}$")
 # The largest CUDA version encoded as NVML and cuDriverGetVersion encode it (999.99 -> 999990).
 _MAX_DRIVER_INT = 999_990
+
+
+def is_ascii_number(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII digits and nothing else: what int() reads as the same number everywhere.
+    (str.isdigit alone takes '²' and '１', which int() refuses or other programs do not read; no sign, no space.)"""
+    return text.isascii() and text.isdigit()
+
+
+def read_as_number(value: object) -> Optional[str]:
+    """How YAML read ``value`` when it is a number (a version written unquoted), fit to follow "must be quoted":
+    'YAML reads 12.10 as the number 12.1' (a float from envkit.yamltext keeps its text as written), or where the
+    text is the number 'unquoted, YAML reads it as a number (and 12.10 as 12.1)'. None when ``value`` is not a
+    number: text, true/false, nothing."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    written = str(value)
+    read = repr(float(value)) if isinstance(value, float) else str(int(value))
+    if written != read:
+        return f"YAML reads {written} as the number {read}"
+    return "unquoted, YAML reads it as a number (and 12.10 as 12.1)"
+
+
+def quote_it(value: object) -> Optional[str]:
+    """The problem with a version that YAML read as a number, in a form fit to show a user:
+    '12.10 must be quoted ("12.10"): YAML reads 12.10 as the number 12.1' (double quotes: YAML and JSON both).
+    None when ``value`` is not a number (see :func:`read_as_number`)."""
+    how = read_as_number(value)
+    return None if how is None else f'{value} must be quoted ("{value}"): {how}'
 
 
 class MajorMinor(NamedTuple):

@@ -1,17 +1,23 @@
 """Parse YAML (or JSON) text safely, with the C loader where PyYAML has one. Errors say where the problem is.
 
 Every file envkit reads as YAML or JSON (manifests and tables, machine profiles, the site file, the config, lock
-files) goes through :func:`parse_yaml`, so all of them follow the same two rules beyond YAML's own:
+files) goes through :func:`parse_yaml`, so all of them follow the same rules beyond YAML's own:
 
 - a key given twice in one mapping is an error (YAML loaders keep the last value silently, so an admin's second
   ``python:`` or ``cuda_driver:`` would win unseen); merge keys (``<<: *base``) followed by an override are fine;
+- a number is written in plain decimal: PyYAML reads YAML 1.1, where ``010`` is the octal number 8, ``1_000`` is
+  1000 and ``1:30`` is 90 (base 60), while JSON and YAML 1.2 read them otherwise or not at all; such a number, and a
+  hexadecimal or binary one, is an error naming its line rather than a value nobody meant (a field that takes text
+  would take "8" for ``010``);
 - a number remembers how it was written (:class:`YamlFloat`), so that the error for an unquoted version can quote
-  what the user wrote: YAML reads ``12.10`` as the number 12.1 (see :func:`quote_it`).
+  what the user wrote: YAML reads ``12.10`` as the number 12.1 (see :func:`envkit.versions.quote_it`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional
+
+from envkit.versions import is_ascii_number
 
 _MERGE = "tag:yaml.org,2002:merge"
 
@@ -37,24 +43,16 @@ class YamlFloat(float):
         return YamlFloat, (float(self), self.text)
 
 
-def quote_it(value: Union[int, float]) -> str:
-    """The problem with a version that YAML read as a number, in a form fit to show a user:
-    '12.10 must be quoted ("12.10"): YAML reads 12.10 as the number 12.1'. (Double quotes: YAML and JSON both.)"""
-    written = str(value)  # a YamlFloat's text as written
-    read = repr(float(value)) if isinstance(value, float) else str(int(value))
-    if written != read:
-        return f'{written} must be quoted ("{written}"): YAML reads {written} as the number {read}'
-    return f'{written} must be quoted ("{written}"): unquoted, YAML reads it as a number (and 12.10 as 12.1)'
-
-
 def parse_yaml(text: str) -> Any:
-    """The data in ``text``; ValueError("<problem> at line L, column C") when it is not valid YAML, and
-    ValueError("duplicate key 'python' at line L (first at line K)") for a key given twice in one mapping."""
+    """The data in ``text``; ValueError("<problem> at line L, column C") when it is not valid YAML,
+    ValueError("duplicate key 'python' at line L (first at line K)") for a key given twice in one mapping, and
+    ValueError("the number 010 at line L, column C: YAML reads it as the octal number 8; ...") for a number that
+    is not written in plain decimal."""
     import yaml  # lazy: commands that read no file do not pay for it
 
     try:
         return yaml.load(text, Loader=_loader())
-    except _DuplicateKey as exc:
+    except _Refused as exc:
         raise ValueError(str(exc)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -63,7 +61,11 @@ def parse_yaml(text: str) -> Any:
         raise ValueError(f"{problem}{at}") from None
 
 
-class _DuplicateKey(Exception):
+class _Refused(Exception):
+    """What envkit's rules refuse in YAML that PyYAML accepts: its message says what and where."""
+
+
+class _DuplicateKey(_Refused):
     """A key given twice in one mapping: "duplicate key 'python' at line 11 (first at line 9)"."""
 
 
@@ -71,7 +73,8 @@ _LOADER: Optional[type] = None
 
 
 def _loader() -> type:
-    """PyYAML's safe loader (the C one where there is one), refusing duplicate keys and keeping floats' text."""
+    """PyYAML's safe loader (the C one where there is one), refusing duplicate keys and numbers not written in plain
+    decimal, and keeping floats' text."""
     global _LOADER
     if _LOADER is None:
         import yaml
@@ -88,11 +91,44 @@ def _loader() -> type:
             base.flatten_mapping(self, node)
 
         def construct_float(self: Any, node: Any) -> YamlFloat:
-            return YamlFloat(base.construct_yaml_float(self, node), str(node.value))
+            value = base.construct_yaml_float(self, node)
+            if "_" in node.value or ":" in node.value:  # 1_000.5, 1:30.5 (base 60): YAML 1.1's, read as text elsewhere
+                raise _unclear_number(node, value)
+            return YamlFloat(value, str(node.value))
+
+        def construct_int(self: Any, node: Any) -> int:
+            value = base.construct_yaml_int(self, node)
+            text = str(node.value)
+            digits = text[1:] if text[:1] in ("+", "-") else text
+            if not (is_ascii_number(digits) and (digits == "0" or not digits.startswith("0"))):
+                raise _unclear_number(node, value)
+            return value
 
         _LOADER = type("EnvkitSafeLoader", (base,), {"flatten_mapping": flatten_mapping})
         _LOADER.add_constructor("tag:yaml.org,2002:float", construct_float)
+        _LOADER.add_constructor("tag:yaml.org,2002:int", construct_int)
     return _LOADER
+
+
+def _unclear_number(node: Any, value: Any) -> _Refused:
+    """The error for a number not written in plain decimal (octal, hexadecimal, binary, with underscores, in base 60):
+    "the number 010 at line 3, column 8: YAML reads it as the octal number 8; write numbers in plain decimal digits,
+    or quote text ("010")"."""
+    text = str(node.value)
+    digits = text.lstrip("+-").lower()
+    if ":" in text:
+        how = "the base-60 number"
+    elif digits.startswith("0x"):
+        how = "the hexadecimal number"
+    elif digits.startswith("0b"):
+        how = "the binary number"
+    elif digits.startswith("0") and "." not in digits:
+        how = "the octal number"
+    else:
+        how = "the number"
+    at = node.start_mark
+    return _Refused(f"the number {text} at line {at.line + 1}, column {at.column + 1}: YAML reads it as {how} "
+                    f"{value!r}; write numbers in plain decimal digits, or quote text (\"{text}\")")
 
 
 def _check_keys(constructor: Any, node: Any) -> None:

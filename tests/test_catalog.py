@@ -191,6 +191,17 @@ def test_the_shipped_gpu_table_is_all_quoted(envs_dir):
     assert load_catalog(envs_dir, ["torch"]).tables.gpu_names.lookup("NVIDIA H100 80GB HBM3") == ComputeCapability(9, 0)
 
 
+def test_a_table_key_in_octal_is_refused_with_its_line_not_read_as_another_cuda(envs_copy):
+    # YAML 1.1 reads 012 as 10: the floor of CUDA 12's minor-version compatibility became CUDA 10's, unseen.
+    path = envs_copy / "cuda.yaml"
+    path.write_text(path.read_text().replace('  "12": "525.60.13"', '  012: "525.60.13"'))
+    error = broken(envs_copy)
+    line = path.read_text().splitlines().index('  012: "525.60.13"') + 1
+    assert error.path == str(path) and error.exit_code == 2
+    assert error.problem.startswith(f"not valid YAML: the number 012 at line {line}, column 3: YAML reads it as the "
+                                    "octal number 10")
+
+
 def test_broken_table_names_its_field(envs_copy):
     edit(envs_copy, "cuda.yaml", lambda d: d["min_driver"].update({"12.4": "five-fifty"}))
     error = broken(envs_copy)

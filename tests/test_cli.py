@@ -282,3 +282,34 @@ def test_every_commands_help_has_each_paragraph_of_its_docstring_on_one_line():
         lines = [line.strip() for line in result.output.splitlines()]
         for paragraph in inspect.cleandoc(callback.__doc__).split("\n\n"):
             assert " ".join(paragraph.split()) in lines, (words, paragraph)
+
+
+A100 = {"name": "NVIDIA A100-SXM4-80GB", "capability": [8, 0], "memory": 85899345920}
+H100 = {"name": "NVIDIA H100 80GB HBM3", "capability": [9, 0], "memory": 85899345920}
+
+
+def test_detect_json_names_the_gpus_cuda_visible_devices_hides_as_list_json_does(this_machine):
+    env = {**this_machine([A100, H100]), "CUDA_VISIBLE_DEVICES": "1"}
+    detected = envkit("detect", "--json", env=env)
+    assert detected.returncode == 0, detected.stderr
+    data = json.loads(detected.stdout)
+    assert [(g["index"], g["name"]) for g in data["gpus"]] == [(1, H100["name"])]
+    assert [(g["index"], g["name"]) for g in data["hidden_gpus"]] == [(0, A100["name"])]
+    listed = json.loads(envkit("list", "torch", "--json", env=env).stdout)["machine"]
+    assert (data["gpus"], data["hidden_gpus"]) == (listed["gpus"], listed["hidden_gpus"])
+    text = envkit("detect", env=env).stdout
+    assert "Hidden by CUDA_VISIBLE_DEVICES (not counted):\n  GPU 0: NVIDIA A100-SXM4-80GB" in text
+    hidden_all = envkit("detect", env={**env, "CUDA_VISIBLE_DEVICES": ""}).stdout
+    assert "GPUs: none visible\nHidden by CUDA_VISIBLE_DEVICES (not counted):\n  GPU 0:" in hidden_all
+
+
+def test_detect_json_with_no_gpu_hidden_says_so_and_reads_back_as_a_profile(this_machine, tmp_path):
+    env = this_machine([A100])
+    detected = envkit("detect", "--json", env=env)
+    data = json.loads(detected.stdout)
+    assert data["hidden_gpus"] == [] and [g["name"] for g in data["gpus"]] == [A100["name"]]
+    saved = tmp_path / "a100.json"
+    saved.write_text(detected.stdout)
+    listed = envkit("list", "torch", "--json", "--machine", str(saved))
+    assert listed.returncode == 0, listed.stderr
+    assert [g["name"] for g in json.loads(listed.stdout)["machine"]["gpus"]] == [A100["name"]]

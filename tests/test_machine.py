@@ -70,6 +70,11 @@ MALFORMED = [
     ("driver_version: five\ncuda_driver: '12.4'", "driver_version"),
     ("cuda_driver: [12, 4", "not valid YAML or JSON: "),
     ("cuda_driver: '12.4'\ngpus: [{name: A100, compute_capability: '8.0', index: -1}]", "gpus[0].index"),
+    # No GPU has 16 TiB, no node a thousand GPUs: a corrupt file, not a machine to plan for.
+    ("cuda_driver: '12.4'\ngpus: [{name: A100, compute_capability: '8.0', memory_mib: 100000000000000000000}]",
+     "gpus[0].memory_mib: expected a whole number of MiB up to 16777216"),
+    ("cuda_driver: '12.4'\ngpus: [{name: A100, compute_capability: '8.0', index: 1024}]",
+     "gpus[0].index: expected a whole number up to 1023"),
 ]
 
 
@@ -132,12 +137,26 @@ def test_what_envkit_writes_reads_back(tmp_path):
                                                                           "deepnine")
 
 
-def test_hidden_gpus_are_refused_rather_than_guessed(tmp_path):
-    # What `list --json` prints inside a job whose CUDA_VISIBLE_DEVICES hides a GPU: the file says neither that the
-    # machine has the GPU (it was hidden) nor that it has not (it is there).
+def test_hidden_gpus_read_back_as_the_gpus_that_were_seen_and_a_note_naming_the_others(tmp_path):
+    # What `detect --json` (or `list --json`) prints inside a job whose CUDA_VISIBLE_DEVICES hides a GPU: the profile
+    # is what that job saw; the hidden GPU is checked like any GPU, not counted, and named in a note.
     hidden = full_profile()._replace(gpus=full_profile().gpus[:1], hidden_gpus=full_profile().gpus[1:])
-    message = refused(tmp_path, json.dumps(hidden.seen_dict()), "seen.json")
-    assert message.startswith(": hidden_gpus: GPUs that CUDA_VISIBLE_DEVICES hid") and "'gpus'" in message
+    path = tmp_path / "seen.json"
+    path.write_text(json.dumps(hidden.seen_dict()))
+    again = read_profile(path)
+    assert [gpu.name for gpu in again.gpus] == ["Tesla V100"] and again.hidden_gpus == ()
+    assert [note for note in again.notes if "CUDA_VISIBLE_DEVICES" in note] == [
+        f"file {path}: 1 GPU(s) that CUDA_VISIBLE_DEVICES hid where it was printed are not counted "
+        "(NVIDIA Future GPU): list them under 'gpus' to judge them too"]
+
+
+@pytest.mark.parametrize("hidden, words", [
+    ('{name: A100}', ": hidden_gpus: expected a list"),
+    ('[{name: A100, compute_capability: 8.0}]', ": hidden_gpus[0].compute_capability"),
+    ('[{name: A100, compute_capabilty: "8.0"}]', ": hidden_gpus[0]: unknown key 'compute_capabilty'"),
+])
+def test_hidden_gpus_are_checked_as_gpus_are(tmp_path, hidden, words):
+    assert refused(tmp_path, f'cuda_driver: "12.8"\ngpus: []\nhidden_gpus: {hidden}\n').startswith(words)
 
 
 @pytest.mark.parametrize("text, words", [
@@ -189,6 +208,16 @@ def test_a_version_written_as_a_number_must_be_quoted(tmp_path, text, words):
 def test_a_version_written_as_a_number_in_json_must_be_quoted(tmp_path):
     message = refused(tmp_path, '{"cuda_driver": 12.10, "gpus": []}', "bad.json")
     assert message == ': cuda_driver: 12.10 must be quoted ("12.10"): YAML reads 12.10 as the number 12.1'
+
+
+@pytest.mark.parametrize("written, how", [("010", "the octal number 8"), ("0x2000", "the hexadecimal number 8192"),
+                                         ("8_192", "the number 8192")])
+def test_a_number_not_written_in_plain_decimal_is_refused_not_read_as_yaml_1_1_reads_it(tmp_path, written, how):
+    # PyYAML (YAML 1.1) read `index: 010` as GPU 8 and `memory_mib: 8_192` as 8192; JSON and YAML 1.2 do not.
+    text = f'cuda_driver: "12.8"\ngpus:\n  - name: H100\n    compute_capability: "9.0"\n    memory_mib: {written}\n'
+    assert refused(tmp_path, text) == (f" is not valid YAML or JSON: the number {written} at line 5, column 17: YAML "
+                                       f"reads it as {how}; write numbers in plain decimal digits, or quote text "
+                                       f'("{written}")')
 
 
 def test_the_message_is_the_same_from_the_cache(tmp_path):

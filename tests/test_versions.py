@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, is_ascii_number, read_as_number
 
 
 @pytest.mark.parametrize("value, expected", [(12040, (12, 4)), (11020, (11, 2)), (13000, (13, 0)), (12080, (12, 8))])
@@ -92,3 +92,14 @@ def test_the_largest_versions_each_type_takes():
 def test_a_cuda_driver_number_out_of_range_is_refused(value):
     with pytest.raises(ValueError, match="not a CUDA driver version number"):
         CudaVersion.from_driver_int(value)
+
+
+def test_ascii_numbers_are_ascii_digits_and_nothing_else():
+    # The one spelling of the check that GPU indexes, GRES counts, wheel tags, pids and Retry-After headers share.
+    assert [is_ascii_number(text) for text in ("0", "12", "0012")] == [True, True, True]
+    assert not any(is_ascii_number(text) for text in ("", "²", "１２", "-1", "+1", " 1", "1 ", "1.0", "1_0", "٣"))
+
+
+def test_a_number_from_yaml_is_what_read_as_number_speaks_of():
+    assert [read_as_number(value) for value in ("12.10", True, False, None)] == [None, None, None, None]
+    assert read_as_number(550) == "unquoted, YAML reads it as a number (and 12.10 as 12.1)"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envkit.yamltext import YamlFloat, parse_yaml, quote_it
+from envkit.versions import quote_it
+from envkit.yamltext import YamlFloat, parse_yaml
 
 
 def error(text: str) -> str:
@@ -31,7 +32,7 @@ def test_on_one_line_the_columns_tell_them_apart():
 
 
 def test_keys_are_compared_as_yaml_reads_them():
-    assert error("1: a\n0x1: b\n") == "duplicate key 1 at line 2 (first at line 1)"
+    assert error("1: a\n+1: b\n") == "duplicate key 1 at line 2 (first at line 1)"
     assert parse_yaml("'1': a\n1: b\n") == {"1": "a", 1: "b"}  # text and a number are two keys
 
 
@@ -71,6 +72,39 @@ def test_a_number_keeps_its_text_as_written():
 ])
 def test_quote_it_quotes_what_was_written(text, message):
     assert quote_it(parse_yaml(f"v: {text}")["v"]) == f'{text} must be quoted ("{text}"): {message}'
+
+
+@pytest.mark.parametrize("value", ["text", "12.10", True, None])
+def test_quote_it_has_nothing_to_say_of_what_is_not_a_number(value):
+    assert quote_it(value) is None
+
+
+# --- a number is written in plain decimal ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("written, how", [
+    ("010", "the octal number 8"),  # JSON and YAML 1.2: 10
+    ("-010", "the octal number -8"),
+    ("00", "the octal number 0"),
+    ("0x1f", "the hexadecimal number 31"),
+    ("0b101", "the binary number 5"),
+    ("1_000", "the number 1000"),  # YAML 1.2: the text "1_000"
+    ("1:30", "the base-60 number 90"),  # a Slurm time limit, read as 90
+    ("1_000.5", "the number 1000.5"),
+    ("1:30.5", "the base-60 number 90.5"),
+])
+def test_a_number_not_written_in_plain_decimal_is_refused_with_its_line(written, how):
+    assert error(f"name: x\ncount: {written}\n") == (
+        f"the number {written} at line 2, column 8: YAML reads it as {how}; write numbers in plain decimal digits, "
+        f'or quote text ("{written}")')
+
+
+def test_a_key_or_a_json_value_in_octal_is_refused_too_and_plain_numbers_and_text_read_as_before():
+    assert error("min_driver:\n  012: '525'\n").startswith("the number 012 at line 2, column 3: ")
+    assert error('{"gpus": [], "index": 010}').startswith("the number 010 at line 1, column 23: YAML reads it as the "
+                                                          "octal number 8;")
+    plain = {"0": 0, "-0": 0, "+5": 5, "10": 10, "-3": -3, "010.5": 10.5, "0.5": 0.5, "1.0e+3": 1000.0,
+             "'010'": "010", '"1:30"': "1:30", "0o17": "0o17"}  # (0o17 is YAML 1.2's octal, text to YAML 1.1)
+    assert [parse_yaml(f"v: {written}\n")["v"] for written in plain] == list(plain.values())
 
 
 # --- every reader refuses a key given twice -----------------------------------------------------------------------

@@ -7,8 +7,10 @@ read only when asked for: ``envkit list torch`` parses torch.yaml and the tables
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from envkit.catalog.layout import (CUDA_TABLE, GPU_TABLE, PYTHON_TABLE, SUFFIX, TABLE_FILES,  # noqa: F401
                                    default_manifests_dir, manifest_names)
@@ -49,17 +51,56 @@ def load_manifest(path: Path, tables: Tables) -> Manifest:
 
 
 def _read_yaml(path: Path) -> Any:
+    text = read_text(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        return parse_yaml(text)
+    except ValueError as exc:
+        raise ManifestError(str(path), f"not valid YAML: {exc}") from None
+
+
+def read_text(path: Path) -> str:
+    """The text of a file of a manifests directory (envkit.maintain.validate reads them here too); ManifestError when
+    it is missing, a link to nothing, not a regular file (reading a FIFO named x.yaml would wait forever for a
+    writer, a device would never end), or not UTF-8."""
+    try:
+        # Opened without waiting: a FIFO opens at once (and is refused below) instead of blocking for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
+        if path.is_symlink():
+            raise ManifestError(str(path), f"a symbolic link to {os.path.realpath(path)}, which does not exist") \
+                from None
         if path.name in TABLE_FILES:
             raise ManifestError(
                 str(path), f"missing: a manifests directory needs {', '.join(TABLE_FILES)} (copy them from envs/)"
             ) from None
         raise ManifestError(str(path), "missing") from None
+    except OSError as exc:  # a socket cannot be opened (ENXIO): say what it is
+        raise ManifestError(str(path), _not_a_file(path) or f"cannot be read: {exc}") from None
+    try:
+        problem = _not_a_file(path, os.fstat(fd).st_mode)
+        if problem:
+            raise ManifestError(str(path), problem)
+        with open(fd, "rb", closefd=False) as stream:
+            return stream.read().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(str(path), f"cannot be read: {exc}") from None
-    try:
-        return parse_yaml(text)
-    except ValueError as exc:
-        raise ManifestError(str(path), f"not valid YAML: {exc}") from None
+    finally:
+        os.close(fd)
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _not_a_file(path: Path, mode: Optional[int] = None) -> Optional[str]:
+    """What is wrong with ``path`` (or the file ``mode`` describes) when it is not a regular file: 'a FIFO (named
+    pipe), not a regular file'. None when it is one, or cannot be looked at (reading it then says why)."""
+    if mode is None:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return None
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "something else")
+    return f"{kind}, not a regular file"

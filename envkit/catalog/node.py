@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Mapping, NoReturn, Optional, TypeVar
 
 from envkit.errors import ManifestError
+from envkit.versions import read_as_number
 
 T = TypeVar("T")
 
@@ -51,8 +52,7 @@ class Node:
     def check_scalar(self, value: Any, where: str) -> None:
         if isinstance(value, float):
             # YAML reads 0.10 as the number 0.1 and 560.30 as 560.3: versions must be quoted to mean what they say.
-            self.fail(f"quote it ('{value}'): unquoted, YAML reads a version as a number and drops trailing zeros",
-                      where)
+            self.fail(f"quote it ('{value}'): {read_as_number(value)}", where)
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             self.fail(f"expected text, got {kind(value)}", where)
 

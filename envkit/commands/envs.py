@@ -90,9 +90,8 @@ def run(
     """
     with reported_errors():
         import os
-        import shutil
 
-        from envkit.activation import activated_argv, activated_environ
+        from envkit.activation import activated_argv, activated_environ, check_command
         from envkit.errors import BadInputError, EnvkitError
 
         record = find_record(env)  # no create of it going on or interrupted, and its directory holds it
@@ -106,10 +105,16 @@ def run(
             raise EnvkitError(f"environment {env} is gone from {prefix}",
                               hint=f"`envkit remove {env} --yes` forgets it; `envkit create` makes it again.")
         environ = activated_environ(prefix, record.kind, record.name, os.environ)
-        if shutil.which(argv[0], path=environ["PATH"]) is None:
-            raise BadInputError(f"{argv[0]}: no such command in {env} or on PATH")
+        check_command(argv[0], environ["PATH"], env)
         full = activated_argv(prefix, record.kind, argv)
-        os.execvpe(full[0], full, environ)
+        try:
+            os.execvpe(full[0], full, environ)
+        except OSError as error:  # found and executable, and still not a program (a script without #!, say)
+            import errno
+
+            hint = (f"A script needs a #! line naming its interpreter; or run it with one: envkit run {env} -- bash "
+                    f"{argv[0]}" if error.errno == errno.ENOEXEC else None)
+            raise BadInputError(f"{full[0]} cannot be run: {error.strerror}", hint=hint) from None
 
 
 def register(app: typer.Typer) -> None:

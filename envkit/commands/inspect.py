@@ -26,8 +26,8 @@ def detect(
 
         tables = cached_tables(manifests_dir(manifests), user_dirs().cache)
         profile = machine_for(tables, TargetOptions(manifests=manifests, timeout=timeout))
-        if json_output:
-            print_json(profile.to_dict())
+        if json_output:  # as list --json prints the machine it judged: with the GPUs CUDA_VISIBLE_DEVICES hides
+            print_json(profile.seen_dict())
         else:
             from envkit.render import profile_text
 

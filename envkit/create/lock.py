@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from envkit.errors import EnvkitError
+from envkit.versions import is_ascii_number
 
 
 class Busy(EnvkitError):
@@ -82,7 +83,7 @@ def _exclusive_file(path: Path, what: str) -> Iterator[None]:
 
 def _dead_here(holder: str) -> bool:
     host, _, pid = holder.rpartition(":")
-    if host != _host() or not (pid.isascii() and pid.isdigit()):
+    if host != _host() or not is_ascii_number(pid):
         return False  # another machine's, or unreadable: not ours to judge
     try:
         os.kill(int(pid), 0)

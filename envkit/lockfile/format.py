@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from envkit.errors import BadInputError
-from envkit.lockfile.model import BUILD, MANAGERS, MANIFEST, PYTHON, VERSION, LockedPackage, LockFile
+from envkit.lockfile.model import (BUILD, CUDA_ARCH, CUDA_DRIVER, FIND_LINKS, INDEX_URL, MANAGERS, MANIFEST, PYTHON,
+                                   VERSION, LockedPackage, LockFile)
+from envkit.versions import ComputeCapability, CudaVersion, is_ascii_number
 
 _PIP_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # PEP 508: never read as an option
 _PYTHON = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")  # X.Y, as envkit writes it (ASCII digits, a few of them)
@@ -40,7 +42,8 @@ def read_lock(path: Path, cache_dir: Optional[Path] = None) -> LockFile:
         from envkit.filecache import cached
 
         return cached(cache_dir, "lock", [path], ("lockfile/format.py", "lockfile/model.py", "yamltext.py",
-                                                  "catalog/model.py"), lambda: _read(path))
+                                                  "catalog/model.py", "catalog/entries.py", "versions.py"),
+                      lambda: _read(path))
     return _read(path)
 
 
@@ -90,7 +93,9 @@ def parse_lock(text: str, origin: str) -> LockFile:
 
 def _envkit_facts(custom: dict[str, str], origin: str) -> dict[str, str]:
     """``custom`` if envkit's facts in it are what they say they are: the manifest and build become a record's (and
-    are looked up in the manifests directory), the Python is the one the environment gets."""
+    are looked up in the manifests directory), the Python is the one the environment gets, the CUDA ones say what
+    the solve saw, the index and find-links URLs reach uv (as upstream https URLs, as a manifest names them)."""
+    from envkit.catalog.entries import https_url_problem
     from envkit.catalog.model import valid_id
 
     for key, what in ((MANIFEST, "a manifest name"), (BUILD, "a build id")):
@@ -102,7 +107,37 @@ def _envkit_facts(custom: dict[str, str], origin: str) -> dict[str, str]:
     if python and not _PYTHON.fullmatch(python):
         raise LockFileError(f"{origin}: metadata.custom_metadata {PYTHON} {python!r} is not a Python version like "
                             "3.12", hint=_HINT)
+    for key, parse, what in ((CUDA_DRIVER, _solve_cuda, "a CUDA version like 12.4 (the __cuda"),
+                             (CUDA_ARCH, _solve_arch, "a compute capability like 8.0 (the __cuda_arch")):
+        value = custom.get(key)
+        if value:
+            try:
+                parse(value)
+            except ValueError:
+                raise LockFileError(f"{origin}: metadata.custom_metadata {key} {value!r} is not {what} the solve "
+                                    "saw; empty for none)", hint=_HINT) from None
+    for key, what in ((INDEX_URL, "pip index"), (FIND_LINKS, "find-links")):
+        value = custom.get(key)
+        problem = https_url_problem(value, what) if value else None
+        if problem:
+            raise LockFileError(f"{origin}: metadata.custom_metadata {key} {problem}", hint=_HINT)
     return custom
+
+
+def _solve_cuda(text: str) -> None:
+    """ValueError unless ``text`` is a ``__cuda`` envkit's solve may have seen: the driver's X.Y, or
+    $CONDA_OVERRIDE_CUDA as conda takes it (12, 12.4, 12.4.1)."""
+    parts = text.split(".")
+    CudaVersion.parse(f"{parts[0]}.{parts[1] if len(parts) > 1 else 0}")
+    patch = parts[2] if len(parts) == 3 else "0"
+    if len(parts) > 3 or not (is_ascii_number(patch) and len(patch) <= 3) or text != text.strip():
+        raise ValueError(text)
+
+
+def _solve_arch(text: str) -> None:
+    """ValueError unless ``text`` is a ``__cuda_arch`` as envkit writes it: a compute capability, X.Y."""
+    if str(ComputeCapability.parse(text)) != text:  # (parse also takes sm_80, and spaces around)
+        raise ValueError(text)
 
 
 def _package(item: Any, origin: str, index: int) -> LockedPackage:

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 from urllib.parse import unquote, urlsplit
 
+from envkit.versions import is_ascii_number
+
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _MAX_WAIT_S = 30.0  # the most a Retry-After is honoured for
 
@@ -173,7 +175,7 @@ def _read_file(url: str) -> Page:
 
 
 def _retry_after(value: Optional[str]) -> Optional[float]:
-    if value and value.strip().isascii() and value.strip().isdigit():  # (not "²": float() refuses it)
+    if value and is_ascii_number(value.strip()):  # (not "²": float() refuses it)
         return float(value.strip())
     return None
 

@@ -16,6 +16,8 @@ from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Iterable, Optional
 from urllib.parse import unquote, urldefrag, urljoin
 
+from envkit.versions import is_ascii_number
+
 if TYPE_CHECKING:
     from packaging.version import Version
 
@@ -127,7 +129,7 @@ def _tag_fits(interpreter: str, abi: str, platform: str, python: Version) -> boo
     xy = f"{python.major}{python.minor}"
     if interpreter == f"cp{xy}" and abi in (f"cp{xy}", f"cp{xy}m", "none"):
         return True
-    if abi == "abi3" and interpreter.startswith("cp3") and re.fullmatch("[0-9]+", interpreter[2:]):
+    if abi == "abi3" and interpreter.startswith("cp3") and is_ascii_number(interpreter[2:]):
         return python.major == 3 and int(interpreter[3:] or 0) <= python.minor
     return abi == "none" and interpreter in ("py3", f"py{xy}", f"py{python.major}")
 

@@ -62,17 +62,14 @@ def validate_directory(directory: Path) -> Validation:
 
 
 def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
+    from envkit.catalog.load import read_text
     from envkit.yamltext import parse_yaml
     from envkit.maintain.yamlmarks import compose, syntax_error_line
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        problems.append(Problem(str(path), None, None, None, "missing: a manifests directory needs cuda.yaml, "
-                                "python.yaml and gpus.yaml (copy them from envs/)"))
-        return None
-    except (OSError, UnicodeDecodeError) as error:
-        problems.append(Problem(str(path), None, None, None, f"cannot be read: {error}"))
+        text = read_text(path)  # as the catalog reads it: missing, a link to nothing, a FIFO, ... said plainly
+    except ManifestError as error:
+        problems.append(Problem(error.path, None, None, None, error.problem))
         return None
     try:
         data = parse_yaml(text)  # as the catalog reads it: a key given twice is an error

@@ -6,8 +6,9 @@ A field is written the way ManifestError names it: ``releases[0].builds[2].pip.p
 
 from __future__ import annotations
 
-import re
 from typing import Any, Optional
+
+from envkit.versions import is_ascii_number
 
 
 def compose(text: str) -> Any:
@@ -51,7 +52,7 @@ def _step(node: Any, rest: str) -> Optional[tuple[Any, str, int]]:
 
     if rest.startswith("["):
         end = rest.find("]")
-        if end < 0 or not isinstance(node, yaml.SequenceNode) or not re.fullmatch("[0-9]+", rest[1:end]):
+        if end < 0 or not isinstance(node, yaml.SequenceNode) or not is_ascii_number(rest[1:end]):
             return None
         position = int(rest[1:end])
         if position >= len(node.value):

@@ -52,7 +52,9 @@ def probe_environment(environ: Mapping[str, str]) -> dict[str, str]:
 def default_python(environ: Mapping[str, str]) -> Path:
     """The active environment's Python: $VIRTUAL_ENV's, else $CONDA_PREFIX's, else ``python3`` on PATH.
 
-    A virtual environment wins over conda: conda's base environment is often active underneath it.
+    A virtual environment wins over conda: conda's base environment is often active underneath it. An active one
+    without a Python (deleted, its Python gone) is bad input: checking another Python would judge what the user
+    did not ask about.
     """
     for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         prefix = environ.get(variable)
@@ -60,6 +62,11 @@ def default_python(environ: Mapping[str, str]) -> Path:
             candidate = Path(prefix) / "bin" / "python"
             if candidate.exists():
                 return candidate
+            gone = "is gone" if not os.path.lexists(prefix) else f"has no working {candidate}"
+            raise BadInputError(f"the active environment ${variable}={prefix} {gone}: there is no Python in it to "
+                                "check",
+                                hint="Deactivate it (`deactivate`, `conda deactivate`) or unset the variable, or pass "
+                                     "the Python to check: --python PATH/TO/ENV/bin/python.")
     found = shutil.which("python3", path=environ.get("PATH", os.defpath))
     if found is None:
         raise BadInputError("no Python to check: no active environment and no python3 on PATH",

@@ -10,6 +10,7 @@ import re
 from typing import Mapping, NamedTuple, Optional
 
 from envkit.machine import MachineProfile
+from envkit.versions import is_ascii_number  # a GPU index as CUDA reads one: not '²' or '１'
 
 # Values of CUDA_VISIBLE_DEVICES that hide every GPU.
 HIDING = re.compile(r"^\s*(|-1|none|NoDevFiles|void)\s*$", re.IGNORECASE)
@@ -73,7 +74,7 @@ def _read_as_cuda_does(visible: tuple[str, ...], profile: MachineProfile) -> Opt
     for part in visible:
         if part.startswith(("GPU-", "MIG-")):
             return None
-        if not _is_index(part) or int(part) not in present:
+        if not is_ascii_number(part) or int(part) not in present:
             break
         wanted.append(int(part))
     return wanted
@@ -89,10 +90,4 @@ def hides_all(value: str, gpus: int) -> bool:
     first = value.split(",")[0].strip()
     if first.startswith(("GPU-", "MIG-")):
         return False
-    return not (_is_index(first) and int(first) < gpus)
-
-
-def _is_index(text: str) -> bool:
-    """A GPU index as CUDA reads one: ASCII digits (str.isdigit alone takes '²' and '１', which int() refuses or
-    CUDA does not read)."""
-    return text.isascii() and text.isdigit()
+    return not (is_ascii_number(first) and int(first) < gpus)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from envkit.versions import is_ascii_number
+
 # partition (no '*' for the default) | availability | node | GRES | features | state
 SINFO_FORMAT = "%R|%a|%N|%G|%f|%t"
 _FIELDS = 6
@@ -72,7 +74,7 @@ def gpu_count(gres: str) -> int:
         if match is None:
             continue
         count = match.group("count")
-        if count is None and match.group("type") is not None and re.fullmatch("[0-9]+", match.group("type")):
+        if count is None and match.group("type") is not None and is_ascii_number(match.group("type")):
             count = match.group("type")  # gpu:2 parses its count as the type group
         total += int(count) if count is not None else 1
     return total

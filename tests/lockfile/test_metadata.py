@@ -35,6 +35,16 @@ def read_back(custom: dict[str, str]) -> LockFile:
     ("envkit.python", "3.99999999999999999999", "is not a Python version like 3.12"),
     ("envkit.python", "３.１２", "is not a Python version like 3.12"),
     ("envkit.python", "3.12; rm", "is not a Python version like 3.12"),
+    ("envkit.cuda_driver", "banana", "is not a CUDA version like 12.4"),
+    ("envkit.cuda_driver", "-x", "is not a CUDA version like 12.4"),
+    ("envkit.cuda_driver", "99999999999999999999.0", "is not a CUDA version like 12.4"),
+    ("envkit.cuda_driver", "12.4.1.7", "is not a CUDA version like 12.4"),
+    ("envkit.cuda_driver", "12.4 ", "is not a CUDA version like 12.4"),
+    ("envkit.cuda_driver", "１２.４", "is not a CUDA version like 12.4"),
+    ("envkit.cuda_arch", "banana", "is not a compute capability like 8.0"),
+    ("envkit.cuda_arch", "-x", "is not a compute capability like 8.0"),
+    ("envkit.cuda_arch", "80000000000000000000.0", "is not a compute capability like 8.0"),
+    ("envkit.cuda_arch", "sm_80", "is not a compute capability like 8.0"),
 ])
 def test_envkits_facts_in_a_lock_are_what_they_say_they_are(key, value, words):
     with pytest.raises(LockFileError) as caught:
@@ -71,3 +81,34 @@ def test_why_a_lock_is_not_checked_without_no_verify():
     assert _why_unchecked(lock({})) == "the lock names no envkit build to check against"
     named = lock({"envkit.manifest": "nosuch", "envkit.build": "nosuch-1.0-cpu"})
     assert _why_unchecked(named) == "the manifests have no build nosuch-1.0-cpu of nosuch to check against"
+
+
+@pytest.mark.parametrize("key, values", [
+    # What a solve may have seen is read: the driver's X.Y, $CONDA_OVERRIDE_CUDA as conda takes it, none at all.
+    ("envkit.cuda_driver", ["12.4", "12", "12.4.1", "11.8", ""]),
+    ("envkit.cuda_arch", ["8.0", "12.0", ""]),
+])
+def test_the_cuda_a_solve_may_have_seen_is_read(key, values):
+    for good in values:
+        assert read_back({key: good}).custom == {key: good}
+
+
+@pytest.mark.parametrize("key", ["envkit.index_url", "envkit.find_links"])
+@pytest.mark.parametrize("value, words", [
+    ("https://pypi.org/simple --extra-index-url https://evil", "no spaces"),
+    ("https://download.pytorch.org/whl/cu126 ", "no spaces"),
+    ("-https://pypi.org/simple", "are the upstream https URLs"),
+    ("--index-url=https://evil", "are the upstream https URLs"),
+    ("pypi.org/simple", "are the upstream https URLs"),
+    ("ftp://mirror/simple", "are the upstream https URLs"),
+    ("https://pypi.org/simple?x=1", "no spaces, credentials, query or fragment"),
+    ("https://pypi.org/<simple>", "hold no < >"),
+])
+def test_the_pip_urls_of_a_lock_are_upstream_https_urls(key, value, words):
+    with pytest.raises(LockFileError) as caught:
+        read_back({key: value})
+    assert caught.value.exit_code == 2
+    message = caught.value.message
+    assert message.startswith(f"x.lock.yml: metadata.custom_metadata {key} {value!r}: ") and words in message
+    for good in ("https://download.pytorch.org/whl/cu126", "https://download.pytorch.org/whl/torch_stable.html", ""):
+        assert read_back({key: good}).custom == {key: good}

@@ -117,6 +117,16 @@ def test_the_active_environment_is_the_default(fake_env, this_machine):
     assert data["python"]["executable"] == str(env.python)
 
 
+def test_an_active_environment_that_is_gone_is_said_not_replaced_by_another_python(fake_env, tmp_path):
+    conda = fake_env({"torch": {"version": "2.13.0+cpu", "cuda": None}})  # conda's base, active under the venv
+    gone = tmp_path / "deleted-venv"
+    result = envkit("doctor", env={"VIRTUAL_ENV": str(gone), "CONDA_PREFIX": str(conda.root)})
+    assert result.returncode == 2 and result.stdout == "", result
+    assert result.stderr.startswith(f"envkit: error: the active environment $VIRTUAL_ENV={gone} is gone: there is "
+                                    "no Python in it to check\n"), result.stderr
+    assert "--python" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_multi_gpu_and_bench_on_one_gpu(fake_env, this_machine):
     env = fake_env({"torch": {"gpus": [A100]}})
     result, data = doctor_json("--python", str(env.python), "--multi-gpu", "--bench", env=this_machine([A100]))

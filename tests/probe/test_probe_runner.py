@@ -153,9 +153,28 @@ def test_default_python_prefers_the_active_environment(tmp_path):
     both = {"VIRTUAL_ENV": str(venv), "CONDA_PREFIX": str(conda), "PATH": str(path_dir)}
     assert default_python(both) == venv / "bin" / "python"
     assert default_python({"CONDA_PREFIX": str(conda), "PATH": str(path_dir)}) == conda / "bin" / "python"
-    assert default_python({"VIRTUAL_ENV": str(tmp_path / "gone"), "PATH": str(path_dir)}) == path_dir / "python3"
     with pytest.raises(BadInputError, match="no python3 on PATH"):
         default_python({"PATH": str(tmp_path / "empty")})
+
+
+@pytest.mark.parametrize("variable", ["VIRTUAL_ENV", "CONDA_PREFIX"])
+def test_an_active_environment_without_its_python_is_said_not_passed_over(tmp_path, variable):
+    # A venv deleted while still active: checking python3 on PATH (or conda's base under it) instead would judge
+    # a Python the user did not ask about.
+    conda, path_dir = tmp_path / "conda", tmp_path / "bin"
+    fake_python(_mkdir(conda / "bin") / "python", "exit 0")
+    fake_python(_mkdir(path_dir) / "python3", "exit 0")
+    gone = tmp_path / "gone"
+    environ = {variable: str(gone), "PATH": str(path_dir)}
+    if variable == "VIRTUAL_ENV":
+        environ["CONDA_PREFIX"] = str(conda)
+    with pytest.raises(BadInputError) as caught:
+        default_python(environ)
+    assert caught.value.message == f"the active environment ${variable}={gone} is gone: there is no Python in it to check"
+    assert "--python" in caught.value.hint and caught.value.exit_code == 2
+    _mkdir(gone)  # there, with no Python in it
+    with pytest.raises(BadInputError, match=f"has no working {gone / 'bin' / 'python'}"):
+        default_python(environ)
 
 
 def _mkdir(path: Path) -> Path:
