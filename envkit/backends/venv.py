@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+
 from envkit.backends.base import Context, OnLine, command_text, run_step
 from envkit.plan import Plan
 from envkit.errors import InstallError
@@ -24,5 +26,9 @@ class VenvBackend:
         return [command_text(self._argv(plan, context))]
 
     def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
-        run_step(self._argv(plan, context), context.environ, on_line, f"making the venv at {plan.prefix} failed",
-                 hint="The lines above are the installer's; fix what they say, or try --backend rattler.")
+        argv = self._argv(plan, context)
+        # `-m venv` runs ensurepip, whose bundled pip (Python 3.7 and 3.8's) copies its CA bundle out of the wheel
+        # into $TMPDIR and never deletes it: 270 KB left in /tmp by every venv. It gets a directory of its own.
+        with tempfile.TemporaryDirectory(prefix="envkit-venv-") as scratch:
+            run_step(argv, {**context.environ, "TMPDIR": scratch}, on_line, f"making the venv at {plan.prefix} failed",
+                     hint="The lines above are the installer's; fix what they say, or try --backend rattler.")

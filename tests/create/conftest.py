@@ -68,6 +68,10 @@ class Home:
         path = self.data / "records" / f"{name}.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
+    def leftovers(self) -> list[str]:
+        """What is left in the $TMPDIR envkit ran with: nothing, once a command has ended."""
+        return sorted(entry.name for entry in (self.root / "tmp").iterdir())
+
     def in_env(self, name: str, code: str) -> str:
         """What ``python -c code`` prints inside the environment, run through `envkit run`."""
         done = self.envkit("run", name, "--", "python", "-c", code)
@@ -95,6 +99,8 @@ def home(tmp_path: Path) -> Home:
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
         "NO_PROXY": "127.0.0.1,localhost",
     })
+    (root / "tmp").mkdir()
+    env["TMPDIR"] = str(root / "tmp")  # what envkit and its installers leave there is seen (Home.leftovers)
     config = root / "envkit.yaml"
     config.write_text("# no mirrors: tests that fetch write theirs\n", encoding="utf-8")
     return Home(root=root, env=env, config=config, sudo_log=sudo_log)

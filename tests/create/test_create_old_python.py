@@ -58,3 +58,4 @@ def test_a_python_37_build_gets_a_venv_with_pip_and_pip_installs_it(home: Home, 
     assert home.in_env("course-cpu", "import sys, coursepkg; print(sys.version_info[:2], coursepkg.VALUE)") \
         == "(3, 7) old course"
     assert home.record("course-cpu")["installer"] == "pip"
+    assert home.leftovers() == []  # (python3.7 -m venv's pip leaves its CA bundle in $TMPDIR when let)

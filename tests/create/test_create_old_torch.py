@@ -102,6 +102,7 @@ def test_torch_1_8_1_cu101_installs_on_python_3_8_from_the_find_links_page(home:
     record = home.record("torch-cu101")
     assert record["build"] == "torch-1.8-cu101" and record["python"] == "3.8"
     assert record["installer"] == installer
+    assert home.leftovers() == []  # (python3.8 -m venv's pip leaves its CA bundle in $TMPDIR when let)
 
 
 def test_a_lock_of_torch_1_8_pins_the_find_links_wheels_and_installs_them_from_there(home: Home, stable_page):

@@ -71,11 +71,9 @@ def test_jupyter_registers_a_kernel_running_the_environments_python_and_remove_d
     if not kernel:
         pytest.skip("no ipykernel wheel on this machine")
     torch_index.add_index("/pypi/simple", kernel + local_distribution_files(dependency_closure(kernel[0])))
-    scratch = home.root / "tmp"  # the user's temporary directory: ipykernel's leftovers would land here
-    scratch.mkdir()
-    done = home.envkit("create", *CU126, "--yes", "--no-verify", "--jupyter", env={"TMPDIR": str(scratch)})
+    done = home.envkit("create", *CU126, "--yes", "--no-verify", "--jupyter")
     assert done.returncode == 0, done.stderr
-    assert list(scratch.iterdir()) == []
+    assert home.leftovers() == []  # the user's temporary directory: ipykernel's leftovers would land there
     spec = home.root / ".local" / "share" / "jupyter" / "kernels" / "torch-cu126" / "kernel.json"
     data = json.loads(spec.read_text())
     assert data["argv"][0] == str(home.prefix("torch-cu126") / "bin" / "python")
