@@ -1,7 +1,8 @@
 """What envkit made: a small record inside each environment (``PREFIX/.envkit/record.json``) and a copy in the
 index under the user data dir (``records/NAME.json``), which `envkit envs`, `run`, `remove` and `verify` read.
 
-Records are written atomically (a temporary file, then a rename), so a crash never leaves half a record.
+Records are written atomically (a temporary file, then a rename), so a crash never leaves half a record. Whether
+an environment's directory still holds it (the record inside names it) is envkit.ownership's.
 """
 
 from __future__ import annotations
@@ -121,69 +122,6 @@ def save(record: Record, records_dir: Path) -> None:
     write_json_atomic(index_path(records_dir, record.name), record.to_dict())
 
 
-def update(record: Record, records_dir: Path) -> None:
-    """Save a changed record of an environment that exists (the last check's result): only while its prefix holds
-    it (:func:`check_held`), so envkit never writes its record into a directory that holds another environment, or
-    none."""
-    check_held(record)
-    save(record, records_dir)
-
-
-class NotHeld(EnvkitError):
-    """An index entry's directory does not hold that environment: gone, another environment's, or holding no
-    readable envkit record. envkit neither acts in it nor writes into it for that name."""
-
-
-def inside_record(prefix: Path) -> dict[str, Any]:
-    """The record envkit keeps inside ``prefix``, as data; ValueError saying why there is none, in words following
-    "it" ("it holds no envkit record", "its envkit record ... is not valid JSON")."""
-    path = in_prefix(prefix)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError("it holds no envkit record") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"its envkit record {path} cannot be read "
-                         f"({getattr(error, 'strerror', None) or error})") from None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise ValueError(f"its envkit record {path} is not valid JSON") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"its envkit record {path} names no environment")
-    return data
-
-
-def holding_problem(prefix: Path, name: str) -> Optional[str]:
-    """Why the directory ``prefix`` does not hold envkit's environment ``name`` (the record inside it names another
-    environment, or it has none, or it cannot be read), in words following "it"; None when it does hold it."""
-    if not os.path.isdir(prefix):
-        return "it is not a directory" if os.path.lexists(prefix) else "it is gone"
-    try:
-        other = inside_record(prefix).get("name")
-    except ValueError as why:
-        return str(why)
-    if not isinstance(other, str):
-        return f"its envkit record {in_prefix(prefix)} names no environment"
-    return None if other == name else f"it holds envkit's environment {other!r}"
-
-
-def check_held(record: Record) -> None:
-    """Raise NotHeld unless the environment's prefix still holds it: what every command that acts on a named
-    environment's directory (run, verify, export, job) checks first, and what guards writing its record there."""
-    prefix = Path(record.prefix)
-    forget = f"`envkit remove {record.name} --yes` forgets"
-    if not os.path.exists(prefix):  # a dangling link too
-        raise NotHeld(f"environment {record.name} is gone from {prefix}",
-                      hint=f"{forget} it; `envkit create {record.manifest} --build {record.build} --name "
-                           f"{record.name}` makes it again.")
-    problem = holding_problem(prefix, record.name)
-    if problem is not None:
-        raise NotHeld(f"{prefix} no longer holds environment {record.name!r}: {problem}",
-                      hint=f"envkit will not use or change that directory as {record.name}: {forget} {record.name} "
-                           "and leaves the directory alone.")
-
-
 def load(records_dir: Path, name: str) -> Optional[Record]:
     """The record of ``name``, None when there is none; EnvkitError when it cannot be read, BadInputError (exit 2)
     when it is not a record of ``name`` (`envkit remove NAME` forgets it all the same)."""
@@ -258,15 +196,6 @@ def load_quietly(records_dir: Path, name: str) -> Optional[Record]:
         return load(records_dir, name)
     except EnvkitError:
         return None
-
-
-def owner(prefix: Path) -> Optional[str]:
-    """The name of the environment envkit made at ``prefix``, from the record inside it; None if there is none."""
-    try:
-        name = inside_record(prefix).get("name")
-    except ValueError:
-        return None
-    return name if isinstance(name, str) else None
 
 
 def load_all(records_dir: Path) -> list[Record]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from envkit.records import Record, Unreadable, holding_problem
+from envkit.ownership import holding_problem
+from envkit.records import Record, Unreadable
 
 if TYPE_CHECKING:
     from envkit.create.journal import Interrupted

@@ -268,7 +268,7 @@ def _store_verify(record, reports, names, target: TargetOptions) -> None:
     Machines named with --machine/--partition become the record's target."""
     import os
 
-    from envkit import records
+    from envkit import ownership, records
     from envkit.create.lock import name_lock
     from envkit.probe.check import verify_summary
     from envkit.slurm.job_context import job_context
@@ -291,7 +291,7 @@ def _store_verify(record, reports, names, target: TargetOptions) -> None:
                 fleet = fleet_for(None, target)
                 updated = dataclasses.replace(updated, target=target_dict(
                     fleet, target_argv(target, absolute=True, manifests=False)))
-            records.update(updated, dirs.records)  # never into a directory that no longer holds it
+            ownership.update(updated, dirs.records)  # never into a directory that no longer holds it
 
 
 def register(app: typer.Typer) -> None:

@@ -234,9 +234,9 @@ def find_record(name: str, settled: bool = True, held: bool = True):
     """The record of an environment envkit made, to act on its directory, or exit 2 naming the ones that exist.
     Every command that acts on a named environment goes through here, so all of them refuse (exit 1, saying why):
     ``settled``, a create run of it going on or interrupted; ``held``, a directory that no longer holds it (gone,
-    another environment's, no envkit record in it: records.check_held). Only `envkit remove` asks for neither: it
+    another environment's, no envkit record in it: ownership.check_held). Only `envkit remove` asks for neither: it
     settles the run first and forgets an entry whose directory is not its environment, leaving the directory."""
-    from envkit import records
+    from envkit import ownership, records
     from envkit.errors import UnknownNameError
 
     dirs = user_dirs()
@@ -246,7 +246,7 @@ def find_record(name: str, settled: bool = True, held: bool = True):
         check_settled(dirs.locks, name)
     record = records.load(dirs.records, name) if plain_name(name) else None
     if record is not None and held:
-        records.check_held(record)
+        ownership.check_held(record)
     if record is None:
         known = [r.name for r in records.load_all(dirs.records)]
         raise UnknownNameError(

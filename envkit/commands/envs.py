@@ -42,7 +42,7 @@ def remove(
         import os
         import sys
 
-        from envkit import records
+        from envkit import ownership, records
         from envkit.create.journal import Journal
         from envkit.create.lock import journal_path
         from envkit.create.remove import remove_environment
@@ -57,7 +57,7 @@ def remove(
             question = f"Delete {env} at {broken.prefix or '(no directory named in the record)'}?"
         else:  # a directory that does not hold it (gone, another environment's) stays: only the entry goes
             prefix = find_record(env, settled=False, held=False).prefix
-            problem = records.holding_problem(Path(prefix), env)
+            problem = ownership.holding_problem(Path(prefix), env)
             if problem is None:
                 question = f"Delete {env} at {prefix}?"
             elif not os.path.lexists(prefix):

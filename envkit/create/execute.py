@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
-from envkit import records
+from envkit import ownership, records
 from envkit.backends.base import python_of, run_step
 from envkit.create.journal import Journal, recover, recover_others, unstamp
 from envkit.create.lock import journal_path, name_lock, prefix_lock
@@ -183,7 +183,7 @@ def to_replace(plan: Plan, old: Optional[records.Record], force: bool, environ: 
     """What the new environment replaces: only envkit's own environment of this name (and its kernelspec), and only
     with --force. Anything else in the way is an AlreadyExists: envkit never deletes what it did not make."""
     # A stale record (its prefix deleted by hand, or reused) names no environment: it is simply overwritten.
-    alive = old is not None and records.owner(Path(old.prefix)) == old.name
+    alive = old is not None and ownership.owner(Path(old.prefix)) == old.name
     if alive and not force:
         raise AlreadyExists(f"environment {plan.name!r} already exists at {old.prefix}",
                             hint="Add --force to replace it (it stays as it is if the new one fails), "
@@ -198,7 +198,7 @@ def to_replace(plan: Plan, old: Optional[records.Record], force: bool, environ: 
                 out.append(spec)
     prefix = plan.prefix
     if (prefix.exists() or prefix.is_symlink()) and prefix not in out and not _empty_directory(prefix):
-        owner = records.owner(prefix)
+        owner = ownership.owner(prefix)
         what = f"envkit's environment {owner!r}" if owner else "something envkit did not make"
         hint = "envkit never replaces it: choose another --prefix or --name"
         raise AlreadyExists(f"{prefix} already holds {what}",

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from envkit import records
+from envkit import ownership, records
 from envkit.create.lock import Busy, journal_path, name_lock, prefix_lock
 from envkit.errors import EnvkitError
 from envkit.jupyter import runs_in
@@ -129,7 +129,7 @@ class Journal:
         if prefix is not None and made_prefix is not False and (prefix.exists() or prefix.is_symlink()):
             if made_prefix or self._ours(prefix):
                 remove_tree(prefix)
-            elif self.making_prefix and records.owner(prefix) is None:
+            elif self.making_prefix and ownership.owner(prefix) is None:
                 notes.append(f"{prefix} was left by an envkit run that was stopped while making it; envkit cannot "
                              "tell it from files of yours, so it is still there: remove it yourself")
         if self.kernelspec and prefix is not None:
@@ -165,7 +165,7 @@ class Journal:
 
 def _inside_record(prefix: Path) -> Optional[dict[str, Any]]:
     try:
-        return records.inside_record(prefix)
+        return ownership.inside_record(prefix)
     except ValueError:
         return None
 

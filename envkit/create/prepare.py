@@ -130,7 +130,7 @@ def outside_environments(prefix: Path) -> Path:
     one with it (BadInputError, exit 2)."""
     import os
 
-    from envkit.records import owner
+    from envkit.ownership import owner
 
     for parent in Path(os.path.normpath(prefix)).parents:  # (outer/../new is not inside outer)
         holder = owner(parent)

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Mapping, Optional
 
-from envkit import records
+from envkit import ownership, records
 from envkit.create.journal import recover_name
 from envkit.create.lock import name_lock
 from envkit.errors import EnvkitError
@@ -48,7 +48,7 @@ def remove_environment(name: str, dirs: UserDirs, environ: Mapping[str, str]) ->
 def _delete(name: str, prefix: Path, kernel: Optional[str], environ: Mapping[str, str], done: list[str]) -> None:
     """The environment's directory (if the record inside names it) and its kernel (if it runs this prefix's Python,
     and the prefix is the environment's or gone: a directory that holds another environment keeps its kernel)."""
-    problem = records.holding_problem(prefix, name)
+    problem = ownership.holding_problem(prefix, name)
     if problem is not None and os.path.lexists(prefix):
         done.append(f"Left {prefix} alone: it does not hold envkit's environment {name} ({problem}).")
         return

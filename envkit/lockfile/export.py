@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from envkit import records
+from envkit.ownership import check_held
 from envkit.config import Config
 from envkit.errors import EnvkitError
 from envkit.lockfile import model
@@ -29,7 +30,7 @@ _PIP_INSTALLERS = ("uv", "pip")
 def export_lock(record: records.Record, config: Config, uv: Path, environ: Mapping[str, str],
                 index_of: Callable[[records.Record], Optional[str]]) -> LockFile:
     """``index_of`` gives the upstream index of the environment's build (None when unknown)."""
-    records.check_held(record)  # (as every command that acts on a named environment's directory)
+    check_held(record)  # (as every command that acts on a named environment's directory)
     prefix = Path(record.prefix)
     saved = _saved_lock(prefix)
     known = {(p.manager, _norm(p.name), p.version): p for p in saved.packages} if saved else {}

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from envkit import records
+from envkit import ownership, records
 from envkit.create.journal import Journal, interrupted, recover, recover_others, stamp, unstamp
 from envkit.create.lock import journal_path, name_lock
 
@@ -45,7 +45,7 @@ def test_died_after_setting_the_old_one_aside_puts_it_back(tmp_path: Path):
     prefix.mkdir()
     stamp(prefix)  # the new one, half made
     assert recover(journal.path, index)[0].startswith("undid")
-    assert records.owner(prefix) == "t" and json.loads(records.in_prefix(prefix).read_text())["run"] == "old-run"
+    assert ownership.owner(prefix) == "t" and json.loads(records.in_prefix(prefix).read_text())["run"] == "old-run"
     assert sorted(p.name for p in prefix.parent.iterdir()) == ["t"] and not journal.path.exists()
 
 
@@ -100,7 +100,7 @@ def test_died_before_touching_anything_leaves_the_old_one_as_it_was(tmp_path: Pa
     old = _env(prefix, "t", run="old-run")
     journal = _journal(tmp_path, prefix, old)
     assert recover(journal.path, index)[0].startswith("undid")
-    assert records.owner(prefix) == "t" and records.load(index, "t").run == "old-run"
+    assert ownership.owner(prefix) == "t" and records.load(index, "t").run == "old-run"
 
 
 def test_an_installer_the_dead_run_left_running_is_stopped_before_the_prefix_is_touched(tmp_path: Path):

@@ -15,7 +15,7 @@ from typing import Optional
 import pytest
 
 from conftest import CU126, Home
-from envkit import records
+from envkit import ownership, records
 from envkit.create.lock import journal_path, name_lock
 from envkit.errors import EnvkitError
 from support.pypi_index import IndexServer
@@ -90,7 +90,7 @@ def test_an_entry_pointing_at_another_environment_is_never_acted_on_and_remove_k
     assert removed.returncode == 0, removed.stderr
     assert f"Left {tiny} alone: it does not hold envkit's environment fl8 (it holds envkit's environment " \
            "'tiny-cpu')." in removed.stdout and "Forgot fl8." in removed.stdout
-    assert tiny.is_dir() and records.owner(tiny) == "tiny-cpu" and two.record("fl8") is None
+    assert tiny.is_dir() and ownership.owner(tiny) == "tiny-cpu" and two.record("fl8") is None
     assert two.in_env("tiny-cpu", "import sys; print(sys.prefix)") == str(tiny)
     assert [e["name"] for e in json.loads(two.envkit("envs", "--json").stdout)] == ["tiny-cpu"]
 
@@ -124,7 +124,7 @@ def test_remove_leaves_the_other_environments_kernel_alone(home: Home):
     index.write_text(json.dumps({**json.loads(index.read_text()), "kernel": "other"}))
     done = home.envkit("remove", "stale", "--yes")
     assert done.returncode == 0 and "Left" in done.stdout, done.stderr
-    assert (spec / "kernel.json").exists() and records.owner(prefix) == "other"
+    assert (spec / "kernel.json").exists() and ownership.owner(prefix) == "other"
 
 
 def test_a_record_inside_that_cannot_be_read_is_never_overwritten(home: Home):
@@ -199,12 +199,12 @@ def test_update_writes_only_into_a_prefix_the_environment_holds(tmp_path: Path):
     prefix = tmp_path / "env"
     record = records.Record(name="x", prefix=str(prefix), **RECORD)
     records.save(record, tmp_path / "records")
-    records.update(records.with_verify(record, {"ok": True}), tmp_path / "records")
+    ownership.update(records.with_verify(record, {"ok": True}), tmp_path / "records")
     assert records.load(tmp_path / "records", "x").verify == {"ok": True}
     records.save(records.Record(name="y", prefix=str(prefix), **RECORD), tmp_path / "other")
-    with pytest.raises(records.NotHeld, match="it holds envkit's environment 'y'"):
-        records.update(records.with_verify(record, {"ok": False}), tmp_path / "records")
-    assert records.owner(prefix) == "y" and records.load(tmp_path / "records", "x").verify == {"ok": True}
+    with pytest.raises(ownership.NotHeld, match="it holds envkit's environment 'y'"):
+        ownership.update(records.with_verify(record, {"ok": False}), tmp_path / "records")
+    assert ownership.owner(prefix) == "y" and records.load(tmp_path / "records", "x").verify == {"ok": True}
 
 
 # --- Bug: verify of an environment whose directory is gone -----------------------------------------------------------

@@ -1,0 +1,90 @@
+"""Whether a directory still holds the environment envkit recorded there: the record inside the prefix
+(``PREFIX/.envkit/record.json``, see envkit.records) names it.
+
+An index entry outlives its directory: the directory may be deleted, or replaced by another environment, or hold
+something envkit did not make. Every command that acts on a named environment's directory (run, verify, export,
+job) asks :func:`check_held` first, a record is written back only while the directory holds it (:func:`update`),
+and `remove` deletes a directory only when it names the environment being removed (:func:`holding_problem`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from envkit.errors import EnvkitError
+from envkit.records import Record, in_prefix, save
+
+
+def update(record: Record, records_dir: Path) -> None:
+    """Save a changed record of an environment that exists (the last check's result): only while its prefix holds
+    it (:func:`check_held`), so envkit never writes its record into a directory that holds another environment, or
+    none."""
+    check_held(record)
+    save(record, records_dir)
+
+
+class NotHeld(EnvkitError):
+    """An index entry's directory does not hold that environment: gone, another environment's, or holding no
+    readable envkit record. envkit neither acts in it nor writes into it for that name."""
+
+
+def inside_record(prefix: Path) -> dict[str, Any]:
+    """The record envkit keeps inside ``prefix``, as data; ValueError saying why there is none, in words following
+    "it" ("it holds no envkit record", "its envkit record ... is not valid JSON")."""
+    path = in_prefix(prefix)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError("it holds no envkit record") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"its envkit record {path} cannot be read "
+                         f"({getattr(error, 'strerror', None) or error})") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ValueError(f"its envkit record {path} is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"its envkit record {path} names no environment")
+    return data
+
+
+def holding_problem(prefix: Path, name: str) -> Optional[str]:
+    """Why the directory ``prefix`` does not hold envkit's environment ``name`` (the record inside it names another
+    environment, or it has none, or it cannot be read), in words following "it"; None when it does hold it."""
+    if not os.path.isdir(prefix):
+        return "it is not a directory" if os.path.lexists(prefix) else "it is gone"
+    try:
+        other = inside_record(prefix).get("name")
+    except ValueError as why:
+        return str(why)
+    if not isinstance(other, str):
+        return f"its envkit record {in_prefix(prefix)} names no environment"
+    return None if other == name else f"it holds envkit's environment {other!r}"
+
+
+def check_held(record: Record) -> None:
+    """Raise NotHeld unless the environment's prefix still holds it: what every command that acts on a named
+    environment's directory (run, verify, export, job) checks first, and what guards writing its record there."""
+    prefix = Path(record.prefix)
+    forget = f"`envkit remove {record.name} --yes` forgets"
+    if not os.path.exists(prefix):  # a dangling link too
+        raise NotHeld(f"environment {record.name} is gone from {prefix}",
+                      hint=f"{forget} it; `envkit create {record.manifest} --build {record.build} --name "
+                           f"{record.name}` makes it again.")
+    problem = holding_problem(prefix, record.name)
+    if problem is not None:
+        raise NotHeld(f"{prefix} no longer holds environment {record.name!r}: {problem}",
+                      hint=f"envkit will not use or change that directory as {record.name}: {forget} {record.name} "
+                           "and leaves the directory alone.")
+
+
+def owner(prefix: Path) -> Optional[str]:
+    """The name of the environment envkit made at ``prefix``, from the record inside it; None if there is none."""
+    try:
+        name = inside_record(prefix).get("name")
+    except ValueError:
+        return None
+    return name if isinstance(name, str) else None
