@@ -328,27 +328,48 @@ def partition_profiles(site: Site, name: str, nodes: Sequence[str] = ()) -> list
         why = f" ({partition.error})" if partition.error else ""
         raise BadInputError(f"partition {name!r} in site file {site.path} has no node profiles{why}",
                             hint="Survey it again (`envkit survey`), or add its node profiles to the site file.")
-    entries = [(entry, machine_name(partition, i)) for i, entry in enumerate(partition.nodes)]
+    entries = _entries(partition)
     if nodes:
-        unknown = [wanted for wanted in nodes if all(wanted not in (shown, entry.node) for entry, shown in entries)]
+        unknown = [wanted for wanted in nodes if not _named(partition, entries, wanted)]
         if unknown:
             there = ", ".join(shown if entry.node in (None, shown) else f"{shown} (node {entry.node})"
                               for entry, shown in entries)
             raise UnknownNameError(f"partition {name!r} has no node {unknown[0]!r}; it has: {there}",
                                    hint="`envkit site` lists the partitions and their nodes.")
-        entries = [(entry, shown) for entry, shown in entries if shown in nodes or entry.node in nodes]
+        chosen = {id(entry) for wanted in nodes for entry, _ in _named(partition, entries, wanted)}
+        entries = [(entry, shown) for entry, shown in entries if id(entry) in chosen]
     return [entry.profile._replace(name=shown) for entry, shown in entries]
+
+
+def _entries(partition: Partition) -> list[tuple[SiteNode, str]]:
+    """The partition's node entries, each with the name `envkit site` shows for it."""
+    return [(entry, machine_name(partition, i)) for i, entry in enumerate(partition.nodes)]
+
+
+def _named(partition: Partition, entries: list[tuple[SiteNode, str]], wanted: str) -> list[tuple[SiteNode, str]]:
+    """The entries ``wanted`` names: by the name `envkit site` shows, or by their Slurm ``node:``. BadInputError
+    (exit 2) when it is one entry's shown name and another's node: either reading would be a guess."""
+    by_name = [(entry, shown) for entry, shown in entries if shown == wanted]
+    by_node = [(entry, shown) for entry, shown in entries if entry.node == wanted]
+    crossed = by_name and any(all(entry is not e for e, _ in by_name) for entry, _ in by_node)
+    if crossed:
+        slurm = by_name[0][0].node
+        raise BadInputError(f"partition {partition.name!r}: {wanted!r} is the name of one node entry"
+                            f"{f' (node {slurm})' if slurm else ''} and the Slurm node of another",
+                            hint=f"Rename that entry's profile in the site file (its `name: {wanted}`): a profile "
+                                 "named as another entry's Slurm node cannot be told from it.")
+    return by_name or by_node
 
 
 def slurm_node(site: Site, name: str, node: str) -> str:
     """The Slurm node name of ``node`` in partition ``name`` (``--partition NAME:NODE`` on a Slurm cluster): the
-    ``node:`` of the entry `envkit site` shows as ``node``, else ``node`` as given (a Slurm name, or one the site
-    file does not know)."""
+    ``node:`` of the entry ``node`` names (see :func:`partition_profiles`), else ``node`` as given (a Slurm name, or
+    one the site file does not know)."""
     partition = site.partitions.get(name)
-    if partition is None or any(entry.node == node for entry in partition.nodes):
+    if partition is None:
         return node
-    return next((entry.node for position, entry in enumerate(partition.nodes)
-                 if entry.node is not None and machine_name(partition, position) == node), node)
+    named = _named(partition, _entries(partition), node)
+    return next((entry.node for entry, _ in named if entry.node is not None), node)
 
 
 def site_to_dict(site: Site, inline_files: bool = False) -> dict[str, Any]:

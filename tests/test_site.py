@@ -168,6 +168,22 @@ def test_partition_nodes_are_chosen_by_the_name_site_shows_or_by_their_slurm_nod
     assert caught.value.message == "partition 'gpu' has no node 'a100-02'; it has: a100-box (node a100-01), v100-01"
 
 
+def test_a_node_name_that_is_one_entrys_name_and_anothers_slurm_node_is_refused_not_guessed(tmp_path):
+    # Entry 1 is shown as 'v100-01' (its profile's name), entry 2 as 'v-box' on Slurm node v100-01: both were taken.
+    crossed = HAND_WRITTEN.replace("profile: {name: a100-box,", "profile: {name: v100-01,").replace(
+        'profile: {cuda_driver: "12.2", gpus: [{name: Tesla', 'profile: {name: v-box, cuda_driver: "12.2", '
+                                                              'gpus: [{name: Tesla')
+    site = load_site(write_site(tmp_path, crossed))
+    for ask in (lambda: partition_profiles(site, "gpu", ("v100-01",)), lambda: slurm_node(site, "gpu", "v100-01")):
+        with pytest.raises(BadInputError) as caught:
+            ask()
+        assert caught.value.exit_code == 2
+        assert caught.value.message == ("partition 'gpu': 'v100-01' is the name of one node entry (node a100-01) "
+                                        "and the Slurm node of another")
+    assert [p.name for p in partition_profiles(site, "gpu", ("a100-01",))] == ["v100-01"]  # unambiguous: still read
+    assert slurm_node(site, "gpu", "a100-01") == "a100-01"
+
+
 def test_a_node_named_as_site_shows_it_reaches_srun_as_its_slurm_name(tmp_path):
     site = load_site(write_site(tmp_path, HAND_WRITTEN))
     assert slurm_node(site, "gpu", "a100-box") == "a100-01"
