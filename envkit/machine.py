@@ -108,7 +108,8 @@ GPU_KEYS = ("index", "name", "compute_capability", "memory_mib", "source")
 # largest GPU memory of 2026 (288 GB), and no node has a thousand GPUs (envkit job --gpus takes at most 1024).
 MAX_MEMORY_MIB = 1 << 24
 MAX_GPU_INDEX = 1023
-# seen_dict's key: printed by list/create/verify --json, never written to a file envkit reads. Read back empty.
+# seen_dict's key: the GPUs CUDA_VISIBLE_DEVICES hid from the command that printed it (detect/list/create/verify
+# --json). Read back as a note: the profile is the GPUs that command saw.
 _HIDDEN = "hidden_gpus"
 
 

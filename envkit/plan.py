@@ -6,7 +6,6 @@ user's mirror, so the dry run shows exactly what will be fetched.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
@@ -17,10 +16,10 @@ from envkit.catalog.model import Build, PythonTable
 from envkit.config import Config, check_transport
 from envkit.errors import BadInputError
 from envkit.machine import MachineProfile
+from envkit.versions import is_solve_cuda
 
 JUPYTER_PACKAGES = ("ipykernel",)
 CUDA_OVERRIDE = "CONDA_OVERRIDE_CUDA"
-_CUDA_OVERRIDE_VALUE = re.compile(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}")
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ def cuda_for_solve(profile: MachineProfile, environ: Mapping[str, str]) -> tuple
     if CUDA_OVERRIDE in environ:
         said = f"the driver supports {driver}" if driver else "the machine has no NVIDIA driver"
         text = environ[CUDA_OVERRIDE].strip()
-        if text and not _CUDA_OVERRIDE_VALUE.fullmatch(text):  # conda takes 12, 12.4 and 12.4.1 alike
+        if text and not is_solve_cuda(text):  # conda takes 12, 12.4 and 12.4.1 alike
             raise BadInputError(f"{CUDA_OVERRIDE}={environ[CUDA_OVERRIDE]!r} is not a CUDA version like 12.4",
                                 hint="Set it to the CUDA version the solve should see (12.4), to the empty string "
                                      "for none, or unset it to use the machine's driver.")

@@ -19,12 +19,21 @@ _SM = re.compile(r"^\s*(?:sm|compute)_([0-9]{1,3})([0-9])\s*$")
 _DRIVER = re.compile(r"^[0-9]{2,3}(?:\.[0-9]{1,3}){0,2}$")
 # The largest CUDA version encoded as NVML and cuDriverGetVersion encode it (999.99 -> 999990).
 _MAX_DRIVER_INT = 999_990
+# A __cuda as conda takes it from $CONDA_OVERRIDE_CUDA: 12, 12.4 or 12.4.1 (and the driver's X.Y is one of those).
+# Compiled on first use (re's cache), not when `envkit list` imports this module.
+_SOLVE_CUDA = r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}"
 
 
 def is_ascii_number(text: str) -> bool:
     """Whether ``text`` is one or more ASCII digits and nothing else: what int() reads as the same number everywhere.
     (str.isdigit alone takes '²' and '１', which int() refuses or other programs do not read; no sign, no space.)"""
     return text.isascii() and text.isdigit()
+
+
+def is_solve_cuda(text: str) -> bool:
+    """Whether ``text`` is a ``__cuda`` a conda solve may see: $CONDA_OVERRIDE_CUDA as conda takes it (12, 12.4,
+    12.4.1; no spaces), or the driver's X.Y. Checked where it is set (envkit.plan) and where a lock says it."""
+    return bool(re.fullmatch(_SOLVE_CUDA, text))
 
 
 def read_as_number(value: object) -> Optional[str]:

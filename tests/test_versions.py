@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, is_ascii_number, read_as_number
+from envkit.versions import (ComputeCapability, CudaVersion, DriverVersion, is_ascii_number, is_solve_cuda,
+                             read_as_number)
 
 
 @pytest.mark.parametrize("value, expected", [(12040, (12, 4)), (11020, (11, 2)), (13000, (13, 0)), (12080, (12, 8))])
@@ -103,3 +104,10 @@ def test_ascii_numbers_are_ascii_digits_and_nothing_else():
 def test_a_number_from_yaml_is_what_read_as_number_speaks_of():
     assert [read_as_number(value) for value in ("12.10", True, False, None)] == [None, None, None, None]
     assert read_as_number(550) == "unquoted, YAML reads it as a number (and 12.10 as 12.1)"
+
+
+def test_a_cuda_for_the_solve_is_what_conda_takes_from_conda_override_cuda():
+    # One check for $CONDA_OVERRIDE_CUDA (envkit.plan) and for a lock's envkit.cuda_driver, which records it.
+    assert all(is_solve_cuda(text) for text in ("12", "12.4", "12.4.1", "11.8", "999.999.999"))
+    assert not any(is_solve_cuda(text) for text in ("", "12.", ".4", "12.4.1.7", " 12.4", "12.4 ", "１２.４", "1234",
+                                                      "12.4a", "-x", "sm_80"))

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Optional
 from envkit.errors import BadInputError
 from envkit.lockfile.model import (BUILD, CUDA_ARCH, CUDA_DRIVER, FIND_LINKS, INDEX_URL, MANAGERS, MANIFEST, PYTHON,
                                    VERSION, LockedPackage, LockFile)
-from envkit.versions import ComputeCapability, CudaVersion, is_ascii_number
+from envkit.versions import ComputeCapability, is_solve_cuda
 
 _PIP_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # PEP 508: never read as an option
 _PYTHON = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")  # X.Y, as envkit writes it (ASCII digits, a few of them)
@@ -107,15 +107,12 @@ def _envkit_facts(custom: dict[str, str], origin: str) -> dict[str, str]:
     if python and not _PYTHON.fullmatch(python):
         raise LockFileError(f"{origin}: metadata.custom_metadata {PYTHON} {python!r} is not a Python version like "
                             "3.12", hint=_HINT)
-    for key, parse, what in ((CUDA_DRIVER, _solve_cuda, "a CUDA version like 12.4 (the __cuda"),
-                             (CUDA_ARCH, _solve_arch, "a compute capability like 8.0 (the __cuda_arch")):
+    for key, fits, what in ((CUDA_DRIVER, is_solve_cuda, "a CUDA version like 12.4 (the __cuda"),
+                            (CUDA_ARCH, _is_solve_arch, "a compute capability like 8.0 (the __cuda_arch")):
         value = custom.get(key)
-        if value:
-            try:
-                parse(value)
-            except ValueError:
-                raise LockFileError(f"{origin}: metadata.custom_metadata {key} {value!r} is not {what} the solve "
-                                    "saw; empty for none)", hint=_HINT) from None
+        if value and not fits(value):
+            raise LockFileError(f"{origin}: metadata.custom_metadata {key} {value!r} is not {what} the solve saw; "
+                                "empty for none)", hint=_HINT)
     for key, what in ((INDEX_URL, "pip index"), (FIND_LINKS, "find-links")):
         value = custom.get(key)
         problem = https_url_problem(value, what) if value else None
@@ -124,20 +121,12 @@ def _envkit_facts(custom: dict[str, str], origin: str) -> dict[str, str]:
     return custom
 
 
-def _solve_cuda(text: str) -> None:
-    """ValueError unless ``text`` is a ``__cuda`` envkit's solve may have seen: the driver's X.Y, or
-    $CONDA_OVERRIDE_CUDA as conda takes it (12, 12.4, 12.4.1)."""
-    parts = text.split(".")
-    CudaVersion.parse(f"{parts[0]}.{parts[1] if len(parts) > 1 else 0}")
-    patch = parts[2] if len(parts) == 3 else "0"
-    if len(parts) > 3 or not (is_ascii_number(patch) and len(patch) <= 3) or text != text.strip():
-        raise ValueError(text)
-
-
-def _solve_arch(text: str) -> None:
-    """ValueError unless ``text`` is a ``__cuda_arch`` as envkit writes it: a compute capability, X.Y."""
-    if str(ComputeCapability.parse(text)) != text:  # (parse also takes sm_80, and spaces around)
-        raise ValueError(text)
+def _is_solve_arch(text: str) -> bool:
+    """Whether ``text`` is a ``__cuda_arch`` as envkit writes it: a compute capability, X.Y."""
+    try:
+        return str(ComputeCapability.parse(text)) == text  # (parse also takes sm_80, and spaces around)
+    except ValueError:
+        return False
 
 
 def _package(item: Any, origin: str, index: int) -> LockedPackage:
