@@ -24,6 +24,8 @@ class CudaTable(NamedTuple):
         return max(supported) if supported else None
 
     def driver_floor(self, cuda: CudaVersion) -> Optional[DriverVersion]:
-        """The lowest driver that reports at least this CUDA: a lower bound when only the CUDA is known."""
-        candidates = [floor for known, floor in self.min_driver.items() if known >= cuda]
-        return min(candidates) if candidates else None
+        """A lower bound on any driver that reports this CUDA, when only the CUDA is known: such a driver runs the
+        newest toolkit at or below it, so it is at least that toolkit's minimum. (Not the next toolkit's: R565 drivers
+        report CUDA 12.7, which no toolkit is, and are below 12.8's 570.26.)"""
+        below = [known for known in self.min_driver if known <= cuda]
+        return self.min_driver[max(below)] if below else None

@@ -50,6 +50,8 @@ def test_cuda_table(catalog):
     assert cuda.cuda_for_driver(DriverVersion.parse("580.65.06")) == CudaVersion(13, 0)
     assert cuda.cuda_for_driver(DriverVersion.parse("390.157")) is None
     assert cuda.driver_floor(CudaVersion(12, 4)) == DriverVersion.parse("550.54.14")
+    # R565 drivers report CUDA 12.7, which no toolkit is: they are at least 12.6's minimum, and below 12.8's 570.26.
+    assert cuda.driver_floor(CudaVersion(12, 7)) == DriverVersion.parse("560.28.03")
 
 
 def test_manifest_names_exclude_the_tables(envs_dir):

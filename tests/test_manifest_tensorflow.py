@@ -37,6 +37,9 @@ GPU_BUILDS = {
     "2.20": ("3.9-3.13", "cu125", "12.5", PASCAL_TO_HOPPER, ("9.0",), "2.20"),
     "2.21": ("3.10-3.13", "cu125", "12.5", PASCAL_TO_HOPPER, ("9.0",), "2.21"),
 }
+# 2.20 and 2.21 ask for nvidia-cudnn-cu12>=9.3.0.75,<10.0 (2.18/2.19 pin ==9.3.0.75), and cuDNN 9.11 dropped sm_50 to
+# sm_70 (read from the nvidia-cudnn-cu12 wheels' libcudnn_cnn.so.9): their sm_60/sm_70 code needs cuDNN below 9.11.
+CUDNN_CAPPED = {"2.20", "2.21"}
 PIP_RELEASES = [release for release, row in GPU_BUILDS.items() if isinstance(row[5], str)]
 
 
@@ -58,7 +61,7 @@ def test_gpu_build_matches_its_sources(catalog, release):
     assert (pythons(catalog, build), build.variant, str(build.cuda)) == (python, variant, cuda)
     assert tuple(str(a) for a in build.arch.sass) == sass
     assert tuple(str(a) for a in build.arch.ptx) == ptx
-    assert build.bundled == ()  # no bundled-library floor: cuDNN 7.6-8.9 support Kepler (3.5) onward
+    assert build.bundled == ()  # no bundled-library floor: the cuDNN each build installs covers its SASS
     if "9.0" in ptx:  # compat-data's corrections: tensorflow#89272, compute_90 PTX failing to JIT on sm_120
         assert "89272" in build.notes and "sm_120" in build.notes
     if isinstance(install, tuple):  # a conda build: the Anaconda defaults channel, Python from conda as well
@@ -66,7 +69,9 @@ def test_gpu_build_matches_its_sources(catalog, release):
         assert build.pip is None
     else:
         assert build.conda is None
-        assert build.pip.packages == (f"tensorflow[and-cuda]=={install}.*",) and build.pip.index_url is None
+        capped = ("nvidia-cudnn-cu12<9.11",) if release in CUDNN_CAPPED else ()
+        assert build.pip.packages == (f"tensorflow[and-cuda]=={install}.*", *capped)
+        assert build.pip.index_url is None
 
 
 @pytest.mark.parametrize("release", PIP_RELEASES)

@@ -217,6 +217,14 @@ def test_unknown_driver_version_uses_the_table_as_a_lower_bound(catalog):
     assert "driver version is unknown" in candidate.reasons[0]
 
 
+def test_a_driver_reporting_a_cuda_no_toolkit_has_is_bounded_by_the_toolkit_below(catalog):
+    # R565 drivers (565.57.01) report CUDA 12.7; there was no 12.7 toolkit. Such a driver is >= 12.6's 560.28.03 (and
+    # so >= CUDA 12's floor 525.60.13), not >= 12.8's 570.26, which 565.57.01 is below.
+    candidate = assess(gpu_build("12.8", sass=["8.0"]), machine("12.7", "8.0"), catalog.tables)
+    assert candidate.compatible and candidate.native is False
+    assert "any driver for CUDA 12.7 is >= 560.28.03, >= 525.60.13" in candidate.reasons[0]
+
+
 def test_no_minor_version_compatibility_for_cuda_10(catalog):
     candidate = assess(gpu_build("10.2", sass=["7.0"]), machine("10.1", "7.0", driver="418.87.00"), catalog.tables)
     assert candidate.reasons == ("needs driver CUDA >= 10.2, this machine has 10.1",)

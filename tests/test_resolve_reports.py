@@ -103,6 +103,19 @@ def test_k80_torch_stops_at_2_3_because_of_the_bundled_cudnn(judge):
         "of compute capability 5.0 or newer",)
 
 
+@pytest.mark.parametrize("manifest, expected", [
+    ("jax", "jax-0.12-cu12"),                # the CUDA 13 plugin needs sm_75
+    ("tensorflow", "tensorflow-2.21-cu125"),  # sm_70 SASS; asks for nvidia-cudnn-cu12>=9.3.0.75,<10.0
+])
+def test_v100_on_a_580_driver_gets_a_cudnn_that_still_has_volta_code(judge, manifest, expected):
+    """immich#23110 and pytorch#172352: pip's newest nvidia-cudnn-cu12 (9.11 on) has no sm_50-sm_70 code (its
+    libcudnn_cnn.so.9 holds sm_75 to sm_120; 9.10.2.21 still has sm_50 to sm_120), and jax[cuda12] and
+    tensorflow[and-cuda] 2.20+ take the newest 9.x: on a V100 the pick must cap cuDNN below 9.11."""
+    resolution, _ = judge(manifest, "v100x8-cuda130")
+    assert resolution.selected.build.id == expected
+    assert "nvidia-cudnn-cu12<9.11" in resolution.selected.build.pip.packages
+
+
 def test_list_all_on_the_d2l_machine_picks_1_8_1_cu101_and_shows_what_is_unconfirmed(tmp_path):
     """The issue's acceptance check, through the command line: a GPU build (no CPU fallback warning), the doubt
     about the PyTorch index shown to admins in `--all` and carried in the JSON."""
