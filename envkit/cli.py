@@ -114,7 +114,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except typer.TyperException as error:  # click's UsageError and BadParameter
         context = getattr(error, "ctx", None)
         if type(error).__name__ == "NoArgsIsHelpError" and context is not None:
-            typer.echo(context.get_help())
+            # click made the help the error's message when it raised it; typer's rich help printed itself then and
+            # left the message empty. Asking the context for the help again would print it a second time.
+            shown = error.format_message()
+            if shown:
+                typer.echo(shown)
         else:
             message = error.format_message() if hasattr(error, "format_message") else str(error)
             path = context.command_path if context is not None else "envkit"

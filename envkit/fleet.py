@@ -151,7 +151,10 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
     def parse() -> list[Machine]:
         return [_one(path, None) for path in files]
 
-    return cached(cache_dir, "profiles", files, ("yamltext.py", "machine.py", "fleet.py"), parse)
+    # Keyed on the paths as given too: the machines keep them (the commands envkit prints name them, and a path
+    # spelled from another directory, or through a link, is another path).
+    return cached(cache_dir, "profiles", files, ("yamltext.py", "machine.py", "fleet.py"), parse,
+                  extra=[str(path) for path in files])
 
 
 def names_text(names: Sequence[str], most: int = 4) -> str:

@@ -72,8 +72,7 @@ def check_held(record: Record) -> None:
     forget = f"`envkit remove {record.name} --yes` forgets"
     if not os.path.exists(prefix):  # a dangling link too
         raise NotHeld(f"environment {record.name} is gone from {prefix}",
-                      hint=f"{forget} it; `envkit create {record.manifest} --build {record.build} --name "
-                           f"{record.name}` makes it again.")
+                      hint=f"{forget} it; `{record.remake_command()}` makes it again.")
     problem = holding_problem(prefix, record.name)
     if problem is not None:
         raise NotHeld(f"{prefix} no longer holds environment {record.name!r}: {problem}",

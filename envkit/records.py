@@ -47,6 +47,21 @@ class Record:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def target_options(self) -> list[str]:
+        """The options that named the machines it is for (``--machine FILE``, ``--partition P``, ...), as its
+        target keeps them; none for the machine it was made on (or a damaged target)."""
+        options = self.target.get("options") if isinstance(self.target, dict) else None
+        if not isinstance(options, list) or not all(isinstance(option, str) for option in options):
+            return []
+        return list(options)
+
+    def remake_command(self, *extra: str) -> str:
+        """The `envkit create` command that makes it again, for the machines it is for, shell-quoted."""
+        import shlex
+
+        return shlex.join(["envkit", "create", self.manifest, "--build", self.build, "--name", self.name,
+                           *self.target_options(), *extra])
+
 
 def check_name(name: str) -> str:
     """``name`` if it can name an environment: a directory name and a conda env name, safe in any shell."""
@@ -126,7 +141,7 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
     """The record of ``name``, None when there is none; EnvkitError when it cannot be read, BadInputError (exit 2)
     when it is not a record of ``name`` (`envkit remove NAME` forgets it all the same)."""
     path = index_path(records_dir, name)
-    hint = f"`envkit remove {name} --yes` forgets it."
+    hint = _forget_hint(records_dir, name)
     if not _entry_exists(records_dir, name):
         return None
     try:
@@ -222,6 +237,14 @@ def scan(records_dir: Path) -> tuple[list[Record], list[Unreadable]]:
     return found, broken
 
 
+def _forget_hint(records_dir: Path, name: str) -> str:
+    """How an index entry that cannot be read goes: `envkit remove NAME`, for a name envkit could have written."""
+    if _NAME.match(name) and ".." not in name:
+        return f"`envkit remove {name} --yes` forgets it."
+    return (f"envkit writes no entry of that name (it cannot name an environment), and `envkit remove` takes none: "
+            f"move {index_path(records_dir, name)} out of {records_dir} yourself.")
+
+
 class ForeignEntry(EnvkitError):
     """Something in the index that is not a file (a directory named NAME.json): envkit did not make it."""
 
@@ -236,7 +259,7 @@ def _entry_exists(records_dir: Path, name: str) -> bool:
         return False
     except OSError as error:
         raise EnvkitError(f"cannot read {path}: {error.strerror or error}",
-                          hint=f"`envkit remove {name} --yes` forgets it.") from None
+                          hint=_forget_hint(records_dir, name)) from None
     if stat.S_ISREG(mode):
         return True
     what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"

@@ -70,6 +70,14 @@ def test_help_teaches_the_commands():
         assert option in list_help
 
 
+@pytest.mark.parametrize("words", [(), ("manifests",)])
+def test_a_bare_command_prints_its_help_once_and_exits_2(words):
+    result = envkit(*words)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    usage = " ".join(["Usage: envkit", *words]) + " [OPTIONS] COMMAND"
+    assert result.stdout.count(usage) == 1, result.stdout
+
+
 def test_list_json_contract():
     result = envkit("list", "torch", "--json", "--machine", str(PROFILES / "v100x8-cuda130.yaml"))
     assert result.returncode == 0, result.stderr

@@ -88,6 +88,31 @@ def test_list_text_shows_the_groups_with_commands_that_work(lab):
         assert dry.returncode == 0, (command, dry.stderr)
 
 
+def test_a_group_named_after_a_machine_with_dots_gets_a_name_create_takes(lab):
+    (lab / "deepnine.yaml").write_text((PROFILES / "rtx2070-cuda124.yaml").read_text().replace(
+        "name: ", "name: deep..nine #", 1))
+    result = envkit("list", "jax", "--machine", str(lab))
+    commands = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("envkit create")]
+    assert "deep..nine" in result.stdout and len(commands) == 2
+    for command in commands:
+        dry = envkit(*shlex.split(command)[1:], "--dry-run")
+        assert dry.returncode == 0, (command, dry.stderr)
+
+
+def test_lock_for_a_fleet_without_a_common_gpu_build_prints_lock_commands(lab):
+    refused = envkit("lock", "jax", "--machine", str(lab))
+    assert refused.returncode == 2 and "makes no single lock for them" in refused.stderr, refused.stderr
+    commands = [shlex.split(line) for line in refused.stderr.splitlines() if line.strip().startswith("envkit ")]
+    assert len(commands) == 2 and all(argv[:3] == ["envkit", "lock", "jax"] for argv in commands)
+    assert len({argv[argv.index("-o") + 1] for argv in commands}) == 2  # one lock file per group
+    assert all("--name" not in argv and "--cpu" not in argv for argv in commands)  # create's options, not lock's
+
+
+def test_create_for_a_fleet_that_no_build_fits_says_so_without_empty_commands(lab):
+    refused = envkit("create", "mxnet", "--python", "3.13", "--machine", str(lab), "--dry-run")
+    assert_clean_error(refused, 1, "no build of mxnet fits every machine", "envkit list mxnet --all")
+    assert "Create them with" not in refused.stderr
+
 def test_duplicate_profiles_are_one_configuration(lab, tmp_path):
     many = tmp_path / "many"
     many.mkdir()

@@ -206,6 +206,19 @@ def test_directory_of_profiles_names_machines(tmp_path):
     assert [m.name for m in load_profiles([tmp_path], tmp_path / "cache")] == ["deepnine", "renamed"]
 
 
+def test_a_directory_named_another_way_gives_its_files_as_named_then(tmp_path):
+    # The commands envkit prints name the profile files: from the cache too, as the directory was named this time
+    # (another working directory, a link), never as it was the first time.
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    (lab / "node.yaml").write_text("cuda_driver: '12.4'\ngpus: []\n")
+    (tmp_path / "link").symlink_to(lab)
+    assert [m.file for m in load_profiles([lab], tmp_path / "cache")] == [str(lab / "node.yaml")]
+    again = load_profiles([tmp_path / "link"], tmp_path / "cache")
+    assert [m.file for m in again] == [str(tmp_path / "link" / "node.yaml")]
+    assert again[0].profile.sources["cuda_driver"] == f"file {tmp_path / 'link' / 'node.yaml'}"
+
+
 def test_a_broken_profile_in_a_directory_names_the_file(tmp_path):
     (tmp_path / "good.yaml").write_text("cuda_driver: '12.4'\ngpus: []\n")
     (tmp_path / "bad.yaml").write_text("cuda_driver: banana\n")

@@ -56,7 +56,32 @@ def _machines_to_judge(tables, target: TargetOptions, record):
     same = matching(fleet, here)
     if same is not None:  # this machine is one the environment is for: a real check
         return [((same.name,), here, True, ())]
-    return [(config.names, config.profile, False, _naming(config.machines, None)) for config in fleet.configs()]
+    recorded, files = _recorded_target(record)
+    return [(config.names, config.profile, False,
+             _naming([files.get(m.name, m) for m in config.machines], recorded)) for config in fleet.configs()]
+
+
+def _recorded_target(record):
+    """(the options the record's target was named with, as TargetOptions, or None; its machines by name, with their
+    profile files where those can still be read), for the commands that name its machines in the advice."""
+    from envkit.errors import EnvkitError
+
+    options = record.target_options()
+    if not options or len(options) % 2:
+        return None, {}
+    values = dict(machine=[], gpu_arch=[])
+    for flag, value in zip(options[::2], options[1::2]):
+        if flag in ("--machine", "--gpu-arch"):
+            values[flag[2:].replace("-", "_")].append(Path(value) if flag == "--machine" else value)
+        elif flag in ("--partition", "--cuda"):
+            values[flag[2:]] = value
+        else:
+            return None, {}
+    recorded = TargetOptions(**{key: value or None for key, value in values.items()})
+    try:
+        return recorded, {m.name: m for m in fleet_for(None, recorded).machines} if recorded.machine else {}
+    except EnvkitError:  # the profile files moved: the record's own profiles are judged, named as it names them
+        return recorded, {}
 
 
 def _naming(machines, target: Optional[TargetOptions]) -> tuple[str, ...]:
@@ -241,8 +266,8 @@ def verify(
             from envkit.errors import EnvkitError
 
             raise EnvkitError(f"no environment at {prefix} ({python} does not exist)",
-                              hint=f"`envkit create {record.manifest} --build {record.build} --name {record.name} "
-                                   f"--force` makes it again, or `envkit remove {record.name} --yes` deletes it.")
+                              hint=f"`{record.remake_command('--force')}` makes it again, or "
+                                   f"`envkit remove {record.name} --yes` deletes it.")
         if not python.exists():
             raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
                                 hint="Give the directory of a conda environment or a venv.")

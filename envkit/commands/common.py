@@ -171,10 +171,11 @@ def machine_for(tables, target: TargetOptions):
     return fleet.single
 
 
-def group_command(fleet, target: TargetOptions, manifest: str, group, python: Optional[str] = None
-                  ) -> Optional[str]:
-    """The `envkit create` command for one group of a fleet, shell-quoted: one profile per distinct configuration
-    of the group (--machine FILE), or its nodes of the partition (--partition NAME:NODE,...)."""
+def group_command(fleet, target: TargetOptions, manifest: str, group, python: Optional[str] = None,
+                  command: str = "create") -> Optional[str]:
+    """The `envkit create` (or ``command`` "lock": `envkit lock`) command for one group of a fleet, shell-quoted:
+    one profile per distinct configuration of the group (--machine FILE), or its nodes of the partition
+    (--partition NAME:NODE,...)."""
     import re
     import shlex
 
@@ -183,12 +184,14 @@ def group_command(fleet, target: TargetOptions, manifest: str, group, python: Op
     if group.selected is None:
         return None
     members = [m for m in fleet.machines if m.name in set(group.machines)]
-    argv = ["envkit", "create", manifest, "--build", group.selected.build.id]
-    first = re.sub(r"[^A-Za-z0-9._-]+", "-", members[0].name).strip("-.") or "group"
-    argv += ["--name", f"{manifest}-{first}"[:64]]
+    argv = ["envkit", command, manifest, "--build", group.selected.build.id]
+    first = re.sub(r"[^A-Za-z0-9._-]+", "-", members[0].name)
+    first = re.sub(r"\.{2,}", ".", first).strip("-.") or "group"  # an environment's name never holds '..'
+    name = f"{manifest}-{first}"[:64]
+    argv += ["--name", name] if command == "create" else ["-o", f"{name}.conda-lock.yml"]  # one lock per group
     if python is not None:
         argv += ["--python", python]
-    if not group.selected.build.is_gpu:
+    if command == "create" and not group.selected.build.is_gpu:
         argv.append("--cpu")  # no GPU build fits this group: say so, or create stops to ask
     nodes = []
     for config in distinct(members):
@@ -280,8 +283,9 @@ def plain_name(name: str) -> bool:
 
 
 def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], target: TargetOptions,
-                     python: Optional[str]):
-    """(the profile to plan with, the build id to install, why the GPUs go unused) for `create` and `lock`.
+                     python: Optional[str], command: str = "create"):
+    """(the profile to plan with, the build id to install, why the GPUs go unused) for `create` and `lock`
+    (``command``: which of them asks, for the commands it suggests).
 
     One machine: its profile and the build asked for (the plan itself judges it). Several: the build that fits them
     all, planned on the GPU machine whose driver supports the lowest CUDA (the conda solve must hold there); a fleet
@@ -305,12 +309,15 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
                              hint=f"`{list_command(manifest.name, same_machines, show_all=False)}` shows the builds "
                                   "that fit every machine.")
         return lowest, build_id, None  # an unknown id: prepare says which there are
-    if result.split:
-        commands = [group_command(fleet, target, manifest.name, group, python) for group in result.groups]
+    commands = [group_command(fleet, target, manifest.name, group, python, command) for group in result.groups]
+    if result.split and any(commands):  # (groups that no build fits, all of them: no build fits, below)
+        made = "environment" if command == "create" else "lock"
+        lines = [f"    {line}" if line else f"    (no build of {manifest.name} fits {names_text(group.machines)})"
+                 for line, group in zip(commands, result.groups)]
         raise BadInputError(
             f"no GPU build of {manifest.name} fits all {len(fleet.machines)} machines, so envkit makes no single "
-            f"environment for them: one per group",
-            hint="Create them with:\n" + "\n".join(f"    {command}" for command in commands if command))
+            f"{made} for them: one per group",
+            hint=("Create" if command == "create" else "Make") + " them with:\n" + "\n".join(lines))
     if result.selected is None:
         raise DoesNotFit(f"no build of {manifest.name} fits every machine of {names_text(fleet.names)}",
                          hint=f"`{list_command(manifest.name, same_machines)}` says why each one does not.")

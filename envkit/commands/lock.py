@@ -2,7 +2,7 @@
 (the lock of an environment as it is installed). ``envkit create --from-lock`` installs one (commands/from_lock.py)."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, Sequence
 
 import typer
 
@@ -64,7 +64,7 @@ def lock(
         catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
         tables = catalog.tables
         request = parse_python_request(python, tables.python)
-        from envkit.commands.common import build_for_target, fleet_for, target_args
+        from envkit.commands.common import build_for_target, fleet_for, target_args, target_argv
 
         the_manifest = catalog.manifests[manifest]
         fleet = fleet_for(tables, target)
@@ -72,7 +72,8 @@ def lock(
         def warn(line: str) -> None:
             typer.echo(f"envkit: warning: {line}", err=True)
 
-        profile, build_id, unused = build_for_target(the_manifest, fleet, tables, request, build, target, python)
+        profile, build_id, unused = build_for_target(the_manifest, fleet, tables, request, build, target, python,
+                                                     command="lock")
         if unused:
             warn(f"the lock pins a CPU build for machines with GPUs: {unused}")
         made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=profile,
@@ -81,7 +82,7 @@ def lock(
                                      gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus)),
                          config, dirs.conda_packages, uv_binary(), os.environ, uv_environ(), warn=warn)
         _write(made, output)
-        _report(made, output, json_output)
+        _report(made, output, json_output, target_argv(target))
 
 
 def export(
@@ -135,7 +136,9 @@ def _write(made, output: Path) -> None:
                           hint="Choose another --output.") from None
 
 
-def _report(made, output: Path, json_output: bool) -> None:
+def _report(made, output: Path, json_output: bool, target: Sequence[str] = ()) -> None:
+    """What was written, and the command that installs it; ``target``: the options that named the machines the lock
+    is for (a lock for other machines is refused here without them)."""
     conda, pip = made.conda(), made.pip()
     if json_output:
         print_json({"output": str(output), "conda": len(conda), "pip": len(pip), "metadata": dict(made.custom),
@@ -145,7 +148,7 @@ def _report(made, output: Path, json_output: bool) -> None:
     typer.echo(f"Locked {len(conda)} conda and {len(pip)} pip packages into {output}")
     import shlex
 
-    typer.echo(f"Install it with: {shlex.join(['envkit', 'create', '--from-lock', str(output)])}")
+    typer.echo(f"Install it with: {shlex.join(['envkit', 'create', '--from-lock', str(output), *target])}")
 
 
 def register(app: typer.Typer) -> None:

@@ -61,6 +61,8 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
             check_available(prepared.plan, dirs, force, os.environ)
         except AlreadyExists as taken:  # a dry run changes nothing, but says what the real run would meet
             typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
+            if taken.hint:
+                typer.echo(f"  {taken.hint}", err=True)
         raise typer.Exit(0)
     replaces = check_available(prepared.plan, dirs, force, os.environ)
     asks = not yes and sys.stdin.isatty()

@@ -28,7 +28,7 @@ DirectoryArgument = Annotated[
 @app.command()
 def validate(directory: DirectoryArgument = None, json_output: JsonOption = False,
              manifests: ManifestsOption = None) -> None:
-    """Check every file of a manifests directory and report every problem at once.
+    """Check every file of a manifests directory and report the problems of every file and build at once.
 
     Each problem names its file, line, build and field. Then come the checks across files: Python ranges beyond
     python.yaml, build ids used twice, cuda.yaml rows that contradict each other or are missing,

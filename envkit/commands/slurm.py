@@ -192,9 +192,12 @@ def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Opt
             reasons = "; ".join(candidate.reasons)
             problems.append(f"{machine_name(part, position)}: {reasons}")
     if problems:
+        import shlex
+
+        create = ["envkit", "create", record.manifest, "--partition", partition]
+        create += ["--manifests", str(manifests)] if manifests is not None else []  # where its manifest was read
         raise EnvkitError(f"{record.name} ({record.build}) would not run on partition {partition}: "
-                          + " | ".join(problems),
-                          hint=f"Create one for it: envkit create {record.manifest} --partition {partition}")
+                          + " | ".join(problems), hint=f"Create one for it: {shlex.join(create)}")
     return framework, chosen
 
 

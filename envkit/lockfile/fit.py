@@ -65,5 +65,6 @@ def raise_unless_fits(reasons: list[str], machine: str, build: Optional[str]) ->
     if reasons:
         what = f"the lock of {build}" if build else "the lock"
         raise LockDoesNotFit(f"{what} does not fit {machine}: {'; '.join(reasons)}",
-                             hint="Make a lock for this machine (`envkit lock MANIFEST`), or install this one where "
-                                  "it was made for (`--machine` only describes another machine).")
+                             hint="Make a lock for it (`envkit lock MANIFEST`, with the same --machine or "
+                                  "--partition), or install this one for the machines it was made for: on one of "
+                                  "them, or from here with their --machine or --partition.")

@@ -205,7 +205,17 @@ def dump_lock(lock: LockFile, file_name: str = "conda-lock.yml") -> str:
     packages = sorted(lock.packages, key=lambda p: (p.manager, p.name, p.platform))
     data = {"version": VERSION, "metadata": metadata, "package": [_package_data(p) for p in packages]}
     body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1000)
-    return _HEADER.format(name=file_name) + body
+    return _HEADER.format(name=_shell_word(file_name)) + body
+
+
+def _shell_word(file_name: str) -> str:
+    """The lock's file name as the commands of its header take it when pasted beside it: quoted, never read as an
+    option (``./-x.yml``); a name no comment line can hold (a line break in it) is left as FILE."""
+    import shlex
+
+    if not file_name.isprintable():
+        return "FILE"
+    return shlex.quote(f"./{file_name}" if file_name.startswith("-") else file_name)
 
 
 def _package_data(package: LockedPackage) -> dict[str, Any]:

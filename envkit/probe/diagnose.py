@@ -135,6 +135,9 @@ def _common_fields(facts: Facts) -> dict[str, Any]:
         "subject": f"{facts.framework} {probe.version}" if probe.version else facts.framework,
         "python": probe.python_executable,
         "create": _create_phrase(facts),
+        # how another environment is named to each command that runs this check (none of them to all)
+        "another_env": "`envkit doctor --python PATH`, `envkit verify --prefix DIR`, or activate it and run "
+                       "`envkit doctor`",
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 from pathlib import Path
 
@@ -88,15 +89,17 @@ def test_pip_build_locks_and_installs_with_hashes(home: Home, torch_index: Index
     lock = home.root / "torch lock.yml"  # a space: the printed next step quotes it
     done = home.envkit("lock", *CU126, "-o", str(lock))
     assert done.returncode == 0, done.stderr
-    assert f"Install it with: envkit create --from-lock '{lock}'" in done.stdout
+    # The next step names the machine the lock is for: pasted here (no GPU), it installs the lock for that machine.
+    [install] = [line for line in done.stdout.splitlines() if line.startswith("Install it with: ")]
+    pasted = shlex.split(install.split(": ", 1)[1])
+    assert pasted == ["envkit", "create", "--from-lock", str(lock), "--machine", str(PROFILES / "rtx4090-cuda126.yaml")]
     locked = read_lock(lock)
     assert not locked.conda()
     pins = {p.name: p for p in locked.pip()}
     assert set(pins) == {"torch", "torchvision", "torchaudio", "filelock"}
     assert pins["torch"].version == "2.13.0+cu126"
     assert pins["torch"].url.startswith("https://download.pytorch.org/whl/cu126/"), pins["torch"].url
-    made = home.envkit("create", "--from-lock", str(lock), "--name", "t1", "--machine",
-                       str(PROFILES / "rtx4090-cuda126.yaml"), "--yes")
+    made = home.envkit(*pasted[1:], "--name", "t1", "--yes")
     assert made.returncode == 0, made.stderr + made.stdout
     assert home.in_env("t1", "import torch; print(torch.__version__)") == "2.13.0+cu126"
     # The same lock at a --prefix, through another mirror of the index: the same distributions, file for file.

@@ -64,6 +64,18 @@ def test_scan_keeps_the_unreadable_entries_with_their_reason(tmp_path: Path):
     assert "No environments yet" not in alone and "cut      -" in alone
 
 
+def test_an_entry_that_no_environment_name_fits_is_not_sent_to_remove(tmp_path: Path):
+    # envkit never writes such an entry, and `envkit remove 'a b'` refuses the name: the advice is another one.
+    index = tmp_path / "records"
+    for name in ("a b", "-x", "ok"):
+        write(index, name, "{")
+    hints = {entry.name: entry.hint for entry in records.scan(index)[1]}
+    assert hints["ok"] == "`envkit remove ok --yes` forgets it."
+    for name in ("a b", "-x"):
+        assert "envkit remove" not in hints[name].replace("`envkit remove` takes none", "")
+        assert f"move {records.index_path(index, name)} out of {index} yourself" in hints[name]
+
+
 def test_envs_lists_a_corrupt_record_and_remove_cleans_it_up(home: Home):
     index = home.data / "records"
     prefix = home.prefix("half")

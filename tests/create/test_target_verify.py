@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 
 from conftest import CU126, PROFILES, PYTHON, Home
 from support.pypi_index import IndexServer
@@ -51,6 +52,27 @@ def test_verify_judges_against_the_recorded_target_and_updates_the_record(home: 
     assert "FAIL*" in envs.stdout and "judged from the profiles" in envs.stdout
     listed = json.loads(home.envkit("envs", "--json").stdout)
     assert listed[0]["verify"]["machines"] == ["lab-07"]
+    # Judged against lab-07 again (the target now): the build it advises is created for lab-07 when pasted here.
+    again = home.envkit("verify", "torch-cu126")
+    [advice] = [line for line in again.stdout.splitlines() if line.startswith("To get a build that fits: ")]
+    argv = shlex.split(advice.split(": ", 1)[1])
+    assert argv[argv.index("--machine") + 1] == lab
+    pasted = home.envkit(*argv[1:], "--name", "torch-lab", "--dry-run")
+    assert pasted.returncode == 0, (argv, pasted.stderr)
+
+
+def test_a_gone_environment_is_made_again_for_the_machines_it_was_for(home: Home, torch_index: IndexServer):
+    done = home.envkit("create", *CU126, "--yes", "--no-verify")
+    assert done.returncode == 0, done.stderr
+    shutil.rmtree(home.prefix("torch-cu126"))
+    gone = home.envkit("run", "torch-cu126", "--", "true")
+    assert gone.returncode == 1 and "is gone from" in gone.stderr
+    [remake] = [part for part in gone.stderr.split("`") if part.startswith("envkit create ")]
+    argv = shlex.split(remake)
+    assert argv[argv.index("--machine") + 1] == ADA  # here, without GPUs, the build would not be taken
+    pasted = home.envkit(*argv[1:], "--dry-run", "--json")
+    assert pasted.returncode == 0, (argv, pasted.stderr)
+    assert json.loads(pasted.stdout)["build"] == "torch-2.13-cu126"
 
 
 def test_an_old_record_without_target_is_for_the_machine_it_was_made_on(home: Home, torch_index: IndexServer):
@@ -91,3 +113,26 @@ def test_create_for_a_fleet_without_a_common_gpu_build_prints_commands_that_work
         names.append(plan["target"]["machines"])
         assert plan["build"] == argv[argv.index("--build") + 1]
     assert names == [["deepnine"], ["deepten"]]
+
+
+def test_a_job_refused_on_a_partition_suggests_a_create_from_the_same_manifests(home: Home, torch_index: IndexServer,
+                                                                                 tmp_path):
+    from envkit.catalog import default_manifests_dir
+
+    manifests = tmp_path / "lab manifests"  # an admin's directory, whose torch manifest is named lab-torch
+    shutil.copytree(default_manifests_dir(), manifests, ignore=shutil.ignore_patterns("__*", "*.md"))
+    (manifests / "lab-torch.yaml").write_text((manifests / "torch.yaml").read_text().replace(
+        "\nname: torch\n", "\nname: lab-torch\n", 1))
+    (manifests / "torch.yaml").unlink()
+    made = home.envkit("create", "lab-torch", "--build", "lab-torch-2.13-cu126", "--python", PYTHON, "--machine", ADA,
+                       "--manifests", str(manifests), "--yes", "--no-verify")
+    assert made.returncode == 0, made.stderr
+    site = tmp_path / "site.yaml"
+    site.write_text(f"version: 1\npartitions:\n  old:\n    nodes:\n"
+                    f"      - profile_file: {PROFILES / 'gtx1080ti-cuda112.yaml'}\n")
+    refused = home.envkit("job", "lab-torch-cu126", "-p", "old", "--manifests", str(manifests), "--", "true",
+                          env={"ENVKIT_SITE": str(site)})
+    assert refused.returncode == 1 and "would not run on partition old" in refused.stderr, refused.stderr
+    argv = shlex.split(refused.stderr.split("Create one for it: ", 1)[1])
+    pasted = home.envkit(*argv[1:], "--dry-run", env={"ENVKIT_SITE": str(site)})
+    assert pasted.returncode == 0, (argv, pasted.stderr)

@@ -43,6 +43,17 @@ def test_round_trip_keeps_every_field():
     assert again.custom == lock.custom and again.channels == lock.channels and again.platforms == (PLATFORM,)
 
 
+@pytest.mark.parametrize("file_name, word", [("my lock.yml", "'my lock.yml'"), ("-x.yml", "./-x.yml"),
+                                              ("a\nversion: 9.yml", "FILE")])
+def test_the_commands_in_the_header_take_the_file_as_it_is_named(file_name, word):
+    text = dump_lock(sample(), file_name)
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    assert len(header) == 3 and "version: 9" not in text
+    assert f"envkit create --from-lock {word} --name ENV" in header[1]
+    assert header[2].endswith(f"conda-lock install -n ENV {word}")
+    assert parse_lock(text, "x.yml").packages == parse_lock(dump_lock(sample()), "x.yml").packages
+
+
 def conda_lock_python(code: str, *args: str) -> str:
     """Run ``code`` with conda-lock in a child Python: importing conda-lock writes CONDA_ROOT into os.environ (work
     at import time), which must not leak into the other tests."""

@@ -265,6 +265,13 @@ def test_numpy2_advice_pins_numpy_in_the_checked_environment(catalog):
     assert "/home/ana/envs/dl/bin/python -m pip install 'numpy<2'" in finding.advice
 
 
+@pytest.mark.parametrize("name", ["torch-not-installed", "auto-nothing-installed"])
+def test_advice_to_check_another_environment_says_how_each_command_names_one(name, catalog):
+    # doctor takes --python PATH, verify --prefix DIR (its --python does not exist; create's is a version X.Y)
+    [finding] = judge(name, "h100-cuda128", True, catalog).diagnosis
+    assert "`envkit doctor --python PATH`" in finding.advice and "`envkit verify --prefix DIR`" in finding.advice
+
+
 def test_libcuda_missing_is_explained_as_no_driver(catalog):
     report = judge("mxnet-cu112-libcuda-missing", "no-gpu", True, catalog)
     assert "NVIDIA driver's own library" in report.diagnosis[0].cause
