@@ -5,6 +5,7 @@ and `create --from-lock` of a shipped build does without the specifier parser.""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -27,7 +28,7 @@ import sys
 before = set(sys.modules)
 out, sys.argv = sys.argv[1], ["envkit", *sys.argv[2:]]
 try:
-    from envkit.cli import main
+    from envkit.__main__ import main
     main()
 finally:
     with open(out, "w") as f:
@@ -139,40 +140,48 @@ def test_the_command_table_names_every_command_its_group_registers():
 
 
 
-def test_the_modules_are_frozen_before_the_command_runs():
-    """As the process's entry, envkit.cli freezes what is imported by the time the command runs (typer, the
-    command's group) out of the garbage collector's reach, so that no collection walks it again and the exit does
-    not tear it down; what the command makes afterwards is collected as usual (nothing is frozen after it). Called
-    with arguments (by a program of someone's), it freezes nothing of theirs. Counted from what was frozen before
-    envkit was imported: a site hook of the interpreter's may have frozen objects of its own (one on the GPU machine
-    of issue 15 does)."""
+def test_the_collector_is_settled_before_the_command_runs():
+    """Run as the process's entry (the console script), envkit collects young objects every 100,000 new ones rather
+    than every 700, and envkit.cli freezes what is imported by the time the command runs (typer, the command's group)
+    out of the garbage collector's reach, so that no collection walks it again and the exit does not tear it down;
+    what the command makes afterwards is collected (nothing is frozen after it). envkit.cli.main called with
+    arguments (by a program of someone's) changes nothing of theirs.
+    Counted from what was frozen before envkit was imported: a site hook of the interpreter's may have frozen objects
+    of its own (one on the GPU machine of issue 15 does)."""
     probe = """
 import gc, sys
 before = gc.get_freeze_count()
 import envkit.commands.inspect as inspect
 frozen = []
 def listing():
-    frozen.append(gc.get_freeze_count() - before)
+    frozen.append([gc.get_freeze_count() - before, list(gc.get_threshold())])
 inspect.list_builds = listing
-from envkit.cli import main
 try:
-    if sys.argv[1] == "entry":
+    if sys.argv[1] == "entry":  # the console script's
+        from envkit.__main__ import main
         sys.argv[1:] = ["list"]
         main()
     else:
+        from envkit.cli import main
         main(["list"])
 finally:
     print(frozen, gc.get_freeze_count() - before)
 """
-    counts = {}
+    from importlib.metadata import entry_points
+
+    [script] = entry_points(group="console_scripts", name="envkit")
+    assert script.value == "envkit.__main__:main"  # what "entry" below runs, as `python -m envkit` does
+    counts, thresholds = {}, {}
     for how in ("entry", "called"):
         result = subprocess.run([sys.executable, "-c", probe, how], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         when_it_ran, at_exit = result.stdout.rsplit(maxsplit=1)
-        [counts[how]] = json.loads(when_it_ran)
+        [[counts[how], thresholds[how]]] = json.loads(when_it_ran)
         assert int(at_exit) == counts[how]
     assert counts["entry"] > 10_000  # typer's objects and envkit's, frozen before the command ran
     assert counts["called"] == 0
+    assert thresholds["called"] == list(gc.get_threshold())  # the caller's, as this process has them
+    assert thresholds["entry"] == [100_000, *gc.get_threshold()[1:]]  # the older generations' as they were
 
 
 def test_create_from_a_lock_of_a_known_build_imports_no_specifier_parser(tmp_path: Path):
