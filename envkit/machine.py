@@ -128,10 +128,9 @@ def _parse_version(origin: str, where: str, parser: Any, value: Any) -> Any:
     return _parse_field(origin, where, parser, value)
 
 
-def _known_keys(data: Mapping, keys: tuple[str, ...], origin: str, where: str, also: tuple[str, ...] = ()) -> None:
-    """ProfileError naming the first key of ``data`` that is not one of ``keys`` or ``also`` (and the one of
-    ``keys`` it may mean)."""
-    unknown = [key for key in data if key not in keys and key not in also]
+def _known_keys(data: Mapping, keys: tuple[str, ...], origin: str, where: str) -> None:
+    """ProfileError naming the first key of ``data`` that is not one of ``keys`` (and the one it may mean)."""
+    unknown = [key for key in data if key not in keys]
     if not unknown:
         return
     import difflib
@@ -146,7 +145,7 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     """Validate a profile read from a file (or detect's JSON). ``origin`` names it in errors and in sources."""
     if not isinstance(data, Mapping):
         raise ProfileError(f"machine profile {origin}: expected a mapping with 'cuda_driver' and 'gpus' keys")
-    _known_keys(data, PROFILE_KEYS, origin, "", also=(_HIDDEN,))
+    _known_keys(data, (*PROFILE_KEYS, _HIDDEN), origin, "")
     hidden = data.get(_HIDDEN)
     if hidden is not None and not isinstance(hidden, list):
         raise ProfileError(f"machine profile {origin}: {_HIDDEN}: expected a list, got {type(hidden).__name__}")

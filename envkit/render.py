@@ -98,8 +98,9 @@ def manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bo
     hidden = resolution.incompatible
     if show_all:
         rows += hidden
-    if not resolution.compatible:
-        lines.append(f"  No build of {manifest.name} fits {where}.")
+    if not resolution.compatible:  # none is shown: --all is pointed at here, not "N more" counted below
+        why = f": `{list_command(manifest.name, target_args)}` says why" if hidden and not show_all else ""
+        lines.append(f"  No build of {manifest.name} fits {where}{why}.")
     if rows:
         cells = [_cells(c) for c in rows]
         widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(_HEADERS)]
@@ -115,7 +116,7 @@ def manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bo
             lines.extend(indent + note for note in notes[1:])
     if resolution.selected is not None and resolution.selected.build.notes:
         lines.append(f"  note on {resolution.selected.build.id}: {resolution.selected.build.notes}")
-    if hidden and not show_all:
+    if hidden and not show_all and resolution.compatible:
         lines.append(
             f"  {len(hidden)} more {'builds do' if len(hidden) != 1 else 'build does'} not fit {where}: "
             f"`{list_command(manifest.name, target_args)}` says why."

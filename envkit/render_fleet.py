@@ -36,7 +36,7 @@ def fleet_listing_text(fleet: Fleet, results: Sequence[FleetResolution], show_al
     blocks = [fleet_header(fleet)]
     for result in results:
         block = manifest_block(result.resolution, _warned(fleet, result), show_all, target_args,
-                               where="every machine")
+                               where=_nowhere(result) or "every machine")
         blocks.append("\n".join([block, *_fleet_lines(result, group_command)]))
     return "\n\n".join(blocks)
 
@@ -46,7 +46,7 @@ def _fleet_lines(result: FleetResolution, group_command: Optional[GroupCommand])
     if result.cpu_only:
         lines.append(f"  No GPU on {names_text(result.cpu_only)}: not judged for GPU builds (an environment for "
                      "the GPU machines runs there on the CPU only).")
-    if result.groups:
+    if result.groups and not _nowhere(result):
         lines.append(f"  No GPU build of {result.manifest.name} fits every machine; one environment per group:")
         for group in result.groups:
             build = group.selected.build.id if group.selected else "no build fits"
@@ -55,6 +55,13 @@ def _fleet_lines(result: FleetResolution, group_command: Optional[GroupCommand])
             if command:
                 lines.append(f"      {command}")
     return lines
+
+
+def _nowhere(result: FleetResolution) -> str:
+    """The machines no build fits any of, in words, when no group has a build; else "" (and the groups are shown)."""
+    if not result.groups or any(group.selected for group in result.groups):
+        return ""
+    return "any of the GPU machines" if result.cpu_only else "any of the machines"
 
 
 def fleet_listing_json(fleet: Fleet, results: Sequence[FleetResolution]) -> dict[str, Any]:

@@ -111,6 +111,15 @@ def test_list_text_marks_the_selected_build_and_hides_incompatible_ones():
     assert f"do not fit this machine: `envkit list torch --all --machine {machine}` says why." in result.stdout
 
 
+def test_list_where_no_build_fits_points_at_all_without_counting_more():
+    machine = str(PROFILES / "h100-cuda128.yaml")
+    result = envkit("list", "jax", "--python", "3.9", "--machine", machine)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        f"  No build of jax fits this machine: `envkit list jax --all --machine {machine} --python 3.9` says why.")
+    assert "more build" not in result.stdout
+
+
 def test_list_all_shows_reasons():
     result = envkit("list", "torch", "--all", "--machine", str(PROFILES / "rtx5090-cuda128.yaml"))
     assert "torch-2.14-cu130" in result.stdout

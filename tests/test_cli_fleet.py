@@ -88,6 +88,14 @@ def test_list_text_shows_the_groups_with_commands_that_work(lab):
         assert dry.returncode == 0, (command, dry.stderr)
 
 
+def test_list_for_a_fleet_no_build_fits_any_machine_of_says_so_plainly(lab):
+    result = envkit("list", "jax", "--python", "3.9", "--machine", str(lab))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        f"  No build of jax fits any of the machines: `envkit list jax --all --machine {lab} --python 3.9` says why.")
+    assert "per group" not in result.stdout and "no build fits:" not in result.stdout
+
+
 def test_a_group_named_after_a_machine_with_dots_gets_a_name_create_takes(lab):
     (lab / "deepnine.yaml").write_text((PROFILES / "rtx2070-cuda124.yaml").read_text().replace(
         "name: ", "name: deep..nine #", 1))

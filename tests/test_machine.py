@@ -104,8 +104,18 @@ def test_a_misspelt_key_is_refused_not_read_as_a_machine_without_gpus(tmp_path):
     # `gpu:` for `gpus:` used to give a machine with no GPU (and CPU builds), exit 0.
     message = refused(tmp_path, 'cuda_driver: "12.8"\ngpu:\n  - {name: NVIDIA H100, compute_capability: "9.0"}\n')
     assert message == (": unknown key 'gpu' (did you mean 'gpus'?); the keys are: name, driver_version, cuda_driver, "
-                       "gpus, sources, notes")
+                       "gpus, sources, notes, hidden_gpus")
     assert refused(tmp_path, 'cuda_driver: "12.8"\ngpus: []\nfoo: 1\n').startswith(": unknown key 'foo'; the keys")
+
+
+def test_the_keys_an_unknown_key_is_told_are_the_keys_read(tmp_path):
+    # hidden_gpus (what detect --json prints inside a job) is read: the list of keys and the guess say it too.
+    message = refused(tmp_path, 'cuda_driver: "12.8"\ngpus: []\nhiden_gpus: []\n')
+    assert message.startswith(": unknown key 'hiden_gpus' (did you mean 'hidden_gpus'?)")
+    listed = message.split("the keys are: ")[1].split(", ")
+    path = tmp_path / "every-key.json"
+    path.write_text(json.dumps(full_profile().seen_dict()))  # every key envkit writes, each read back
+    assert sorted(listed) == sorted(full_profile().seen_dict()) and read_profile(path).name == "deepnine"
 
 
 def test_an_unknown_key_of_a_gpu_is_refused_naming_the_gpu(tmp_path):

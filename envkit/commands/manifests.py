@@ -39,7 +39,8 @@ def validate(directory: DirectoryArgument = None, json_output: JsonOption = Fals
     with reported_errors():
         from envkit.maintain.validate import validate_directory
 
-        validation = validate_directory(directory if directory is not None else manifests_dir(manifests))
+        validation = validate_directory(_given(directory, "DIR") if directory is not None
+                                        else manifests_dir(manifests))
         if json_output:
             print_json(validation.to_dict())
         else:
@@ -163,14 +164,28 @@ def diff(
         from envkit.catalog import load_catalog
         from envkit.maintain.diff import diff_target, render_diff
 
-        old_catalog = load_catalog(old)
-        new_catalog = load_catalog(new if new is not None else manifests_dir(manifests))
+        old_catalog = load_catalog(_given(old, "OLD_DIR"))
+        new_catalog = load_catalog(_given(new, "NEW_DIR") if new is not None else manifests_dir(manifests))
         diffs = [diff_target(name, kind, fleet, old_catalog, new_catalog)
                  for name, kind, fleet in _targets(machine or (), partition or (), new_catalog.tables)]
         if json_output:
             print_json({"old": str(old), "new": str(new_catalog.directory), "targets": [d.to_dict() for d in diffs]})
         else:
             render_diff(diffs, typer.echo, show_unchanged=show_all)
+
+
+def _given(directory: Path, argument: str) -> Path:
+    """A manifests directory given as an argument: one that cannot be listed is said of that argument (the loader's
+    hint names --manifests, $ENVKIT_MANIFESTS and the config, which do not choose it here)."""
+    from envkit.catalog import manifest_names
+    from envkit.errors import BadInputError
+
+    try:
+        manifest_names(directory)
+    except BadInputError as error:
+        raise BadInputError(error.message, hint=f"Check the {argument} argument: a manifests directory, such as an "
+                                                "edited copy of envkit's envs/.") from None
+    return directory
 
 
 def _targets(machines, partitions, tables):

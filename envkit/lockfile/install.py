@@ -21,7 +21,7 @@ from envkit.backends.base import Backend, Context, OnLine
 from envkit.backends.tools import Tools, find_python, find_uv
 from envkit.catalog.model import Build, Manifest, Tables
 from envkit.config import Config
-from envkit.create.prepare import DoesNotFit, Prepared, name_for, outside_environments, pick_candidate
+from envkit.create.prepare import Prepared, name_for, outside_environments
 from envkit.errors import InstallError
 from envkit.files import write_atomic
 from envkit.installers import installer_environ, link_mode
@@ -33,7 +33,7 @@ from envkit.lockfile.urls import fetch_url
 from envkit.machine import MachineProfile
 from envkit.plan import CondaPart, PipPart, Plan, cuda_for_solve
 from envkit.records import RECORD_DIR
-from envkit.resolve import Request
+from envkit.resolve import Request, assess
 from envkit.userdirs import UserDirs
 
 LOCK_IN_PREFIX = "conda-lock.yml"  # a copy of the installed lock, beside envkit's record: PREFIX/.envkit/
@@ -213,11 +213,9 @@ def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, pytho
             explicit = ((("__cuda", cuda),) if cuda else ()) + ((("__cuda_arch", arch),) if arch else ())
             reasons += [said + reason for reason in virtual_reasons(lock, target_virtual_packages(explicit))]
         if manifest is not None and ((names, profile) in with_gpus or not build.is_gpu):
-            try:
-                pick_candidate(manifest, profile, tables, Request(python=python), build.id, target.on_target,
-                               target.args)
-            except DoesNotFit as error:
-                reasons.append(said + error.message)
+            candidate = assess(build, profile, tables, Request(python=python))
+            if not candidate.compatible:  # its reasons only: the error names the lock's build and the machine
+                reasons.append(said + ("; ".join(candidate.reasons) or f"{build.id} does not fit"))
     raise_unless_fits(reasons, target.machine, build.id if manifest is not None else lock.fact(model.BUILD))
 
 

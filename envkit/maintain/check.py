@@ -124,8 +124,8 @@ def check_builds(
     builds = select_builds(catalog, build_ids)
     claimed = {b.id: claimed_pythons(b, catalog, pythons) for b in builds}
     if pythons and not any(claimed.values()):  # else "everything is there" would be said of nothing
-        raise BadInputError(f"no build {'named ' if build_ids else ''}publishes Python "
-                            f"{', '.join(str(p) for p in pythons)}: nothing to check",
+        which = "no build given with --build" if build_ids else "no build"
+        raise BadInputError(f"{which} publishes Python {', '.join(str(p) for p in pythons)}: nothing to check",
                             hint="`envkit list NAME --all` shows each build's Pythons.")
     needs = pip_needs(builds, catalog, claimed)
     settings = settings or FetchSettings()

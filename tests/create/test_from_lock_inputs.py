@@ -56,3 +56,12 @@ def test_a_lock_of_a_build_the_manifests_lack_says_why_it_is_not_checked(home: H
     assert "--no-verify" not in done.stdout
     skipped = home.envkit("create", "--from-lock", str(lock), "--name", "x", *H100, "--dry-run", "--no-verify")
     assert "Check:       no (--no-verify)" in skipped.stdout
+
+
+def test_a_lock_whose_build_does_not_fit_says_so_once_with_the_reasons(home: Home):
+    lock = write_lock(home, {"envkit.manifest": "jax", "envkit.build": "jax-0.9-cu13", "envkit.python": "3.11"})
+    done = home.envkit("create", "--from-lock", str(lock), "--name", "x", "--machine",
+                       str(PROFILES / "k80x2-cuda114.yaml"), "--dry-run")
+    assert done.returncode == 1, done.stderr
+    assert "the lock of jax-0.9-cu13 does not fit profile kepler: needs driver CUDA >= 13.0" in done.stderr
+    assert done.stderr.count("does not fit") == 1 and "Traceback" not in done.stderr

@@ -75,7 +75,7 @@ def test_python_selection_limits_what_is_asked(manifests, index):
 
 
 def test_a_python_no_selected_build_publishes_is_not_a_check_that_passed(manifests, index):
-    with pytest.raises(BadInputError, match="no build named publishes Python 3.7: nothing to check"):
+    with pytest.raises(BadInputError, match="no build given with --build publishes Python 3.7: nothing to check"):
         run(manifests, mirrored(index), pythons=[Version("3.7")], build_ids=["torch-2.14-cu130"])
     assert index.count("/whl/") == 0  # nothing was asked
 

@@ -71,6 +71,16 @@ def test_validate_a_good_directory_and_a_missing_one(home, envs_copy, tmp_path):
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
+@pytest.mark.parametrize("args, argument", [(("validate", "{nope}"), "DIR"), (("diff", "{nope}", "{good}"), "OLD_DIR"),
+                                            (("diff", "{good}", "{nope}"), "NEW_DIR")])
+def test_a_missing_directory_given_as_an_argument_is_said_of_that_argument(home, envs_copy, tmp_path, args, argument):
+    paths = {"nope": str(tmp_path / "nope"), "good": str(envs_copy)}
+    missing = envkit(home, "manifests", *(arg.format(**paths) for arg in args))
+    no_traceback(missing)
+    assert missing.returncode == 2 and f"manifests directory {paths['nope']} does not exist" in missing.stderr
+    assert f"Check the {argument} argument" in missing.stderr and "ENVKIT_MANIFESTS" not in missing.stderr
+
+
 def write_config(home, index) -> None:
     config = Path(home["XDG_CONFIG_HOME"]) / "envkit" / "config.yaml"
     config.parent.mkdir(parents=True)
