@@ -41,6 +41,17 @@ def test_gpu_build_matches_its_sources(catalog, mxnet, variant):
     assert (offered[0], offered[-1]) == ("3.7", "3.11")
 
 
+@pytest.mark.parametrize("variant", list(GPU_BUILDS))
+def test_what_could_not_be_confirmed_is_marked(mxnet, variant):
+    """conda-forge could not be queried: that its cudnn and nccl builds fit the cudatoolkit is in `unconfirmed`
+    (shown by `envkit list --all`), except cu112's cudnn 8.1 (TF's pip guide named that pair)."""
+    build = next(b for b in mxnet.builds if b.variant == variant)
+    cuda = GPU_BUILDS[variant][0]
+    assert build.unconfirmed and "nccl" in build.unconfirmed and f"cudatoolkit {cuda}" in build.unconfirmed
+    assert ("cudnn" in build.unconfirmed) == (variant != "cu112")
+
+
 def test_cpu_build(mxnet):
     build = next(b for b in mxnet.builds if b.variant == "cpu")
     assert build.pip.packages == ("mxnet==1.9.1", "numpy<1.24") and build.conda is None
+    assert build.unconfirmed is None  # nothing from conda-forge

@@ -86,3 +86,24 @@ def test_the_legacy_conda_builds_have_no_cpu_twin(catalog):
     """The conda builds exist for old drivers; CPU users get the pip tensorflow-cpu builds."""
     legacy = {r for r, row in GPU_BUILDS.items() if isinstance(row[5], tuple)}
     assert not [b for b in catalog.manifests["tensorflow"].builds if str(b.version) in legacy and not b.is_gpu]
+
+
+# What the Anaconda defaults channel could not be asked (no listing or binary read): each legacy build says so in
+# `unconfirmed` (shown by `envkit list --all`), not only in a comment. release -> words its note must hold.
+UNCONFIRMED = {
+    "2.4.1": ("arch list", "3.0"),  # which recipe built it: an older build.sh also lists 3.0
+    "2.8.2": ("Python 3.7 and 3.10", "PTX for every listed arch"),
+    "2.10.0": ("PTX for 8.0 only",),
+    "2.11.0": ("Pythons", "cudatoolkit 11.3", "cuDNN 8.2", "PTX for 8.0 only"),
+    "2.12.0": ("Python 3.8-3.10", "cudatoolkit 11.3", "cuDNN 8.2", "PTX for 8.0 only"),
+}
+
+
+@pytest.mark.parametrize("release", list(GPU_BUILDS))
+def test_what_could_not_be_confirmed_is_marked(catalog, release):
+    builds = [b for b in catalog.manifests["tensorflow"].builds if str(b.version) == release]
+    for build in builds:
+        if release in UNCONFIRMED:
+            assert build.unconfirmed and all(words in build.unconfirmed for words in UNCONFIRMED[release]), build.id
+        else:  # the pip releases: read from PyPI and the wheels themselves
+            assert build.unconfirmed is None, build.id
