@@ -215,6 +215,17 @@ def test_site_shows_partitions_nodes_and_when_surveyed(site):
     assert data["partitions"][1]["nodes"][0]["profile_file"] == "v100-node.yaml"
 
 
+def test_a_partition_survey_could_not_reach_is_not_called_written_by_hand(site):
+    # What survey writes for a new partition it could not survey (an error, no time) was shown as written by hand.
+    path = Path(site["ENVKIT_SITE"])
+    path.write_text(path.read_text() + "  closed:\n    nodes: []\n    error: partition is down\n")
+    text = envkit("site", env=site)
+    assert text.returncode == 0, text.stderr
+    assert "closed: 0 nodes, 0 configurations; not surveyed (the survey failed)" in text.stdout
+    assert "  error: partition is down" in text.stdout
+    assert "gpu-8-v100: 1 node, 1 configuration; not surveyed (written by hand)" in text.stdout
+
+
 def test_the_site_key_of_the_config(site, tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(f"site: {site['ENVKIT_SITE']}\n")

@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import (fleet_for, find_record, manifests_dir, print_json, recorded_build,
-                                    reported_errors, target_argv, user_dirs)
+from envkit.commands.common import (current_site, fleet_for, find_record, manifests_dir, print_json,
+                                    recorded_build, reported_errors, target_argv, user_dirs)
 from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, program_value,
                                      seconds_between, with_options)
 
@@ -36,7 +36,10 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
                             manifest_for=lambda name: _framework_manifest(directory, tables, name),
                             machine_args=[args for _, _, _, args in judged])
     names = [list(names) for names, _, _, _ in judged]
-    _print_reports(reports, names, json_output, record)
+    options = record.target_options() if record is not None and target.on_target else []  # the machines judged
+    partition = target.partition or next((value for flag, value in zip(options[::2], options[1::2])
+                                          if flag == "--partition"), None)
+    _print_reports(reports, names, json_output, record, partition)
     return all(r.ok for r in reports), reports, names
 
 
@@ -47,7 +50,8 @@ def _machines_to_judge(tables, target: TargetOptions, record):
         fleet = fleet_for(tables, target)
         if fleet.single is not None:
             here = target.on_target
-            return [((fleet.machines[0].name,), fleet.single, here, () if here else _naming(fleet.machines, target))]
+            return [((fleet.machines[0].name,), fleet.single, here,
+                     _job_naming() if here else _naming(fleet.machines, target))]
         return [(config.names, config.profile, False, _naming(config.machines, target)) for config in fleet.configs()]
     from envkit.target import matching, target_fleet
 
@@ -55,7 +59,7 @@ def _machines_to_judge(tables, target: TargetOptions, record):
     here = fleet_for(tables, TargetOptions(manifests=target.manifests, timeout=target.timeout)).single
     same = matching(fleet, here)
     if same is not None:  # this machine is one the environment is for: a real check
-        return [((same.name,), here, True, ())]
+        return [((same.name,), here, True, _job_naming())]
     recorded, files = _recorded_target(record)
     return [(config.names, config.profile, False,
              _naming([files.get(m.name, m) for m in config.machines], recorded)) for config in fleet.configs()]
@@ -99,6 +103,33 @@ def _naming(machines, target: Optional[TargetOptions]) -> tuple[str, ...]:
     return ()
 
 
+def _job_naming() -> tuple[str, ...]:
+    """Inside a Slurm job, the options that name this node where the report is read (the login node: `envkit
+    verify ENV --partition P` relays it there): ``--partition P:NODE``, or ``P`` when the site file does not list
+    the node. Nothing outside a job, or when the site file does not have the job's partition."""
+    import os
+
+    from envkit.errors import EnvkitError
+    from envkit.site import partition_profiles
+    from envkit.slurm.job_context import job_context
+
+    context, partition = job_context(os.environ), os.environ.get("SLURM_JOB_PARTITION")
+    if not context.in_job or not partition:
+        return ()
+    try:
+        site = current_site()
+        partition_profiles(site, partition)
+    except EnvkitError:  # no site file, or no such partition in it: `--partition P` would not work either
+        return ()
+    if context.node is not None:
+        try:
+            partition_profiles(site, partition, [context.node])  # the site file lists this node (or its Slurm name)
+            return ("--partition", f"{partition}:{context.node}")
+        except EnvkitError:
+            pass
+    return ("--partition", partition)
+
+
 def _say_job(environ) -> None:
     """Inside a Slurm job, say so: the check sees the GPUs the job was given, not all of the node's."""
     from envkit.slurm.job_context import job_context
@@ -111,7 +142,9 @@ def _say_job(environ) -> None:
                    err=True)
 
 
-def _print_reports(reports, names, json_output: bool, record) -> None:
+def _print_reports(reports, names, json_output: bool, record, partition: Optional[str] = None) -> None:
+    """The report(s); for a record judged from profiles, where its GPU part can be checked (``partition``: the
+    partition its machines are, from where Slurm reaches them)."""
     if json_output:
         from envkit.probe.render import report_json
 
@@ -129,9 +162,13 @@ def _print_reports(reports, names, json_output: bool, record) -> None:
         text = report_text(report)
         blocks.append(text if len(reports) == 1 else f"For {names_text(machines)}:\n{text}")
     if record is not None and not all(r.on_target for r in reports):
+        import shlex
+
         everyone = [n for group in names for n in group]
+        on_node = (f", or `{shlex.join(['envkit', 'verify', record.name, '--partition', partition])}` on the "
+                   "cluster's login node (the check then runs on a node through srun)") if partition else ""
         blocks.append(f"The GPU part of {record.name} can only be checked on the machines it is for "
-                      f"({names_text(everyone)}): run `envkit verify {record.name}` there.")
+                      f"({names_text(everyone)}): run `envkit verify {record.name}` there{on_node}.")
     typer.echo("\n\n".join(blocks))
 
 
@@ -204,7 +241,8 @@ def verify(
     json_output: JsonOption = False,
     gpus: Annotated[
         Optional[int], typer.Option("--gpus", min=1, help="With --partition on a Slurm cluster: GPUs to ask for. "
-                                    "Default: all of a node's GPUs.", show_default=False)
+                                    "Default: all of a node's GPUs (the node's named with P:NODE, else the most "
+                                    "any node of P has).", show_default=False)
     ] = None,
     queue_timeout: Annotated[
         Optional[float], typer.Option("--queue-timeout", callback=_queue_seconds, show_default=False,

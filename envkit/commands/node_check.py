@@ -67,6 +67,13 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
         # Here, not in a job on the node: exit 2 for a name envkit did not make, 1 for a create of it going on or
         # a directory that no longer holds it (a shared file system is assumed, as `envkit job` assumes it).
         find_record(env)
+    else:
+        from envkit.backends.base import python_of
+
+        python = python_of(Path(prefix))  # type: ignore[arg-type]
+        if not python.exists():  # as verify says it here, exit 2, not a job whose check did not run
+            raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
+                                hint="Give the directory of a conda environment or a venv.")
     slurm = Slurm()
     slurm.require()
     if node is not None:  # a name as `envkit site` shows it: srun takes the node's Slurm name
@@ -74,11 +81,13 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
         from envkit.site import slurm_node
 
         node = slurm_node(current_site(), partition, node)
-    most = partition_gpus(slurm, partition)
+    most = partition_gpus(slurm, partition, node)  # a node named: its own GPUs, else srun would refuse the job
     if gpus is not None and gpus > most:
-        raise BadInputError(f"--gpus {gpus}: the nodes of partition {partition} have at most {most} GPU(s)")
+        nodes = f"node {node} of partition {partition} has" if node else f"the nodes of partition {partition} have"
+        raise BadInputError(f"--gpus {gpus}: {nodes} at most {most} GPU(s)")
     wanted = gpus if gpus is not None else most
-    typer.echo(f"envkit: running the check on a node of {partition} with {wanted} GPU(s) through srun "
+    where = f"node {node} of {partition}" if node else f"a node of {partition}"
+    typer.echo(f"envkit: running the check on {where} with {wanted} GPU(s) through srun "
                f"(waiting at most {queue_timeout:g} s for it to start)", err=True)
     result = check_on_node(slurm, partition, node_args(env, prefix, check, target, json_output), wanted,
                            queue_timeout, check.probe_timeout, node=node)

@@ -88,7 +88,10 @@ def site_text(loaded) -> str:
         lines.append("No partitions in it.")
     for entry in _partitions(loaded):
         partition = entry["partition"]
-        when = f"surveyed {partition.surveyed}" if partition.surveyed else "not surveyed (written by hand)"
+        if partition.surveyed:
+            when = f"surveyed {partition.surveyed}"
+        else:  # survey writes a partition it could not survey with its error, and no time
+            when = "not surveyed (the survey failed)" if partition.error else "not surveyed (written by hand)"
         configs = entry["configs"]
         lines.append("")
         lines.append(f"{partition.name}: {partition.node_count} node{'s' if partition.node_count != 1 else ''}, "

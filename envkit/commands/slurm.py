@@ -85,7 +85,10 @@ def survey(
             for outcome in outcomes:
                 if outcome.ok:
                     assert outcome.partition is not None
-                    typer.echo(f"{outcome.name}: {len(outcome.partition.nodes)} node configuration(s) surveyed")
+                    what = "node(s)" if all_nodes else "node configuration(s)"
+                    missed = (f"; not reached: {', '.join(node for node, _ in outcome.unreachable)} (`envkit site` "
+                              "says why)") if outcome.unreachable else ""
+                    typer.echo(f"{outcome.name}: {len(outcome.partition.nodes)} {what} surveyed{missed}")
                 else:
                     typer.echo(f"{outcome.name}: NOT surveyed: {outcome.error}")
             typer.echo(f"Site file: {path}")
@@ -106,7 +109,8 @@ def job(
                                                 "(minutes, HH:MM:SS, D-HH:MM).")] = None,
     job_name: Annotated[Optional[str], typer.Option("--job-name", metavar="NAME", help="The job's name: "
                                                    "letters, digits, '_', '.', '+', '-'. Default: ENV.")] = None,
-    output: Annotated[Optional[str], typer.Option("--output", metavar="FILE", help="Where the job's output goes. "
+    output: Annotated[Optional[str], typer.Option("--output", metavar="FILE", help="Where the job's output goes, "
+                                                  "in a directory that exists (sbatch's %j and %x patterns work). "
                                                   "Default: sbatch's slurm-<id>.out in the working directory.")] = None,
     submit: Annotated[bool, typer.Option("--submit", help="Submit the script with sbatch and print the job id.")] = False,
     show: Annotated[bool, typer.Option("--print", help="Print the script (the default without --submit).")] = False,
@@ -155,13 +159,31 @@ def job(
             return
         if show:
             typer.echo(script, nl=False, err=True)
+        if output is not None:
+            _check_output_directory(output)
         from envkit.slurm.client import Slurm
+        from envkit.slurm.script import output_file
 
         job_id = Slurm().submit(script)
         typer.echo(job_id)
-        where = output or f"slurm-{job_id}.out"
+        where = output_file(output, job_id, spec.job_name or env) if output else f"slurm-{job_id}.out"
         typer.echo(f"envkit: submitted job {job_id} to {partition}; its output goes to {where}; "
                    f"`squeue -j {job_id}` shows it", err=True)
+
+
+def _check_output_directory(output: str) -> None:
+    """BadInputError (exit 2) when --output's directory does not exist: sbatch takes the job, and the job then fails
+    to start without writing a line anywhere. (Relative to the working directory, the job's too; a directory with
+    one of sbatch's %-patterns in it is left to sbatch.)"""
+    import shlex
+
+    from envkit.errors import BadInputError
+
+    directory = Path(output).parent
+    if "%" not in str(directory) and not directory.is_dir():
+        raise BadInputError(f"--output {output}: the directory {directory} does not exist (sbatch would take the job, "
+                            "and it would fail to start without any output)",
+                            hint=f"Create it first (`mkdir -p {shlex.quote(str(directory))}`), or give another file.")
 
 
 def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Optional[Path]):

@@ -272,7 +272,11 @@ def does_not_fit(f: Facts) -> Iterable[Mapping[str, Any]]:
 
 def not_checked_here(f: Facts) -> Iterable[Mapping[str, Any]]:
     if not f.on_target and f.probe.imported and f.profile.gpus:
-        yield {"machine": machine_label(f.profile)}
+        import shlex
+
+        # the environment checked, by its Python: a bare `envkit doctor` would check whichever one is active there
+        doctor = shlex.join(["envkit", "doctor", "--python", f.probe.python_executable])
+        yield {"machine": machine_label(f.profile), "doctor": doctor}
 
 
 def not_identified(f: Facts) -> Iterable[Mapping[str, Any]]:

@@ -11,7 +11,9 @@ import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from envkit.errors import UnknownNameError
 from envkit.slurm.client import Slurm
+from envkit.slurm.sinfo import PartitionInfo
 from envkit.slurm.survey import gpu_partitions
 
 CHECK_GRACE = 120.0  # seconds on top of the probe's own limit for envkit to start and answer on the node
@@ -29,10 +31,23 @@ class NodeCheck:
         return self.not_run is None
 
 
-def partition_gpus(slurm: Slurm, partition: str) -> int:
-    """The most GPUs a node of ``partition`` has (sinfo); exit 2 when there is no such partition."""
+def partition_gpus(slurm: Slurm, partition: str, node: Optional[str] = None) -> int:
+    """The most GPUs a node of ``partition`` has (sinfo), or those ``node`` has; exit 2 when there is no such
+    partition, or no such node in it."""
     [info] = gpu_partitions(slurm, [partition])
-    return max(row.gpus for row in info.nodes)
+    return node_gpus(info, node)
+
+
+def node_gpus(info: PartitionInfo, node: Optional[str] = None) -> int:
+    """The GPUs of ``node`` in the partition (the most any of its nodes has when None); UnknownNameError (exit 2),
+    naming the partition's nodes, for a node that is not in it: srun would only refuse the job."""
+    if node is None:
+        return max(row.gpus for row in info.nodes)
+    row = next((row for row in info.nodes if row.node == node), None)
+    if row is None:
+        raise UnknownNameError(f"partition {info.name!r} has no node {node!r}; its nodes are: "
+                               f"{', '.join(info.node_names)}", hint=f"`sinfo -N -p {info.name}` lists them.")
+    return row.gpus
 
 
 def envkit_argv(args: Sequence[str]) -> list[str]:

@@ -133,5 +133,23 @@ def time_limit(value: str) -> str:
     return value
 
 
+# sbatch's filename patterns envkit can fill in after submitting: %j (and %A, the same outside an array) the job id,
+# %x the job name, %% a '%'; a number between them pads with zeros (%4j). Others (%N, %u, ...) stay as written.
+_OUTPUT_PATTERN = re.compile(r"%(?P<width>[0-9]*)(?P<what>[jAx%])")
+
+
+def output_file(pattern: str, job_id: str, job_name: str) -> str:
+    """Where sbatch writes a job's output for ``--output pattern``: its %j, %A, %x and %% filled in."""
+
+    def fill(match: "re.Match[str]") -> str:
+        what = match.group("what")
+        if what == "%":
+            return "%"
+        value = job_name if what == "x" else job_id
+        return value.zfill(int(match.group("width"))) if match.group("width") and what != "x" else value
+
+    return _OUTPUT_PATTERN.sub(fill, pattern)
+
+
 def quoted(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(part) for part in argv)

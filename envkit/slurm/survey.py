@@ -106,8 +106,8 @@ def _survey_partition(slurm: Slurm, info: PartitionInfo, all_nodes: bool, timeou
         return PartitionOutcome(info.name, None, f"no node could be surveyed ({why})", tuple(unreachable))
     surveyed = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     partition = Partition(name=info.name, nodes=tuple(nodes), surveyed=surveyed, unreachable=tuple(unreachable))
-    say(info.name, f"done: {len(nodes)} configuration(s)" + (f", {len(unreachable)} not reached" if unreachable
-                                                               else ""))
+    say(info.name, f"done: {len(nodes)} {'node(s)' if all_nodes else 'configuration(s)'}"
+        + (f", {len(unreachable)} not reached" if unreachable else ""))
     return PartitionOutcome(info.name, partition, None, tuple(unreachable))
 
 

@@ -293,6 +293,9 @@ def test_judged_for_another_machine_that_it_fits(catalog):
     report = judge("torch-2.14.0-cu130-login-node", "b200-cuda130", False, catalog)
     assert report.ok is True and fired(report) == ["gpus-not-checked-here"]
     assert [d.ok for d in report.devices] == [True]
+    # The environment checked, by its Python: a bare `envkit doctor` there checks whichever one is active.
+    python = report.probe.python_executable
+    assert python and f"Run `envkit doctor --python {python}` on that machine" in report.diagnosis[0].advice
 
 
 def test_multi_gpu_and_bench_results_reach_the_report(catalog):

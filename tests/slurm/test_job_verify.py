@@ -59,6 +59,26 @@ def test_a_submitted_job_runs_the_command_exactly_inside_the_environment(slurm_s
     assert threads == "2"
 
 
+def test_output_goes_where_envkit_says_and_a_directory_that_is_not_there_is_refused(slurm_site, cluster_user,
+                                                                                     tmp_path):
+    # sbatch took `--output logs/x.out` without a logs directory and the job failed without a line anywhere; and
+    # envkit said the output went to "logs/%x-%j.out", a file no one would find.
+    env, _ = cluster_user
+    missing = envkit("job", "torch-test", "-p", "part-a", "--output", "logs/%x-%j.out", "--submit", "--", "true",
+                     env=env, cwd=tmp_path)
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert "--output logs/%x-%j.out: the directory logs does not exist" in missing.stderr and missing.stdout == ""
+    assert slurm_site.cluster.jobs() == []
+    (tmp_path / "logs").mkdir()
+    done = envkit("job", "torch-test", "-p", "part-a", "--gpus", "1", "--output", "logs/%x-%j.out", "--submit", "--",
+                  "python", "-c", "print('hello from the job')", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    assert f"its output goes to logs/torch-test-{job}.out;" in done.stderr
+    _wait_done(slurm_site, job)
+    assert "hello from the job" in (tmp_path / "logs" / f"torch-test-{job}.out").read_text()
+
+
 def test_print_shows_the_script_with_directives_and_quoted_command(cluster_user):
     env, _ = cluster_user
     done = envkit("job", "torch-test", "-p", "part-a", "--job-name", "a.b+c", "--per-gpu", "--", "python",
@@ -137,6 +157,52 @@ def test_a_check_that_cannot_start_is_not_run_and_its_job_cancelled(slurm_site, 
     assert "PASS" not in done.stdout and "FAIL" not in done.stdout
     assert _record(env).verify == before
     assert slurm_site.cluster.jobs() == []
+
+
+def test_verify_on_a_named_node_asks_for_that_nodes_gpus(slurm_site, cluster_user):
+    # mixed:gpu-v1 used to ask srun for 2 GPUs (the most a node of mixed has) on a node with one: NOT RUN.
+    env, _ = cluster_user
+    done = envkit("verify", "torch-test", "--partition", "mixed:gpu-v1", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "running the check on node gpu-v1 of mixed with 1 GPU(s)" in done.stderr
+    assert "on node gpu-v1" in done.stderr and "CUDA_VISIBLE_DEVICES=0)" in done.stderr
+    assert _record(env).verify["node"] == "gpu-v1"
+    # A node the partition does not have is bad input, said before any job (srun's refusal was a NOT RUN, exit 1).
+    unknown = envkit("verify", "torch-test", "--partition", "part-a:gpu-v1", env=env)
+    assert unknown.returncode == 2, unknown.stdout + unknown.stderr
+    assert "partition 'part-a' has no node 'gpu-v1'; its nodes are: gpu-a1, gpu-a2" in unknown.stderr
+    assert "running the check" not in unknown.stderr and unknown.stdout == ""
+    assert slurm_site.cluster.jobs() == []
+
+
+def test_a_check_that_fails_on_a_node_advises_a_create_for_that_node_that_works_here(slurm_site, cluster_user,
+                                                                                     tmp_path):
+    # The node advised `envkit create torch --build B` alone: pasted on the login node (no GPU) it was refused.
+    import re
+
+    env, _ = cluster_user
+    root = make_torch_env(tmp_path / "torch-old", env, name="torch-old")
+    [packages] = root.glob("lib/python*/site-packages")
+    config = json.loads((packages / "fake_config.json").read_text())
+    config["torch"]["driver_found"] = 11040  # the node's driver (CUDA 11.4) is too old for the build's CUDA 12.6
+    (packages / "fake_config.json").write_text(json.dumps(config))
+    done = envkit("verify", "torch-old", "--partition", "part-v", env=env)
+    assert done.returncode == 1 and "FAIL" in done.stdout, done.stdout + done.stderr
+    advised = re.search(r"To get a build that fits: (envkit create torch --build \S+ --partition part-v:gpu-v1)\n",
+                        done.stdout)
+    assert advised is not None, done.stdout
+    pasted = envkit(*advised.group(1).split()[1:], "--dry-run", env=env)
+    assert pasted.returncode == 0, pasted.stderr
+    assert pasted.stdout.startswith("Machine:     gpu-v1: driver 470.82.01, CUDA 11.4")
+
+
+def test_verify_of_a_prefix_that_holds_no_environment_is_exit_2_before_any_job(slurm_site, cluster_user, tmp_path):
+    # It started a job whose envkit refused the prefix: NOT RUN, exit 1, for what verify calls bad input here.
+    env, _ = cluster_user
+    done = envkit("verify", "--prefix", str(tmp_path / "none"), "--partition", "part-a", env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"no environment at {tmp_path / 'none'}" in done.stderr and "running the check" not in done.stderr
+    assert done.stdout == "" and slurm_site.cluster.jobs() == []
 
 
 def test_verify_on_an_unknown_partition_is_exit_2(cluster_user):
@@ -223,6 +289,21 @@ def test_verify_options_for_the_job_on_a_node_are_refused_without_a_partition(tm
     empty.mkdir()
     judged = envkit("verify", "torch-test", "--partition", "gpu", "--gpus", "1", env={**env, "PATH": str(empty)})
     assert "no Slurm here" in judged.stderr and "(without a job, --gpus is not used)" in judged.stderr, judged.stderr
+
+
+def test_a_check_judged_from_a_partitions_profiles_says_how_to_run_it_on_a_node(tmp_path):
+    # It said only "run `envkit verify torch-test` there": on a Slurm login node, "there" is reached through srun.
+    env = _bare_env(tmp_path, path=str(tmp_path / "no-slurm"))
+    (tmp_path / "no-slurm").mkdir()
+    make_torch_env(tmp_path / "envs" / "torch-test", env)
+    profile = Path(__file__).resolve().parents[1] / "profiles" / "h100-cuda128.yaml"
+    Path(env["ENVKIT_SITE"]).write_text(f"version: 1\npartitions:\n  gpu: {{nodes: [{{profile_file: {profile}}}]}}\n")
+    on_node = ("or `envkit verify torch-test --partition gpu` on the cluster's login node (the check then runs on a "
+               "node through srun)")
+    for options in (("--partition", "gpu"), ()):  # named, then the target the first one recorded
+        done = envkit("verify", "torch-test", *options, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "run `envkit verify torch-test` there, " + on_node in done.stdout, done.stdout
 
 
 def _slurm_bin(tmp_path: Path, programs: tuple[str, ...], scripts: Optional[dict[str, str]] = None) -> str:

@@ -48,6 +48,20 @@ def test_a_partition_whose_nodes_differ_gives_one_node_per_configuration_preferr
     assert (row.node, count) == ("a100-01", 3)
 
 
+def test_a_named_node_is_asked_for_its_own_gpus_and_an_unknown_one_is_bad_input():
+    # verify --partition P:NODE asked for the most GPUs any node of P has: srun refused a node with fewer.
+    from envkit.errors import UnknownNameError
+    from envkit.slurm.remote import node_gpus
+
+    v100 = cluster_partitions()["gpu-8-v100"]
+    assert node_gpus(v100) == 8 and node_gpus(v100, "v100-03") == 6
+    with pytest.raises(UnknownNameError) as caught:
+        node_gpus(v100, "a100-01")
+    assert caught.value.exit_code == 2
+    assert caught.value.message == ("partition 'gpu-8-v100' has no node 'a100-01'; its nodes are: v100-01, v100-02, "
+                                    "v100-03")
+
+
 def test_sinfo_text_with_a_missing_field_is_an_error_naming_the_line():
     with pytest.raises(ValueError, match="line 2"):
         parse_sinfo("p|up|n1|gpu:1|f|idle\np|up|n2|gpu:1\n")
@@ -102,6 +116,17 @@ def test_per_gpu_launches_torchrun_with_the_gpu_count():
     other = JobSpec(partition="p", per_gpu=True, activate=("envkit",), command=("./run.sh",))
     assert sbatch_script(other).splitlines()[-1] == "envkit torchrun --standalone --nproc-per-node=gpu --no-python " \
                                                     "./run.sh"
+
+
+@pytest.mark.parametrize("pattern, path", [
+    ("logs/%x-%j.out", "logs/train-42.out"), ("out-%6j.txt", "out-000042.txt"), ("%A_%N.out", "42_%N.out"),
+    ("100%%-%j", "100%-42"), ("%%j.out", "%j.out"), ("plain.out", "plain.out"),
+])
+def test_the_output_file_named_after_submitting_is_the_one_sbatch_writes(pattern, path):
+    # `envkit job --submit` said "its output goes to logs/%x-%j.out".
+    from envkit.slurm.script import output_file
+
+    assert output_file(pattern, "42", "train") == path
 
 
 def _profile(count: int) -> MachineProfile:

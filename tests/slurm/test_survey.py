@@ -48,6 +48,26 @@ def test_all_nodes_detects_each_node(slurm_site, tmp_path):
     assert [n.node for n in load_site(tmp_path / "site.yaml").partitions["part-a"].nodes] == ["gpu-a1", "gpu-a2"]
 
 
+def test_all_nodes_counts_nodes_and_names_the_ones_not_reached(slurm_site, tmp_path):
+    # With --all-nodes it said "2 node configuration(s) surveyed" for two nodes of one configuration, and nothing
+    # on stdout about a node it could not reach.
+    env = user_env(slurm_site, tmp_path)
+    blocker = subprocess.run(["sbatch", "--parsable", "-p", "part-a", "--nodelist=gpu-a2", "--gpus-per-node=2",
+                              "-J", "blocker", "--output=/dev/null", "--wrap", "sleep 120"], env=slurm_site.env,
+                             capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert blocker.returncode == 0, blocker.stderr
+    job = blocker.stdout.strip()
+    try:
+        _wait_running(slurm_site, job)
+        done = envkit("survey", "--partition", "part-a", "--all-nodes", "--timeout", "2", env=env)
+        assert done.returncode == 0, done.stderr
+        assert "part-a: 1 node(s) surveyed; not reached: gpu-a2 (`envkit site` says why)" in done.stdout
+        assert "part-a: done: 1 node(s), 1 not reached" in done.stderr
+        assert slurm_site.cluster.jobs() == [job]
+    finally:
+        slurm_site.cluster.query(["scancel", job])
+
+
 def test_an_unknown_partition_is_exit_2_naming_those_there_are(slurm_site, tmp_path):
     done = envkit("survey", "--partition", "nosuch", env=user_env(slurm_site, tmp_path))
     assert done.returncode == 2
