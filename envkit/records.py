@@ -55,6 +55,11 @@ class Record:
             return []
         return list(options)
 
+    def target_partition(self) -> Optional[str]:
+        """The ``--partition`` spec (NAME or NAME:NODE,...) among its target's options, if it was named so."""
+        options = self.target_options()
+        return next((value for flag, value in zip(options[::2], options[1::2]) if flag == "--partition"), None)
+
     def remake_command(self, *extra: str) -> str:
         """The `envkit create` command that makes it again, for the machines it is for, shell-quoted."""
         import shlex

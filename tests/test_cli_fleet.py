@@ -4,6 +4,7 @@ their bad input. Real subprocesses, real manifests."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -178,6 +179,17 @@ def test_a_repeated_partition_is_refused_not_cut_to_the_last_one(site):
         assert "Traceback" not in done.stderr and done.stdout == ""
     one = json.loads(envkit("list", "torch", "--json", "--partition", "gpu-8-v100", env=site).stdout)
     assert one["machine"]["name"] == "v100x8"
+
+
+def test_p_is_short_for_partition_in_every_command_that_resolves(site):
+    # `envkit job -p P` and `envkit survey -p P` took it; list, create, lock, doctor and verify did not.
+    long = envkit("list", "torch", "--json", "--partition", "gpu-mixed", env=site)
+    short = envkit("list", "torch", "--json", "-p", "gpu-mixed", env=site)
+    assert short.returncode == 0 and short.stdout == long.stdout, short.stderr
+    planned = envkit("create", "torch", "--dry-run", "-p", "gpu-mixed:v100-01", env=site)
+    assert planned.returncode == 0 and "v100-01" in planned.stdout, planned.stderr
+    for command in (("lock", "torch"), ("doctor",), ("verify", "torch-x")):
+        assert re.search(r"--partition\s+-p\s", envkit(*command, "--help").stdout), command  # (typer's columns)
 
 
 def test_unknown_partition_lists_those_there_are(site):

@@ -36,9 +36,8 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
                             manifest_for=lambda name: _framework_manifest(directory, tables, name),
                             machine_args=[args for _, _, _, args in judged])
     names = [list(names) for names, _, _, _ in judged]
-    options = record.target_options() if record is not None and target.on_target else []  # the machines judged
-    partition = target.partition or next((value for flag, value in zip(options[::2], options[1::2])
-                                          if flag == "--partition"), None)
+    recorded = record.target_partition() if record is not None and target.on_target else None  # the machines judged
+    partition = target.partition or recorded
     _print_reports(reports, names, json_output, record, partition)
     return all(r.ok for r in reports), reports, names
 

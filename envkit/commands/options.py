@@ -103,6 +103,7 @@ PartitionOption = Annotated[
     Optional[List[str]],
     typer.Option(
         "--partition",
+        "-p",  # as `envkit job` and `envkit survey` take it
         metavar="NAME[:NODE,...]",
         callback=_one_partition,
         help="Resolve for the nodes of this partition of the site file ($ENVKIT_SITE, else the config's `site:`, "

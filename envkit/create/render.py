@@ -118,6 +118,13 @@ def outcome_text(prepared: Prepared, outcome: "Outcome") -> str:
     lines += [f"Created {plan.name} at {plan.prefix}.",
               f"  Activate it:  {hint}",
               f"  Or run in it: envkit run {plan.name} -- python your_script.py"]
+    partition = record.target_partition()
+    if partition is not None:  # made for a partition from its login node: its nodes are reached through Slurm
+        import shlex
+
+        lines += [f"  Check a node: {shlex.join(['envkit', 'verify', plan.name, '--partition', partition])}",
+                  "  Or as a job:  " + shlex.join(["envkit", "job", plan.name, "-p", partition.split(":")[0], "--",
+                                                   "python", "your_script.py"])]
     if record.kernel:
         lines.append(f"  Jupyter:      the kernel {record.kernel!r} ({plan.name} (envkit))")
     return "\n".join(lines)

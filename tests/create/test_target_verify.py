@@ -136,3 +136,22 @@ def test_a_job_refused_on_a_partition_suggests_a_create_from_the_same_manifests(
     argv = shlex.split(refused.stderr.split("Create one for it: ", 1)[1])
     pasted = home.envkit(*argv[1:], "--dry-run", env={"ENVKIT_SITE": str(site)})
     assert pasted.returncode == 0, (argv, pasted.stderr)
+
+
+def test_an_environment_made_for_a_partition_says_how_its_nodes_are_reached(home: Home, torch_index: IndexServer,
+                                                                            tmp_path):
+    # From a login node, `envkit run` reaches none of the partition's GPUs: the next steps name verify and job too.
+    site = tmp_path / "site.yaml"
+    site.write_text(f"version: 1\npartitions:\n  gpu-ada:\n    nodes:\n      - profile_file: {ADA}\n")
+    made = home.envkit("create", "torch", "--build", "torch-2.13-cu126", "--python", PYTHON, "--partition",
+                       "gpu-ada", "--yes", "--no-verify", env={"ENVKIT_SITE": str(site)})
+    assert made.returncode == 0, made.stderr
+    [verify] = [line for line in made.stdout.splitlines() if line.startswith("  Check a node: ")]
+    [job] = [line for line in made.stdout.splitlines() if line.startswith("  Or as a job:  ")]
+    assert shlex.split(verify.split(": ", 1)[1]) == ["envkit", "verify", "torch-cu126", "--partition", "gpu-ada"]
+    argv = shlex.split(job.split(":  ", 1)[1])
+    assert argv == ["envkit", "job", "torch-cu126", "-p", "gpu-ada", "--", "python", "your_script.py"]
+    pasted = home.envkit(*argv[1:3], "--print", *argv[3:], env={"ENVKIT_SITE": str(site)})  # the script, here
+    assert pasted.returncode == 0 and "#SBATCH --partition=gpu-ada" in pasted.stdout + pasted.stderr, pasted.stderr
+    plain = home.envkit("create", *CU126, "--name", "torch-here", "--yes", "--no-verify")
+    assert plain.returncode == 0 and "Check a node" not in plain.stdout and "as a job" not in plain.stdout
