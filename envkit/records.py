@@ -68,9 +68,14 @@ class Record:
                            *self.target_options(), *extra])
 
 
+def is_name(name: str) -> bool:
+    """Whether ``name`` can name an environment: a directory name and a conda env name, safe in any shell."""
+    return ".." not in name and bool(_NAME.match(name))
+
+
 def check_name(name: str) -> str:
-    """``name`` if it can name an environment: a directory name and a conda env name, safe in any shell."""
-    if ".." in name or not _NAME.match(name):
+    """``name`` if it can name an environment (:func:`is_name`); BadInputError (exit 2) saying what can."""
+    if not is_name(name):
         raise BadInputError(
             f"{name!r} cannot name an environment",
             hint="Use letters, digits, '.', '_' and '-' (up to 64, starting with a letter or digit), "
@@ -244,7 +249,7 @@ def scan(records_dir: Path) -> tuple[list[Record], list[Unreadable]]:
 
 def _forget_hint(records_dir: Path, name: str) -> str:
     """How an index entry that cannot be read goes: `envkit remove NAME`, for a name envkit could have written."""
-    if _NAME.match(name) and ".." not in name:
+    if is_name(name):
         return f"`envkit remove {name} --yes` forgets it."
     return (f"envkit writes no entry of that name (it cannot name an environment), and `envkit remove` takes none: "
             f"move {index_path(records_dir, name)} out of {records_dir} yourself.")

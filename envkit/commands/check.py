@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import (current_site, fleet_for, find_record, manifests_dir, print_json,
-                                    recorded_build, reported_errors, target_argv, user_dirs)
+from envkit.commands.common import (current_site, environment_python, fleet_for, find_record, manifests_dir,
+                                    print_json, recorded_build, reported_errors, target_argv, user_dirs)
 from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, program_value,
                                      seconds_between, with_options)
 
@@ -296,18 +296,7 @@ def verify(
             if check.framework == "auto" and recorded_framework is not None:
                 check = check._replace(framework=recorded_framework)
         assert prefix is not None
-        from envkit.backends.base import python_of
-
-        python = python_of(prefix)
-        if not python.exists() and record is not None:  # its directory holds its record, and not its Python
-            from envkit.errors import EnvkitError
-
-            raise EnvkitError(f"no environment at {prefix} ({python} does not exist)",
-                              hint=f"`{record.remake_command('--force')}` makes it again, or "
-                                   f"`envkit remove {record.name} --yes` deletes it.")
-        if not python.exists():
-            raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
-                                hint="Give the directory of a conda environment or a venv.")
+        python = environment_python(prefix, record)
         environ = None
         if record is not None:  # as `envkit run` would run it: the environment activated
             from envkit.activation import activated_environ

@@ -259,6 +259,24 @@ def find_record(name: str, settled: bool = True, held: bool = True):
     return record
 
 
+def environment_python(prefix: Path, record=None) -> Path:
+    """The Python of the environment at ``prefix``, for `verify` here and on a node. None there: for a record's
+    environment (its directory holds the record, not its Python) EnvkitError (exit 1) with how to make it again; for
+    a --prefix given, BadInputError (exit 2)."""
+    from envkit.backends.base import python_of
+    from envkit.errors import BadInputError, EnvkitError
+
+    python = python_of(prefix)
+    if python.exists():
+        return python
+    if record is not None:
+        raise EnvkitError(f"no environment at {prefix} ({python} does not exist)",
+                          hint=f"`{record.remake_command('--force')}` makes it again, or "
+                               f"`envkit remove {record.name} --yes` deletes it.")
+    raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
+                        hint="Give the directory of a conda environment or a venv.")
+
+
 def recorded_build(record, manifests: Optional[Path]):
     """(the framework, the build) a recorded environment was made from, if its manifest still has them."""
     from envkit.catalog import load_tables, manifest_names
@@ -272,14 +290,9 @@ def recorded_build(record, manifests: Optional[Path]):
 
 
 def plain_name(name: str) -> bool:
-    from envkit.errors import BadInputError
-    from envkit.records import check_name
+    from envkit.records import is_name
 
-    try:
-        check_name(name)
-    except BadInputError:
-        return False
-    return True
+    return is_name(name)
 
 
 def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], target: TargetOptions,

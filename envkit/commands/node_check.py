@@ -54,7 +54,7 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
                    target, json_output: bool) -> int:
     """Run the check on a node of ``target.partition`` (``P`` or ``P:NODE``); relay its report and exit status.
     Returns the exit status."""
-    from envkit.commands.common import find_record, print_json
+    from envkit.commands.common import environment_python, find_record, print_json
     from envkit.errors import BadInputError
     from envkit.slurm.client import Slurm
     from envkit.slurm.remote import check_on_node, partition_gpus
@@ -67,13 +67,8 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
         # Here, not in a job on the node: exit 2 for a name envkit did not make, 1 for a create of it going on or
         # a directory that no longer holds it (a shared file system is assumed, as `envkit job` assumes it).
         find_record(env)
-    else:
-        from envkit.backends.base import python_of
-
-        python = python_of(Path(prefix))  # type: ignore[arg-type]
-        if not python.exists():  # as verify says it here, exit 2, not a job whose check did not run
-            raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
-                                hint="Give the directory of a conda environment or a venv.")
+    else:  # as verify says it here, exit 2, not a job whose check did not run
+        environment_python(Path(prefix))  # type: ignore[arg-type]
     slurm = Slurm()
     slurm.require()
     if node is not None:  # a name as `envkit site` shows it: srun takes the node's Slurm name

@@ -122,9 +122,12 @@ def outcome_text(prepared: Prepared, outcome: "Outcome") -> str:
     if partition is not None:  # made for a partition from its login node: its nodes are reached through Slurm
         import shlex
 
+        from envkit.site import parse_partition_spec
+
+        name, _ = parse_partition_spec(partition)  # `envkit job` takes the partition, not its nodes
         lines += [f"  Check a node: {shlex.join(['envkit', 'verify', plan.name, '--partition', partition])}",
-                  "  Or as a job:  " + shlex.join(["envkit", "job", plan.name, "-p", partition.split(":")[0], "--",
-                                                   "python", "your_script.py"])]
+                  "  Or as a job:  " + shlex.join(["envkit", "job", plan.name, "-p", name, "--", "python",
+                                                   "your_script.py"])]
     if record.kernel:
         lines.append(f"  Jupyter:      the kernel {record.kernel!r} ({plan.name} (envkit))")
     return "\n".join(lines)
