@@ -93,6 +93,22 @@ def reflowed(docstring: str) -> str:
     return "\n\n".join(" ".join(paragraph.split()) for paragraph in cleandoc(docstring).split("\n\n"))
 
 
+def named_command(args: Sequence[str]) -> str:
+    """The command a command line names (`envkit manifests check` for ``manifests check --build``), for a usage
+    error that click raised before it made the command's context (an option without its value)."""
+    import typer.main
+
+    words, command = ["envkit"], typer.main.get_command(app)
+    for arg in args:
+        if arg.startswith("-"):  # the global options take no value
+            continue
+        command = getattr(command, "commands", {}).get(arg)
+        if command is None:
+            break
+        words.append(arg)
+    return " ".join(words)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Run the app on ``argv``, or as the process's entry (the console script, ``python -m envkit``) on sys.argv.
     Usage errors are one line and a hint, like every other error (exit 2); a bare `envkit` prints the help and
@@ -121,7 +137,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 typer.echo(shown)
         else:
             message = error.format_message() if hasattr(error, "format_message") else str(error)
-            path = context.command_path if context is not None else "envkit"
+            path = context.command_path if context is not None else named_command(args)
             typer.echo(f"envkit: error: {message}", err=True)
             typer.echo(f"  `{path} --help` lists what it takes.", err=True)
         code = getattr(error, "exit_code", 2)

@@ -13,7 +13,7 @@ from envkit.resolve import Candidate, Resolution
 
 
 def gpu_unused(resolution: Resolution, profile: MachineProfile) -> Optional[str]:
-    """The reason this machine's GPUs go unused by the pick, or None when they are used (or there are none)."""
+    """The reason the machine's GPUs go unused by the pick, or None when they are used (or there are none)."""
     selected = resolution.selected
     if selected is None or selected.build.is_gpu:
         return None
@@ -21,14 +21,14 @@ def gpu_unused(resolution: Resolution, profile: MachineProfile) -> Optional[str]
         if not profile.hidden_gpus:
             return None
         count = len(profile.hidden_gpus)
-        gpus = "this machine's GPU" if count == 1 else f"all {count} of this machine's GPUs"
+        gpus = "the machine's GPU" if count == 1 else f"all {count} of the machine's GPUs"
         return (f"CUDA_VISIBLE_DEVICES hides {gpus}, so it is judged as having none and the pick is a CPU build: "
                 "unset the variable or set it to the GPUs to use (in a Slurm job: ask for GPUs) to have them judged")
     name = resolution.manifest.name
     gpu_builds = [c for c in resolution.candidates if c.build.is_gpu]
     machine = _machine_words(profile)
     if not gpu_builds:
-        return f"the manifest {name} has no GPU build, so this machine's GPUs ({machine}) go unused"
+        return f"the manifest {name} has no GPU build, so the GPUs ({machine}) go unused"
     closest = _closest(gpu_builds, profile)
     why = "; ".join(closest.reasons) or "it does not fit"
     return (f"no {name} GPU build in the manifests runs on {machine}, so the pick is a CPU build: the closest, "

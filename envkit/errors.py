@@ -26,7 +26,8 @@ class BadInputError(EnvkitError):
 class ManifestError(BadInputError):
     """A manifest or table in the manifests directory is broken. Names the file, the build and the field."""
 
-    def __init__(self, path: str, problem: str, build: str | None = None, field: str | None = None) -> None:
+    def __init__(self, path: str, problem: str, build: str | None = None, field: str | None = None,
+                 line: int | None = None) -> None:
         where = path
         if build:
             where += f", build {build}"
@@ -37,6 +38,7 @@ class ManifestError(BadInputError):
         self.build = build
         self.field = field
         self.problem = problem
+        self.line = line  # where the problem is, when the file's own structure does not say (text not UTF-8)
 
 
 class ProfileError(BadInputError):

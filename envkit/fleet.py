@@ -16,6 +16,7 @@ from typing import Any, Hashable, NamedTuple, Optional, Sequence
 
 from envkit.errors import ProfileError
 from envkit.machine import MachineProfile
+from envkit.words import counted
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 THIS_MACHINE = "this machine"  # the name of the detected machine when its profile gives none
@@ -27,6 +28,7 @@ class Machine(NamedTuple):
     name: str
     profile: MachineProfile
     file: Optional[str] = None  # the profile file it was read from, if any
+    nodes: int = 1  # how many nodes it stands for: a site file entry's ``count`` (envkit.site), else 1
 
 
 class Config(NamedTuple):
@@ -43,6 +45,10 @@ class Config(NamedTuple):
     def has_gpus(self) -> bool:
         return bool(self.profile.gpus)
 
+    @property
+    def node_count(self) -> int:
+        return sum(m.nodes for m in self.machines)
+
 
 class Fleet(NamedTuple):
     """The machines a command resolves for: this one, or the profiles and partition named."""
@@ -52,6 +58,11 @@ class Fleet(NamedTuple):
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.machines)
+
+    @property
+    def node_count(self) -> int:
+        """The nodes its machines stand for: more than the machines where a site file entry stands for several."""
+        return sum(m.nodes for m in self.machines)
 
     @property
     def single(self) -> Optional[MachineProfile]:
@@ -89,25 +100,36 @@ def distinct(machines: Sequence[Machine]) -> tuple[Config, ...]:
 
 
 def fleet_of(machines: Sequence[Machine]) -> Fleet:
-    """A fleet with unique names: the same machine given twice counts once; two different machines that share a
-    name are told apart by their files."""
-    seen: dict[str, Hashable] = {}
-    out = []
+    """A fleet with unique names: the same machine given twice counts once (as the most nodes it was said to stand
+    for); two different machines that share a name are told apart by their files. A machine without a file (a site
+    file's node, which ``--partition NAME:NODE`` selects by its name) keeps its name: the one with a file gives way."""
+    where: dict[str, int] = {}  # name -> position in out
+    out: list[Machine] = []
     for machine in machines:
-        key = profile_key(machine.profile)
-        if machine.name in seen:
-            if seen[machine.name] == key:
+        if machine.name in where:
+            position = where[machine.name]
+            first = out[position]
+            if profile_key(first.profile) == profile_key(machine.profile):
+                out[position] = first._replace(nodes=max(first.nodes, machine.nodes))
                 continue
-            label = f"{machine.name} ({machine.file or len(out) + 1})"
-            machine = machine._replace(name=label, profile=machine.profile._replace(name=label))
-        seen[machine.name] = key
+            if first.file and not machine.file:
+                out[position] = _labelled(first, first.file)
+                where[out[position].name] = position
+            else:
+                machine = _labelled(machine, machine.file or str(len(out) + 1))
+        where[machine.name] = len(out)
         out.append(machine)
     return Fleet(tuple(out))
 
 
-def named(profile: MachineProfile, fallback: str, file: Optional[str] = None) -> Machine:
+def _labelled(machine: Machine, label: str) -> Machine:
+    name = f"{machine.name} ({label})"
+    return machine._replace(name=name, profile=machine.profile._replace(name=name))
+
+
+def named(profile: MachineProfile, fallback: str, file: Optional[str] = None, nodes: int = 1) -> Machine:
     name = profile.name or fallback
-    return Machine(name=name, profile=profile._replace(name=name), file=file)
+    return Machine(name=name, profile=profile._replace(name=name), file=file, nodes=nodes)
 
 
 def profile_files(path: Path) -> list[Path]:
@@ -157,6 +179,14 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
                   extra=[str(path) for path in files])
 
 
+def size_text(fleet: Fleet) -> str:
+    """How many machines ``fleet`` is, in words: "4 machines", or "11 nodes" where a site file entry stands for
+    several nodes (its ``count``)."""
+    if fleet.node_count != len(fleet.machines):
+        return counted(fleet.node_count, "node")
+    return counted(len(fleet.machines), "machine")
+
+
 def names_text(names: Sequence[str], most: int = 4) -> str:
     """Machine names for a sentence: all of a few, the first ones and a count of many."""
     if len(names) <= most:
@@ -165,5 +195,6 @@ def names_text(names: Sequence[str], most: int = 4) -> str:
 
 
 def fleet_json(fleet: Fleet) -> list[dict[str, Any]]:
-    """The machines judged, each as commands print it (with the GPUs hidden from this process) and its file."""
-    return [{**m.profile.seen_dict(), "name": m.name, "file": m.file} for m in fleet.machines]
+    """The machines judged, each as commands print it (with the GPUs hidden from this process), its file and the
+    nodes it stands for."""
+    return [{**m.profile.seen_dict(), "name": m.name, "file": m.file, "nodes": m.nodes} for m in fleet.machines]

@@ -12,8 +12,8 @@
   build, the configurations it fits (only the maximal ones kept); covers of 1, 2, ... sets are tried in order, the
   sets ordered by their best build's rank, so the first cover found is the smallest and prefers newer builds. Each
   configuration goes to the first set of the cover that holds it; each group then gets the newest GPU build that
-  fits all of its machines. A configuration no GPU build fits is a group of its own, with the best build that fits
-  it (a CPU build) or none. The number of distinct configurations is small (a site has a handful), and with more
+  fits all of its machines. The configurations no GPU build fits are one more group, with the best build that fits
+  them all (a CPU build); a group each when none fits them all. The number of distinct configurations is small (a site has a handful), and with more
   than 16 sets the search falls back to the greedy cover (at most ln(n)+1 times the minimum).
 """
 
@@ -138,7 +138,14 @@ def _groups(configs: Sequence[Config], resolutions: Sequence[Resolution], cpu_on
         if home is not None:
             assigned[home].append(index)
     groups = [_group(configs, resolutions, members, order) for members in assigned if members]
-    groups += [_group(configs, resolutions, [i], order) for i in range(len(configs)) if i not in coverable]
+    # The machines no GPU build fits: one group, with the CPU build that fits them all (one environment serves
+    # them; a group each made two of the same build, under one default name); a group each where none fits all.
+    uncovered = [i for i in range(len(configs)) if i not in coverable]
+    together = _group(configs, resolutions, uncovered, order) if uncovered else None
+    if together is not None and (together.selected is not None or len(uncovered) == 1):
+        groups.append(together)
+    else:
+        groups += [_group(configs, resolutions, [i], order) for i in uncovered]
     return tuple(groups)
 
 

@@ -128,6 +128,15 @@ def _parse_version(origin: str, where: str, parser: Any, value: Any) -> Any:
     return _parse_field(origin, where, parser, value)
 
 
+def not_text(value: Any) -> Optional[str]:
+    """Why a value that should be text is not, when YAML read unquoted text as something else: a number
+    (:func:`envkit.versions.quote_it`: '3.10 must be quoted ("3.10"): YAML reads 3.10 as the number 3.1') or
+    true/false; None for anything else (the caller says what it expected)."""
+    if isinstance(value, bool):
+        return "must be quoted: YAML reads an unquoted yes, no, on, off, true or false as true/false"
+    return quote_it(value)
+
+
 def _known_keys(data: Mapping, keys: tuple[str, ...], origin: str, where: str) -> None:
     """ProfileError naming the first key of ``data`` that is not one of ``keys`` (and the one it may mean)."""
     unknown = [key for key in data if key not in keys]
@@ -154,7 +163,7 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     hidden_gpus = [_gpu_from_dict(entry, position, origin, _HIDDEN) for position, entry in enumerate(hidden or [])]
     name = data.get("name")
     if name is not None and not isinstance(name, str):
-        raise ProfileError(f"machine profile {origin}: name: expected text, got {name!r}")
+        raise ProfileError(f"machine profile {origin}: name: {not_text(name) or f'expected text, got {name!r}'}")
     driver = data.get("driver_version")
     driver_version = None if driver is None else _parse_version(origin, "driver_version", DriverVersion.parse, driver)
     cuda = data.get("cuda_driver")
@@ -202,7 +211,7 @@ def _gpu_from_dict(entry: Any, position: int, origin: str, key: str = "gpus") ->
     _known_keys(entry, GPU_KEYS, origin, f"{where}: ")
     name = entry.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise ProfileError(f"machine profile {origin}: {where}.name: missing or not text")
+        raise ProfileError(f"machine profile {origin}: {where}.name: {not_text(name) or 'missing or not text'}")
     if "compute_capability" not in entry:
         raise ProfileError(f"machine profile {origin}: {where}.compute_capability: missing (e.g. '7.5')")
     # An explicit null is what detect prints for a GPU no probe could place; resolution then asks for --gpu-arch.

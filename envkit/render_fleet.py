@@ -13,18 +13,23 @@ from envkit.fleet import Fleet, fleet_json, names_text
 from envkit.fleet_resolve import FleetResolution
 from envkit.machine import MachineProfile
 from envkit.render import gpu_unused_json, listing_json, listing_text, machine_line, manifest_block
+from envkit.words import counted
 
 # A group's create command: (manifest name, group) -> the command line, shell-quoted; supplied by the CLI.
 GroupCommand = Callable[[str, Any], Optional[str]]
 
 
 def fleet_header(fleet: Fleet) -> str:
+    """The machines and their distinct configurations. Where a site file entry stands for several nodes (its
+    ``count``), the nodes are counted, as `envkit site` counts them: "Machines: 24 nodes", "a100-01 (12 nodes)"."""
     configs = fleet.configs()
-    lines = [f"Machines: {len(fleet.machines)} ({len(configs)} distinct "
-             f"configuration{'s' if len(configs) != 1 else ''})"]
+    by_node = fleet.node_count != len(fleet.machines)
+    lines = [f"Machines: {counted(fleet.node_count, 'node') if by_node else len(fleet.machines)} "
+             f"({counted(len(configs), 'distinct configuration')})"]
     for config in configs:
         line = machine_line(config.profile).removeprefix("Machine: ").removeprefix(f"{config.profile.name}: ")
-        lines.append(f"  {names_text(config.names)}: {line}")
+        nodes = f" ({counted(config.node_count, 'node')})" if by_node else ""
+        lines.append(f"  {names_text(config.names)}{nodes}: {line}")
     return "\n".join(lines)
 
 

@@ -3,7 +3,8 @@
 A GPU build is compatible only when (1) the driver supports its CUDA, natively or through CUDA minor-version
 compatibility (then only from ready-made SASS: an older driver cannot JIT-compile a newer toolkit's PTX), (2) EVERY GPU is covered by
 its SASS (same major, lower-or-equal minor) or PTX (lower-or-equal arch), and (3) it publishes a Python envkit can
-provide. Every verdict carries its reasons in words a user understands.
+provide. Every verdict carries its reasons in words a user understands. They name no machine ("the driver has
+11.2", "the machine has none"), so they read true for this machine, for a profile, and after a fleet's machine names.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def parse_python_request(text: Optional[str], table: PythonTable) -> Request:
 
 
 def resolve(manifest: Manifest, profile: MachineProfile, tables: Tables, request: Request = Request()) -> Resolution:
-    """Every build of the manifest judged for this machine, ranked by preference."""
+    """Every build of the manifest judged for the machine, ranked by preference."""
     candidates = [assess(build, profile, tables, request) for build in manifest.builds]
     return Resolution(manifest=manifest, candidates=tuple(rank(candidates, has_gpus=bool(profile.gpus))))
 
@@ -100,13 +101,13 @@ def assess(build: Build, profile: MachineProfile, tables: Tables, request: Reque
     if not build.is_gpu:
         reasons = [python_problem] if python_problem else []
         if profile.gpus and not python_problem:
-            reasons.append("CPU only: does not use this machine's GPUs")
+            reasons.append("CPU only: does not use the GPUs")
         return Candidate(build, not python_problem, None, python, tuple(reasons))
 
     assert build.cuda is not None and build.arch is not None  # guaranteed by the catalog for GPU builds
     native, driver_ok, driver_reason = _driver(build, profile, tables)
     if not profile.gpus:  # one plain reason: the driver does not matter without a GPU
-        problems = ["needs an NVIDIA GPU; this machine has none"]
+        problems = ["needs an NVIDIA GPU; the machine has none"]
         if python_problem:
             problems.append(python_problem)
         return Candidate(build, False, native, python, tuple(problems))
@@ -132,14 +133,14 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Opti
     if have is None:
         if profile.driver_version is not None or profile.gpus:
             return None, False, (
-                f"needs driver CUDA >= {cuda}; this machine's driver CUDA is unknown (pass --cuda X.Y, the "
+                f"needs driver CUDA >= {cuda}; the machine's driver CUDA is unknown (pass --cuda X.Y, the "
                 f"'CUDA Version' nvidia-smi prints)"
             )
         return None, False, f"needs an NVIDIA driver for CUDA >= {cuda}; none found"
     if have >= cuda:
         return True, True, f"driver CUDA {have} runs CUDA {cuda} natively"
     floor = tables.cuda.minor_compat_floor.get(cuda.major)
-    plain = f"needs driver CUDA >= {cuda}, this machine has {have}"
+    plain = f"needs driver CUDA >= {cuda}, the driver has {have}"
     if floor is None or have.major != cuda.major:
         return False, False, plain
     driver = profile.driver_version
@@ -147,7 +148,7 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Opti
         lowest = tables.cuda.driver_floor(have)
         if lowest is None or lowest < floor:
             return False, False, (
-                f"{plain}; minor-version compatibility needs driver >= {floor}, and this machine's driver version "
+                f"{plain}; minor-version compatibility needs driver >= {floor}, and the machine's driver version "
                 f"is unknown"
             )
         driver_text = f"any driver for CUDA {have} is >= {lowest}"

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from envkit.errors import BadInputError, ProfileError, UnknownNameError
-from envkit.machine import MachineProfile, profile_from_dict, read_profile
+from envkit.machine import MachineProfile, not_text, profile_from_dict, read_profile
 
 SITE_VARIABLE = "ENVKIT_SITE"
 VERSION = 1
@@ -177,7 +177,8 @@ def site_from_dict(data: Any, path: Path, cache_dir: Optional[Path] = None) -> S
     partitions = {}
     for name, entry in raw.items():
         if not isinstance(name, str) or not valid_name(name):
-            raise SiteError(path, f"partitions.{name}", "a partition name is letters, digits, '_', '.', '+', '-'")
+            raise SiteError(path, f"partitions.{name}", not_text(name)
+                            or "a partition name is letters, digits, '_', '.', '+', '-'")
         partitions[name] = _partition(name, entry, path, cache_dir)
     return Site(path=path, partitions=partitions)
 
@@ -222,7 +223,8 @@ def _node(item: Any, where: str, path: Path, cache_dir: Optional[Path]) -> SiteN
     _no_unknown_keys(item, _NODE_KEYS, path, where)
     node = item.get("node")
     if node is not None and (not isinstance(node, str) or not valid_name(node)):
-        raise SiteError(path, f"{where}.node", f"expected a node name (letters, digits, '_', '.', '-'), got {node!r}")
+        raise SiteError(path, f"{where}.node", not_text(node) or "expected a node name (letters, digits, '_', '.', "
+                        f"'+', '-', not starting with '-'), got {node!r}")
     count = item.get("count", 1)
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_NODE_COUNT:
         raise SiteError(path, f"{where}.count", f"expected a whole number of nodes from 1 to {MAX_NODE_COUNT} (more "
@@ -232,7 +234,7 @@ def _node(item: Any, where: str, path: Path, cache_dir: Optional[Path]) -> SiteN
         raise SiteError(path, where, "give either 'profile' (inline) or 'profile_file', exactly one")
     if file is not None:
         if not isinstance(file, str) or not file.strip():
-            raise SiteError(path, f"{where}.profile_file", f"expected a file path, got {file!r}")
+            raise SiteError(path, f"{where}.profile_file", not_text(file) or f"expected a file path, got {file!r}")
         from envkit.files import user_path
 
         try:
@@ -248,14 +250,17 @@ def _node(item: Any, where: str, path: Path, cache_dir: Optional[Path]) -> SiteN
     except ProfileError as exc:
         problem = exc.message.removeprefix(f"machine profile {origin}: ")
         raise SiteError(path, f"{where}.profile", problem) from None
+    # What the node said about itself when surveyed (survey writes it; profile_from_dict checked it is text and
+    # keeps its own: the GPUs the job hid, which the site does not count).
+    profile = profile._replace(notes=(*(inline.get("notes") or ()), *profile.notes))
     return SiteNode(node=node, count=count, profile=profile)
 
 
 def _surveyed(value: Any, path: Path, where: str) -> Optional[str]:
     if value is None:
         return None
-    if isinstance(value, _dt.datetime):  # YAML reads an unquoted timestamp as a datetime
-        moment = value
+    if isinstance(value, _dt.date):  # YAML reads an unquoted timestamp as a datetime, a day as a date (midnight)
+        moment = value if isinstance(value, _dt.datetime) else _dt.datetime.combine(value, _dt.time())
     else:
         if not isinstance(value, str):
             raise SiteError(path, where, f"expected an ISO 8601 time like '2026-11-22T17:00:00Z', got {value!r}")
@@ -276,10 +281,14 @@ def _unreachable(value: Any, path: Path, where: str) -> tuple[tuple[str, str], .
         raise SiteError(path, where, "expected a list of {node, reason}")
     out = []
     for i, entry in enumerate(value):
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("node"), str) \
-                or not isinstance(entry.get("reason"), str):
+        if not isinstance(entry, Mapping):
             raise SiteError(path, f"{where}[{i}]", "expected {node: NAME, reason: TEXT}")
         _no_unknown_keys(entry, ("node", "reason"), path, f"{where}[{i}]")
+        for key in ("node", "reason"):
+            misread = not_text(entry.get(key))  # a number or true/false: YAML's reading of unquoted text
+            if misread or not isinstance(entry.get(key), str):
+                raise SiteError(path, f"{where}[{i}]" + (f".{key}" if misread else ""),
+                                misread or "expected {node: NAME, reason: TEXT}")
         out.append((entry["node"], entry["reason"]))
     return tuple(out)
 
@@ -287,20 +296,22 @@ def _unreachable(value: Any, path: Path, where: str) -> tuple[tuple[str, str], .
 def _text(value: Any, path: Path, where: str) -> Optional[str]:
     if value is None or isinstance(value, str):
         return value
-    raise SiteError(path, where, f"expected text, got {value!r}")
+    raise SiteError(path, where, not_text(value) or f"expected text, got {value!r}")
 
 
-def machine_name(partition: Partition, position: int) -> str:
-    """A node's name in a fleet: its profile's name, else its Slurm node name, else its profile file, else
-    ``PARTITION#N``."""
-    entry = partition.nodes[position]
-    if entry.profile.name:
-        return entry.profile.name
-    if entry.node:
-        return entry.node
-    if entry.profile_file:
-        return Path(entry.profile_file).stem
-    return f"{partition.name}#{position + 1}"
+def machine_names(partition: Partition) -> list[str]:
+    """Each entry's name in a fleet: its profile's name, else its Slurm node name, else its profile file, else
+    ``PARTITION#N``. A name several entries share (one profile file, a profile ``name`` copied) gives way to each
+    one's Slurm node name, else ``PARTITION#N``: the names tell entries apart in a fleet and in ``NAME:NODE``."""
+    first = [entry.profile.name or entry.node or (Path(entry.profile_file).stem if entry.profile_file else None)
+             or f"{partition.name}#{i + 1}" for i, entry in enumerate(partition.nodes)]
+    nodes = [entry.node for entry in partition.nodes]
+    names = []
+    for i, (name, node) in enumerate(zip(first, nodes)):
+        if first.count(name) > 1:  # shared: the entry's own node name, where no other entry goes by it
+            name = node if node and node not in first and nodes.count(node) == 1 else f"{partition.name}#{i + 1}"
+        names.append(name)
+    return names
 
 
 def get_partition(site: Site, name: str) -> Partition:
@@ -320,9 +331,14 @@ def get_partition(site: Site, name: str) -> Partition:
 
 
 def partition_profiles(site: Site, name: str, nodes: Sequence[str] = ()) -> list[MachineProfile]:
-    """One profile per node configuration in the partition, each named (see :func:`machine_name`). With ``nodes``
+    """One profile per node configuration in the partition, each named (see :func:`machine_names`). With ``nodes``
     (``--partition NAME:NODE,...``), only the entries named so: by the name `envkit site` shows, or by their Slurm
     node name (``node:``); UnknownNameError (exit 2) for a name that is neither."""
+    return [profile for profile, _ in partition_nodes(site, name, nodes)]
+
+
+def partition_nodes(site: Site, name: str, nodes: Sequence[str] = ()) -> list[tuple[MachineProfile, int]]:
+    """:func:`partition_profiles`, each with the number of nodes its entry stands for (its ``count``)."""
     partition = get_partition(site, name)
     if not partition.nodes:
         why = f" ({partition.error})" if partition.error else ""
@@ -338,12 +354,12 @@ def partition_profiles(site: Site, name: str, nodes: Sequence[str] = ()) -> list
                                    hint="`envkit site` lists the partitions and their nodes.")
         chosen = {id(entry) for wanted in nodes for entry, _ in _named(partition, entries, wanted)}
         entries = [(entry, shown) for entry, shown in entries if id(entry) in chosen]
-    return [entry.profile._replace(name=shown) for entry, shown in entries]
+    return [(entry.profile._replace(name=shown), entry.count) for entry, shown in entries]
 
 
 def _entries(partition: Partition) -> list[tuple[SiteNode, str]]:
     """The partition's node entries, each with the name `envkit site` shows for it."""
-    return [(entry, machine_name(partition, i)) for i, entry in enumerate(partition.nodes)]
+    return list(zip(partition.nodes, machine_names(partition)))
 
 
 def _named(partition: Partition, entries: list[tuple[SiteNode, str]], wanted: str) -> list[tuple[SiteNode, str]]:

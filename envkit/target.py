@@ -5,6 +5,7 @@ The record's ``target``::
 
     {"options": ["--machine", "/abs/deepnine.yaml", ...],   # the options that named them, reusable as they are
      "machines": ["deepnine", "deepten"],
+     "nodes": 24,                                           # only where a site file entry stands for several nodes
      "profiles": [{"machines": ["deepnine"], "profile": {...}}, ...]}   # one per distinct configuration
 
 The profiles are kept, not just the options, so that a check judges against what the environment was made for
@@ -22,9 +23,11 @@ from envkit.machine import MachineProfile, profile_from_dict
 
 
 def target_dict(fleet: Fleet, options: Sequence[str]) -> dict[str, Any]:
+    nodes = {"nodes": fleet.node_count} if fleet.node_count != len(fleet.machines) else {}
     return {
         "options": list(options),
         "machines": list(fleet.names),
+        **nodes,
         "profiles": [{"machines": list(config.names), "profile": config.profile.to_dict()}
                      for config in fleet.configs()],
     }

@@ -75,3 +75,13 @@ def test_a_link_to_nothing_says_so_and_names_its_target(envs_copy: Path):
     words = f"{link}: a symbolic link to {envs_copy.resolve() / 'missing.yaml'}, which does not exist"
     refused(listed(envs_copy), words)
     refused(validated(envs_copy), words)  # (it said "missing: a manifests directory needs cuda.yaml, ...")
+
+
+def test_a_file_not_in_utf8_names_its_line_not_a_byte_offset(envs_copy: Path):
+    path = envs_copy / "torch.yaml"
+    lines = path.read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(b"summary:"))
+    lines[at] = b"summary: PyTorch, \xe9dited in Latin-1"
+    path.write_bytes(b"\n".join(lines))
+    refused(listed(envs_copy, "torch"), f"{path}: not UTF-8 at line {at + 1} (byte 0xe9): save the file as UTF-8")
+    refused(validated(envs_copy), f"{path}:{at + 1}: not UTF-8 at line {at + 1}")

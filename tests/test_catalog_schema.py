@@ -215,7 +215,18 @@ def test_a_manifest_name_is_letters_digits_and_a_few_marks(manifests):
                                           encoding="utf-8")
     with pytest.raises(ManifestError) as caught:
         load_catalog(manifests, ["demo;x"])
-    assert caught.value.field == "name" and "letters, digits" in caught.value.problem
+    assert caught.value.problem.startswith("'demo;x.yaml' cannot name a manifest: a manifest's file name is letters, "
+                                           "digits")  # the file's name is what is wrong: its name: only follows it
+
+
+def test_a_file_whose_name_cannot_name_a_manifest_is_one_problem_not_one_per_build(envs_copy):
+    from envkit.maintain.validate import validate_directory
+
+    (envs_copy / "torch.yaml").rename(envs_copy / "torch copy.yaml")  # a file manager's copy, left in the directory
+    problems = validate_directory(envs_copy).problems
+    assert [(Path(p.file).name, p.build, p.field) for p in problems] == [("torch copy.yaml", None, None)], [
+        str(p) for p in problems]
+    assert "rename the file, or move it out of the manifests directory" in problems[0].message
 
 
 # --- duplicate keys -----------------------------------------------------------------------------------------------

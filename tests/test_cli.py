@@ -60,6 +60,19 @@ def test_json_is_indented_for_a_terminal_and_one_line_for_a_pipe():
     assert shown.startswith('{\n  "machine": {') and json.loads(shown) == json.loads(piped.stdout)
 
 
+@pytest.mark.parametrize("args", [("list", "--all"), ("list", "--json"), ("manifests", "validate"), ("--help",)])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(args):
+    """`envkit list --all | head`: once the reader has gone, the command stops with exit 1 (as click does for its
+    own output) and says nothing: it was an 'internal error ... report it' with the BrokenPipeError."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")}
+    with subprocess.Popen([sys.executable, "-m", "envkit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=environment) as process:
+        process.stdout.close()  # before the command has written anything: its first write meets a closed pipe
+        stderr = process.stderr.read().decode()
+        assert process.wait(timeout=60) == 1
+    assert stderr == ""
+
+
 def test_help_teaches_the_commands():
     result = envkit("--help")
     assert result.returncode == 0
@@ -123,7 +136,7 @@ def test_list_where_no_build_fits_points_at_all_without_counting_more():
 def test_list_all_shows_reasons():
     result = envkit("list", "torch", "--all", "--machine", str(PROFILES / "rtx5090-cuda128.yaml"))
     assert "torch-2.14-cu130" in result.stdout
-    assert "no: needs driver CUDA >= 13.0, this machine has 12.8" in result.stdout
+    assert "no: needs driver CUDA >= 13.0, the driver has 12.8" in result.stdout
     assert "no kernels for sm_120" in result.stdout
 
 
@@ -149,6 +162,13 @@ def test_bad_option_values_exit_2():
     assert_clean_error(envkit("list", "torch", "--python", "2.7"), 2, "--python 2.7")
     assert_clean_error(envkit("list", "torch", "--cuda", "twelve"), 2, "--cuda")
     assert_clean_error(envkit("list", "torch", "--gpu-arch", "ampere", "--cuda", "12.4"), 2, "--gpu-arch")
+
+
+@pytest.mark.parametrize("args, command", [(("manifests", "check", "--build"), "envkit manifests check"),
+                                           (("--debug", "list", "torch", "--python"), "envkit list")])
+def test_an_option_without_its_value_points_at_its_own_commands_help(args, command):
+    # click raises this before the command has a context: the hint pointed at `envkit --help`.
+    assert_clean_error(envkit(*args), 2, "requires an argument", f"`{command} --help` lists what it takes")
 
 
 def test_malformed_profile_exits_2(tmp_path):

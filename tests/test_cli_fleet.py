@@ -62,7 +62,7 @@ def test_list_a_directory_json_names_machines_and_where_builds_fail(lab):
     assert torch["selected"] == "torch-2.7-cu118" and torch["groups"] == []
     cu126 = next(b for b in torch["builds"] if b["id"] == "torch-2.14-cu126")
     assert cu126["fails_on"] == ["deepten"] and cu126["reasons"] == [
-        "deepten: needs driver CUDA >= 12.6, this machine has 11.2"]
+        "deepten: needs driver CUDA >= 12.6, the driver has 11.2"]
     assert next(b for b in torch["builds"] if b["id"] == "torch-2.7-cu118")["fails_on"] == []
     assert [g["machines"] for g in jax["groups"]] == [["deepnine"], ["deepten"]]
     assert jax["groups"][1]["selected"] == jax["selected"]  # deepten: the CPU build
@@ -243,3 +243,48 @@ def test_the_site_key_of_the_config(site, tmp_path):
     config.write_text(f"site: {site['ENVKIT_SITE']}\n")
     data = json.loads(envkit("site", "--json", env={"ENVKIT_CONFIG": str(config)}).stdout)
     assert data["site"] == site["ENVKIT_SITE"] and len(data["partitions"]) == 2
+
+
+def test_a_partition_counts_its_nodes_not_its_entries(site):
+    # "Machines: 2" for a partition whose site file says 12 + 4 nodes: the entries (configurations) were counted.
+    text = envkit("list", "torch", "--partition", "gpu-mixed", env=site)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("Machines: 16 nodes (2 distinct configurations)\n  a100-01 (12 nodes): driver")
+    assert "\n  v100-01 (4 nodes): driver" in text.stdout
+    data = json.loads(envkit("list", "torch", "--json", "--partition", "gpu-mixed", env=site).stdout)
+    assert [(m["name"], m["nodes"]) for m in data["machines"]] == [("a100-01", 12), ("v100-01", 4)]
+    planned = envkit("create", "torch", "--dry-run", "--build", "torch-2.7-cu118", "--partition", "gpu-mixed", env=site)
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stdout.startswith("Machines:    16 nodes: a100-01, v100-01 (the build fits every one)\n")
+    plain = envkit("list", "torch", "--machine", str(PROFILES / "rtx2070-cuda124.yaml"),
+                   "--machine", str(PROFILES / "k80x2-cuda114.yaml"))
+    assert plain.stdout.startswith("Machines: 2 (2 distinct configurations)\n  "), plain.stdout  # a profile: one
+
+
+SHARED_NAMES = """\
+version: 1
+partitions:
+  gpu:
+    nodes:
+      - {node: a1, count: 4, profile: {name: dgx, cuda_driver: "12.2", gpus: [{name: A100, compute_capability: "8.0"}]}}
+      - {node: a2, count: 8, profile: {name: dgx, cuda_driver: "12.2", gpus: [{name: A100, compute_capability: "8.0"}]}}
+      - {node: k1, count: 2, profile: {name: dgx, cuda_driver: "10.1", gpus: [{name: K40, compute_capability: "3.5"}]}}
+"""
+
+
+def test_entries_sharing_a_profile_name_are_counted_and_named_apart(site):
+    # Three entries whose profiles say `name: dgx`: site counted 4 nodes for a1 + a2 (12), list dropped a2 and named
+    # k1 'dgx (2)', and create printed `--partition 'gpu:dgx (2)'`, which --partition refuses.
+    Path(site["ENVKIT_SITE"]).write_text(SHARED_NAMES)
+    shown = envkit("site", env=site)
+    assert shown.returncode == 0, shown.stderr
+    assert "gpu: 14 nodes, 2 configurations" in shown.stdout and "\n  a1, a2 (12 nodes): CUDA 12.2" in shown.stdout
+    listed = envkit("list", "torch", "--partition", "gpu", env=site)
+    assert listed.stdout.startswith("Machines: 14 nodes (2 distinct configurations)\n  a1, a2 (12 nodes): CUDA 12.2")
+    refused = envkit("create", "torch", "--dry-run", "--partition", "gpu", env=site)
+    assert refused.returncode == 2 and "no GPU build of torch fits all 14 nodes" in refused.stderr, refused.stderr
+    commands = [line.strip() for line in refused.stderr.splitlines() if line.strip().startswith("envkit create")]
+    assert [shlex.split(c)[-2:] for c in commands] == [["--partition", "gpu:a1,a2"], ["--partition", "gpu:k1"]]
+    for command in commands:
+        planned = envkit(*shlex.split(command)[1:], "--dry-run", env=site)
+        assert planned.returncode == 0, planned.stderr

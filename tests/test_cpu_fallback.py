@@ -42,7 +42,7 @@ def test_gpus_hidden_by_cuda_visible_devices_are_not_a_machine_without_gpus(cata
     resolution = resolve(catalog.manifests["torch"], hidden, catalog.tables)
     assert not resolution.selected.build.is_gpu
     assert gpu_unused(resolution, hidden) == (
-        "CUDA_VISIBLE_DEVICES hides this machine's GPU, so it is judged as having none and the pick is a CPU build: "
+        "CUDA_VISIBLE_DEVICES hides the machine's GPU, so it is judged as having none and the pick is a CPU build: "
         "unset the variable or set it to the GPUs to use (in a Slurm job: ask for GPUs) to have them judged")
 
 
@@ -53,7 +53,7 @@ def test_create_where_cuda_visible_devices_hides_the_gpus_says_so_and_stops_with
            "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     dry = envkit("create", "torch", "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
-    assert dry.stdout.startswith("Warning:     CUDA_VISIBLE_DEVICES hides this machine's GPU, so it is judged as")
+    assert dry.stdout.startswith("Warning:     CUDA_VISIBLE_DEVICES hides the machine's GPU, so it is judged as")
     plan = json.loads(envkit("create", "torch", "--dry-run", "--json", env=env).stdout)
     assert plan["machine"]["gpus"] == [] and [g["name"] for g in plan["machine"]["hidden_gpus"]] == [a100["name"]]
     listing = json.loads(envkit("list", "torch", "--json", env=env).stdout)

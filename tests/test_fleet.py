@@ -45,7 +45,7 @@ def test_lab_pair_one_torch_build_for_both(catalog):
     assert result.groups == ()
     assert result.fails_on["torch-2.14-cu126"] == ("deepten",)
     [candidate] = [c for c in result.resolution.candidates if c.build.id == "torch-2.14-cu126"]
-    assert candidate.reasons == ("deepten: needs driver CUDA >= 12.6, this machine has 11.2",)
+    assert candidate.reasons == ("deepten: needs driver CUDA >= 12.6, the driver has 11.2",)
     # Each machine alone would pick something newer for deepnine: the fleet costs it.
     from envkit.resolve import resolve
 
@@ -116,6 +116,18 @@ def test_a_machine_no_gpu_build_fits_is_a_group_with_its_best_build(catalog):
     ]
 
 
+def test_the_machines_no_gpu_build_fits_are_one_group_with_the_cpu_build(catalog):
+    # Two machines no GPU build fits (no sm_30 anywhere; a driver too old for every build) share the CPU build: one
+    # environment serves both, where a group each made two environments of one build under one default name.
+    kepler = profile("kepler", "9.0", "384.111", "3.0")
+    old = profile("old", "9.0", "384.111", "6.1")
+    result = resolve_fleet(SMALL, fleet(H100, kepler, A100, old), catalog.tables)
+    assert [(g.machines, g.selected.build.id) for g in result.groups] == [
+        (("h100", "a100"), "x-3.0-cu128"),
+        (("kepler", "old"), "x-3.0-cpu"),
+    ]
+
+
 def test_duplicate_profiles_are_judged_once(catalog, monkeypatch):
     calls = []
     real = fleet_resolve.resolve
@@ -134,6 +146,17 @@ def test_the_same_file_twice_is_one_machine_but_two_names_are_two():
     assert twins.names == ("a100", "a100-twin") and len(twins.configs()) == 1
     clash = fleet_of([Machine("n1", A100, "one.yaml"), Machine("n1", V100, "two.yaml")])
     assert clash.names == ("n1", "n1 (two.yaml)")
+
+
+def test_a_site_node_keeps_its_name_when_a_profile_file_shares_it():
+    # `--machine k40-01.json --partition gpu` where the partition has a node k40-01 of another configuration: the
+    # node became 'k40-01 (2)', and the group command `--partition 'gpu:k40-01 (2)'` was refused when pasted.
+    clash = fleet_of([Machine("k40-01", A100, "k40-01.json"), Machine("k40-01", V100)])
+    assert clash.names == ("k40-01 (k40-01.json)", "k40-01")
+    assert clash.machines[0].profile.name == "k40-01 (k40-01.json)"
+    # The same machine from a profile file and the site file: one machine, the 3 nodes the site file counts.
+    same = fleet_of([Machine("k40-01", A100, "k40-01.json"), Machine("k40-01", A100, None, nodes=3)])
+    assert same.machines == (Machine("k40-01", A100, "k40-01.json", nodes=3),) and same.node_count == 3
 
 
 def test_a_gpu_less_login_node_does_not_veto_gpu_builds(catalog):

@@ -215,6 +215,19 @@ def test_a_version_written_as_a_number_must_be_quoted(tmp_path, text, words):
     assert refused(tmp_path, text).startswith(words)
 
 
+@pytest.mark.parametrize("text, words", [
+    # A profile named 3.10 (or a GPU named 1080) was "name: expected text, got 3.1" (what YAML made of it) or
+    # "gpus[0].name: missing or not text".
+    ('name: 3.10\ncuda_driver: "12.4"\n', ': name: 3.10 must be quoted ("3.10"): YAML reads 3.10 as the number 3.1'),
+    ('name: 42\ncuda_driver: "12.4"\n', ': name: 42 must be quoted ("42"): unquoted, YAML reads it as a number'),
+    ('name: yes\ncuda_driver: "12.4"\n', ": name: must be quoted: YAML reads an unquoted yes, no, on, off"),
+    ('cuda_driver: "12.4"\ngpus: [{name: 1080, compute_capability: "6.1"}]\n',
+     ': gpus[0].name: 1080 must be quoted ("1080"): unquoted, YAML reads it as a number'),
+])
+def test_a_name_yaml_reads_as_a_number_must_be_quoted(tmp_path, text, words):
+    assert refused(tmp_path, text).startswith(words)
+
+
 def test_a_version_written_as_a_number_in_json_must_be_quoted(tmp_path):
     message = refused(tmp_path, '{"cuda_driver": 12.10, "gpus": []}', "bad.json")
     assert message == ': cuda_driver: 12.10 must be quoted ("12.10"): YAML reads 12.10 as the number 12.1'

@@ -83,7 +83,7 @@ def test_v100_plus_a100_names_only_the_uncovered_gpu(catalog, torch_on):
     assert reasons[0].startswith("GPU 0, Tesla V100-PCIE-16GB (sm_70): no kernels")
     assert builds["torch-2.10-cu128"].compatible and builds["torch-2.10-cu128"].native is False
     # Different CUDA major: no minor-version compatibility across majors.
-    assert builds["torch-2.14-cu130"].reasons[0] == "needs driver CUDA >= 13.0, this machine has 12.2"
+    assert builds["torch-2.14-cu130"].reasons[0] == "needs driver CUDA >= 13.0, the driver has 12.2"
 
 
 def test_no_gpu_machine_gets_cpu_builds_and_gpu_builds_say_why_not(catalog, torch_on):
@@ -91,7 +91,7 @@ def test_no_gpu_machine_gets_cpu_builds_and_gpu_builds_say_why_not(catalog, torc
     assert {c.build.variant for c in resolution.compatible} == {"cpu"}
     for candidate in resolution.incompatible:
         assert candidate.build.is_gpu
-        assert candidate.reasons == ("needs an NVIDIA GPU; this machine has none",)
+        assert candidate.reasons == ("needs an NVIDIA GPU; the machine has none",)
 
 
 def test_gpu_builds_rank_before_every_cpu_build(catalog, torch_on):
@@ -106,7 +106,7 @@ def test_gpu_builds_rank_before_every_cpu_build(catalog, torch_on):
 
 def test_driver_too_old_reason_states_both_versions(catalog, torch_on):
     builds = by_id(torch_on("gtx1080ti-cuda112"))
-    assert builds["torch-2.14-cu126"].reasons[0] == "needs driver CUDA >= 12.6, this machine has 11.2"
+    assert builds["torch-2.14-cu126"].reasons[0] == "needs driver CUDA >= 12.6, the driver has 11.2"
 
 
 def test_below_minor_version_floor_says_which_driver_is_needed(catalog, torch_on):
@@ -227,7 +227,7 @@ def test_a_driver_reporting_a_cuda_no_toolkit_has_is_bounded_by_the_toolkit_belo
 
 def test_no_minor_version_compatibility_for_cuda_10(catalog):
     candidate = assess(gpu_build("10.2", sass=["7.0"]), machine("10.1", "7.0", driver="418.87.00"), catalog.tables)
-    assert candidate.reasons == ("needs driver CUDA >= 10.2, this machine has 10.1",)
+    assert candidate.reasons == ("needs driver CUDA >= 10.2, the driver has 10.1",)
 
 
 def test_unknown_compute_capability_is_not_guessed(catalog):

@@ -27,7 +27,7 @@ def test_gtx_1080_ti_on_a_cuda_12_8_driver_gets_cu126_not_cu128(judge):
     assert not refused.compatible
     assert refused.reasons == ("GPU 0, NVIDIA GeForce GTX 1080 Ti (sm_61): no kernels for sm_61: this build has "
                                "sm_75 and newer",)
-    assert builds["torch-2.15-cu130"].reasons[0] == "needs driver CUDA >= 13.0, this machine has 12.8"
+    assert builds["torch-2.15-cu130"].reasons[0] == "needs driver CUDA >= 13.0, the driver has 12.8"
 
 
 def test_v100_on_a_580_driver_gets_cu126_not_cu130(judge):
@@ -45,7 +45,7 @@ def test_r470_driver_refuses_cu121_and_takes_cu118_through_minor_version_compati
     CUDA 12 builds need a CUDA 12 driver (no compatibility across majors); cu118 runs on 470.199.02 through CUDA 11
     minor-version compatibility (>= 450.80.02), from SASS: the A100 has sm_80 code in 2.7 cu118."""
     resolution, builds = judge("torch", "a100-r470-cuda114")
-    assert builds["torch-2.5-cu121"].reasons == ("needs driver CUDA >= 12.1, this machine has 11.4",)
+    assert builds["torch-2.5-cu121"].reasons == ("needs driver CUDA >= 12.1, the driver has 11.4",)
     assert resolution.selected.build.id == "torch-2.7-cu118" and resolution.selected.native is False
     assert "minor-version compatibility (driver 470.199.02, >= 450.80.02)" in resolution.selected.reasons[0]
 
@@ -59,10 +59,10 @@ def test_rtx_5070_ti_on_a_570_driver_gets_2_11_cu128(judge):
     assert builds["torch-2.11-cu129"].compatible and builds["torch-2.11-cu129"].native is False
     assert "no kernels for sm_120: this build has sm_50 to sm_90 and no PTX for newer GPUs" in \
         builds["torch-2.14-cu126"].reasons[0]
-    assert builds["torch-2.15-cu130"].reasons == ("needs driver CUDA >= 13.0, this machine has 12.8",)
+    assert builds["torch-2.15-cu130"].reasons == ("needs driver CUDA >= 13.0, the driver has 12.8",)
     jax, jax_builds = judge("jax", "rtx5070ti-cuda128")
     assert jax.selected.build.id == "jax-0.12-cu12"
-    assert jax_builds["jax-0.12-cu13"].reasons[0] == "needs driver CUDA >= 13.0, this machine has 12.8"
+    assert jax_builds["jax-0.12-cu13"].reasons[0] == "needs driver CUDA >= 13.0, the driver has 12.8"
 
 
 @pytest.mark.parametrize("manifest, expected", [
@@ -78,7 +78,7 @@ def test_slurm_node_with_a_cuda_10_1_driver(judge, manifest, expected):
     assert resolution.selected.build.id == expected
     assert resolution.selected.native is (None if expected.endswith("cpu") else True)
     if manifest == "torch":
-        assert builds["torch-1.12-cu102"].reasons[0] == "needs driver CUDA >= 10.2, this machine has 10.1"
+        assert builds["torch-1.12-cu102"].reasons[0] == "needs driver CUDA >= 10.2, the driver has 10.1"
         assert resolution.selected.python is not None and str(resolution.selected.python) == "3.9"
 
 
@@ -88,7 +88,7 @@ def test_k80_on_r470_gets_no_jax_gpu_build(judge):
     resolution, builds = judge("jax", "k80x2-cuda114")
     assert resolution.selected.build.id == "jax-0.12-cpu"
     assert builds["jax-0.12-cu12"].reasons == (
-        "needs driver CUDA >= 12.0, this machine has 11.4",
+        "needs driver CUDA >= 12.0, the driver has 11.4",
         "GPUs 0-1, Tesla K80 (sm_37): no kernels for sm_37: this build has sm_52 and newer",
     )
 

@@ -358,3 +358,74 @@ def test_a_site_file_that_cannot_be_written_is_an_error_naming_it(tmp_path):
     with pytest.raises(EnvkitError, match=f"cannot write the site file {blocked / 'site.yaml'}") as failed:
         save_site(site, blocked / "site.yaml")
     assert failed.value.exit_code == 1 and "$ENVKIT_SITE" in failed.value.hint
+
+
+INLINE = '{cuda_driver: "12.2", gpus: [{name: V100, compute_capability: "7.0"}]}'
+
+
+@pytest.mark.parametrize(("body", "field", "problem"), [
+    # Each text field of a site file that YAML reads as a number (or true/false) when unquoted: refused saying so,
+    # never with the number YAML made of it (node 3.10 was "got 3.1") nor "a partition name is ... digits" for 123.
+    (f"partitions:\n  123: {{nodes: [{{profile: {INLINE}}}]}}\n", "partitions.123",
+     '123 must be quoted ("123"): unquoted, YAML reads it as a number'),
+    (f"partitions:\n  1.10: {{nodes: [{{profile: {INLINE}}}]}}\n", "partitions.1.10",
+     '1.10 must be quoted ("1.10"): YAML reads 1.10 as the number 1.1'),
+    (f"partitions:\n  gpu: {{nodes: [{{node: 3.10, profile: {INLINE}}}]}}\n", "partitions.gpu.nodes[0].node",
+     '3.10 must be quoted ("3.10"): YAML reads 3.10 as the number 3.1'),
+    (f"partitions:\n  gpu: {{nodes: [{{node: 42, profile: {INLINE}}}]}}\n", "partitions.gpu.nodes[0].node",
+     '42 must be quoted ("42")'),
+    (f"partitions:\n  gpu: {{nodes: [{{node: on, profile: {INLINE}}}]}}\n", "partitions.gpu.nodes[0].node",
+     "must be quoted: YAML reads an unquoted yes, no, on, off, true or false as true/false"),
+    ("partitions:\n  gpu: {nodes: [{profile_file: 2026}]}\n", "partitions.gpu.nodes[0].profile_file",
+     '2026 must be quoted ("2026")'),
+    (f"partitions:\n  gpu: {{nodes: [{{profile: {INLINE}}}], unreachable: [{{node: 17, reason: down}}]}}\n",
+     "partitions.gpu.unreachable[0].node", '17 must be quoted ("17")'),
+    (f"partitions:\n  gpu: {{nodes: [{{profile: {INLINE}}}], unreachable: [{{node: n17, reason: 404}}]}}\n",
+     "partitions.gpu.unreachable[0].reason", '404 must be quoted ("404")'),
+    (f"partitions:\n  gpu: {{nodes: [{{profile: {INLINE}}}], error: 503}}\n", "partitions.gpu.error",
+     '503 must be quoted ("503")'),
+    ("partitions:\n  gpu: {nodes: [{profile: {name: 2.10, gpus: []}}]}\n", "partitions.gpu.nodes[0].profile",
+     'name: 2.10 must be quoted ("2.10"): YAML reads 2.10 as the number 2.1'),
+])
+def test_text_that_yaml_reads_as_a_number_must_be_quoted(tmp_path, body, field, problem):
+    path = write_site(tmp_path, body)
+    with pytest.raises(SiteError) as caught:
+        load_site(path)
+    assert caught.value.exit_code == 2
+    assert caught.value.message.startswith(f"site file {path}: {field}: {problem}")
+
+
+def test_an_unquoted_day_is_read_as_the_same_day_quoted(tmp_path):
+    # `surveyed: 2026-11-22` (YAML: a date) was "expected an ISO 8601 time ..., got datetime.date(2026, 11, 22)",
+    # while "2026-11-22" quoted read as that day's midnight.
+    for day in ("2026-11-22", '"2026-11-22"'):
+        body = f"partitions:\n  gpu: {{surveyed: {day}, nodes: [{{profile: {INLINE}}}]}}\n"
+        site = load_site(write_site(tmp_path, body))
+        assert site.partitions["gpu"].surveyed == "2026-11-22T00:00:00Z"
+
+
+DGX = '{name: dgx, cuda_driver: "12.2", gpus: [{name: A100, compute_capability: "8.0"}]}'
+SHARED = f"""\
+partitions:
+  gpu:
+    nodes:
+      - {{node: a1, count: 4, profile: {DGX}}}
+      - {{node: a2, count: 8, profile: {DGX}}}
+      - {{node: k1, count: 2, profile: {DGX.replace('"12.2"', '"10.1"').replace('A100', 'K40').replace('8.0', '3.5')}}}
+      - {{count: 3, profile_file: v100.yaml}}
+      - {{profile_file: v100.yaml}}
+      - {{node: solo, profile: {INLINE}}}
+"""
+
+
+def test_entries_that_share_a_name_are_told_apart(tmp_path):
+    # Three entries whose profiles are all named 'dgx' (and two from one profile file) were one name: the fleet kept
+    # the first of the same configuration (4 nodes, not 12) and named the next 'dgx (2)', which --partition refused.
+    from envkit.site import machine_names, partition_nodes
+
+    (tmp_path / "v100.yaml").write_text('name: v100-box\ncuda_driver: "12.2"\ngpus: []\n')
+    site = load_site(write_site(tmp_path, SHARED))
+    names = ["a1", "a2", "k1", "gpu#4", "gpu#5", "solo"]
+    assert machine_names(site.partitions["gpu"]) == names
+    assert [(p.name, count) for p, count in partition_nodes(site, "gpu")] == list(zip(names, [4, 8, 2, 3, 1, 1]))
+    assert [p.name for p in partition_profiles(site, "gpu", ("k1", "gpu#5"))] == ["k1", "gpu#5"]

@@ -81,8 +81,14 @@ def read_text(path: Path) -> str:
         if problem:
             raise ManifestError(str(path), problem)
         with open(fd, "rb", closefd=False) as stream:
-            return stream.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+            data = stream.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:  # where, in the admin's terms: a line, not a byte offset
+            line = data[: exc.start].count(b"\n") + 1
+            raise ManifestError(str(path), f"not UTF-8 at line {line} (byte 0x{data[exc.start]:02x}): save the file "
+                                           "as UTF-8", line=line) from None
+    except OSError as exc:
         raise ManifestError(str(path), f"cannot be read: {exc}") from None
     finally:
         os.close(fd)

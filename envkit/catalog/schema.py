@@ -51,28 +51,36 @@ def parse_manifest(
     appended to it instead (the first of each top-level field and release, every one of each build), and what
     parsed is kept."""
     node = Node(data, path)  # not a mapping: nothing else can be checked, so this raises in both modes
+    if not valid_id(expected_name):  # (in both modes too: every build id is made from it, and each would be wrong)
+        node.fail(f"{expected_name + '.yaml'!r} cannot name a manifest: a manifest's file name is letters, digits and "
+                  ". _ + - (starting with a letter or digit) and .yaml: rename the file, or move it out of the "
+                  "manifests directory")
     attempt = _attempt(errors)
     attempt(lambda: node.only(_MANIFEST_KEYS))
     name = attempt(lambda: _manifest_name(node, expected_name), expected_name)
     framework = attempt(lambda: _framework(node), "")
-    arch_sets = attempt(lambda: _arch_sets(node) if node.has("arch_sets") else {}, {})
-    manifest_install = attempt(lambda: _install_defaults(node), {})
+    arch_sets = attempt(lambda: _arch_sets(node, attempt) if node.has("arch_sets") else {}, None)
+    manifest_install = attempt(lambda: _install_defaults(node), None)  # None: broken (its builds are not judged on it)
     builds: list[Build] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}  # build id -> where its first build is: releases[0].builds[2]
     for position, raw_release in enumerate(attempt(lambda: node.children("releases"), [])):
         release = attempt(lambda: _release(raw_release, path, position))
         if release is None:
             continue
-        release_install = attempt(lambda: _merge(manifest_install, _install_defaults(release)), {})
+        release_own = attempt(lambda: _install_defaults(release), None)
+        release_install = None if manifest_install is None or release_own is None else _merge(manifest_install,
+                                                                                               release_own)
         for build_position, raw_build in enumerate(attempt(lambda: release.children("builds"), [])):
             build = attempt(lambda: _parse_build(name, release, raw_build, build_position, release_install,
                                                  arch_sets, tables, attempt))
             if build is None:
                 continue
             if build.id in seen:
-                attempt(lambda: release.fail(f"duplicate build id {build.id!r}", f"builds[{build_position}].id"))
+                attempt(lambda: release.fail(f"duplicate build id {build.id!r}: {seen[build.id]} has it too: give one "
+                                             "of them an id of its own (id: NAME)",
+                                             f"builds[{build_position}].id"))
                 continue
-            seen.add(build.id)
+            seen[build.id] = f"releases[{position}].builds[{build_position}]"
             builds.append(build)
     return Manifest(
         name=name,
@@ -122,9 +130,11 @@ def _release(raw: Any, path: str, position: int) -> Node:
     return release
 
 
-def _arch_sets(node: Node) -> dict[str, ArchSet]:
+def _arch_sets(node: Node, attempt: Callable[..., Any]) -> dict[str, Optional[ArchSet]]:
+    """Each named arch set; one with problems is None (in collecting mode: its problems are recorded once, and the
+    builds that name it are not each said to name an unknown set)."""
     sets = node.child("arch_sets")
-    return {str(key): _arch(sets.child(str(key))) for key in sets.data}
+    return {str(key): attempt(lambda: _arch(sets.child(str(key)))) for key in sets.data}
 
 
 def _arch(node: Node) -> ArchSet:
@@ -168,8 +178,8 @@ def _parse_build(
     release: Node,
     raw: Any,
     position: int,
-    inherited: Mapping[str, Mapping[str, Any]],
-    arch_sets: Mapping[str, ArchSet],
+    inherited: Optional[Mapping[str, Mapping[str, Any]]],
+    arch_sets: Optional[Mapping[str, Optional[ArchSet]]],
     tables: Tables,
     attempt: Callable[..., Any],
 ) -> Optional[Build]:
@@ -196,10 +206,21 @@ def _parse_build(
     version = step(lambda: _version(release, version_text))
     python = step(lambda: _python_range(node if node.has("python") else release, tables))
     cuda = step(lambda: node.parsed("cuda", CudaVersion.parse, required=False))
-    arch = step(lambda: _build_arch(node, arch_sets) if node.has("arch") else None)
+    written = node.data.get("arch")
+    if isinstance(written, str) and (arch_sets is None or written in arch_sets and arch_sets[written] is None):
+        arch = _FAILED  # it names an arch set with problems (or arch_sets is broken): those are reported there, once
+        failed = True
+    else:
+        arch = step(lambda: _build_arch(node, arch_sets) if node.has("arch") else None)
     if cuda is not _FAILED and arch is not _FAILED:
         step(lambda: _gpu_code(node, variant, cuda, arch, tables.cuda))
-    install = step(lambda: _merge(inherited, _install_defaults(node)))
+    # Where the pip/conda settings it inherits are broken (said there, once), its own keys are still checked, but
+    # not what it would install without them (each build would be said to have no packages).
+    if inherited is None:
+        step(lambda: _install_defaults(node))
+        install, failed = _FAILED, True
+    else:
+        install = step(lambda: _merge(inherited, _install_defaults(node)))
     pip = conda = None
     if install is not _FAILED:
         pip = step(lambda: _pip(node, install.get("pip"), variant) if "pip" in install else None)
@@ -274,7 +295,7 @@ def _gpu_code(node: Node, variant: str, cuda: Optional[CudaVersion], arch: Optio
                   f"that serves the whole CUDA {cuda.major} line)", "variant")
 
 
-def _build_arch(node: Node, arch_sets: Mapping[str, ArchSet]) -> ArchSet:
+def _build_arch(node: Node, arch_sets: Mapping[str, Optional[ArchSet]]) -> Optional[ArchSet]:
     value = node.data["arch"]
     if isinstance(value, str):
         if value not in arch_sets:

@@ -12,12 +12,14 @@ from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, Targ
 
 
 def check_environment(python: Path, check: CheckOptions, target: TargetOptions, json_output: bool,
-                      expected=None, environ=None, record=None):
+                      expected=None, environ=None, record=None, this_machine: bool = False):
     """Probe an environment's Python once, judge the result for each machine it is for, print the report(s).
 
     The machines: the ones the options name; else those the record says the environment was made for (this
-    machine, when it is one of them: then the check is real); else this machine. Returns (ok, reports, machines
-    judged by name per report)."""
+    machine, when it is one of them: then the check is real); else this machine. ``this_machine`` (verify
+    --partition's check on a node): this machine, for real, whatever the record says, and the report says when it
+    is not one the environment was made for. Returns (ok, reports, machines judged by name per report, whether this
+    machine was checked outside the machines the record says the environment is for)."""
     import os
 
     from envkit.catalog import load_tables
@@ -29,7 +31,8 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
     check_request(python, options)
     directory = manifests_dir(target.manifests)
     tables = load_tables(directory)
-    judged = _machines_to_judge(tables, target, record)  # bad input fails here, before the long part
+    judged = _machines_to_judge(tables, target, None if this_machine else record)  # bad input fails here
+    outside = _outside_target(record, judged[0][1]) if this_machine else None
     _say_job(environ or os.environ)
     reports = check_against(python, options, [(profile, here) for _, profile, here, _ in judged],
                             environ or os.environ, tables=tables, expected=expected,
@@ -38,8 +41,28 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
     names = [list(names) for names, _, _, _ in judged]
     recorded = record.target_partition() if record is not None and target.on_target else None  # the machines judged
     partition = target.partition or recorded
-    _print_reports(reports, names, json_output, record, partition)
-    return all(r.ok for r in reports), reports, names
+    _print_reports(reports, names, json_output, record, partition, outside)
+    return all(r.ok for r in reports), reports, names, outside is not None
+
+
+def _outside_target(record, here):
+    """(the machines, the partition they were named by) the record says the environment was made for, when this
+    machine (``here``) is not one of them; None when it is, or when the record names none (or a damaged target)."""
+    from envkit.errors import EnvkitError
+    from envkit.target import matching, target_fleet
+
+    if record is None or not getattr(record, "target", None):
+        return None
+    try:
+        fleet = target_fleet(record.target, f"the record of {record.name}")
+    except EnvkitError:  # plain `envkit verify NAME` says so; the check asked for here still runs
+        return None
+    if matching(fleet, here) is not None:
+        return None
+    from envkit.site import parse_partition_spec
+
+    recorded = record.target_partition()
+    return fleet.names, parse_partition_spec(recorded)[0] if recorded else None
 
 
 def _machines_to_judge(tables, target: TargetOptions, record):
@@ -141,14 +164,18 @@ def _say_job(environ) -> None:
                    err=True)
 
 
-def _print_reports(reports, names, json_output: bool, record, partition: Optional[str] = None) -> None:
+def _print_reports(reports, names, json_output: bool, record, partition: Optional[str] = None,
+                   outside=None) -> None:
     """The report(s); for a record judged from profiles, where its GPU part can be checked (``partition``: the
-    partition its machines are, from where Slurm reaches them)."""
+    partition its machines are, from where Slurm reaches them); ``outside`` (machines, partition): the machines the
+    environment was made for, when the one checked is not one of them."""
     if json_output:
         from envkit.probe.render import report_json
 
+        made_for = {"made_for": {"machines": list(outside[0]), "partition": outside[1],
+                                 "includes_this_machine": False}} if outside else {}
         if len(reports) == 1:
-            print_json({**report_json(reports[0]), "machines": names[0]})
+            print_json({**report_json(reports[0]), "machines": names[0], **made_for})
         else:
             print_json({"ok": all(r.ok for r in reports), "machines": [n for group in names for n in group],
                         "reports": [{**report_json(r), "machines": n} for r, n in zip(reports, names)]})
@@ -156,7 +183,7 @@ def _print_reports(reports, names, json_output: bool, record, partition: Optiona
     from envkit.fleet import names_text
     from envkit.probe.render import report_text
 
-    blocks = []
+    blocks = [_outside_text(record, names[0][0], *outside)] if outside else []
     for report, machines in zip(reports, names):
         text = report_text(report)
         blocks.append(text if len(reports) == 1 else f"For {names_text(machines)}:\n{text}")
@@ -169,6 +196,19 @@ def _print_reports(reports, names, json_output: bool, record, partition: Optiona
         blocks.append(f"The GPU part of {record.name} can only be checked on the machines it is for "
                       f"({names_text(everyone)}): run `envkit verify {record.name}` there{on_node}.")
     typer.echo("\n\n".join(blocks))
+
+
+def _outside_text(record, here: str, machines, partition: Optional[str]) -> str:
+    import os
+
+    from envkit.fleet import names_text
+
+    job_partition = os.environ.get("SLURM_JOB_PARTITION")
+    this = f"{here} (partition {job_partition})" if job_partition else here
+    them = f"{names_text(machines)} of partition {partition}" if partition else names_text(machines)
+    return (f"Note: {this} is not one of the machines {record.name} was made for ({them}). The check ran on "
+            f"{here}'s own GPUs, as asked: a FAIL says that {record.name} does not run on {here}, not that it is "
+            "broken on the machines it was made for. Its record is unchanged.")
 
 
 def _framework_manifest(directory: Path, tables, framework: Optional[str]):
@@ -215,7 +255,7 @@ def doctor(
         from envkit.probe.runner import default_python, locate_python
 
         located = locate_python(python, os.environ) if python is not None else default_python(os.environ)
-        ok, _, _ = check_environment(located, check, target, json_output)
+        ok, _, _, _ = check_environment(located, check, target, json_output)
         raise typer.Exit(0 if ok else 1)
 
 
@@ -248,6 +288,10 @@ def verify(
                                       help="With --partition: seconds the job may wait to start; past that it is "
                                            "cancelled and the check reported as not run. Default: 300.")
     ] = None,
+    on_node: Annotated[
+        bool, typer.Option("--on-node", hidden=True, help="(Passed by `verify --partition` to the envkit its job "
+                           "runs.) Check this machine for real, whatever machines the environment was made for.")
+    ] = False,
     check: CheckOptions = CheckOptions(),
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -277,6 +321,9 @@ def verify(
             raise BadInputError(f"{' and '.join(job_options)} only {'apply' if len(job_options) > 1 else 'applies'} "
                                 "with --partition (to the job that runs the check on a node of a Slurm partition)",
                                 hint=f"Add --partition P, or leave out {' and '.join(job_options)}.")
+        if on_node and target.elsewhere:
+            raise BadInputError("--on-node checks the machine it runs on: leave out --machine, --partition, --cuda "
+                                "and --gpu-arch")
         if target.partition is not None:
             from envkit.commands.node_check import QUEUE_TIMEOUT, slurm_here, verify_on_node
 
@@ -302,11 +349,13 @@ def verify(
             from envkit.activation import activated_environ
 
             environ = activated_environ(prefix, record.kind, record.name, os.environ)
-        ok, reports, names = check_environment(python, check, target, json_output, expected=expected,
-                                               environ=environ, record=record)
+        ok, reports, names, outside = check_environment(python, check, target, json_output, expected=expected,
+                                                        environ=environ, record=record, this_machine=on_node)
         # Stored unless it would hide a real result: a check that ran on the machines the environment is for, or
         # one for the machines named, always; one judged from their profiles only where no real one is recorded.
-        if record is not None:
+        # A check on a node the environment was not made for (verify --partition of another partition) is not
+        # stored: the record says how it does on its own machines.
+        if record is not None and not outside:
             real = all(r.on_target for r in reports)
             last_real = record.verify is not None and record.verify.get("on_target", True)
             if real or not target.on_target or not last_real:

@@ -42,12 +42,29 @@ def reported_errors() -> Iterator[None]:
         raise typer.Exit(128 + signum) from None
     except (typer.Exit, typer.Abort):
         raise
+    except BrokenPipeError:  # the reader of the output went away (`envkit list | head`): stop, quietly
+        raise typer.Exit(closed_output()) from None
     except Exception as error:  # a bug in envkit: never a bare traceback unless asked for
         if Settings.debug:
             raise
         typer.echo(f"envkit: internal error: {type(error).__name__}: {error}", err=True)
         typer.echo("  Rerun with --debug for the traceback, and report it.", err=True)
         raise typer.Exit(1) from None
+
+
+def closed_output() -> int:
+    """The exit status for a command whose reader stopped reading (a pipe to `head`): 1, as click gives its own
+    output (the help) there. stdout goes to /dev/null from here, so that the exit's own flush of what is still
+    buffered does not fail again ("Exception ignored ... BrokenPipeError"); nothing more is said, since stderr is
+    often the same pipe."""
+    import os
+    import sys
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no stdout file to replace (a caller's stream): nothing is flushed at exit
+        pass
+    return 1
 
 
 def print_json(data: object) -> None:
@@ -154,10 +171,11 @@ def partition_machines(spec: str):
     """The machines of ``PARTITION[:NODE,...]`` in the site file (NODE: as `envkit site` names it, or its
     ``node:``)."""
     from envkit.fleet import named
-    from envkit.site import parse_partition_spec, partition_profiles
+    from envkit.site import parse_partition_spec, partition_nodes
 
     name, wanted = parse_partition_spec(spec)
-    return [named(profile, profile.name or name) for profile in partition_profiles(current_site(), name, wanted)]
+    return [named(profile, profile.name or name, nodes=count)
+            for profile, count in partition_nodes(current_site(), name, wanted)]
 
 
 def machine_for(tables, target: TargetOptions):
@@ -308,7 +326,7 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
     from envkit.cpu_fallback import gpu_unused
     from envkit.create.prepare import DoesNotFit
     from envkit.errors import BadInputError
-    from envkit.fleet import names_text
+    from envkit.fleet import names_text, size_text
     from envkit.fleet_resolve import resolve_fleet
     from envkit.render import list_command
 
@@ -328,7 +346,7 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
         lines = [f"    {line}" if line else f"    (no build of {manifest.name} fits {names_text(group.machines)})"
                  for line, group in zip(commands, result.groups)]
         raise BadInputError(
-            f"no GPU build of {manifest.name} fits all {len(fleet.machines)} machines, so envkit makes no single "
+            f"no GPU build of {manifest.name} fits all {size_text(fleet)}, so envkit makes no single "
             f"{made} for them: one per group",
             hint=("Create" if command == "create" else "Make") + " them with:\n" + "\n".join(lines))
     if result.selected is None:
@@ -343,6 +361,8 @@ def target_words(target: TargetOptions, fleet) -> str:
 
     if target.on_target:
         return THIS_MACHINE
+    if not target.elsewhere:  # this machine, as --cuda and --gpu-arch describe it
+        return f"{THIS_MACHINE} with {target_args(target._replace(manifests=None))}"
     if target.partition is not None:
         return f"partition {target.partition}"
     return f"machines {names_text(fleet.names)}" if fleet.single is None else f"profile {fleet.names[0]}"

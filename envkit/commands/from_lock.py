@@ -32,6 +32,7 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
         from envkit.lockfile.format import read_lock
         from envkit.lockfile.install import FromLock, Target, prepare_from_lock
         from envkit.lockfile.model import MANIFEST
+        from envkit.site import parse_partition_spec
 
         if verify_on_node:
             check_verify_on_node(target, json_output, dry_run)
@@ -47,11 +48,17 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
         tables = catalog.tables
         fleet = fleet_for(tables, target)
         profile = fleet.planning_profile()
-        each = tuple((", ".join(c.names), c.profile) for c in fleet.configs()) if fleet.single is None else ()
+        each = () if target.on_target else tuple((c.names, c.profile) for c in fleet.configs())
+        # What a lock made for the target would be named after: its partition, the directory of its profiles, or
+        # its (first) machine.
+        directories = [path for path in target.machine or () if path.is_dir()]
+        label = (parse_partition_spec(target.partition)[0] if target.partition is not None
+                 else directories[0].resolve().name if len(target.machine or ()) == 1 and directories
+                 else fleet.names[0])
         prepared, the_manifest = prepare_from_lock(
             FromLock(path=path, name=name, prefix=prefix, verify=verify), the_lock, catalog.manifests.get, tables,
-            Target(profile, target.on_target, target_words(target, fleet), target_args(target), each), config, dirs,
-            os.environ)
+            Target(profile, target.on_target, target_words(target, fleet), target_args(target), each, label), config,
+            dirs, os.environ)
         prepared = for_target(prepared, fleet, target)
         if verify and the_manifest is None:
             import typer

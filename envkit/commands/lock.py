@@ -10,6 +10,7 @@ from envkit.commands.common import (manifests_dir, print_json, reported_errors, 
                                     uv_environ)
 from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, file_path_value, with_options
 
+LOCK_SUFFIX = ".conda-lock.yml"  # NAME.conda-lock.yml: a lock of environment NAME (commands.common.group_command)
 OutputOption = Annotated[
     Path, typer.Option("--output", "-o", metavar="FILE", parser=file_path_value,
                        help="Where to write the lock (replaced if it exists; through a symbolic link, to its target).")
@@ -121,7 +122,10 @@ def export(
 
         made = export_lock(record, load_config(os.environ, dirs), uv_binary(), uv_environ(), index_of)
         _write(made, output)
-        _report(made, output, json_output)
+        # Installed where the environment's build fits: the machines it was made for (its record keeps how they
+        # were named), not the machine the lock happens to be installed on.
+        _report(made, output, json_output,
+                [*record.target_options(), *(["--manifests", str(manifests)] if manifests is not None else [])])
 
 
 def _write(made, output: Path) -> None:
@@ -130,7 +134,7 @@ def _write(made, output: Path) -> None:
     from envkit.lockfile.format import dump_lock
 
     try:
-        write_atomic(output, dump_lock(made, output.name).encode("utf-8"))
+        write_atomic(output, dump_lock(made, output.name, install_name(output)).encode("utf-8"))
     except OSError as error:
         raise EnvkitError(f"cannot write {output}: {error.strerror or error}",
                           hint="Choose another --output.") from None
@@ -148,7 +152,20 @@ def _report(made, output: Path, json_output: bool, target: Sequence[str] = ()) -
     typer.echo(f"Locked {len(conda)} conda and {len(pip)} pip packages into {output}")
     import shlex
 
-    typer.echo(f"Install it with: {shlex.join(['envkit', 'create', '--from-lock', str(output), *target])}")
+    name = install_name(output)
+    argv = ["envkit", "create", "--from-lock", str(output), *(["--name", name] if name else []), *target]
+    typer.echo(f"Install it with: {shlex.join(argv)}")
+
+
+def install_name(output: Path) -> Optional[str]:
+    """The environment's name for a lock written to ``NAME.conda-lock.yml`` (the file each group's `envkit lock`
+    writes when a fleet needs one lock per group): NAME, the name `envkit create` gives that group's environment.
+    Installed under its default name instead (the manifest and the variant), two groups' locks of the same build
+    would make the same environment."""
+    from envkit.records import is_name
+
+    stem = output.name[:-len(LOCK_SUFFIX)] if output.name.endswith(LOCK_SUFFIX) else ""
+    return stem if stem and is_name(stem) else None
 
 
 def register(app: typer.Typer) -> None:

@@ -55,8 +55,13 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
     from envkit.create.render import plan_json, plan_text
     from envkit.errors import BadInputError
 
+    on_node = ""
+    if verify_on_node:  # the check's words as verify --partition says them when it starts the job
+        from envkit.commands.node_check import node_target, node_words
+
+        on_node = node_words(*node_target(target))
     if dry_run:
-        print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared))
+        print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared, on_node))
         try:
             check_available(prepared.plan, dirs, force, os.environ)
         except AlreadyExists as taken:  # a dry run changes nothing, but says what the real run would meet
@@ -74,9 +79,9 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
                             hint=f"Add --cpu to create it anyway, or --build ID for another build ({listing} lists "
                                  "them).")
     if not json_output:
-        typer.echo(plan_text(prepared))
+        typer.echo(plan_text(prepared, on_node))
     elif asks:
-        typer.echo(plan_text(prepared), err=True)  # the question needs the plan; stdout stays JSON
+        typer.echo(plan_text(prepared, on_node), err=True)  # the question needs the plan; stdout stays JSON
     if asks and not typer.confirm("Create it?", default=not prepared.plan.gpu_unused, err=True):
         typer.echo("envkit: nothing created", err=True)
         raise typer.Exit(1)

@@ -164,8 +164,8 @@ def diff(
         from envkit.catalog import load_catalog
         from envkit.maintain.diff import diff_target, render_diff
 
-        old_catalog = load_catalog(_given(old, "OLD_DIR"))
-        new_catalog = load_catalog(_given(new, "NEW_DIR") if new is not None else manifests_dir(manifests))
+        old_catalog = _given_catalog(old, "OLD_DIR")
+        new_catalog = _given_catalog(new, "NEW_DIR") if new is not None else load_catalog(manifests_dir(manifests))
         diffs = [diff_target(name, kind, fleet, old_catalog, new_catalog)
                  for name, kind, fleet in _targets(machine or (), partition or (), new_catalog.tables)]
         if json_output:
@@ -186,6 +186,22 @@ def _given(directory: Path, argument: str) -> Path:
         raise BadInputError(error.message, hint=f"Check the {argument} argument: a manifests directory, such as an "
                                                 "edited copy of envkit's envs/.") from None
     return directory
+
+
+def _given_catalog(directory: Path, argument: str):
+    """The catalog of a manifests directory given as an argument: a broken manifest in it is said of that argument
+    (the loader's hint points at --manifests, which does not choose it here)."""
+    import shlex
+
+    from envkit.catalog import load_catalog
+    from envkit.errors import ManifestError
+
+    try:
+        return load_catalog(_given(directory, argument))
+    except ManifestError as error:
+        error.hint = (f"Fix it (`envkit manifests validate {shlex.quote(str(directory))}` lists every problem), or "
+                      f"give a good copy as {argument}.")
+        raise
 
 
 def _targets(machines, partitions, tables):

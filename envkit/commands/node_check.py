@@ -10,7 +10,7 @@ def node_args(env: Optional[str], prefix: Optional[Path], check, target, json_ou
     """The arguments of the `envkit verify` the node runs: the same check, judged on the node's own hardware."""
     from envkit.files import real_path
 
-    args = ["verify"]
+    args = ["verify", "--on-node"]  # the node's own GPUs, whatever the environment was made for
     args += [env] if env is not None else ["--prefix", str(real_path(Path(prefix)))]  # type: ignore[arg-type]
     args += ["--framework", check.framework, "--probe-timeout", f"{check.probe_timeout:g}",
              "--timeout", f"{target.timeout:g}"]
@@ -39,6 +39,11 @@ def node_target(target) -> tuple[str, Optional[str]]:
         raise BadInputError(f"--partition {target.partition}: the check runs on one node; name one",
                             hint=f"For example: --partition {partition}:{nodes[0]}")
     return partition, nodes[0] if nodes else None
+
+
+def node_words(partition: str, node: Optional[str]) -> str:
+    """Where the check runs, in words: ``node N of P``, or ``a node of P``."""
+    return f"node {node} of {partition}" if node else f"a node of {partition}"
 
 
 QUEUE_TIMEOUT = 300.0  # seconds a check's job may wait to start (verify --queue-timeout)
@@ -81,8 +86,7 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
         nodes = f"node {node} of partition {partition} has" if node else f"the nodes of partition {partition} have"
         raise BadInputError(f"--gpus {gpus}: {nodes} at most {most} GPU(s)")
     wanted = gpus if gpus is not None else most
-    where = f"node {node} of {partition}" if node else f"a node of {partition}"
-    typer.echo(f"envkit: running the check on {where} with {wanted} GPU(s) through srun "
+    typer.echo(f"envkit: running the check on {node_words(partition, node)} with {wanted} GPU(s) through srun "
                f"(waiting at most {queue_timeout:g} s for it to start)", err=True)
     result = check_on_node(slurm, partition, node_args(env, prefix, check, target, json_output), wanted,
                            queue_timeout, check.probe_timeout, node=node)

@@ -28,16 +28,16 @@ def site(json_output: JsonOption = False) -> None:
 
 def _partitions(loaded) -> list[dict[str, Any]]:
     from envkit.fleet import distinct, named
-    from envkit.site import machine_name
+    from envkit.site import machine_names
 
     out = []
     for partition in loaded.partitions.values():
-        machines = [named(node.profile, machine_name(partition, i)) for i, node in enumerate(partition.nodes)]
-        counts = {m.name: node.count for m, node in zip(machines, partition.nodes)}
+        machines = [named(node.profile._replace(name=name), name, nodes=node.count)
+                    for node, name in zip(partition.nodes, machine_names(partition))]
         out.append({
             "partition": partition,
             "machines": machines,
-            "configs": [(c, sum(counts[n] for n in c.names)) for c in distinct(machines)],
+            "configs": [(c, c.node_count) for c in distinct(machines)],
         })
     return out
 
@@ -79,6 +79,9 @@ def _gpus(profile) -> str:
 
 
 def site_text(loaded) -> str:
+    from envkit.fleet import names_text
+    from envkit.words import counted
+
     if loaded.missing:
         return (f"No site file at {loaded.path}.\n"
                 "Run `envkit survey` on a Slurm login node, set $ENVKIT_SITE to the file your admin published, or "
@@ -94,15 +97,15 @@ def site_text(loaded) -> str:
             when = "not surveyed (the survey failed)" if partition.error else "not surveyed (written by hand)"
         configs = entry["configs"]
         lines.append("")
-        lines.append(f"{partition.name}: {partition.node_count} node{'s' if partition.node_count != 1 else ''}, "
-                     f"{len(configs)} configuration{'s' if len(configs) != 1 else ''}; {when}")
+        lines.append(f"{partition.name}: {counted(partition.node_count, 'node')}, "
+                     f"{counted(len(configs), 'configuration')}; {when}")
         for config, count in configs:
             driver = f"CUDA {config.profile.cuda_driver}" if config.profile.cuda_driver else "no NVIDIA driver"
             version = f"driver {config.profile.driver_version}, " if config.profile.driver_version else ""
-            from envkit.fleet import names_text
-
-            lines.append(f"  {names_text(config.names)} ({count} node{'s' if count != 1 else ''}): {version}{driver}; "
+            lines.append(f"  {names_text(config.names)} ({counted(count, 'node')}): {version}{driver}; "
                          f"{_gpus(config.profile)}")
+            lines += [f"    note from {machine.name}: {note}" for machine in config.machines
+                      for note in machine.profile.notes]  # what the node said about itself when surveyed
         for node, reason in partition.unreachable:
             lines.append(f"  unreachable: {node}: {reason}")
         if partition.error:

@@ -16,7 +16,7 @@ QueueTimeoutOption = Annotated[
 ]
 PartitionOption = Annotated[
     str, typer.Option("--partition", "-p", metavar="P", help="The Slurm partition (as in the site file: "
-                                                             "`envkit survey` writes it).")
+                                                             "`envkit survey` writes it); P:NODE runs on that node.")
 ]
 
 
@@ -103,7 +103,8 @@ def job(
     ] = None,
     partition: PartitionOption = ...,  # type: ignore[assignment]
     gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs per node. Default: all of a node's GPUs "
-                                                "(the fewest any node of the partition has).")] = None,
+                                                "(the node's named with P:NODE, else the fewest any node of P "
+                                                "has).")] = None,
     cpus: Annotated[Optional[int], typer.Option("--cpus", min=1, help="CPUs per task (also OMP_NUM_THREADS).")] = None,
     time: Annotated[Optional[str], typer.Option("--time", metavar="T", help="Time limit, as sbatch reads it "
                                                 "(minutes, HH:MM:SS, D-HH:MM).")] = None,
@@ -118,13 +119,14 @@ def job(
                                           "environments): for a program that distributes itself (DDP).")] = False,
     manifests: ManifestsOption = None,
 ) -> None:
-    """Write (and with --submit, submit) an sbatch script that runs CMD in ENV on a node of partition P.
+    """Write (and with --submit, submit) an sbatch script that runs CMD in ENV on a node of partition P (on NODE
+    with P:NODE, named as `envkit site` shows it).
 
-    The script asks for the partition, --gpus-per-node, --cpus-per-task and --time, exports OMP_NUM_THREADS from
-    SLURM_CPUS_PER_TASK, and runs CMD inside ENV activated as `envkit run` does. envkit first checks the
-    environment's build against every node configuration of the partition in the site file, and refuses (exit 1,
-    with the reasons) when it would not run there. PyTorch uses one GPU unless the program distributes: --per-gpu
-    starts one process per GPU (torchrun).
+    The script asks for the partition (and --nodelist), --gpus-per-node, --cpus-per-task and --time, exports
+    OMP_NUM_THREADS from SLURM_CPUS_PER_TASK, and runs CMD inside ENV activated as `envkit run` does. envkit first
+    checks the environment's build against every node configuration of the partition (or the node) in the site
+    file, and refuses (exit 1, with the reasons) when it would not run there. PyTorch uses one GPU unless the
+    program distributes: --per-gpu starts one process per GPU (torchrun).
 
     Example: `envkit job torch-cu126 -p gpu-4-a100 --gpus 2 --cpus 6 --time 1:00:00 --submit -- python train.py`.
     """
@@ -136,23 +138,26 @@ def job(
 
         import shlex
 
-        from envkit.site import check_partition_name
-
-        check_partition_name(partition)
+        partition_spec = partition
+        partition, node = _job_target(partition_spec)
         if job_name is not None:
             check_job_name(job_name)  # exit 2 before anything is looked up
         if not command:
             raise BadInputError("give the command the job runs after `--`", hint="For example: " + shlex.join(
-                ["envkit", "job", env, "--partition", partition, "--", "python", "train.py"]))
+                ["envkit", "job", env, "--partition", partition_spec, "--", "python", "train.py"]))
         record = find_record(env)
         site = current_site()
-        framework, gpus = _check_fit(record, site, partition, gpus, manifests)
+        framework, gpus = _check_fit(record, site, partition, gpus, manifests, node)
+        if node is not None:  # a name as `envkit site` shows it: sbatch takes the node's Slurm name
+            from envkit.site import slurm_node
+
+            node = slurm_node(site, partition, node)
         if per_gpu and framework != "torch":
             raise BadInputError(f"--per-gpu starts one process per GPU with torchrun, which needs a PyTorch "
                                 f"environment; {env} has {framework or 'an unknown framework'}")
         spec = JobSpec(partition=partition, command=tuple(command), gpus=gpus, cpus=cpus, time=time,
                        job_name=job_name if job_name is not None else env, output=output, per_gpu=per_gpu,
-                       activate=(sys.executable, "-m", "envkit", "run", env, "--"))
+                       activate=(sys.executable, "-m", "envkit", "run", env, "--"), node=node)
         script = sbatch_script(spec)
         if not submit:
             typer.echo(script, nl=False)
@@ -161,14 +166,35 @@ def job(
             typer.echo(script, nl=False, err=True)
         if output is not None:
             _check_output_directory(output)
-        from envkit.slurm.client import Slurm
-        from envkit.slurm.script import output_file
+        import os
 
-        job_id = Slurm().submit(script)
+        from envkit.slurm.client import Slurm
+        from envkit.slurm.script import output_file, overriding_variables
+
+        unset = [name for name in overriding_variables(script) if name in os.environ]
+        if unset:
+            typer.echo(f"envkit: note: not passing {', '.join(f'{name}={os.environ[name]}' for name in unset)} to "
+                       "sbatch: it would override the script's own directives", err=True)
+        job_id = Slurm().submit(script, unset)
         typer.echo(job_id)
         where = output_file(output, job_id, spec.job_name or env) if output else f"slurm-{job_id}.out"
-        typer.echo(f"envkit: submitted job {job_id} to {partition}; its output goes to {where}; "
-                   f"`squeue -j {job_id}` shows it", err=True)
+        typer.echo(f"envkit: submitted job {job_id} to {f'node {node} of ' if node else ''}{partition}; its output "
+                   f"goes to {where}; `squeue -j {job_id}` shows it", err=True)
+
+
+def _job_target(spec: str) -> tuple[str, Optional[str]]:
+    """(the partition, the node if one is named) of ``--partition P`` or ``P:NODE``; BadInputError (exit 2) for
+    several nodes (a job runs on one), before anything is looked up."""
+    from envkit.errors import BadInputError
+    from envkit.site import check_partition_name, parse_partition_spec
+
+    if ":" not in spec:
+        return check_partition_name(spec), None
+    partition, nodes = parse_partition_spec(spec)
+    if len(nodes) > 1:
+        raise BadInputError(f"--partition {spec}: a job runs on one node; name one, or the partition alone",
+                            hint=f"For example: --partition {partition}:{nodes[0]}")
+    return partition, nodes[0]
 
 
 def _check_output_directory(output: str) -> None:
@@ -186,19 +212,22 @@ def _check_output_directory(output: str) -> None:
                             hint=f"Create it first (`mkdir -p {shlex.quote(str(directory))}`), or give another file.")
 
 
-def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Optional[Path]):
+def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Optional[Path],
+               node: Optional[str] = None):
     """(the framework, the GPUs per node to ask for); EnvkitError (exit 1) with the reasons when the environment's
-    build would not run on every node configuration of the partition."""
+    build would not run on every node configuration of the partition (on ``node``, when one is named: exit 2 when
+    the site file does not have it)."""
     from envkit.catalog import load_tables
     from envkit.errors import BadInputError, EnvkitError
     from envkit.resolve import assess
-    from envkit.site import get_partition, machine_name, partition_profiles
+    from envkit.site import partition_profiles
 
-    profiles = partition_profiles(site, partition)
+    profiles = partition_profiles(site, partition, [node] if node is not None else ())
     counts = [len(profile.gpus) for profile in profiles]
     if gpus is not None and gpus > max(counts):
-        raise BadInputError(f"--gpus {gpus}: the nodes of partition {partition} have at most {max(counts)} GPU(s)",
-                          hint=f"Ask for {max(counts)} or fewer.")
+        nodes = f"node {node} of partition {partition} has" if node else f"the nodes of partition {partition} have"
+        raise BadInputError(f"--gpus {gpus}: {nodes} at most {max(counts)} GPU(s)",
+                            hint=f"Ask for {max(counts)} or fewer.")
     chosen = gpus if gpus is not None else (min(counts) or None)
     framework, build = recorded_build(record, manifests)
     if build is None:
@@ -206,20 +235,21 @@ def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Opt
                    f"its fit with {partition} is not checked", err=True)
         return framework, chosen
     tables = load_tables(manifests_dir(manifests))
-    part = get_partition(site, partition)
     problems = []
-    for position, profile in enumerate(profiles):
+    for profile in profiles:  # each named as `envkit site` shows it
         candidate = assess(build, profile, tables)
         if not candidate.compatible:
             reasons = "; ".join(candidate.reasons)
-            problems.append(f"{machine_name(part, position)}: {reasons}")
+            problems.append(f"{profile.name}: {reasons}")
     if problems:
         import shlex
 
-        create = ["envkit", "create", record.manifest, "--partition", partition]
+        spec = f"{partition}:{node}" if node else partition
+        create = ["envkit", "create", record.manifest, "--partition", spec]
         create += ["--manifests", str(manifests)] if manifests is not None else []  # where its manifest was read
-        raise EnvkitError(f"{record.name} ({record.build}) would not run on partition {partition}: "
-                          + " | ".join(problems), hint=f"Create one for it: {shlex.join(create)}")
+        where = f"node {node} of partition {partition}" if node else f"partition {partition}"
+        raise EnvkitError(f"{record.name} ({record.build}) would not run on {where}: " + " | ".join(problems),
+                          hint=f"Create one for it: {shlex.join(create)}")
     return framework, chosen
 
 

@@ -27,7 +27,8 @@ def plan_commands(prepared: Prepared) -> list[str]:
     return out
 
 
-def plan_text(prepared: Prepared) -> str:
+def plan_text(prepared: Prepared, on_node: str = "") -> str:
+    """The plan; ``on_node``: where --verify-on-node checks it once made (``a node of P``, ``node N of P``)."""
     plan = prepared.plan
     build = plan.build
     lines = [f"Warning:     {plan.gpu_unused}."] if plan.gpu_unused else []
@@ -51,10 +52,14 @@ def plan_text(prepared: Prepared) -> str:
             lines.append(f"  links:     {step.find_links} (a page of wheel links, searched as well)")
     lines.append("Commands:")
     lines += [f"  {command}" for command in plan_commands(prepared)]
-    check = ("yes, on this machine" if plan.on_target else
-             "yes, here (without the target's GPUs: whether they are covered is judged from the build's CUDA and GPU "
-             "code in the manifest)")
-    lines.append(f"Check:       {check if plan.verify else f'no ({plan.unchecked})'}")
+    here = ("yes, on this machine" if plan.on_target else
+            "yes, here (without the target's GPUs: whether they are covered is judged from the build's CUDA and GPU "
+            "code in the manifest)")
+    check = here if plan.verify else f"no ({plan.unchecked})"
+    if on_node:
+        node = f"on {on_node} through srun, with its own GPUs (--verify-on-node)"
+        check = f"{here}; then {node}" if plan.verify else f"{node}; not here ({plan.unchecked})"
+    lines.append(f"Check:       {check}")
     return "\n".join(lines)
 
 
@@ -65,7 +70,9 @@ def _target_lines(plan) -> list[str]:
         return [f"Machine:     {line}"]
     from envkit.fleet import names_text
 
-    return [f"Machines:    {len(machines)}: {names_text(machines, most=6)} (the build fits every one)",
+    nodes = (plan.target or {}).get("nodes")  # a site file entry standing for several nodes counts them all
+    count = f"{nodes} nodes" if isinstance(nodes, int) and nodes > len(machines) else len(machines)
+    return [f"Machines:    {count}: {names_text(machines, most=6)} (the build fits every one)",
             f"  solve for: {line} (the lowest driver CUDA among them)"]
 
 

@@ -31,8 +31,13 @@ def check_platform(lock: LockFile, origin: str) -> None:
                         f"envkit installs {PLATFORM} environments only", hint=hint)
 
 
-def virtual_reasons(lock: LockFile, virtual: Mapping[str, tuple[str, str]]) -> list[str]:
-    """Why the target's virtual packages (name -> (version, build)) do not satisfy the locked conda packages."""
+THEY = "they"  # several identical machines of a fleet, named before their reasons
+
+
+def virtual_reasons(lock: LockFile, virtual: Mapping[str, tuple[str, str]], judged: str = "the target") -> list[str]:
+    """Why the target's virtual packages (name -> (version, build)) do not satisfy the locked conda packages;
+    ``judged``: the machine(s) they are of, for the reasons."""
+    has = "have" if judged == THEY else "has"
     from rattler import BuildString, MatchSpec, PackageRecord
     from rattler.exceptions import InvalidMatchSpecError
 
@@ -44,7 +49,8 @@ def virtual_reasons(lock: LockFile, virtual: Mapping[str, tuple[str, str]]) -> l
             have = virtual.get(name)
             if have is None:
                 reasons.append(f"{package.name} {package.version} needs {name} {spec}".rstrip()
-                               + f", but the target has no {name}" + (" (no NVIDIA driver)" if name == "__cuda" else ""))
+                               + f", but {judged} {has} no {name}"
+                               + (" (no NVIDIA driver)" if name == "__cuda" else ""))
                 continue
             if not spec:
                 continue
@@ -56,15 +62,33 @@ def virtual_reasons(lock: LockFile, virtual: Mapping[str, tuple[str, str]]) -> l
             record = PackageRecord(name=name, version=have[0], build=BuildString(have[1]), build_number=0,
                                    subdir=PLATFORM)
             if not match.matches(record):
-                reasons.append(f"{package.name} {package.version} needs {name} {spec}, but the target has "
+                reasons.append(f"{package.name} {package.version} needs {name} {spec}, but {judged} {has} "
                                f"{name}={have[0]}")
     return reasons
 
 
-def raise_unless_fits(reasons: list[str], machine: str, build: Optional[str]) -> None:
+def remake_command(manifest: str, machine: str, target_args: str) -> str:
+    """The `envkit lock` command that makes a lock of ``manifest`` for the machines ``target_args`` name (this one
+    without them), into a file of its own named after ``machine`` (the first of them), as a fleet's group locks are:
+    never over the lock that did not fit."""
+    import re
+    import shlex
+
+    first = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "-", machine)).strip("-.") or "target"
+    output = shlex.quote(f"{manifest}-{first}"[:64] + ".conda-lock.yml")
+    return f"envkit lock {shlex.quote(manifest)} -o {output}" + (f" {target_args}" if target_args else "")
+
+
+def raise_unless_fits(reasons: list[str], machine: str, build: Optional[str], remake: str = "",
+                      made_for: str = "") -> None:
+    """``remake``: the `envkit lock` command that makes a lock for ``machine`` (empty when the lock names no
+    manifest); ``made_for``: what the lock was made for, in words (its envkit.target: "profile NAME", "partition P",
+    "exported from ENV", "this machine": the one it was locked on)."""
     if reasons:
         what = f"the lock of {build}" if build else "the lock"
+        make = f"`{remake}`" if remake else "`envkit lock MANIFEST`, or conda-lock"
+        where = "the machine it was locked on" if made_for == "this machine" else made_for
         raise LockDoesNotFit(f"{what} does not fit {machine}: {'; '.join(reasons)}",
-                             hint="Make a lock for it (`envkit lock MANIFEST`, with the same --machine or "
-                                  "--partition), or install this one for the machines it was made for: on one of "
-                                  "them, or from here with their --machine or --partition.")
+                             hint=f"Make a lock for it ({make}), or install this one where it fits"
+                                  + (f" ({where})" if where else "") + ": there, or from here with its --machine or "
+                                  "--partition.")

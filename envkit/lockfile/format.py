@@ -26,9 +26,12 @@ _HEX = {"md5": re.compile(r"^[0-9a-f]{32}$"), "sha256": re.compile(r"^[0-9a-f]{6
 _HINT = "Make the lock again (`envkit lock MANIFEST`, or `envkit export ENV`), or fix the file."
 _HEADER = """\
 # A conda-lock lock file (https://github.com/conda/conda-lock, unified format, version 1), written by envkit.
-# Every package is pinned by URL and hash. Install it without conda:  envkit create --from-lock {name} --name ENV
-# or with conda-lock:  conda-lock install -n ENV {name}
+# Every package is pinned by URL and hash. Install it without conda:  envkit create --from-lock {name} --name {env}
 """
+_CONDA_LOCK = "# or with conda-lock:  conda-lock install -n {env} {name}\n"
+# conda-lock installs a lock's pip part with the pip of the environment its conda part made: without a conda part
+# there is none, and `conda run pip` would be another one, installing somewhere else.
+_NO_CONDA_LOCK = "# (not with conda-lock install: the lock has no conda part, so no Python for its pip packages)\n"
 
 
 class LockFileError(BadInputError):
@@ -188,8 +191,9 @@ def _merge_categories(packages: tuple[LockedPackage, ...]) -> tuple[LockedPackag
     return tuple(out.values())
 
 
-def dump_lock(lock: LockFile, file_name: str = "conda-lock.yml") -> str:
-    """The file's text: conda-lock's v1 layout, packages sorted as conda-lock sorts them (manager, name, platform)."""
+def dump_lock(lock: LockFile, file_name: str = "conda-lock.yml", env_name: Optional[str] = None) -> str:
+    """The file's text: conda-lock's v1 layout, packages sorted as conda-lock sorts them (manager, name, platform).
+    Its header says how to install it, as ``env_name`` when given (a valid environment name), else as ENV."""
     import yaml
 
     metadata: dict[str, Any] = {
@@ -205,7 +209,9 @@ def dump_lock(lock: LockFile, file_name: str = "conda-lock.yml") -> str:
     packages = sorted(lock.packages, key=lambda p: (p.manager, p.name, p.platform))
     data = {"version": VERSION, "metadata": metadata, "package": [_package_data(p) for p in packages]}
     body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1000)
-    return _HEADER.format(name=_shell_word(file_name)) + body
+    words = {"name": _shell_word(file_name), "env": _shell_word(env_name) if env_name else "ENV"}
+    with_pip_only = lock.pip() and not lock.conda()
+    return _HEADER.format(**words) + (_NO_CONDA_LOCK if with_pip_only else _CONDA_LOCK.format(**words)) + body
 
 
 def _shell_word(file_name: str) -> str:

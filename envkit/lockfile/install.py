@@ -24,9 +24,10 @@ from envkit.config import Config
 from envkit.create.prepare import Prepared, name_for, outside_environments
 from envkit.errors import InstallError
 from envkit.files import write_atomic
+from envkit.fleet import names_text
 from envkit.installers import installer_environ, link_mode
 from envkit.lockfile import model
-from envkit.lockfile.fit import check_platform, raise_unless_fits, virtual_reasons
+from envkit.lockfile.fit import THEY, check_platform, raise_unless_fits, remake_command, virtual_reasons
 from envkit.lockfile.format import LockFileError
 from envkit.lockfile.model import LockedPackage, LockFile, python_of_lock
 from envkit.lockfile.urls import fetch_url
@@ -53,7 +54,9 @@ class Target:
     on_target: bool
     machine: str  # in words, for messages: "this machine", "the machine described (a100)"
     args: str = ""  # the options that chose the machine, for the commands errors suggest
-    each: tuple[tuple[str, MachineProfile], ...] = ()  # a fleet: (its machines' names, profile) per configuration
+    # The machines named (profiles, a partition): (their names, their profile) per distinct configuration.
+    each: tuple[tuple[tuple[str, ...], MachineProfile], ...] = ()
+    label: str = "this machine"  # what a lock made for the target is named after: a partition, a machine
 
 
 class LockedCondaBackend:
@@ -198,12 +201,15 @@ def _build_of(lock: LockFile, manifest_of: Callable[[str], Optional[Manifest]]) 
 
 def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, python: Version, tables: Tables,
                target: Target, environ: Mapping[str, str]) -> None:
-    """Every machine of the target must fit (a fleet's GPU-less machines, a login node, only by their Python)."""
+    """Every machine of the target must fit (a fleet's GPU-less machines, a login node, only by their Python). The
+    reasons name the machines judged: this one, a profile, or each configuration of a fleet before its reasons."""
     reasons: list[str] = []
-    each = target.each or (("", target.profile),)
+    each = target.each or (((), target.profile),)
     with_gpus = [pair for pair in each if pair[1].gpus] or list(each)
+    several = len(each) > 1  # configurations: each is named before its reasons, which then say "it" or "they"
     for names, profile in each:
-        said = f"{names}: " if names else ""
+        said = f"{names_text(names)}: " if several else ""
+        judged = THEY if len(names) > 1 else "it" if several else names[0] if names else "this machine"
         if lock.conda() and (names, profile) in with_gpus:  # the engine is not loaded for a pip-only lock
             from envkit.conda_engine import target_virtual_packages
             from envkit.lockfile.make import cuda_arch
@@ -211,12 +217,15 @@ def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, pytho
             cuda, _ = cuda_for_solve(profile, environ)
             arch = cuda_arch(profile) if cuda else None
             explicit = ((("__cuda", cuda),) if cuda else ()) + ((("__cuda_arch", arch),) if arch else ())
-            reasons += [said + reason for reason in virtual_reasons(lock, target_virtual_packages(explicit))]
+            reasons += [said + reason
+                        for reason in virtual_reasons(lock, target_virtual_packages(explicit), judged)]
         if manifest is not None and ((names, profile) in with_gpus or not build.is_gpu):
             candidate = assess(build, profile, tables, Request(python=python))
             if not candidate.compatible:  # its reasons only: the error names the lock's build and the machine
                 reasons.append(said + ("; ".join(candidate.reasons) or f"{build.id} does not fit"))
-    raise_unless_fits(reasons, target.machine, build.id if manifest is not None else lock.fact(model.BUILD))
+    remake = remake_command(manifest.name, target.label, target.args) if manifest is not None else ""
+    raise_unless_fits(reasons, target.machine, build.id if manifest is not None else lock.fact(model.BUILD),
+                      remake, lock.fact(model.TARGET) or "")
 
 
 def _default_name(lock: LockFile, path: Path) -> str:

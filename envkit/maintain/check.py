@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 from envkit.catalog.model import Build, Catalog
 from envkit.errors import BadInputError, UnknownNameError
 from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed, upstream_index
+from envkit.words import counted
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -47,8 +48,17 @@ class CheckReport:
 
 
 def select_builds(catalog: Catalog, build_ids: Sequence[str] = ()) -> list[Build]:
-    """The catalog's builds, or those named with --build (UnknownNameError for a name no manifest has)."""
+    """The catalog's builds, or those named with --build (UnknownNameError for a name no manifest has; BadInputError
+    for an id that two manifests use: which build it means, and whose findings those are, could not be told)."""
     builds = [b for m in catalog.manifests.values() for b in m.builds]
+    owners: dict[str, list[str]] = {}
+    for b in builds:
+        owners.setdefault(b.id, []).append(f"{b.manifest}.yaml")
+    shared = [i for i in (build_ids or owners) if len(owners.get(i, ())) > 1]
+    if shared:
+        raise BadInputError(f"the build id {shared[0]!r} is a build of {' and '.join(owners[shared[0]])}: give one of "
+                            "them an id of its own (id: NAME)",
+                            hint="`envkit manifests validate DIR` lists every problem of the manifests.")
     if not build_ids:
         return builds
     by_id = {b.id: b for b in builds}
@@ -81,13 +91,16 @@ def judge_pip(need: PipNeed, page: Optional[Page]) -> list[Finding]:
 
     requirement = need.parsed
     build = need.build.id
+    mirror = page.url if page is not None and page.url != need.page else None  # what was read instead, and failed
     if page is None or page.error is not None:
         why = page.error if page is not None else "not fetched"
-        return [Finding(UNREADABLE, f"{build}: {need.requirement} could not be checked: {need.page} ({why})",
+        read = f", read from its mirror {mirror}" if mirror else ""
+        return [Finding(UNREADABLE, f"{build}: {need.requirement} could not be checked: {need.page}{read} ({why})",
                         build, need.page)]
     if not page.found:
+        there = f"on its mirror {mirror}" if mirror else "there"
         return [Finding(MISSING, f"{build}: {need.requirement} has no file on {need.index} (no {requirement.name} "
-                                 f"page there, HTTP {page.status})", build, need.index)]
+                                 f"page {there}, HTTP {page.status})", build, need.index)]
     try:
         files = linux_wheels(parse_page(page.text, page.content_type, page.final_url or page.url))
     except ValueError as error:
@@ -180,11 +193,30 @@ def render_check(report: CheckReport, say: Callable[[str], None]) -> None:
     if problems or news_found:
         say("")
     pythons = sum(len(p) for p in report.pythons.values())
-    verdict = "everything is there" if report.ok else f"{len(problems)} problem{'' if len(problems) == 1 else 's'}"
+    verdict = "everything is there" if report.ok else counted(len(problems), "problem")
     builds = len(report.builds)
-    resolved = f", {report.resolutions} uv resolutions" if report.resolutions else ""
-    say(f"Checked {builds} build{'' if builds == 1 else 's'} ({pythons} build-Python pairs, {report.pages} index "
-        f"pages, {report.channels} channel queries{resolved}): {verdict}.")
-    if any(f.kind == UNREADABLE for f in report.findings):
+    resolved = f", {counted(report.resolutions, 'uv resolution')}" if report.resolutions else ""
+    say(f"Checked {counted(builds, 'build')} ({counted(pythons, 'build-Python pair')}, "
+        f"{counted(report.pages, 'index page')}, {counted(report.channels, 'channel query', 'channel queries')}"
+        f"{resolved}): {verdict}.")
+    used = {upstream: mirror for f in problems for upstream, mirror in report.mirrors.items()
+            if _under(f.url, upstream)}
+    if used:  # what was read is not the URL the messages name: say where it came from
+        say("Read through the mirrors of envkit's config file (mirrors:):")
+        for upstream, mirror in sorted(used.items()):
+            say(f"  {upstream} -> {mirror}")
+    unreadable = [f for f in problems if f.kind == UNREADABLE]
+    through_mirrors = [f for f in unreadable if any(_under(f.url, upstream) for upstream in used)]
+    if len(through_mirrors) < len(unreadable):
         say("Some indexes or channels could not be read: check the network (HTTPS_PROXY, REQUESTS_CA_BUNDLE), or map "
             "them to mirrors in envkit's config file (mirrors:), then run the check again.")
+    if through_mirrors:
+        say("Some mirrors could not be read: check that they are up and serve those pages, or correct their entries "
+            "in envkit's config file (mirrors:), then run the check again.")
+
+
+def _under(url: Optional[str], upstream: str) -> bool:
+    """Whether ``url`` is ``upstream`` or a page under it."""
+    return url is not None and (url == upstream or url.startswith(upstream.rstrip("/") + "/"))
+
+

@@ -43,9 +43,9 @@ def _check_group(channels: tuple[str, ...], builds: Sequence[Build], pythons: Ma
     try:
         records = _query(channels, specs, cache)
     except Exception as error:  # noqa: BLE001 - rattler's errors have no common base; each becomes one sentence
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return [Finding(UNREADABLE, f"{b.id}: its conda channels could not be read: {reason}", b.id,
-                        b.conda.channels[0]) for b in builds]
+        reason = _reason(error)
+        return [Finding(UNREADABLE, f"{b.id}: its conda channels could not be read ({_channels(b, channels)}): "
+                                    f"{reason}", b.id, b.conda.channels[0]) for b in builds]
     findings = []
     for build in builds:
         upstream = ", ".join(build.conda.channels)
@@ -61,6 +61,22 @@ def _check_group(channels: tuple[str, ...], builds: Sequence[Build], pythons: Ma
                 findings.append(Finding(MISSING, f"{build.id}: no conda package {spec} for Python {listed} in "
                                                  f"{upstream}", build.id, build.conda.channels[0]))
     return findings
+
+
+def _reason(error: BaseException) -> str:
+    """rattler's error in one line: its first line and its root cause ("Request failed after 3 retries: Connection
+    refused (os error 111)"), without the chain of wrappers between them."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    causes = [line[len("Caused by:"):].strip() for line in lines[1:] if line.startswith("Caused by:")]
+    return f"{lines[0]}: {causes[-1]}" if causes else lines[0]
+
+
+def _channels(build: Build, read: Sequence[str]) -> str:
+    """The build's channels as the manifest names them, and where they were read when that is a mirror."""
+    upstream = ", ".join(build.conda.channels)
+    return upstream if tuple(read) == tuple(build.conda.channels) else f"{upstream}, read from {', '.join(read)}"
 
 
 def _query(channels: Sequence[str], specs: Sequence[str], cache: Path) -> list[Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from envkit.catalog.model import Catalog, Manifest, Tables
-from envkit.fleet import THIS_MACHINE, Fleet
+from envkit.fleet import THIS_MACHINE, Fleet, size_text
 
 
 @dataclass(frozen=True)
@@ -22,13 +22,17 @@ class ManifestDiff:
     after: Optional[str]
     became_compatible: tuple[str, ...]
     became_incompatible: tuple[str, ...]
+    in_old: bool = True  # whether each directory has the manifest (before/after None: nothing fits, or it has not)
+    in_new: bool = True
 
     @property
     def changed(self) -> bool:
-        return self.before != self.after or bool(self.became_compatible or self.became_incompatible)
+        return (self.before != self.after or bool(self.became_compatible or self.became_incompatible)
+                or self.in_old != self.in_new)
 
     def to_dict(self) -> dict[str, Any]:
         return {"manifest": self.manifest, "before": self.before, "after": self.after, "changed": self.changed,
+                "in_old": self.in_old, "in_new": self.in_new,
                 "became_compatible": list(self.became_compatible),
                 "became_incompatible": list(self.became_incompatible)}
 
@@ -39,6 +43,7 @@ class TargetDiff:
     kind: str  # "machine" or "partition"
     machines: tuple[str, ...]
     manifests: tuple[ManifestDiff, ...]
+    size: str = ""  # how many machines, in words (envkit.fleet.size_text): "3 machines", "24 nodes"
 
     @property
     def changed(self) -> bool:
@@ -69,25 +74,26 @@ def diff_target(name: str, kind: str, fleet: Fleet, old: Catalog, new: Catalog) 
             manifest, before, after,
             became_compatible=tuple(b for b in now if b not in was),
             became_incompatible=tuple(b for b in was if b not in now),
+            in_old=manifest in old.manifests, in_new=manifest in new.manifests,
         ))
-    return TargetDiff(name, kind, fleet.names, tuple(changes))
+    return TargetDiff(name, kind, fleet.names, tuple(changes), size_text(fleet))
 
 
 def render_diff(diffs: Sequence[TargetDiff], say: Callable[[str], None], show_unchanged: bool = False) -> None:
     for position, target in enumerate(diffs):
         if position:
             say("")
-        count = len(target.machines)
         if target.kind == "machine":
             say(f"{THIS_MACHINE}:" if target.target == THIS_MACHINE else f"machine {target.target}:")
         else:
-            say(f"{target.kind} {target.target} ({count} machine{'' if count == 1 else 's'}):")
+            say(f"{target.kind} {target.target} ({target.size}):")
         for change in target.manifests:
             if not change.changed:
                 if show_unchanged:
                     say(f"  {change.manifest}: unchanged ({change.after or 'nothing fits'})")
                 continue
-            before, after = change.before or "nothing fits", change.after or "nothing fits"
+            before = change.before or ("nothing fits" if change.in_old else f"no {change.manifest}.yaml")
+            after = change.after or ("nothing fits" if change.in_new else f"no {change.manifest}.yaml")
             pick = f"{before} -> {after}" if change.before != change.after else f"still {after}"
             say(f"  {change.manifest}: {pick}")
             if change.became_compatible:

@@ -45,7 +45,7 @@ def validate_directory(directory: Path) -> Validation:
         source = _read(directory / file_name, problems)
         if source is not None:
             sources[file_name] = source
-    tables = _tables(directory, sources, problems)
+    tables = _tables(sources, problems)
     manifests: dict[str, Manifest] = {}
     if tables is not None:
         for name in names:
@@ -58,7 +58,10 @@ def validate_directory(directory: Path) -> Validation:
 
         problems += check_consistency(tables, manifests, sources)
     files = tuple(str(directory / f) for f in (*TABLE_FILES, *(f"{name}.yaml" for name in names)))
-    return Validation(directory=directory, files=files, manifests=manifests, problems=tuple(_unique(problems)))
+    waiting = () if tables is not None else (Problem(str(directory), None, None, None, "the manifests were not "
+                                                     "checked: they are judged against the tables, fix those first"),)
+    return Validation(directory=directory, files=files, manifests=manifests,
+                      problems=(*_unique(problems), *waiting))  # (the tables' problems first: the cause, then this)
 
 
 def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
@@ -69,7 +72,7 @@ def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
     try:
         text = read_text(path)  # as the catalog reads it: missing, a link to nothing, a FIFO, ... said plainly
     except ManifestError as error:
-        problems.append(Problem(error.path, None, None, None, error.problem))
+        problems.append(Problem(error.path, error.line, None, None, error.problem))
         return None
     try:
         data = parse_yaml(text)  # as the catalog reads it: a key given twice is an error
@@ -83,7 +86,7 @@ def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
     return SourceFile(path=path, data=data, tree=compose(text))
 
 
-def _tables(directory: Path, sources: dict[str, SourceFile], problems: list[Problem]) -> Optional[Tables]:
+def _tables(sources: dict[str, SourceFile], problems: list[Problem]) -> Optional[Tables]:
     from envkit.catalog.load import CUDA_TABLE, GPU_TABLE, PYTHON_TABLE
     from envkit.catalog.tables import parse_cuda_table, parse_python_table
     from envkit.gpu_names import parse_gpu_names
@@ -95,8 +98,6 @@ def _tables(directory: Path, sources: dict[str, SourceFile], problems: list[Prob
         if source is not None:
             parsed[file_name] = _attempt(source, lambda: parse(source.data, str(source.path)), problems)
     if any(parsed.get(name) is None for name in (CUDA_TABLE, PYTHON_TABLE, GPU_TABLE)):
-        problems.append(Problem(str(directory), None, None, None,
-                                "the manifests were not checked: they are judged against the tables, fix those first"))
         return None
     return Tables(cuda=parsed[CUDA_TABLE], python=parsed[PYTHON_TABLE], gpu_names=parsed[GPU_TABLE])
 

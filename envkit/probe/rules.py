@@ -96,7 +96,7 @@ RULES: tuple[Rule, ...] = (
     Rule("does-not-fit", "{build} does not run on {machine}: {reasons}", "Use a build that does: {create}",
          m.does_not_fit),
     Rule("gpus-not-checked-here", "no GPU computation ran: the check ran on this machine, not on {machine}",
-         "Run `{doctor}` on that machine (in a job on that partition) to check its GPUs for real.",
+         "Run `{doctor}` on that machine (a node of a Slurm partition: in a job there) to check its GPUs for real.",
          m.not_checked_here, failed=False),
     Rule("build-not-in-manifest", "the installed {subject} is not a build of the {manifest} manifest",
          "It was judged by what it reports about itself only.", m.not_identified, failed=False),

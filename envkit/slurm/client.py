@@ -150,11 +150,13 @@ class Slurm:
         except OSError:
             pass
 
-    def submit(self, script: str) -> str:
-        """Submit ``script`` with ``sbatch --parsable`` (the script on stdin); the job id."""
+    def submit(self, script: str, unset: Sequence[str] = ()) -> str:
+        """Submit ``script`` with ``sbatch --parsable`` (the script on stdin), without the environment variables
+        ``unset`` (those that would override its directives); the job id."""
         sbatch = self._program("sbatch")
+        env = {key: value for key, value in self.env.items() if key not in unset}
         try:
-            done = run_captured([sbatch, "--parsable"], self.env, self.query_timeout, input_text=script)
+            done = run_captured([sbatch, "--parsable"], env, self.query_timeout, input_text=script)
         except OSError as exc:
             raise SlurmError(f"sbatch could not be started: {exc.strerror or exc}") from None
         if done.returncode is None:

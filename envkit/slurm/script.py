@@ -30,6 +30,18 @@ MAX_CPUS = 8192
 MAX_GPUS = 1024  # per node: far more than any node holds (the partition's own count is checked before)
 
 
+# sbatch's input environment variables that override the script's own #SBATCH directives (`man sbatch`: "environment
+# variables will override any options set in a batch script"): a user's SBATCH_PARTITION or SBATCH_JOB_NAME would
+# send envkit's job elsewhere, or name it other than envkit says, without a word.
+OVERRIDING_VARIABLES = {
+    "partition": "SBATCH_PARTITION",
+    "job-name": "SBATCH_JOB_NAME",
+    "gpus-per-node": "SBATCH_GPUS_PER_NODE",
+    "time": "SBATCH_TIMELIMIT",
+    "output": "SBATCH_OUTPUT",
+}
+
+
 @dataclass(frozen=True)
 class JobSpec:
     partition: str
@@ -41,6 +53,7 @@ class JobSpec:
     job_name: Optional[str] = None
     output: Optional[str] = None
     per_gpu: bool = False  # one process per GPU through torchrun
+    node: Optional[str] = None  # the one node to run on (its Slurm name), from --partition P:NODE
 
 
 def job_name(name: str) -> str:
@@ -65,6 +78,8 @@ def directive_value(what: str, value: str) -> str:
 def sbatch_script(spec: JobSpec) -> str:
     """The whole script, ending with a newline. Pure: the same spec gives the same text."""
     directives = [("partition", directive_value("partition", spec.partition))]
+    if spec.node is not None:
+        directives.append(("nodelist", directive_value("node", spec.node)))
     if spec.job_name is not None:
         directives.append(("job-name", job_name(spec.job_name)))
     if spec.gpus is not None:
@@ -100,6 +115,14 @@ def sbatch_script(spec: JobSpec) -> str:
             command = [*launcher, "--no-python", *command]
     lines.append(" ".join(shlex.quote(part) for part in (*spec.activate, *command)))
     return "\n".join(lines) + "\n"
+
+
+def overriding_variables(script: str) -> list[str]:
+    """The environment variables that would make sbatch override a directive of ``script`` (see
+    :data:`OVERRIDING_VARIABLES`): the ones to keep from sbatch."""
+    keys = [line.split("=", 1)[0].removeprefix("#SBATCH --") for line in script.splitlines()
+            if line.startswith("#SBATCH --")]
+    return [OVERRIDING_VARIABLES[key] for key in keys if key in OVERRIDING_VARIABLES]
 
 
 def _count(option: str, value: int, most: int) -> int:

@@ -124,6 +124,11 @@ def test_pip_build_locks_and_installs_with_hashes(home: Home, torch_index: Index
     exported = home.root / "t1.yml"
     done = home.envkit("export", "t1", "-o", str(exported))
     assert done.returncode == 0, done.stderr
+    # t1 was made for the RTX 4090 profile: its lock is installed for that machine, as t1 was (pasted here, without
+    # the profile, it would be judged against this machine).
+    [install] = [line for line in done.stdout.splitlines() if line.startswith("Install it with: ")]
+    assert shlex.split(install.split(": ", 1)[1]) == [
+        "envkit", "create", "--from-lock", str(exported), "--machine", str(PROFILES / "rtx4090-cuda126.yaml")]
     assert {(p.name, p.url, p.sha256) for p in read_lock(exported).pip()} == {
         (p.name, p.url, p.sha256) for p in locked.pip()}
     # -o is written as a shell writes it: through a symbolic link, which stays; never over what is not a file.
@@ -204,14 +209,32 @@ def test_a_tampered_package_is_refused_and_nothing_is_left(conda_home: Home, leg
     assert leftovers(home) == [] and home.record("bad") is None
 
 
+OLD_01 = ('name: old-01\ndriver_version: "410.48"\ncuda_driver: "10.0"\n'  # too old a driver for CUDA 10.1
+          'gpus:\n  - {name: GeForce GTX 1080 Ti, compute_capability: "6.1"}\n')
+
+
 def test_a_lock_for_a_machine_that_does_not_fit_is_refused(conda_home: Home, conda_manifests: Path):
     home = conda_home
     lock = lock_legacy(home, conda_manifests)
     done = from_lock(home, lock, "nofit", "--cuda", "10.0", "--gpu-arch", "6.1", manifests=conda_manifests)
     assert done.returncode == 1, done.stderr
-    assert "does not fit" in done.stderr and "needs __cuda >=10.1, but the target has __cuda=10.0" in done.stderr
+    assert "does not fit this machine with --cuda 10.0 --gpu-arch 6.1: " in done.stderr
+    assert "needs __cuda >=10.1, but this machine has __cuda=10.0" in done.stderr
     done = from_lock(home, lock, "nofit", "--machine", str(PROFILES / "rtx4090-cuda126.yaml"), manifests=conda_manifests)
     assert done.returncode == 1 and "does not fit" in done.stderr, done.stderr  # the build has no sm_89 code
+    # Judged against a profile, the reasons name that machine, never "this machine" (the one envkit runs on).
+    old = home.root / "old.yaml"
+    old.write_text(OLD_01)
+    done = from_lock(home, lock, "nofit", "--machine", str(old), manifests=conda_manifests)
+    assert done.returncode == 1, done.stderr
+    assert "does not fit profile old-01: " in done.stderr and "this machine" not in done.stderr, done.stderr
+    assert "tensorflow-gpu 2.4.1 needs __cuda >=10.1, but old-01 has __cuda=10.0" in done.stderr
+    assert "needs driver CUDA >= 10.1, the driver has 10.0" in done.stderr
+    # The hint's command makes a lock for that machine, into a file of its own; it names where this one fits.
+    remake = shlex.split(done.stderr.split("Make a lock for it (`", 1)[1].split("`", 1)[0])
+    assert remake == ["envkit", "lock", "tensorflow", "-o", "tensorflow-old-01.conda-lock.yml", "--machine", str(old),
+                      "--manifests", str(conda_manifests)]
+    assert "install this one where it fits (profile course-01)" in done.stderr
     assert leftovers(home) == []
 
 

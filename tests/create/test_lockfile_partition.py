@@ -71,6 +71,8 @@ def test_a_lock_is_refused_on_a_partition_with_a_node_it_does_not_fit(site_home:
                        "--manifests", str(conda_manifests), "--yes", env=no_conda(home))
     assert done.returncode == 1, done.stderr
     assert "does not fit partition old" in done.stderr
-    assert "old-01: tensorflow-gpu 2.4.1 needs __cuda >=10.1, but the target has __cuda=10.0" in done.stderr
+    # Each reason after the node it is about, never about "this machine" (the login node envkit runs on).
+    assert "old-01: tensorflow-gpu 2.4.1 needs __cuda >=10.1, but it has __cuda=10.0" in done.stderr
+    assert "old-01: needs driver CUDA >= 10.1, the driver has 10.0" in done.stderr and "this machine" not in done.stderr
     assert "course-01:" not in done.stderr  # the node it fits is not a reason
     assert leftovers(home) == []

@@ -54,6 +54,21 @@ def test_the_commands_in_the_header_take_the_file_as_it_is_named(file_name, word
     assert parse_lock(text, "x.yml").packages == parse_lock(dump_lock(sample()), "x.yml").packages
 
 
+def test_the_header_installs_under_the_name_given_and_with_conda_lock_only_with_a_conda_part():
+    header = dump_lock(sample(), "torch-a100.conda-lock.yml", "torch-a100").splitlines()[:3]
+    assert header[1].endswith("envkit create --from-lock torch-a100.conda-lock.yml --name torch-a100")
+    assert header[2].endswith("conda-lock install -n torch-a100 torch-a100.conda-lock.yml")
+    # Without a conda part, conda-lock makes an environment with no Python and runs another pip for the wheels.
+    pip_only = sample()
+    pip_only = LockFile(packages=pip_only.pip(), channels=(), content_hash=pip_only.content_hash,
+                        custom=pip_only.custom)
+    text = dump_lock(pip_only, "t.yml")
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    assert header[1].endswith("envkit create --from-lock t.yml --name ENV")
+    assert "conda-lock install -n" not in text and "not with conda-lock install: the lock has no conda part" in header[2]
+    assert parse_lock(text, "t.yml").packages == pip_only.packages
+
+
 def conda_lock_python(code: str, *args: str) -> str:
     """Run ``code`` with conda-lock in a child Python: importing conda-lock writes CONDA_ROOT into os.environ (work
     at import time), which must not leak into the other tests."""

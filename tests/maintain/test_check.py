@@ -113,7 +113,7 @@ def test_a_404_index_is_a_missing_package(manifests, index):
     missing = messages(run(manifests, mirrored(index)), MISSING)
     assert len(missing) == 3
     assert "torch-2.14-cu130: torch==2.14.* has no file on https://download.pytorch.org/whl/cu130 (no torch page " \
-           "there, HTTP 404)" in missing
+           f"on its mirror {index.url}/whl/cu130/torch/, HTTP 404)" in missing  # the mirror's 404, not the upstream's
 
 
 def test_a_500_then_success_is_retried(manifests, index):
@@ -130,8 +130,8 @@ def test_a_500_that_persists_is_reported_and_the_rest_is_checked(manifests, inde
     index.fail("/whl/cu130/torch/", 503, times=10)
     report = run(manifests, mirrored(index))
     assert messages(report, UNREADABLE) == [
-        f"torch-2.14-cu130: torch==2.14.* could not be checked: https://download.pytorch.org/whl/cu130/torch/ "
-        f"(HTTP 503 Service Unavailable (3 tries))"]
+        f"torch-2.14-cu130: torch==2.14.* could not be checked: https://download.pytorch.org/whl/cu130/torch/, read "
+        f"from its mirror {index.url}/whl/cu130/torch/ (HTTP 503 Service Unavailable (3 tries))"]
     assert index.count("/whl/cu130/torch/") == 3 and not report.ok
     assert index.count("/whl/cpu/torchaudio/") == 1
 
@@ -157,7 +157,7 @@ def test_a_server_that_hangs_times_out_and_the_run_finishes(manifests, index):
     report = run(manifests, mirrored(index), settings=settings)
     assert messages(report, UNREADABLE) == [
         "torch-2.14-cu130: torchaudio==2.11.* could not be checked: https://download.pytorch.org/whl/cu130/"
-        "torchaudio/ (no answer within 0.3 s (2 tries))"]
+        f"torchaudio/, read from its mirror {index.url}/whl/cu130/torchaudio/ (no answer within 0.3 s (2 tries))"]
     assert messages(report, MISSING) == []
 
 
@@ -234,3 +234,43 @@ def test_a_wheel_tag_with_a_unicode_digit_does_not_fit():
 
     assert _tag_fits("cp38", "abi3", "manylinux2014_x86_64", Version("3.12"))
     assert not _tag_fits("cp3²", "abi3", "manylinux2014_x86_64", Version("3.12"))  # (int('²') would raise)
+
+
+def rendered(report) -> list[str]:
+    from envkit.maintain.check import render_check
+
+    lines: list[str] = []
+    render_check(report, lines.append)
+    return lines
+
+
+def test_a_mirror_that_fails_is_named_and_the_advice_is_about_the_mirror(manifests, index):
+    complete_index(index)
+    index.fail("/whl/cu130/torch/", 503, times=10)
+    lines = rendered(run(manifests, mirrored(index)))
+    assert f"  https://download.pytorch.org/whl/cu130 -> {index.url}/whl/cu130" in lines, lines
+    assert any(line.startswith("Some mirrors could not be read: check that they are up") for line in lines), lines
+    assert not any("map them to mirrors" in line for line in lines), lines  # they are mapped: that advice is wrong
+
+    # a page read from its upstream URL, no mirror: the advice is about the network, and no mirror is listed
+    from envkit.maintain.check import CheckReport
+    from envkit.maintain.findings import Finding
+
+    page = "https://download.pytorch.org/whl/cu130/torch/"
+    report = CheckReport(builds=("torch-2.14-cu130",), pythons={"torch-2.14-cu130": ("3.12",)}, pages=1,
+                         findings=(Finding(UNREADABLE, "torch-2.14-cu130: ...", "torch-2.14-cu130", page),),
+                         mirrors={"https://download.pytorch.org/whl/cpu": f"{index.url}/whl/cpu"})
+    lines = rendered(report)
+    assert lines[-1].startswith("Some indexes or channels could not be read: check the network"), lines
+    assert not any(line.startswith(("Read through", "Some mirrors")) for line in lines), lines
+
+
+@pytest.mark.parametrize("build_ids", [["torch-2.14-cpu"], []])
+def test_a_build_id_two_manifests_use_is_bad_input_not_one_of_them_checked(manifests, index, build_ids):
+    (manifests / "other.yaml").write_text(
+        "name: other\nsummary: s\nframework: torch\nreleases:\n  - version: '1.0'\n    python: '>=3.11,<3.14'\n"
+        "    builds:\n      - {variant: cpu, id: torch-2.14-cpu, pip: {packages: [other==1.0]}}\n")
+    with pytest.raises(BadInputError, match="the build id 'torch-2.14-cpu' is a build of other.yaml and torch.yaml: "
+                                            "give one of them an id of its own"):
+        run(manifests, mirrored(index), build_ids=build_ids)
+    assert index.count("/whl/cpu/torch/") == 0  # nothing was asked

@@ -6,7 +6,7 @@ from maintain_helpers import manifests  # noqa: F401 (a fixture)
 
 from envkit.catalog import load_catalog
 from envkit.config import Config, Mirror
-from envkit.maintain.check import MISSING, UNREADABLE, check_builds
+from envkit.maintain.check import MISSING, UNREADABLE, check_builds, render_check
 from envkit.maintain.fetch import FetchSettings
 from support.conda_channel import build_package, index_channel
 
@@ -44,6 +44,9 @@ def test_a_conda_channel_missing_a_spec_and_a_python(manifests, tmp_path):
         "linux-64",
     ]
     assert report.channels == 1 and not report.ok
+    lines: list[str] = []
+    render_check(report, lines.append)
+    assert "Checked 1 build (2 build-Python pairs, 0 index pages, 1 channel query): 2 problems." in lines, lines
 
 
 def test_a_complete_conda_channel_passes(manifests, tmp_path):
@@ -67,3 +70,14 @@ def test_an_unreadable_channel_is_reported(manifests, tmp_path):
     report = check_builds(load_catalog(manifests), config, build_ids=["legacy-2.4.1-cu101"])
     unreadable = [f.message for f in report.findings if f.kind == UNREADABLE]
     assert len(unreadable) == 1 and unreadable[0].startswith("legacy-2.4.1-cu101: its conda channels could not be read")
+
+
+def test_an_unreadable_channel_names_the_channel_its_mirror_and_why(manifests, tmp_path):
+    (manifests / "legacy.yaml").write_text(LEGACY)
+    nowhere = (tmp_path / "nowhere").as_uri()
+    config = Config(path=None, mirrors=(Mirror("https://conda.anaconda.org/test-channel", nowhere),))
+    report = check_builds(load_catalog(manifests), config, build_ids=["legacy-2.4.1-cu101"])
+    [message] = [f.message for f in report.findings if f.kind == UNREADABLE]
+    assert message.startswith("legacy-2.4.1-cu101: its conda channels could not be read (https://conda.anaconda.org/"
+                              f"test-channel, read from {nowhere}): "), message
+    assert message.endswith("No such file or directory (os error 2)"), message  # the root cause, not only a wrapper

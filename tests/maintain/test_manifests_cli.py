@@ -81,6 +81,21 @@ def test_a_missing_directory_given_as_an_argument_is_said_of_that_argument(home,
     assert f"Check the {argument} argument" in missing.stderr and "ENVKIT_MANIFESTS" not in missing.stderr
 
 
+@pytest.mark.parametrize("broken", ["OLD_DIR", "NEW_DIR"])
+def test_diff_says_a_broken_manifest_of_its_argument_is_fixed_there_not_with_manifests(home, envs_copy, tmp_path,
+                                                                                       broken):
+    bad = tmp_path / "bad copy"
+    shutil.copytree(envs_copy, bad)
+    (bad / "jax.yaml").write_text("name: [unclosed\n")
+    old, new = (bad, envs_copy) if broken == "OLD_DIR" else (envs_copy, bad)
+    result = envkit(home, "manifests", "diff", str(old), str(new))
+    no_traceback(result)
+    assert result.returncode == 2 and f"{bad / 'jax.yaml'}: not valid YAML" in result.stderr
+    assert f"Fix it (`envkit manifests validate '{bad}'` lists every problem), or give a good copy as {broken}." \
+        in result.stderr, result.stderr
+    assert "--manifests" not in result.stderr
+
+
 def write_config(home, index) -> None:
     config = Path(home["XDG_CONFIG_HOME"]) / "envkit" / "config.yaml"
     config.parent.mkdir(parents=True)
@@ -132,7 +147,7 @@ def test_diff_per_machine_and_per_partition(home, envs_copy, tmp_path):
     site.write_text(yaml.safe_dump({"version": 1, "partitions": {
         "gpu-b200": {"nodes": [{"profile_file": str(PROFILES / "b200-cuda130.yaml")}]},
         "gpu-mixed": {"nodes": [{"profile_file": str(PROFILES / "b200-cuda130.yaml")},
-                                {"profile_file": str(PROFILES / "v100x8-cuda130.yaml")}]},
+                                {"profile_file": str(PROFILES / "v100x8-cuda130.yaml"), "count": 3}]},
     }}))
     env = {**home, "ENVKIT_SITE": str(site)}
     result = envkit(env, "manifests", "diff", str(envs_copy), str(new), "--machine",
@@ -150,12 +165,14 @@ def test_diff_per_machine_and_per_partition(home, envs_copy, tmp_path):
         "  torch: torch-2.15-cu130 -> torch-2.16-cu130",
         "    now fits: torch-2.16-cu130",
     ]
-    assert blocks[2].splitlines() == ["partition gpu-mixed (2 machines):", "  no change"]
+    # its nodes, not its site file entries: the V100 entry stands for 3
+    assert blocks[2].splitlines() == ["partition gpu-mixed (4 nodes):", "  no change"]
 
     as_json = json.loads(envkit(env, "manifests", "diff", str(envs_copy), str(new), "--partition", "gpu-b200",
                                 "--json").stdout)
     torch = next(m for m in as_json["targets"][0]["manifests"] if m["manifest"] == "torch")
     assert torch == {"manifest": "torch", "before": "torch-2.15-cu130", "after": "torch-2.16-cu130", "changed": True,
+                     "in_old": True, "in_new": True,
                      "became_compatible": ["torch-2.16-cu130"], "became_incompatible": []}
     unknown = envkit(env, "manifests", "diff", str(envs_copy), str(new), "--partition", "gpu-h100")
     no_traceback(unknown)

@@ -131,6 +131,13 @@ def test_broken_tables_are_all_reported_and_the_manifests_wait_for_them(envs_cop
     assert not any(p.file.endswith("torch.yaml") for p in problems)
 
 
+def test_the_note_that_the_manifests_wait_comes_after_the_tables_problems(envs_copy):
+    edit(envs_copy, "python.yaml", lambda d: d.update(default="2.7"))
+    problems = validate_directory(envs_copy).problems
+    assert [(Path(p.file).name, "fix those first" in p.message) for p in problems] == [
+        ("python.yaml", False), (envs_copy.name, True)]
+
+
 def test_consistency_across_builds_manifests_and_tables(envs_copy):
     edit(envs_copy, "torch.yaml", lambda d: release(d, "2.14").update(python=">=3.10,<3.17"))
     edit(envs_copy, "torch.yaml", lambda d: build(d, "2.13", "cpu").update(python=">=3.10"))
@@ -189,3 +196,32 @@ def test_a_bad_companions_rule_is_reported(envs_copy):
 def test_a_missing_directory_is_bad_input(tmp_path):
     with pytest.raises(BadInputError, match="does not exist"):
         validate_directory(tmp_path / "nope")
+
+
+def test_a_broken_arch_set_is_one_problem_not_one_per_build_that_names_it(envs_copy):
+    edit(envs_copy, "torch.yaml", lambda d: d["arch_sets"]["maxwell-to-hopper"]["sass"].__setitem__(0, 5.0))
+    validation = validate_directory(envs_copy)
+    assert [(p.field, p.build) for p in validation.problems] == [("arch_sets.maxwell-to-hopper.sass[0]", None)], [
+        str(p) for p in validation.problems]
+    assert "quote it" in validation.problems[0].message
+    # the other arch sets were read: the builds that name them are still checked and kept
+    assert "torch-2.14-cu130" in {b.id for b in validation.manifests["torch"].builds}
+
+
+def test_a_duplicate_build_id_says_which_build_has_it_first_and_what_to_do(envs_copy):
+    edit(envs_copy, "torch.yaml", lambda d: release(d, "2.14")["builds"].append(dict(build(d, "2.14", "cu126"))))
+    problems = validate_directory(envs_copy).problems
+    count = len(release(SHIPPED_TORCH, "2.14")["builds"])
+    first = release(SHIPPED_TORCH, "2.14")["builds"].index(build(SHIPPED_TORCH, "2.14", "cu126"))
+    assert [(p.field, p.message) for p in problems] == [
+        (f"{at('2.14')}.builds[{count}].id", f"duplicate build id 'torch-2.14-cu126': {at('2.14')}.builds[{first}] "
+                                              "has it too: give one of them an id of its own (id: NAME)")]
+
+
+def test_a_typo_in_a_release_s_pip_settings_is_one_problem_not_one_per_build_that_inherits_them(envs_copy):
+    edit(envs_copy, "torch.yaml", lambda d: release(d, "2.14").__setitem__(
+        "pip", {"pakages": release(d, "2.14")["pip"]["packages"]}))
+    edit(envs_copy, "torch.yaml", lambda d: build(d, "2.13", "cu126").update(pip={"index_ur": "https://x.org"}))
+    problems = validate_directory(envs_copy).problems
+    assert [(p.build, p.field) for p in problems] == [(None, f"{at('2.14')}.pip.pakages"),
+                                                       ("torch-2.13-cu126", "pip.index_ur")], [str(p) for p in problems]

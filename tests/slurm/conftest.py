@@ -86,3 +86,17 @@ def slurm_site(slurm: Site) -> Iterator[Site]:
     left = slurm.cluster.jobs()
     slurm.cluster.cancel_all()
     assert not left, f"the test left Slurm jobs in the queue: {left}"
+
+
+@pytest.fixture(scope="module")
+def cluster_user(slurm: Site, tmp_path_factory) -> tuple[dict[str, str], Path]:
+    """A user of the test cluster with a surveyed site file and one environment (torch-2.14-cu126: fits the A100
+    partition, not the V100 one whose driver is CUDA 11.4): (its environment variables, its home)."""
+    from slurm_helpers import envkit, make_torch_env, user_env
+
+    home = tmp_path_factory.mktemp("cluster-user")
+    env = user_env(slurm, home)
+    done = envkit("survey", "--partition", "part-a", "--partition", "part-v", "--partition", "mixed", env=env)
+    assert done.returncode == 0, done.stderr
+    make_torch_env(home / "envs" / "torch-test", env)
+    return env, home

@@ -57,3 +57,15 @@ def make_torch_env(root: Path, env: Mapping[str, str], name: str = "torch-test",
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine={}, on_target=False)
     records.save(record, user_dirs(env).records)
     return root
+
+
+def wait_done(slurm_site, job: str, timeout: float = 60) -> None:
+    """Until ``job`` has left the queue; AssertionError past ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if job not in slurm_site.cluster.query(["squeue", "-h", "-o", "%i"]).stdout.split():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"job {job} did not finish")

@@ -3,40 +3,18 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Optional
 
 import pytest
-from slurm_helpers import envkit, make_torch_env, user_env
+from slurm_helpers import envkit, make_torch_env, user_env, wait_done
 
 from envkit import records
 from envkit.userdirs import user_dirs
 
 
-@pytest.fixture(scope="module")
-def cluster_user(slurm, tmp_path_factory):
-    """A user of the test cluster with a surveyed site file and one environment (torch-2.14-cu126: fits the A100
-    partition, not the V100 one whose driver is CUDA 11.4)."""
-    home = tmp_path_factory.mktemp("cluster-user")
-    env = user_env(slurm, home)
-    done = envkit("survey", "--partition", "part-a", "--partition", "part-v", "--partition", "mixed", env=env)
-    assert done.returncode == 0, done.stderr
-    make_torch_env(home / "envs" / "torch-test", env)
-    return env, home
-
-
 def _record(env):
     return records.load(user_dirs(env).records, "torch-test")
-
-
-def _wait_done(slurm_site, job: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if job not in slurm_site.cluster.query(["squeue", "-h", "-o", "%i"]).stdout.split():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"job {job} did not finish")
 
 
 TRICKY = ["a b", "it's", "$HOME", '"quoted"', "`id`", "; rm -rf /"]
@@ -51,7 +29,7 @@ def test_a_submitted_job_runs_the_command_exactly_inside_the_environment(slurm_s
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip()
     assert job.isdigit()  # the job id alone on stdout
-    _wait_done(slurm_site, job)
+    wait_done(slurm_site, job)
     output = tmp_path / f"slurm-{job}.out"  # sbatch's default, in the working directory
     argv, prefix, threads = json.loads(output.read_text().strip().splitlines()[-1])
     assert argv == TRICKY
@@ -75,7 +53,7 @@ def test_output_goes_where_envkit_says_and_a_directory_that_is_not_there_is_refu
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip()
     assert f"its output goes to logs/torch-test-{job}.out;" in done.stderr
-    _wait_done(slurm_site, job)
+    wait_done(slurm_site, job)
     assert "hello from the job" in (tmp_path / "logs" / f"torch-test-{job}.out").read_text()
 
 
@@ -362,7 +340,7 @@ def test_job_submit_needs_sbatch_not_sinfo(slurm_site, cluster_user, tmp_path):
     done = envkit("job", "torch-test", "-p", "part-a", "--submit", "--", "true",
                   env={**env, "PATH": _slurm_bin(tmp_path, ("sbatch",))}, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    _wait_done(slurm_site, done.stdout.strip())
+    wait_done(slurm_site, done.stdout.strip())
 
 
 def test_verify_on_a_node_named_as_site_shows_it_runs_on_its_slurm_node(slurm_site, cluster_user, tmp_path):

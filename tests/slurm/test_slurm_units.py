@@ -89,6 +89,21 @@ def test_the_sbatch_script_matches_the_recorded_one_and_quotes_every_user_value(
     assert shlex.split(last)[6:] == list(spec.command)  # the shell reads back exactly the user's argv
 
 
+def test_a_named_node_is_a_nodelist_directive_and_the_sbatch_variables_that_would_override_the_script_are_known():
+    # (sbatch lets SBATCH_PARTITION, SBATCH_JOB_NAME, ... in the environment override the script's directives.)
+    from envkit.slurm.script import overriding_variables
+
+    spec = JobSpec(partition="p", node="gpu-a2", gpus=1, job_name="j", command=("true",), activate=("envkit",))
+    script = sbatch_script(spec)
+    assert script.splitlines()[1:5] == ["#SBATCH --partition=p", "#SBATCH --nodelist=gpu-a2", "#SBATCH --job-name=j",
+                                        "#SBATCH --gpus-per-node=1"]
+    assert overriding_variables(script) == ["SBATCH_PARTITION", "SBATCH_JOB_NAME", "SBATCH_GPUS_PER_NODE"]
+    timed = sbatch_script(JobSpec(partition="p", time="5", output="o.txt", command=("true",), activate=("envkit",)))
+    assert overriding_variables(timed) == ["SBATCH_PARTITION", "SBATCH_TIMELIMIT", "SBATCH_OUTPUT"]
+    with pytest.raises(BadInputError, match="node '-x' cannot be passed to sbatch"):
+        sbatch_script(JobSpec(partition="p", node="-x", command=("true",), activate=("envkit",)))
+
+
 @pytest.mark.parametrize("field, value", [("partition", "gpu a100"), ("partition", "--wrap=id"),
                                           ("time", "1:00 $(id)"), ("output", "out'.txt"), ("output", "-o")])
 def test_a_directive_value_that_could_be_misread_is_refused(field, value):

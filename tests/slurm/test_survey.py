@@ -188,3 +188,23 @@ def test_a_queue_time_limit_that_is_not_a_finite_number_of_seconds_is_bad_input(
         for args in (("survey", "--timeout", value), ("verify", "x", "--partition", "p", "--queue-timeout", value)):
             done = envkit(*args, env=env)
             assert done.returncode == 2 and "give seconds between 1 and 86400" in done.stderr, (args, done.stderr)
+
+
+def test_what_a_node_said_when_surveyed_is_shown_by_site(slurm_site, tmp_path):
+    # The survey writes what each node said about itself (its job's GPUs) into the site file; reading the file
+    # dropped it: `envkit site --json` showed "notes": [] and `envkit site` nothing.
+    import json
+    import re
+
+    env = user_env(slurm_site, tmp_path)
+    done = envkit("survey", "-p", "mixed", env=env)
+    assert done.returncode == 0, done.stderr
+    shown = envkit("site", "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    [mixed] = json.loads(shown.stdout)["partitions"]
+    notes = {node["name"]: node["profile"]["notes"] for node in mixed["nodes"]}
+    assert any(re.fullmatch(r"inside Slurm job \d+ on node gpu-v1: only the GPUs in CUDA_VISIBLE_DEVICES=0 count "
+                            r"\(1 of the 1 NVML lists\)", note) for note in notes["gpu-v1"]), notes
+    text = envkit("site", env=env).stdout
+    assert re.search(r"\n  gpu-v1 \(1 node\): [^\n]*\n    note from gpu-v1: inside Slurm job \d+ on node gpu-v1: ",
+                     text), text
