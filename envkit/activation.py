@@ -16,7 +16,13 @@ _SOURCE_AND_EXEC = 'for f in "$0"/etc/conda/activate.d/*.sh; do [ -r "$f" ] && .
 
 def activated_environ(prefix: Path, kind: str, name: str, environ: Mapping[str, str]) -> dict[str, str]:
     out = {k: v for k, v in environ.items() if k not in ("PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX")}
-    out["PATH"] = os.pathsep.join(p for p in (str(prefix / "bin"), environ.get("PATH", "")) if p)
+    # The environment active now, of the same kind, is left first, as bin/activate (its `deactivate`) and conda
+    # activate (without --stack) do: its commands would otherwise stand in for those this one lacks.
+    active = environ.get("VIRTUAL_ENV" if kind == "venv" else "CONDA_PREFIX")
+    left = os.path.normpath(os.path.join(active, "bin")) if active else None
+    path = environ.get("PATH", "")
+    kept = [entry for entry in (path.split(os.pathsep) if path else []) if not entry or os.path.normpath(entry) != left]
+    out["PATH"] = os.pathsep.join([str(prefix / "bin"), *kept])
     if kind == "conda":
         out["PYTHONNOUSERSITE"] = "1"  # conda's Python reads ~/.local; a torch there would shadow the environment's
     if kind == "venv":
@@ -48,7 +54,9 @@ def check_command(command: str, path: str, env: str) -> None:
     said = ""
     if unusable is not None:
         said = f" ({unusable} is {'a directory' if unusable.is_dir() else 'not executable'})"
-    raise BadInputError(f"{command}: no such command in {env} or on PATH{said}")
+    hint = ("Everything after ENV is the command to run; `envkit run --help` shows what run itself takes."
+            if command.startswith("-") else None)
+    raise BadInputError(f"{command}: no such command in {env} or on PATH{said}", hint=hint)
 
 
 def activated_argv(prefix: Path, kind: str, argv: Sequence[str]) -> list[str]:

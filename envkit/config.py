@@ -23,7 +23,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 from urllib.parse import urlsplit
 
 from envkit.errors import BadInputError
-from envkit.files import user_path
+from envkit.files import read_text_file, user_path
 from envkit.userdirs import UserDirs
 
 CONFIG_VARIABLE = "ENVKIT_CONFIG"
@@ -108,19 +108,24 @@ def load_config(environ: Mapping[str, str], dirs: UserDirs) -> Config:
     from envkit.filecache import cached
 
     path, explicit = config_path(environ, dirs)
-    if not path.exists() and not explicit:
+    if not os.path.lexists(path) and not explicit:  # (a link to nothing is a config the user meant: said below)
         return Config(path=None)
 
     def parse() -> Any:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_text_file(path)
         except FileNotFoundError:
             raise ConfigError(f"config file {path} (from ${CONFIG_VARIABLE}) does not exist") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise ConfigError(f"config file {path} cannot be read: {error}") from None
+        except ValueError as error:
+            raise ConfigError(f"config file {path} {error}",
+                              hint=f"envkit reads its settings from this YAML file{_from(explicit)}.") from None
         return _parse_yaml(text, path)
 
     return config_from_data(cached(dirs.cache, "yaml", [path], ("yamltext.py",), parse), path)
+
+
+def _from(explicit: bool) -> str:
+    return f" (${CONFIG_VARIABLE} names it)" if explicit else f" (unless ${CONFIG_VARIABLE} names another)"
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
@@ -153,25 +158,77 @@ def _mirrors(value: Any, path: Path) -> tuple[Mirror, ...]:
     if value is None:
         return ()
     if not isinstance(value, dict):
-        raise ConfigError(f"{path}: 'mirrors' must map upstream URLs to mirror URLs")
+        raise ConfigError(f"{path}: 'mirrors' must map upstream URLs to mirror URLs, not {_given(value)}",
+                          hint=_MIRROR_HINT)
     out = []
     for upstream, target in value.items():
         if not isinstance(upstream, str) or not isinstance(target, str):
             raise ConfigError(f"{path}: mirrors: {upstream!r}: upstream and mirror must both be quoted URLs")
-        if urlsplit(upstream).scheme not in ("https", "http") or not urlsplit(upstream).netloc:
-            raise ConfigError(f"{path}: mirrors: {upstream!r} is not an http(s) URL to mirror")
-        parts = urlsplit(target)
-        if parts.scheme not in ("https", "http", "file") or (parts.scheme != "file" and not parts.netloc):
-            raise ConfigError(f"{path}: mirrors: {upstream!r}: the mirror {target!r} is not an https, http or file URL")
-        out.append(Mirror(upstream.rstrip("/"), target.rstrip("/")))
+        problem = _url_problem(upstream, ("https", "http"))
+        if problem is not None:
+            raise ConfigError(f"{path}: mirrors: {upstream!r} is not an http(s) URL to mirror: {problem}",
+                              hint=_MIRROR_HINT)
+        problem = _url_problem(target, ("https", "http", "file"))
+        if problem is not None:
+            local = f" (a local directory: \"file://{target}\")" if target.startswith("/") else ""
+            raise ConfigError(f"{path}: mirrors: {upstream!r}: the mirror {target!r} is not an https, http or file "
+                              f"URL: {problem}{local}", hint=_MIRROR_HINT)
+        parts = urlsplit(upstream.rstrip("/"))  # the scheme and host as URLs compare them: in lower case
+        mirror = Mirror(parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower()).geturl(),
+                        target.rstrip("/"))
+        same = next((m for m in out if m.upstream == mirror.upstream), None)
+        if same is not None:
+            raise ConfigError(f"{path}: mirrors: {upstream!r} is given twice (once as {same.upstream!r})",
+                              hint="Keep one line for it: which mirror it maps to would otherwise be a guess.")
+        out.append(mirror)
     return tuple(out)
+
+
+_MIRROR_HINT = ('Each line maps an upstream URL prefix to its mirror, both quoted: "https://pypi.org/simple": '
+                '"http://cache.lab:8080/pypi/simple", or "file:///srv/channels/conda-forge" for a directory.')
+
+
+def _given(value: Any) -> str:
+    """What the config gave instead, in words: "a list ([...])", "the number 12", "empty text"."""
+    if isinstance(value, str):
+        return "empty text" if not value.strip() else repr(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    import json  # (only for an error)
+
+    kinds = {int: "the number", float: "the number", list: "a list", dict: "a mapping"}
+    return f"{kinds.get(type(value), type(value).__name__)} {json.dumps(value, default=str)[:60]}"
+
+
+def _url_problem(url: str, schemes: tuple[str, ...]) -> Optional[str]:
+    """Why ``url`` cannot be a URL prefix to mirror from or to (in words following the URL), or None. Anything
+    refused here would otherwise fail later, inside uv or the conda engine, or make broken URLs (a query string
+    with the rest of the path appended to it)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # (a port that is not a number, or out of range, raises ValueError)
+    except ValueError as error:
+        return f"it cannot be parsed ({error})"
+    if parts.scheme not in schemes:
+        return f"it starts with {parts.scheme + ':' if parts.scheme else 'no scheme'}, not {' or '.join(schemes)}"
+    if any(char.isspace() or ord(char) < 32 for char in url):
+        return "it holds a space or a control character (a URL writes a space as %20)"
+    if parts.query or parts.fragment:
+        return "it has a query or a fragment ('?...', '#...'): the rest of each path is appended to a mirror"
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            return "a file URL names an absolute path, with three slashes: file:///srv/channel"
+        return None
+    if not parts.hostname:
+        return "it names no host"
+    return None
 
 
 def _absolute_dir(value: Any, path: Path, key: str) -> Optional[Path]:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{path}: '{key}' must be a directory path")
+        raise ConfigError(f"{path}: '{key}' must be a directory path, not {_given(value)}")
     expanded = _expanded(value, path, key)
     if not expanded.is_absolute():
         raise ConfigError(f"{path}: {key} {value!r} must be an absolute path")
@@ -187,7 +244,7 @@ def _site(value: Any, path: Path, key: str = "site") -> Optional[Path]:
         return None
     if not isinstance(value, str) or not value.strip():
         what = "a site file" if key == "site" else "a manifests directory"
-        raise ConfigError(f"{path}: '{key}' must be the path of {what}")
+        raise ConfigError(f"{path}: '{key}' must be the path of {what}, not {_given(value)}")
     expanded = _expanded(value, path, key)
     return expanded if expanded.is_absolute() else path.parent / expanded
 

@@ -22,6 +22,52 @@ def user_path(text: str) -> Path:
         raise ValueError(f"names no home directory: {text.split('/')[0]} is not a user here") from None
 
 
+def read_text_file(path: Path) -> str:
+    """The UTF-8 text of the file ``path`` (a config file a user names: /dev/null and a shell's ``<(...)`` too).
+    FileNotFoundError when there is none; ValueError, worded to follow the path, when it is a directory, a link to
+    nothing, cannot be read, or is not UTF-8 (the line of the first bad byte)."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer opens (and reads empty), not waits
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise ValueError(f"is a symbolic link to {os.path.realpath(path)}, which does not exist") from None
+        raise
+    except OSError as error:
+        raise ValueError(f"cannot be read: {error.strerror or error}") from None
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise ValueError("is a directory, not a file")
+        os.set_blocking(fd, True)  # a pipe's writer is waited for, to its end
+        with open(fd, "rb", closefd=False) as stream:
+            data = stream.read()
+    except OSError as error:
+        raise ValueError(f"cannot be read: {error.strerror or error}") from None
+    finally:
+        os.close(fd)
+    try:
+        return utf8_text(data)
+    except NotUtf8 as error:
+        raise ValueError(f"is not UTF-8 text ({error}): save it as UTF-8") from None
+
+
+class NotUtf8(ValueError):
+    """Bytes that are not UTF-8: where, as a person finds it in an editor ("byte 0xe9 at line 33")."""
+
+    def __init__(self, byte: int, line: int) -> None:
+        super().__init__(f"byte 0x{byte:02x} at line {line}")
+        self.line = line
+
+
+def utf8_text(data: bytes) -> str:
+    """``data`` decoded as UTF-8; NotUtf8 naming the line of the first byte that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise NotUtf8(data[error.start], data[:error.start].count(b"\n") + 1) from None
+
+
 def real_path(path: Path) -> Path:
     """``path`` with its symbolic links resolved; the absolute path as given when they loop (opening it then says
     so, as the error of whatever reads it)."""

@@ -42,9 +42,22 @@ def runs_in(spec_dir: Path, prefix: Path) -> bool:
 
 
 def remove_kernel(name: str, prefix: Path, environ: Mapping[str, str]) -> bool:
-    """Delete the kernelspec ``name`` if it runs this environment's Python (never another environment's)."""
+    """Delete the kernelspec ``name`` if it runs this environment's Python (never another environment's); True
+    once Jupyter no longer lists it. A kernelspec that is a symbolic link (to a directory kept elsewhere) loses the
+    link only; EnvkitError naming the path when it cannot be deleted."""
     spec_dir = kernels_dir(environ) / name
     if not runs_in(spec_dir, prefix):
         return False
-    shutil.rmtree(spec_dir, ignore_errors=True)
+    try:
+        if spec_dir.is_symlink():
+            spec_dir.unlink()
+        else:
+            shutil.rmtree(spec_dir)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        from envkit.errors import EnvkitError
+
+        raise EnvkitError(f"cannot delete the Jupyter kernel {spec_dir}: {error.strerror or error}",
+                          hint="Fix the permissions there (or delete it yourself), then run this again.") from None
     return True

@@ -38,6 +38,10 @@ class Gpu(NamedTuple):
     compute_capability: Optional[ComputeCapability]  # None: no probe could tell
     memory_mib: Optional[int] = None
     source: str = ""
+    # Only NVML tells these; they say which GPUs a CUDA_VISIBLE_DEVICES of UUIDs names (envkit.slurm.job_context).
+    # Facts of this machine's GPUs, not of a kind of machine: never saved nor compared.
+    uuid: Optional[str] = None  # "GPU-..."
+    mig_uuids: tuple[str, ...] = ()  # its MIG devices' "MIG-..." when MIG mode is on
 
     @property
     def description(self) -> str:

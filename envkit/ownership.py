@@ -18,6 +18,9 @@ from envkit.errors import EnvkitError
 from envkit.records import Record, in_prefix, save
 
 
+GONE = "it is gone"  # what holding_problem says of a directory that is not there
+
+
 def update(record: Record, records_dir: Path) -> None:
     """Save a changed record of an environment that exists (the last check's result): only while its prefix holds
     it (:func:`check_held`), so envkit never writes its record into a directory that holds another environment, or
@@ -55,7 +58,7 @@ def holding_problem(prefix: Path, name: str) -> Optional[str]:
     """Why the directory ``prefix`` does not hold envkit's environment ``name`` (the record inside it names another
     environment, or it has none, or it cannot be read), in words following "it"; None when it does hold it."""
     if not os.path.isdir(prefix):
-        return "it is not a directory" if os.path.lexists(prefix) else "it is gone"
+        return "it is not a directory" if os.path.lexists(prefix) else GONE
     try:
         other = inside_record(prefix).get("name")
     except ValueError as why:

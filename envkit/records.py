@@ -64,7 +64,8 @@ class Record:
         """The `envkit create` command that makes it again, for the machines it is for, shell-quoted."""
         import shlex
 
-        return shlex.join(["envkit", "create", self.manifest, "--build", self.build, "--name", self.name,
+        python = ["--python", self.python] if re.fullmatch(r"\d+\.\d+", self.python) else []  # not another one
+        return shlex.join(["envkit", "create", self.manifest, "--build", self.build, "--name", self.name, *python,
                            *self.target_options(), *extra])
 
 
@@ -158,8 +159,11 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as error:
-        raise EnvkitError(f"cannot read {path}: {error}", hint=hint) from None
+    except OSError as error:
+        raise EnvkitError(f"cannot read {path}: {error.strerror or error}", hint=hint) from None
+    except UnicodeDecodeError:
+        raise BadInputError(f"{path} is not UTF-8 text (envkit writes its records as UTF-8 JSON)", hint=hint) \
+            from None
     try:
         data = json.loads(text)
     except ValueError:
@@ -168,8 +172,12 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
         record = record_from_dict(data, str(path))
     except BadInputError as error:
         raise BadInputError(error.message, hint=hint) from None
-    if record.name != name or not os.path.isabs(record.prefix):
-        raise BadInputError(f"{path} is not the record of an environment named {name!r}", hint=hint)
+    if record.name != name:
+        raise BadInputError(f"{path} is not the record of an environment named {name!r} (it names "
+                            f"{record.name!r})", hint=hint)
+    if not os.path.isabs(record.prefix):
+        raise BadInputError(f"{path}: the environment's directory {record.prefix!r} is not an absolute path",
+                            hint=hint)
     return record
 
 

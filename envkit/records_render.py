@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from envkit.ownership import holding_problem
+from envkit.ownership import GONE, holding_problem
 from envkit.records import Record, Unreadable
 
 if TYPE_CHECKING:
@@ -15,12 +15,21 @@ if TYPE_CHECKING:
 
 
 UNREADABLE = "unreadable"  # the state of an index entry that is not a readable record
-NOT_HELD = "not held"  # the state of one whose directory holds another environment, or no record
+NOT_HELD = "not held"  # the state of one whose directory is gone, or holds another environment, or no record
 
 
 def _not_held(record: Record) -> "str | None":
-    """Why the record's directory, which exists, does not hold it (None: it does)."""
+    """Why the record's directory does not hold it, in words following "it" ("it is gone"); None: it does."""
     return holding_problem(Path(record.prefix), record.name)
+
+
+def _check(verify: "dict[str, Any] | None") -> str:
+    """The last check's result in the CHECK column: PASS or FAIL, '?' when the record's result says neither."""
+    if verify is None:
+        return "-"
+    ok = verify.get("ok")
+    check = "PASS" if ok is True else "FAIL" if ok is False else "?"
+    return check + ("*" if verify.get("on_target") is False else "")  # *: judged from the target's profiles
 
 
 def _state(run: "Interrupted") -> str:
@@ -33,7 +42,7 @@ def envs_json(found: Sequence[Record], runs: Sequence["Interrupted"] = (),
     out = []
     for record in found:
         entry = {**record.to_dict(), "exists": Path(record.prefix).is_dir(), "state": states.pop(record.name, "ready")}
-        problem = _not_held(record) if entry["exists"] and entry["state"] == "ready" else None
+        problem = _not_held(record) if entry["state"] == "ready" else None
         if problem is not None:  # run, verify, export and job refuse it; remove only forgets it
             entry.update(state=NOT_HELD, error=problem)
         out.append(entry)
@@ -54,16 +63,15 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
     lines = []
     strays = []  # (name, prefix, why): entries whose directory no longer holds them (another environment's, ...)
     for record in found:
-        check = "-" if record.verify is None else ("PASS" if record.verify.get("ok") else "FAIL")
-        if record.verify is not None and record.verify.get("on_target") is False:
-            check += "*"  # judged from the profiles of the machines it is for: its GPU part did not run
+        check = _check(record.verify)
         settled = record.name not in states
         if not settled:
             check = states.pop(record.name)  # a --force run of it was interrupted: not PASS until that is settled
         where = record.prefix if Path(record.prefix).is_dir() else f"{record.prefix} (missing)"
-        problem = _not_held(record) if where == record.prefix else None
-        if problem is not None and settled:  # (while a run of it goes on, or was interrupted, it is said below)
-            where = f"{record.prefix} (not {record.name}'s)"
+        problem = _not_held(record) if settled else None  # (while a run of it goes on, or was interrupted: below)
+        if problem is not None:
+            if where == record.prefix:
+                where = f"{record.prefix} (not {record.name}'s)"
             strays.append((record.name, record.prefix, problem))
         lines.append((record.name, record.build, record.backend, record.python, check, record.created[:10], where))
     for entry in broken:
@@ -81,8 +89,11 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
             note += (f"\n{run.name}: its last `envkit create` was interrupted; the next create cleans up, or "
                      f"`envkit remove {run.name} --yes` deletes it.")
     for name, prefix, problem in strays:
-        note += (f"\n{name}: {prefix} no longer holds it ({problem}); `envkit remove {name} --yes` forgets it and "
-                 "leaves the directory alone.")
+        if problem == GONE:
+            note += f"\n{name}: {prefix} is gone; `envkit remove {name} --yes` forgets it."
+        else:
+            note += (f"\n{name}: {prefix} no longer holds it ({problem}); `envkit remove {name} --yes` forgets it "
+                     "and leaves the directory alone.")
     for entry in broken:  # what to do: `envkit remove NAME` forgets it, unless it is not envkit's (a directory)
         fix = entry.hint or f"`envkit remove {entry.name} --yes` forgets it."
         note += f"\n{entry.name}: its record cannot be read ({entry.reason}); {fix[0].lower()}{fix[1:]}"

@@ -44,7 +44,7 @@ class UserDirs(NamedTuple):
 
 def user_dirs(environ: Mapping[str, str]) -> UserDirs:
     """envkit's directories under $XDG_CONFIG_HOME, $XDG_DATA_HOME and $XDG_CACHE_HOME (or their defaults)."""
-    home = Path(environ.get("HOME") or os.path.expanduser("~"))
+    home = Path(_home(environ))
 
     def base(variable: str, default: str) -> Path:
         value = environ.get(variable, "")
@@ -56,3 +56,17 @@ def user_dirs(environ: Mapping[str, str]) -> UserDirs:
         data=base("XDG_DATA_HOME", ".local/share") / APP,
         cache=base("XDG_CACHE_HOME", ".cache") / APP,
     )
+
+
+def _home(environ: Mapping[str, str]) -> str:
+    """$HOME when it is an absolute path, else the user's home from the password database: a relative $HOME would
+    put environments, and the records that name them, under whatever directory envkit was started in."""
+    home = environ.get("HOME", "")
+    if os.path.isabs(home):
+        return home
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:  # a uid with no entry (a container's): the root, never the working directory
+        return "/"

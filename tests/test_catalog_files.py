@@ -83,5 +83,5 @@ def test_a_file_not_in_utf8_names_its_line_not_a_byte_offset(envs_copy: Path):
     at = next(i for i, line in enumerate(lines) if line.startswith(b"summary:"))
     lines[at] = b"summary: PyTorch, \xe9dited in Latin-1"
     path.write_bytes(b"\n".join(lines))
-    refused(listed(envs_copy, "torch"), f"{path}: not UTF-8 at line {at + 1} (byte 0xe9): save the file as UTF-8")
-    refused(validated(envs_copy), f"{path}:{at + 1}: not UTF-8 at line {at + 1}")
+    refused(listed(envs_copy, "torch"), f"{path}: not UTF-8 (byte 0xe9 at line {at + 1}): save the file as UTF-8")
+    refused(validated(envs_copy), f"{path}:{at + 1}: not UTF-8 (byte 0xe9 at line {at + 1})")

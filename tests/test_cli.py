@@ -326,7 +326,8 @@ H100 = {"name": "NVIDIA H100 80GB HBM3", "capability": [9, 0], "memory": 8589934
 
 
 def test_detect_json_names_the_gpus_cuda_visible_devices_hides_as_list_json_does(this_machine):
-    env = {**this_machine([A100, H100]), "CUDA_VISIBLE_DEVICES": "1"}
+    # (CUDA_DEVICE_ORDER=PCI_BUS_ID: numbered as NVML numbers them; CUDA's default puts the H100, the faster, first)
+    env = {**this_machine([A100, H100]), "CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     detected = envkit("detect", "--json", env=env)
     assert detected.returncode == 0, detected.stderr
     data = json.loads(detected.stdout)

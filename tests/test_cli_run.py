@@ -82,3 +82,31 @@ def test_an_executable_that_is_no_program_is_said_not_an_internal_error(here: He
     said = refused(here.run("./noshebang"), "./noshebang cannot be run: Exec format error")
     assert "#! line" in said
 
+
+
+def test_an_environment_without_its_bin_is_not_said_gone_and_the_advice_pastes(here: Here):
+    (here.prefix / "bin").rmdir()  # the directory, and its record, are still there: `remove` deletes, not forgets
+    done = subprocess.run([sys.executable, "-m", "envkit", "run", "fake", "--", "python", "-V"], capture_output=True,
+                          text=True, env=here.env, cwd=here.root, timeout=60)
+    assert done.returncode == 1 and "is gone" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"envkit: error: no environment at {here.prefix} ({here.prefix / 'bin'} does not "
+                                  "exist)\n"), done.stderr
+    assert ("`envkit create torch --build torch-2.15-cpu --name fake --python 3.12 --force` makes it again, or "
+            "`envkit remove fake --yes` deletes it.") in done.stderr
+
+
+def test_an_option_after_env_is_the_command_and_the_error_says_so(here: Here):
+    said = refused(here.run("-h"), "-h: no such command in fake or on PATH")
+    assert "Everything after ENV is the command to run; `envkit run --help` shows what run itself takes." in said
+
+
+def test_the_environment_active_now_is_left_first_as_activating_does():
+    from envkit.activation import activated_environ
+
+    venv = {"PATH": "/work/other/bin:/usr/bin", "VIRTUAL_ENV": "/work/other"}  # its tools stood in for this one's
+    assert activated_environ(Path("/envs/t"), "venv", "t", venv)["PATH"] == "/envs/t/bin:/usr/bin"
+    conda = {"PATH": "/opt/conda/envs/a/bin/:/opt/conda/condabin:/usr/bin", "CONDA_PREFIX": "/opt/conda/envs/a"}
+    assert activated_environ(Path("/envs/t"), "conda", "t", conda)["PATH"] == "/envs/t/bin:/opt/conda/condabin:/usr/bin"
+    # Another kind's stays on PATH, as bin/activate keeps a conda environment's and conda activate a venv's.
+    assert activated_environ(Path("/envs/t"), "venv", "t", conda)["PATH"] == (
+        "/envs/t/bin:/opt/conda/envs/a/bin/:/opt/conda/condabin:/usr/bin")

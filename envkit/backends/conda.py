@@ -13,6 +13,14 @@ from envkit.plan import CUDA_OVERRIDE, Plan
 from envkit.process import query
 
 _INFO_TIMEOUT = 60.0
+# conda and micromamba read any setting from a CONDA_<KEY> (micromamba: MAMBA_<KEY>) variable. These choose what is
+# installed, for which platform or from where, past --override-channels: a user's CONDA_SUBDIR=osx-64 or
+# CONDA_PINNED_PACKAGES would silently change the build. Network settings (proxies, SSL, timeouts), the package
+# cache and the virtual-package overrides other than __cuda (set from the plan) stay.
+_CHOOSERS = ("SUBDIR", "PLATFORM", "CHANNELS", "DEFAULT_CHANNELS", "CHANNEL_ALIAS", "CUSTOM_CHANNELS",
+             "CUSTOM_MULTICHANNELS", "MIRRORED_CHANNELS", "PINNED_PACKAGES", "CREATE_DEFAULT_PACKAGES",
+             "ADD_PIP_AS_PYTHON_DEPENDENCY", "CHANNEL_PRIORITY", "REPODATA_FNS", "USE_LOCAL", "USE_ONLY_TAR_BZ2")
+_DROPPED = frozenset(f"{tool}_{key}" for tool in ("CONDA", "MAMBA") for key in _CHOOSERS)
 
 
 def envs_dir(tool: CondaTool, environ: Mapping[str, str]) -> Path:
@@ -57,9 +65,11 @@ class CondaBackend:
                 *defaults, *channels, *plan.conda.specs]
 
     def _environ(self, plan: Plan, context: Context) -> dict[str, str]:
-        """The machine's __cuda for the solve, from the plan (a Slurm partition's, when building for one)."""
+        """The machine's __cuda for the solve, from the plan (a Slurm partition's, when building for one); none of
+        the user's variables that choose packages, platform or channels."""
         assert plan.conda is not None
-        return {**context.environ, CUDA_OVERRIDE: plan.conda.cuda or ""}
+        kept = {k: v for k, v in context.environ.items() if k.upper() not in _DROPPED}
+        return {**kept, CUDA_OVERRIDE: plan.conda.cuda or ""}
 
     def describe(self, plan: Plan, context: Context) -> list[str]:
         cuda = plan.conda.cuda if plan.conda else None

@@ -18,6 +18,7 @@ from envkit.catalog.model import Catalog, Manifest, Tables
 from envkit.catalog.schema import parse_manifest
 from envkit.catalog.tables import parse_cuda_table, parse_python_table
 from envkit.errors import ManifestError, UnknownNameError
+from envkit.files import NotUtf8, utf8_text
 from envkit.yamltext import parse_yaml  # the loader of every YAML/JSON file a user gives: no key given twice
 
 
@@ -83,11 +84,9 @@ def read_text(path: Path) -> str:
         with open(fd, "rb", closefd=False) as stream:
             data = stream.read()
         try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:  # where, in the admin's terms: a line, not a byte offset
-            line = data[: exc.start].count(b"\n") + 1
-            raise ManifestError(str(path), f"not UTF-8 at line {line} (byte 0x{data[exc.start]:02x}): save the file "
-                                           "as UTF-8", line=line) from None
+            return utf8_text(data)
+        except NotUtf8 as exc:  # where, in the admin's terms: a line, not a byte offset
+            raise ManifestError(str(path), f"not UTF-8 ({exc}): save the file as UTF-8", line=exc.line) from None
     except OSError as exc:
         raise ManifestError(str(path), f"cannot be read: {exc}") from None
     finally:

@@ -34,10 +34,12 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
     judged = _machines_to_judge(tables, target, None if this_machine else record)  # bad input fails here
     outside = _outside_target(record, judged[0][1]) if this_machine else None
     _say_job(environ or os.environ)
+    # The commands the advice gives read the same manifests: the build they name may be in these only.
+    manifests = ("--manifests", str(target.manifests)) if target.manifests is not None else ()
     reports = check_against(python, options, [(profile, here) for _, profile, here, _ in judged],
                             environ or os.environ, tables=tables, expected=expected,
                             manifest_for=lambda name: _framework_manifest(directory, tables, name),
-                            machine_args=[args for _, _, _, args in judged])
+                            machine_args=[(*args, *manifests) for _, _, _, args in judged])
     names = [list(names) for names, _, _, _ in judged]
     recorded = record.target_partition() if record is not None and target.on_target else None  # the machines judged
     partition = target.partition or recorded

@@ -270,11 +270,22 @@ def find_record(name: str, settled: bool = True, held: bool = True):
         ownership.check_held(record)
     if record is None:
         known = [r.name for r in records.load_all(dirs.records)]
-        raise UnknownNameError(
-            f"envkit made no environment named {name!r}",
-            hint=f"Its environments: {', '.join(known)}." if known else "It has made none yet: `envkit create torch`.",
-        )
+        raise UnknownNameError(f"envkit made no environment named {name!r}", hint=known_names_hint(name, known))
     return record
+
+
+def known_names_hint(name: str, known: list[str], shown: int = 12) -> str:
+    """The environments there are, for an unknown ``name``: all of a few; of many, the closest and how to list
+    them all."""
+    if not known:
+        return "It has made none yet: `envkit create torch`."
+    if len(known) <= shown:
+        return f"Its environments: {', '.join(known)}."
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
+    listed = f"`envkit envs` lists its {len(known)} environments."
+    return f"Did you mean {', '.join(close)}? {listed}" if close else listed
 
 
 def environment_python(prefix: Path, record=None) -> Path:

@@ -48,7 +48,8 @@ def create(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and the exact commands; change nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before creating.")] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="Replace an environment of the same name (kept if the new one fails).")
+        bool, typer.Option("--force", help="Replace an environment of the same name (kept if the new one fails, "
+                           "or fails its check).")
     ] = False,
     json_output: JsonOption = False,
     no_verify: Annotated[bool, typer.Option("--no-verify", help="Skip the post-install check.")] = False,

@@ -12,9 +12,11 @@ from envkit.commands.options import JsonOption, RunInArgument
 def list_envs(json_output: JsonOption = False) -> None:
     """List the environments envkit made: build, backend, Python, the last check's result, where they are.
 
-    A run of `envkit create` that is going on shows as "being created"; one that was killed shows as "interrupted"
-    until the next create, or `envkit remove NAME`, cleans up after it. A record that cannot be read shows as
-    "unreadable", with the reason; `envkit remove NAME` forgets it."""
+    A run of `envkit create` that is going on shows as "being created"; one killed before its environment was
+    complete shows as "interrupted" until the next create, or `envkit remove NAME`, cleans up after it. A record that cannot be read shows as
+    "unreadable", with the reason; `envkit remove NAME` forgets it. One whose directory is gone, or holds another
+    environment or none, is marked beside its directory ("missing", "not NAME's"; in JSON the state "not held", with
+    the reason): envkit never runs it, and `envkit remove NAME` forgets it, leaving the directory alone."""
     with reported_errors():
         from envkit import records
         from envkit.create.journal import interrupted
@@ -31,7 +33,8 @@ def list_envs(json_output: JsonOption = False) -> None:
 
 def remove(
     env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to delete (`envkit envs` lists them).")],
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (needed without a terminal "
+                                                          "to ask on).")] = False,
 ) -> None:
     """Delete an environment envkit made: its directory, its Jupyter kernel and its record.
 
@@ -101,9 +104,10 @@ def run(
         if not argv:
             raise BadInputError("give the command to run after --", hint=f"e.g. envkit run {env} -- python -V")
         prefix = Path(record.prefix)
-        if not (prefix / "bin").is_dir():
-            raise EnvkitError(f"environment {env} is gone from {prefix}",
-                              hint=f"`envkit remove {env} --yes` forgets it; `envkit create` makes it again.")
+        if not (prefix / "bin").is_dir():  # (the directory is there and holds its record: find_record checked)
+            raise EnvkitError(f"no environment at {prefix} ({prefix / 'bin'} does not exist)",
+                              hint=f"`{record.remake_command('--force')}` makes it again, or "
+                                   f"`envkit remove {record.name} --yes` deletes it.")
         environ = activated_environ(prefix, record.kind, record.name, os.environ)
         check_command(argv[0], environ["PATH"], env)
         full = activated_argv(prefix, record.kind, argv)

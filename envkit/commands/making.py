@@ -51,7 +51,7 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
     import os
     import sys
 
-    from envkit.create.execute import AlreadyExists, check_available
+    from envkit.create.execute import AlreadyExists, ReplacementFailed, check_available
     from envkit.create.render import plan_json, plan_text
     from envkit.errors import BadInputError
 
@@ -85,7 +85,14 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
     if asks and not typer.confirm("Create it?", default=not prepared.plan.gpu_unused, err=True):
         typer.echo("envkit: nothing created", err=True)
         raise typer.Exit(1)
-    outcome = _execute(prepared, manifest, tables, dirs, force, verbose, probe_timeout)
+    try:
+        outcome = _execute(prepared, manifest, tables, dirs, force, verbose, probe_timeout, target_argv(target))
+    except ReplacementFailed as failed:  # the report says why; the error, printed after it, what was kept
+        from envkit.create.render import report_only_json, report_only_text
+
+        print_json(report_only_json(prepared, failed.report)) if json_output else \
+            typer.echo(report_only_text(failed.report))
+        raise
     if json_output:
         from envkit.create.render import outcome_json
 
@@ -105,8 +112,10 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
     raise typer.Exit(1 if failed else 0)
 
 
-def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe_timeout: float):
-    """Make the environment, with progress on stderr and the post-install check as `envkit run` would run it."""
+def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe_timeout: float,
+             machine_args: list[str]):
+    """Make the environment, with progress on stderr and the post-install check as `envkit run` would run it; the
+    commands its advice gives name the target as create was told it (``machine_args``)."""
     import os
     import sys
 
@@ -117,12 +126,14 @@ def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe
 
     def checker(plan, python):
         from envkit.activation import activated_environ
-        from envkit.probe.check import check_environment
+        from envkit.probe.check import check_against
         from envkit.probe.runner import ProbeOptions
 
         options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout)
         environ = activated_environ(plan.prefix, plan.kind, plan.name, os.environ)  # as `envkit run` runs it
-        return check_environment(python, options, plan.profile, environ, manifest_for=lambda _: manifest,
-                                 tables=tables, on_target=plan.on_target, expected=plan.build)
+        [report] = check_against(python, options, [(plan.profile, plan.on_target)], environ,
+                                 manifest_for=lambda _: manifest, tables=tables, expected=plan.build,
+                                 machine_args=[machine_args])
+        return report
 
     return execute(prepared, dirs, progress, force, checker, os.environ)

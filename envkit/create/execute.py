@@ -5,8 +5,8 @@ dies without a chance to clean up (SIGKILL, a power cut) is undone by the next o
 Order: lock the name and the prefix; stop what a dead run left running and undo it (this name's, then any other's
 whose lock is free); decide what --force replaces and set it aside; say in the journal that the prefix is being made,
 make it (backend) and stamp it; pip steps, each package checked to be the build asked for; Jupyter kernel; the
-post-install check; the record (with the run's id); unstamp; delete what was replaced. Every child process is in the
-journal as it starts.
+post-install check (a --force run whose new environment fails it is undone: the old one stays); the record (with the
+run's id); unstamp; delete what was replaced. Every child process is in the journal as it starts.
 """
 
 from __future__ import annotations
@@ -44,6 +44,14 @@ class AlreadyExists(EnvkitError):
     """An environment of that name (or something else at that path) is in the way."""
 
 
+class ReplacementFailed(EnvkitError):
+    """--force: the new environment failed its post-install check, so the one it was to replace is kept."""
+
+    def __init__(self, message: str, hint: str, report: "Report") -> None:
+        super().__init__(message, hint)
+        self.report = report
+
+
 @dataclass(frozen=True)
 class Outcome:
     record: records.Record
@@ -70,10 +78,10 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
             journal = Journal(journal_path(dirs.locks, plan.name), name=plan.name, prefix=str(plan.prefix),
                               run=os.urandom(8).hex(), kernelspec=str(spec) if spec else None,
                               old_record=old.to_dict() if old is not None else None)
-            journal.save()
-            pause_at("journal")
             building = False
             try:
+                journal.save()  # inside: a Ctrl-C right after it is undone (the journal with it), not left
+                pause_at("journal")
                 for path in replaced:
                     journal.move_aside(path)
                 pause_at("aside")
@@ -82,6 +90,12 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
                 pause_at("begun")
                 with watching(journal.add_process):
                     record, report = _build(prepared, progress, checker, journal)
+                if report is not None and not report.ok and old is not None and Path(old.prefix) in replaced:
+                    raise ReplacementFailed(
+                        f"the new {plan.name} failed its post-install check, so it replaced nothing: the "
+                        f"environment at {old.prefix} is kept as it was", report=report,
+                        hint="The report above says why. Without --force, create it under another --name to keep "
+                             "and inspect the new one.")
                 records.save(record, dirs.records)
                 pause_at("recorded")
                 unstamp(plan.prefix)
@@ -93,8 +107,9 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
             try:
                 journal.commit()
             except KeyboardInterrupt:
-                progress.note(f"{plan.name} is complete; deleting what it replaced was interrupted: the next "
-                              "`envkit create` of it finishes that")
+                left = ", ".join(aside for _, aside in journal.set_aside)
+                progress.note(f"{plan.name} is complete and ready to use; deleting what it replaced ({left}) was "
+                              "interrupted: the next `envkit create` finishes that")
                 raise
             replaced_prefix = old.prefix if old is not None and Path(old.prefix) in replaced else None
             return Outcome(record=record, report=report, replaced=replaced_prefix)

@@ -132,7 +132,8 @@ class Journal:
             elif self.making_prefix and ownership.owner(prefix) is None:
                 notes.append(f"{prefix} was left by an envkit run that was stopped while making it; envkit cannot "
                              "tell it from files of yours, so it is still there: remove it yourself")
-        if self.kernelspec and prefix is not None:
+        began = made_prefix if made_prefix is not None else self.making_prefix
+        if self.kernelspec and prefix is not None and began:  # before that, a kernel there is the old one's
             spec = Path(self.kernelspec)
             if runs_in(spec, prefix):
                 remove_tree(spec)
@@ -182,6 +183,12 @@ def _finished(journal: Journal) -> Optional[dict[str, Any]]:
     if inside is None or inside.get("run") != journal.run or inside.get("name") != journal.name:
         return None
     return inside
+
+
+def _complete(journal: Optional[Journal]) -> bool:
+    """Whether a dead run had made its environment (only deleting what it replaced was left): that one stands, and
+    the next create or remove deletes the rest."""
+    return journal is not None and (journal.committed or _finished(journal) is not None)
 
 
 def recover(path: Path, records_dir: Path) -> list[str]:
@@ -234,7 +241,7 @@ def interrupted(locks: Path) -> list[Interrupted]:
         name = path.name[: -len(".creating")]
         journal = Journal.load(path)
         running = _running(locks, name)
-        if journal is not None and running is not None:
+        if journal is not None and running is not None and (running or not _complete(journal)):
             out.append(Interrupted(name=name, prefix=journal.prefix, running=running))
     return out
 
@@ -256,7 +263,7 @@ def check_settled(locks: Path, name: str) -> None:
     running = _running(locks, name)
     if running:
         raise Busy(f"environment {name!r} is being created right now", hint="Wait for that run to finish.")
-    if running is False:
+    if running is False and not _complete(Journal.load(journal_path(locks, name))):
         raise EnvkitError(f"the last `envkit create` of {name!r} was interrupted before it finished",
                           hint=f"`envkit create` of it cleans up (or `envkit remove {name} --yes` deletes it).")
 

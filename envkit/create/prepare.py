@@ -86,7 +86,7 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
     backend_name, why = choose_backend(request.backend, build, candidate.python, tools)
     if backend_name == "conda" and request.prefix is None and name in ("base", "root"):
         raise BadInputError(f"{name!r} is the name of conda's own base environment", hint="Choose another --name.")
-    prefix = outside_environments(_location(request.prefix, backend_name, tools, config, dirs, name, environ))
+    prefix = usable_prefix(_location(request.prefix, backend_name, tools, config, dirs, name, environ), dirs, config)
     pips = pip_parts(build, tables.python, config, request.jupyter)
     conda_install = None
     if backend_name != "venv":
@@ -125,19 +125,50 @@ def name_for(name: Optional[str], prefix: Optional[Path], default: str) -> str:
     return default
 
 
-def outside_environments(prefix: Path) -> Path:
+def usable_prefix(prefix: Path, dirs: UserDirs, config: Config) -> Path:
+    """``prefix``, unless an environment cannot go there (BadInputError, exit 2): see :func:`_outside_environments`
+    and :func:`_not_envkits_own`. For `create` and `create --from-lock` alike."""
+    _not_envkits_own(_outside_environments(prefix), dirs, config)
+    return prefix
+
+
+def _outside_environments(prefix: Path) -> Path:
     """``prefix``, unless it lies inside an environment envkit made: `envkit remove` of that one would delete this
-    one with it (BadInputError, exit 2)."""
+    one with it, or is a path the system refuses (a name too long): BadInputError, exit 2."""
+    import errno
     import os
 
     from envkit.ownership import owner
 
+    try:
+        os.lstat(prefix)
+    except OSError as error:
+        if error.errno not in (errno.ENOENT, errno.ENOTDIR):
+            raise BadInputError(f"--prefix {prefix}: {error.strerror or error}",
+                                hint="Give a shorter path (each part up to 255 bytes)."
+                                if error.errno == errno.ENAMETOOLONG else "Give a directory you can use.") from None
     for parent in Path(os.path.normpath(prefix)).parents:  # (outer/../new is not inside outer)
         holder = owner(parent)
         if holder is not None:
             raise BadInputError(f"{prefix} is inside the environment {holder} ({parent}): removing that one would "
                                 "delete this one too", hint="Give a directory outside it.")
     return prefix
+
+
+def _not_envkits_own(prefix: Path, dirs: UserDirs, config: Config) -> None:
+    """BadInputError (exit 2) for a prefix that is envkit's own data directory, its environments directory or a
+    directory above them (an environment there would hold envkit's records: removing it deletes them all), or that
+    lies inside the data directory other than in its environments directory."""
+    import os
+
+    where = Path(os.path.normpath(prefix))
+    roots = [Path(os.path.normpath(d)) for d in (dirs.data, dirs.envs, config.envs_dir) if d is not None]
+    inside_envs = any(where.is_relative_to(root) and where != root for root in roots[1:])
+    if any(root == where or root.is_relative_to(where) for root in roots) or \
+            (where.is_relative_to(roots[0]) and not inside_envs):
+        raise BadInputError(f"--prefix {prefix} is envkit's own directory ({dirs.data}), inside it or above it: "
+                            "an environment there would hold envkit's records, or sit among them",
+                            hint=f"Give a directory of its own, e.g. --prefix {dirs.envs / 'NAME'}.")
 
 
 def _location(prefix: Optional[Path], backend: str, tools: Tools, config: Config, dirs: UserDirs, name: str,

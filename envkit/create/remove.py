@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -14,7 +15,8 @@ from envkit import ownership, records
 from envkit.create.journal import recover_name
 from envkit.create.lock import name_lock
 from envkit.errors import EnvkitError
-from envkit.jupyter import remove_kernel
+from envkit.jupyter import kernels_dir, remove_kernel
+from envkit.records import in_prefix
 from envkit.userdirs import UserDirs
 
 
@@ -54,12 +56,48 @@ def _delete(name: str, prefix: Path, kernel: Optional[str], environ: Mapping[str
         return
     if kernel and remove_kernel(kernel, prefix, environ):
         done.append(f"Removed the Jupyter kernel {kernel!r}.")
+    elif kernel and os.path.lexists(kernels_dir(environ) / kernel):
+        done.append(f"Left the Jupyter kernel {kernel!r} alone: it no longer runs this environment's Python.")
     if problem is not None:
         done.append(f"{prefix} was already gone.")
         return
+    linked = os.path.islink(prefix)  # moved to another disk and linked back: the directory, then the link
+    real = Path(os.path.realpath(prefix)) if linked else prefix
     try:
-        shutil.rmtree(prefix)
+        _delete_tree(real)
+        if linked:
+            os.unlink(prefix)
     except OSError as error:
-        raise EnvkitError(f"cannot delete {prefix}: {error.strerror or error} ({error.filename})",
+        raise EnvkitError(f"cannot delete {prefix}: {error.strerror or error} ({error.filename or real})",
                           hint="Fix the permissions there and run `envkit remove` again.") from None
-    done.append(f"Deleted {prefix}.")
+    done.append(f"Deleted {real} and the link {prefix} to it." if linked else f"Deleted {prefix}.")
+
+
+def _delete_tree(root: Path) -> None:
+    """``root`` and all it holds; the record that says it is envkit's environment last, so that a deletion that
+    fails part-way leaves a directory `envkit remove` still knows as the environment, to finish it."""
+    keep = in_prefix(root).parent
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.path == str(keep):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                _rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+    if os.path.lexists(keep):
+        _rmtree(str(keep))
+    os.rmdir(root)
+
+
+def _rmtree(path: str) -> None:
+    """shutil.rmtree, its error naming the whole path of what it could not delete (its own names that relative to
+    the directory it was in)."""
+    def named(function, name, error) -> None:
+        error = error[1] if isinstance(error, tuple) else error  # onerror's exc_info; onexc's exception (3.12)
+        raise OSError(error.errno, error.strerror, name) from None
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=named)
+    else:
+        shutil.rmtree(path, onerror=named)

@@ -11,6 +11,7 @@ from envkit.render import machine_line
 
 if TYPE_CHECKING:
     from envkit.create.execute import Outcome
+    from envkit.probe.diagnose import Report
 
 
 def plan_commands(prepared: Prepared) -> list[str]:
@@ -105,6 +106,19 @@ def outcome_json(prepared: Prepared, outcome: "Outcome") -> dict[str, Any]:
     report = report_json(outcome.report) if outcome.report is not None else None
     return {"plan": plan_json(prepared), "record": outcome.record.to_dict(), "verify": report,
             "replaced": outcome.replaced}
+
+
+def report_only_json(prepared: Prepared, report: "Report") -> dict[str, Any]:
+    """outcome_json of a run that made nothing it kept (--force whose new environment failed its check)."""
+    from envkit.probe.render import report_json
+
+    return {"plan": plan_json(prepared), "record": None, "verify": report_json(report), "replaced": None}
+
+
+def report_only_text(report: "Report") -> str:
+    from envkit.probe.render import report_text
+
+    return report_text(report)
 
 
 def outcome_text(prepared: Prepared, outcome: "Outcome") -> str:

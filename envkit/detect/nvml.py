@@ -62,7 +62,20 @@ def _describe(nvml: Any, exc: Exception) -> str:
         return f"library {NVML_LIBRARY} not found"
     if code == nvml.NVML_ERROR_DRIVER_NOT_LOADED:
         return "NVIDIA driver not loaded"
-    return str(exc)  # pynvml's own wording: "Insufficient Permissions", "GPU is lost", ...
+    why = _CAUSES.get(code)
+    return f"{exc} ({why})" if why else str(exc)  # pynvml's own wording, and what it means where it is not plain
+
+
+# What the NVML errors a working-looking machine gives mean, and what to do (keyed by pynvml's NVML_ERROR_* codes).
+_CAUSES = {
+    18: "the driver's libraries and its loaded kernel module are different versions, as after a driver upgrade "
+        "without a reboot: CUDA programs fail until the machine is rebooted (or the nvidia modules reloaded); "
+        "what the kernel module says is used meanwhile",  # NVML_ERROR_LIB_RM_VERSION_MISMATCH
+    4: "this user may not open the GPUs' device files /dev/nvidia*, so CUDA programs run by it cannot use them "
+       "either: ask the administrator for access (or, in a container, for the devices)",  # NVML_ERROR_NO_PERMISSION
+    15: "the GPU fell off the bus (Xid 79 in dmesg): no program can use it until it is reset or the machine "
+        "rebooted",  # NVML_ERROR_GPU_IS_LOST
+}
 
 
 def _text(value: Any) -> str:
@@ -99,7 +112,9 @@ def _read(nvml: Any, gpu_names: GpuNameTable) -> MachineProfile:
     gpus: tuple[Gpu, ...] = ()
     count = reader.call("GPU count", nvml.nvmlDeviceGetCount)
     if count is not None:
-        gpus = tuple(_gpu(reader, index, gpu_names) for index in range(count))
+        found = [_gpu(reader, index, gpu_names) for index in range(count)]
+        # CUDA numbers only the GPUs this process may open, from 0: so are they here when NVML refused some.
+        gpus = tuple(gpu._replace(index=number) for number, gpu in enumerate(g for g in found if g is not None))
         sources[GPUS] = NVML
     return MachineProfile(
         gpus=gpus, cuda_driver=cuda_driver, driver_version=driver_version, sources=sources, notes=tuple(reader.notes)
@@ -139,19 +154,29 @@ def _cuda_driver(reader: _Reader) -> Optional[CudaVersion]:
         return None
 
 
-def _gpu(reader: _Reader, index: int, gpu_names: GpuNameTable) -> Gpu:
-    """One GPU; what NVML cannot tell about it stays unknown, and the other GPUs are read all the same."""
+def _gpu(reader: _Reader, index: int, gpu_names: GpuNameTable) -> Optional[Gpu]:
+    """One GPU; what NVML cannot tell about it stays unknown, and the other GPUs are read all the same. None for
+    a GPU this process may not open (NVML counts it all the same): CUDA here cannot use it either."""
     nvml = reader.nvml
-    handle = reader.call(f"GPU {index}", nvml.nvmlDeviceGetHandleByIndex, index)
-    if handle is None:
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    except nvml.NVMLError as exc:
+        if getattr(exc, "value", None) == 4:  # NVML_ERROR_NO_PERMISSION
+            reader.notes.append(f"NVML: GPU {index}: {exc}: this process may not open it (a Slurm job's or a "
+                                "container's device limits), so CUDA cannot use it either: not counted, and the "
+                                "GPUs it may use are numbered from 0, as CUDA numbers them")
+            return None
+        reader.notes.append(f"NVML: GPU {index}: {_describe(nvml, exc)}")
         return Gpu(index=index, name="unknown GPU", compute_capability=None, source=NVML)
     raw_name = reader.call(f"GPU {index} name", nvml.nvmlDeviceGetName, handle)
     name = _text(raw_name) if raw_name is not None else "unknown GPU"
     memory = reader.call(f"GPU {index} memory", nvml.nvmlDeviceGetMemoryInfo, handle)
     memory_mib = int(memory.total) // _MIB if memory is not None else None
     capability = reader.call(f"GPU {index} compute capability", nvml.nvmlDeviceGetCudaComputeCapability, handle)
+    uuid = _quiet(nvml, "nvmlDeviceGetUUID", handle)
+    ids = {"uuid": _text(uuid) if uuid is not None else None, "mig_uuids": _mig_uuids(nvml, handle)}
     if capability is None:
-        return gpu_from_name(index, name, gpu_names, NVML, memory_mib)
+        return gpu_from_name(index, name, gpu_names, NVML, memory_mib)._replace(**ids)
     major, minor = capability
     return Gpu(
         index=index,
@@ -159,4 +184,30 @@ def _gpu(reader: _Reader, index: int, gpu_names: GpuNameTable) -> Gpu:
         compute_capability=ComputeCapability(int(major), int(minor)),
         memory_mib=memory_mib,
         source=NVML,
+        **ids,
     )
+
+
+def _quiet(nvml: Any, function: str, *args: Any) -> Optional[Any]:
+    """A call whose failure is no fact worth a note (a GPU without MIG, an NVML without the function): None."""
+    call = getattr(nvml, function, None)
+    if call is None:
+        return None
+    try:
+        return call(*args)
+    except nvml.NVMLError:
+        return None
+
+
+def _mig_uuids(nvml: Any, handle: Any) -> tuple[str, ...]:
+    """The UUIDs of the GPU's MIG devices (what CUDA_VISIBLE_DEVICES=MIG-... names), when MIG mode is on."""
+    mode = _quiet(nvml, "nvmlDeviceGetMigMode", handle)
+    if not mode or mode[0] != 1:  # (current, pending); 1: NVML_DEVICE_MIG_ENABLE
+        return ()
+    uuids = []
+    for slot in range(_quiet(nvml, "nvmlDeviceGetMaxMigDeviceCount", handle) or 0):
+        device = _quiet(nvml, "nvmlDeviceGetMigDeviceHandleByIndex", handle, slot)  # empty slots: NOT_FOUND
+        uuid = _quiet(nvml, "nvmlDeviceGetUUID", device) if device is not None else None
+        if uuid is not None:
+            uuids.append(_text(uuid))
+    return tuple(uuids)

@@ -54,6 +54,11 @@ def probe_proc(proc_root: Path, gpu_names: GpuNameTable) -> MachineProfile:
     try:
         version_text = (nvidia / "version").read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
+        if _tegra(proc_root):
+            return MachineProfile(notes=(f"{PROC_VERSION}: not present: this is an NVIDIA Jetson (Tegra), whose "
+                                         "integrated GPU has neither NVML nor that driver; envkit's builds are for "
+                                         "discrete NVIDIA GPUs, so it is judged as having none (for its GPU, use "
+                                         "NVIDIA's JetPack builds)",))
         return MachineProfile(notes=(f"{PROC_VERSION}: not present (no NVIDIA kernel module loaded)",))
     except OSError as exc:
         return MachineProfile(notes=(f"{PROC_VERSION}: cannot be read: {exc.strerror or exc}",))
@@ -76,6 +81,15 @@ def probe_proc(proc_root: Path, gpu_names: GpuNameTable) -> MachineProfile:
         )
         sources[GPUS] = PROC_GPUS
     return MachineProfile(gpus=gpus, driver_version=driver_version, sources=sources, notes=tuple(notes))
+
+
+def _tegra(proc_root: Path) -> bool:
+    """Whether the device tree says this is an NVIDIA Tegra system-on-chip (Jetson): "nvidia,tegra234", ..."""
+    try:
+        compatible = (proc_root / "device-tree" / "compatible").read_bytes()
+    except OSError:
+        return False
+    return any(entry.startswith(b"nvidia,tegra") for entry in compatible.split(b"\0"))
 
 
 def _model(directory: Path, bus_id: str) -> str:

@@ -54,8 +54,8 @@ def parse_query(text: str, fields: Sequence[str] = QUERY_FIELDS) -> SmiQuery:
     gpus = []
     drivers = []
     for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+        if not _LEADING_NUMBER.match(line):
+            continue  # blank, or what nvidia-smi says besides ("WARNING: infoROM is corrupted at gpu 0000:...")
         values = [value.strip() for value in line.split(",")]
         if len(values) > len(fields) and "name" in fields:
             # A name with a comma in it: the extra values belong to the name.

@@ -21,7 +21,7 @@ from envkit.backends.base import Backend, Context, OnLine
 from envkit.backends.tools import Tools, find_python, find_uv
 from envkit.catalog.model import Build, Manifest, Tables
 from envkit.config import Config
-from envkit.create.prepare import Prepared, name_for, outside_environments
+from envkit.create.prepare import Prepared, name_for, usable_prefix
 from envkit.errors import InstallError
 from envkit.files import write_atomic
 from envkit.fleet import names_text
@@ -129,8 +129,8 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
         raise InstallError(f"the lock has no conda part and there is no Python {python} on this machine to make a "
                            "venv with", hint=f"Install Python {python}, or lock a build that brings its own Python.")
     tools = Tools(conda=None, uv=uv, python=system_python)
-    prefix = outside_environments(Path(request.prefix).expanduser().absolute() if request.prefix is not None
-                                  else (config.envs_dir or dirs.envs) / name)
+    prefix = usable_prefix(Path(request.prefix).expanduser().absolute() if request.prefix is not None
+                           else (config.envs_dir or dirs.envs) / name, dirs, config)
     backend: Backend
     if conda:
         backend = LockedCondaBackend(conda, conda_sources, request.path)

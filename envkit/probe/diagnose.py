@@ -154,7 +154,10 @@ def _create_phrase(facts: Facts) -> str:
     framework = facts.probe.framework
     if framework:
         return f"there is no manifest for {framework} to pick a build from."
-    return "`envkit list` shows the builds that fit this machine."
+    import shlex
+
+    machine = "this machine" if facts.on_target else "that machine"  # named by the options it was judged with
+    return f"`{shlex.join(['envkit', 'list', *facts.machine_args])}` shows the builds that fit {machine}."
 
 
 def _devices(facts: Facts) -> tuple[DeviceVerdict, ...]:

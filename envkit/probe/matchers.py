@@ -71,7 +71,13 @@ def driver_cuda_from(probe: ProbeResult) -> Optional[CudaVersion]:
 def timed_out(f: Facts) -> Iterable[Mapping[str, Any]]:
     if f.probe.failure == TIMED_OUT:
         timeout = f.probe.timeout or 0
-        yield {"timeout": f"{timeout:g}", "longer": f"{max(timeout * 2, 60):g}"}
+        if f.profile.gpus or f.profile.hidden_gpus or not f.on_target:
+            suspect = ("A GPU or driver that hangs is the usual reason: look at `nvidia-smi` (a process stuck on the "
+                       "GPU) and for Xid errors in `dmesg`.")
+        else:  # no GPU here to hang on: the Python, or what it imports, does
+            suspect = (f"This machine has no GPU to hang on: run `{f.probe.python_executable} -V` to see whether "
+                       "that Python starts at all, and look for an import that waits (a network filesystem, a lock).")
+        yield {"timeout": f"{timeout:g}", "longer": f"{max(timeout * 2, 60):g}", "suspect": suspect}
 
 
 def old_python(f: Facts) -> Iterable[Mapping[str, Any]]:
@@ -182,7 +188,9 @@ def slurm_no_gpu(f: Facts) -> Iterable[Mapping[str, Any]]:
 
 def gpus_hidden(f: Facts) -> Iterable[Mapping[str, Any]]:
     value = f.env.get("CUDA_VISIBLE_DEVICES")
-    if value is not None and _no_gpu_visible(f) and hides_all(value, _all_gpus(f)):
+    # Hidden by it as envkit read it (a UUID matched to none of NVML's GPUs), or by its form alone.
+    read_as_hiding = bool(f.profile.hidden_gpus) and not f.profile.gpus
+    if value is not None and _no_gpu_visible(f) and (read_as_hiding or hides_all(value, _all_gpus(f))):
         yield {"value": value}
 
 

@@ -34,9 +34,8 @@ class Rule:
 
 RULES: tuple[Rule, ...] = (
     Rule("probe-timed-out", "the check did not finish within {timeout} s and was stopped",
-         "A GPU or driver that hangs is the usual reason: look at `nvidia-smi` (a process stuck on the GPU) and for "
-         "Xid errors in `dmesg`. If the machine is only slow (the first start of a build compiles its PTX), rerun "
-         "with --probe-timeout {longer}.", m.timed_out),
+         "{suspect} If the machine is only slow (the first start of a build compiles its PTX), rerun with "
+         "--probe-timeout {longer}.", m.timed_out),
     Rule("python-too-old", "{python} cannot run the check: it needs Python 3.6 or newer",
          "Check an environment with Python 3.6 or newer ({another_env}); {create}", m.old_python),
     Rule("probe-no-report", "the check {what}; the last thing it wrote on stderr: {tail}",

@@ -97,7 +97,12 @@ def check_request(python: Path, options: ProbeOptions) -> None:
     if not python.exists():
         raise BadInputError(f"--python {python}: no such file", hint="Pass the path of the environment's python.")
     if python.is_dir():
-        raise BadInputError(f"--python {python} is a directory", hint=f"Did you mean {python / 'bin' / 'python'}?")
+        # An environment's directory (PREFIX/bin/python) or its bin directory: the Python in it, where there is one.
+        inside = next((candidate for candidate in (python / "bin" / "python", python / "python")
+                       if candidate.is_file()), None)
+        raise BadInputError(f"--python {python} is a directory",
+                            hint=f"Did you mean {inside}?" if inside is not None
+                            else "Pass the path of a Python interpreter (an environment's bin/python).")
 
 
 def run_probe(

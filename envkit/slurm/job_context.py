@@ -22,6 +22,8 @@ class JobContext(NamedTuple):
     job_id: Optional[str]  # SLURM_JOB_ID
     node: Optional[str]  # SLURMD_NODENAME
     visible: Optional[tuple[str, ...]]  # CUDA_VISIBLE_DEVICES split on commas; None when not set
+    # CUDA_DEVICE_ORDER: unless it is PCI_BUS_ID, CUDA numbers the GPUs fastest first, not in NVML's (PCI) order
+    order: Optional[str] = None
 
     @property
     def in_job(self) -> bool:
@@ -32,7 +34,7 @@ def job_context(environ: Mapping[str, str]) -> JobContext:
     raw = environ.get("CUDA_VISIBLE_DEVICES")
     visible = None if raw is None else tuple(part.strip() for part in raw.split(",") if part.strip())
     return JobContext(job_id=environ.get("SLURM_JOB_ID") or None, node=environ.get("SLURMD_NODENAME") or None,
-                      visible=visible)
+                      visible=visible, order=environ.get("CUDA_DEVICE_ORDER"))
 
 
 def apply_job_context(profile: MachineProfile, context: JobContext) -> MachineProfile:
@@ -52,7 +54,12 @@ def apply_job_context(profile: MachineProfile, context: JobContext) -> MachinePr
         wanted = _read_as_cuda_does(context.visible, profile)  # (-1, none, NoDevFiles: no GPU named, none taken)
         if wanted is None:
             notes.append(f"{where}: CUDA_VISIBLE_DEVICES={raw} names GPUs by UUID or MIG id, which envkit cannot "
-                         "match to NVML's list: all GPUs are shown")
+                         "match to NVML's list (NVML did not give the GPUs' UUIDs): all GPUs are shown")
+        elif _numbered_fastest_first(context, wanted, profile):
+            notes.append(f"{where}: CUDA_VISIBLE_DEVICES={raw} numbers GPUs as CUDA does, fastest first "
+                         "(CUDA_DEVICE_ORDER is not PCI_BUS_ID), and this machine's GPUs differ, so envkit cannot "
+                         "tell which of them it names: all GPUs are shown. Set CUDA_DEVICE_ORDER=PCI_BUS_ID to "
+                         "number them as NVML and nvidia-smi do.")
         else:
             gpus = tuple(gpu for gpu in profile.gpus if gpu.index in wanted)
             notes.append(f"{where}: only the GPUs in CUDA_VISIBLE_DEVICES={raw} count ({len(gpus)} of the "
@@ -67,17 +74,45 @@ def apply_job_context(profile: MachineProfile, context: JobContext) -> MachinePr
 
 def _read_as_cuda_does(visible: tuple[str, ...], profile: MachineProfile) -> Optional[list[int]]:
     """The GPU indexes CUDA takes from the list: each entry up to the first that names no GPU of the machine (an
-    index it lacks, or what is neither an index nor a UUID: '-1', 'abc'). None when a UUID or MIG id comes first:
-    envkit cannot tell which GPU that is."""
+    index it lacks, a UUID none of its GPUs has, or what is neither: '-1', 'abc'). A UUID ('GPU-...', a unique
+    prefix of one, 'MIG-...' for a GPU's MIG device) is matched to the GPUs' UUIDs as NVML gave them. None when it
+    names a GPU by UUID and the GPUs' UUIDs are unknown (from /proc or nvidia-smi): envkit cannot tell which it is."""
     present = {gpu.index for gpu in profile.gpus}
+    knows_uuids = bool(profile.gpus) and all(gpu.uuid for gpu in profile.gpus)
     wanted: list[int] = []
     for part in visible:
         if part.startswith(("GPU-", "MIG-")):
-            return None
+            if not knows_uuids:
+                return None
+            index = _gpu_with_uuid(part, profile)
+            if index is None:
+                break
+            wanted.append(index)
+            continue
         if not is_ascii_number(part) or int(part) not in present:
             break
         wanted.append(int(part))
     return wanted
+
+
+def _numbered_fastest_first(context: JobContext, wanted: list[int], profile: MachineProfile) -> bool:
+    """Whether the indexes in CUDA_VISIBLE_DEVICES pick a part of GPUs that differ, numbered in CUDA's default
+    order (fastest first), which is NVML's only where the GPUs are all alike."""
+    by_index = any(is_ascii_number(part) for part in context.visible or ())
+    kinds = {(gpu.name, gpu.compute_capability) for gpu in profile.gpus}
+    pci_order = context.order == "PCI_BUS_ID"  # as CUDA reads it: that exact value
+    return by_index and not pci_order and len(kinds) > 1 and 0 < len(set(wanted)) < len(profile.gpus)
+
+
+def _gpu_with_uuid(part: str, profile: MachineProfile) -> Optional[int]:
+    """The index of the one GPU ``part`` names by UUID (or a unique prefix of it), or whose MIG device it names;
+    None when none or several do."""
+    wanted = part
+    if wanted.startswith("MIG-GPU-"):  # the older form of a MIG device, MIG-GPU-<uuid>/<GI>/<CI>
+        wanted = wanted[len("MIG-"):].split("/")[0]
+    matches = {gpu.index for gpu in profile.gpus
+               for uuid in ((gpu.uuid or ""), *gpu.mig_uuids) if uuid.startswith(wanted)}
+    return matches.pop() if len(matches) == 1 else None
 
 
 def hides_all(value: str, gpus: int) -> bool:

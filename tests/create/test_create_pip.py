@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CU126, PYTHON, Home, fake_torch_files
+from conftest import CU126, PROFILES, PYTHON, Home, fake_torch_files
 from support.pypi_index import IndexServer
 from support.wheels import build_wheel
 
@@ -99,6 +100,38 @@ def test_an_existing_environment_is_kept_unless_forced_and_kept_when_the_replace
     assert (prefix / "my-notes.txt").read_text() == "mine"  # the old one, untouched
     assert home.in_env("torch-cu126", VERSION).startswith("2.13.0+cu126")
     assert sorted(p.name for p in prefix.parent.iterdir()) == ["torch-cu126"]  # nothing set aside is left
+
+
+def torch_that_does_not_import(wheels: Path) -> list[Path]:
+    """torch-2.13-cu126's three wheels, its torch failing to import (a missing library): the post-install check
+    fails."""
+    files = fake_torch_files("2.13.0+cu126", "12.6")
+    files["fake_config.json"] = json.dumps({"torch": {"import_error": "missing-library"}})
+    return [build_wheel(wheels, "torch", "2.13.0+cu126", files=files),
+            build_wheel(wheels, "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"]),
+            build_wheel(wheels, "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"])]
+
+
+def test_force_whose_new_environment_fails_its_check_keeps_the_old_one(home: Home, torch_index: IndexServer,
+                                                                     tmp_path: Path):
+    """The replacement installs but its torch does not import: it replaces nothing (the report says why), and the
+    old environment is there and runs as before."""
+    assert home.envkit("create", *CU126, "--yes").returncode == 0
+    prefix = home.prefix("torch-cu126")
+    (prefix / "my-notes.txt").write_text("mine")
+    old_run = home.record("torch-cu126")["run"]
+    torch_index.add_index("/broken/whl/cu126", torch_that_does_not_import(tmp_path / "w"))
+    home.write_config({"https://download.pytorch.org/whl": f"{torch_index.url}/broken/whl"})
+    failed = home.envkit("create", *CU126, "--yes", "--force")
+    assert failed.returncode == 1, failed.stderr
+    assert "FAIL" in failed.stdout and "libcudnn.so.9" in failed.stdout  # the new one's report: why
+    assert "failed its post-install check, so it replaced nothing" in failed.stderr and "Traceback" not in failed.stderr
+    assert "Created" not in failed.stdout and "Replaced" not in failed.stdout
+    assert (prefix / "my-notes.txt").read_text() == "mine" and home.record("torch-cu126")["run"] == old_run
+    assert home.in_env("torch-cu126", VERSION).startswith("2.13.0+cu126")
+    assert sorted(p.name for p in prefix.parent.iterdir()) == ["torch-cu126"]  # nothing set aside is left
+    [entry] = json.loads(home.envkit("envs", "--json").stdout)
+    assert entry["state"] == "ready" and entry["verify"]["ok"] is True
 
 
 def test_force_replaces_it(home: Home, torch_index: IndexServer):
@@ -201,17 +234,14 @@ def test_a_check_that_fails_keeps_the_environment_records_the_failure_and_exits_
         home: Home, pypi_server: IndexServer, tmp_path: Path):
     """The install worked but the framework does not import: the environment stays (it is what was asked for), the
     record says FAIL, the report says why, and the exit code tells a script."""
-    files = fake_torch_files("2.13.0+cu126", "12.6")
-    files["fake_config.json"] = json.dumps({"torch": {"import_error": "missing-library"}})
-    pypi_server.add_index("/whl/cu126", [
-        build_wheel(tmp_path / "w", "torch", "2.13.0+cu126", files=files),
-        build_wheel(tmp_path / "w", "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"]),
-        build_wheel(tmp_path / "w", "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"]),
-    ])
+    pypi_server.add_index("/whl/cu126", torch_that_does_not_import(tmp_path / "w"))
     home.mirror_to(pypi_server)
     done = home.envkit("create", *CU126, "--yes")
     assert done.returncode == 1, done.stderr
     assert "FAIL" in done.stdout and "libcudnn.so.9" in done.stdout
+    # The advice's commands name the machine create was told of (--machine), as pasted they would build for it.
+    advised = re.findall(r"envkit create torch --build [^`\n]*", done.stdout)
+    assert advised and all(f"--machine {PROFILES}" in command for command in advised), advised
     assert home.prefix("torch-cu126").is_dir()
     record = home.record("torch-cu126")
     assert record["verify"]["ok"] is False and record["verify"]["causes"]

@@ -259,16 +259,37 @@ def test_a_find_links_page_on_plain_http_without_a_mirror_is_refused(catalog):
         pip_parts(build, catalog.tables.python, Config(path=None), jupyter=False)
 
 
-@pytest.mark.parametrize("kind, defaults", [("conda", True), ("mamba", True), ("micromamba", False)])
-def test_conda_creates_from_the_plans_channels_only(catalog, load_profile, kind, defaults, tmp_path):
+def _legacy_tensorflow_plan(catalog, load_profile, tmp_path) -> Plan:
+    """The plan of the conda build tensorflow-2.4.1-cu101 for a GTX 1080 Ti on CUDA 10.1, with the conda backend."""
     build = _build(catalog, "tensorflow-2.4.1-cu101")
     part = conda_part(build, Version("3.8"), catalog.tables.python, Config(path=None), ("10.1", "the driver's"),
                       with_pip=False)
-    plan = Plan(manifest="tensorflow", build=build, name="tf", prefix=tmp_path / "tf", python=Version("3.8"),
+    return Plan(manifest="tensorflow", build=build, name="tf", prefix=tmp_path / "tf", python=Version("3.8"),
                 backend="conda", backend_reason="", conda=part, pip=(), jupyter=False, verify=False,
                 profile=load_profile("gtx1080ti-cuda101"), on_target=False)
+
+
+@pytest.mark.parametrize("kind, defaults", [("conda", True), ("mamba", True), ("micromamba", False)])
+def test_conda_creates_from_the_plans_channels_only(catalog, load_profile, kind, defaults, tmp_path):
+    plan = _legacy_tensorflow_plan(catalog, load_profile, tmp_path)
     backend = CondaBackend(CondaTool(kind, Path(f"/opt/bin/{kind}")))
     [line] = backend.describe(plan, Context(tools=Tools(None, None, None), environ={}, conda_cache=tmp_path))
     assert line.startswith(f"CONDA_OVERRIDE_CUDA=10.1 /opt/bin/{kind} create --yes --quiet --prefix ")
     assert "--override-channels" in line and "-c https://repo.anaconda.com/pkgs/main" in line
     assert ("--no-default-packages" in line) is defaults
+
+
+def test_conda_sees_none_of_the_users_variables_that_choose_packages_platform_or_channels(catalog, load_profile,
+                                                                                          tmp_path):
+    """conda and micromamba read any setting from CONDA_<KEY>/MAMBA_<KEY>: a CONDA_SUBDIR=osx-64 or pinned packages
+    in the user's shell would change the build past --override-channels. Network settings and the cache stay."""
+    plan = _legacy_tensorflow_plan(catalog, load_profile, tmp_path)
+    user = {"PATH": "/usr/bin", "CONDA_SUBDIR": "osx-64", "CONDA_PINNED_PACKAGES": "cudatoolkit=11.8",
+            "CONDA_CHANNELS": "bioconda", "MAMBA_CHANNELS": "x", "CONDA_CHANNEL_ALIAS": "https://evil.example",
+            "CONDA_CHANNEL_PRIORITY": "disabled", "CONDA_OVERRIDE_CUDA": "12.0", "CONDA_PKGS_DIRS": "/scratch/pkgs",
+            "CONDA_SSL_VERIFY": "/etc/lab.pem", "MAMBA_ROOT_PREFIX": "/opt/mamba", "CONDA_OVERRIDE_GLIBC": "2.17"}
+    context = Context(tools=Tools(None, None, None), environ=installer_environ(user, None), conda_cache=tmp_path)
+    env = CondaBackend(CondaTool("micromamba", Path("/opt/bin/micromamba")))._environ(plan, context)
+    assert {k for k in env if k.startswith(("CONDA_", "MAMBA_"))} == {
+        "CONDA_OVERRIDE_CUDA", "CONDA_PKGS_DIRS", "CONDA_SSL_VERIFY", "MAMBA_ROOT_PREFIX", "CONDA_OVERRIDE_GLIBC"}
+    assert env["CONDA_OVERRIDE_CUDA"] == "10.1" and env["PATH"] == "/usr/bin"

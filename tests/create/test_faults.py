@@ -59,25 +59,28 @@ class Target:
     def create(self, *extra: str) -> subprocess.CompletedProcess:
         return self.envkit("create", *self.args, "--yes", *extra)
 
-    def kill_at(self, step: str, *extra: str) -> None:
+    def kill_at(self, step: str, *extra: str, sig: int = signal.SIGKILL) -> str:
+        """Send ``sig`` to `envkit create` held at ``step``; what it printed on stderr."""
         marker = self.home.root / "paused"
         marker.unlink(missing_ok=True)
         env = {**self.home.env, **self.env, "ENVKIT_TEST_PAUSE_AT": step, "ENVKIT_TEST_PAUSE_FILE": str(marker)}
         process = subprocess.Popen([sys.executable, "-m", "envkit", "create", *self.args, "--yes", *extra],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                   cwd=self.home.root)
+                                   cwd=self.home.root, preexec_fn=_default_sigint)
         try:
             deadline = time.monotonic() + 180
             while not marker.exists():
                 assert process.poll() is None, f"envkit ended before {step}: {process.communicate()}"
                 assert time.monotonic() < deadline, f"envkit never reached {step}"
                 time.sleep(0.02)
-            process.send_signal(signal.SIGKILL)
+            process.send_signal(sig)
+            _, err = process.communicate(timeout=60)
         finally:
             if process.poll() is None:
                 process.kill()
-            process.communicate(timeout=30)
-        assert process.returncode == -signal.SIGKILL
+                process.communicate(timeout=30)
+        assert process.returncode == (-sig if sig == signal.SIGKILL else 128 + sig), err
+        return err
 
     def beside(self) -> list[str]:
         """What is in the environments directory: the prefix and any set-aside copy."""
@@ -88,6 +91,11 @@ class Target:
         done = self.envkit("envs", "--json")
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
+
+
+def _default_sigint() -> None:
+    """Ctrl-C as a terminal delivers it: a shell running the tests in the background leaves SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _running_in(prefix: Path) -> list[str]:
@@ -128,13 +136,20 @@ def test_sigkill_at_each_step(request, backend: str, step: str, mode: str):
         assert old_run
     target.kill_at(step, *(("--force",) if mode == "force" else ()))
 
-    # Right after the kill: the name shows as interrupted (never PASS on a half-made environment).
+    # Right after the kill: the name shows as interrupted (never PASS on a half-made environment); a run that had
+    # completed its environment (only deleting what it replaced was left) leaves one that is ready and runs.
     [entry] = [e for e in target.envs() if e["name"] == target.name]
-    assert entry["state"] == "interrupted", entry
-    assert target.envkit("envs").stdout.count("interrupted") >= 1
-    for command in (("run", target.name, "--", "python", "-c", "pass"), ("verify", target.name)):
-        refused = target.envkit(*command)  # never run in, or judge, a half-made environment
-        assert refused.returncode == 1 and "was interrupted before it finished" in refused.stderr, refused.stderr
+    if step in COMPLETE:
+        assert entry["state"] == "ready", entry
+        assert "interrupted" not in target.envkit("envs").stdout
+        ran = target.envkit("run", target.name, "--", "python", "-c", "import sys; print(sys.prefix)")
+        assert ran.returncode == 0 and ran.stdout.strip() == str(target.prefix), ran.stderr
+    else:
+        assert entry["state"] == "interrupted", entry
+        assert target.envkit("envs").stdout.count("interrupted") >= 1
+        for command in (("run", target.name, "--", "python", "-c", "pass"), ("verify", target.name)):
+            refused = target.envkit(*command)  # never run in, or judge, a half-made environment
+            assert refused.returncode == 1 and "was interrupted before it finished" in refused.stderr, refused.stderr
 
     if mode == "force":
         # The next create (no --force) cleans up first: the old environment is back, or the complete new one stands.
@@ -165,6 +180,35 @@ def test_sigkill_at_each_step(request, backend: str, step: str, mode: str):
         assert made.returncode == 0, made.stderr
         assert target.home.record(target.name)["run"] not in (old_run, None)
         assert not (target.prefix / "my-notes.txt").exists()
+
+
+@pytest.mark.parametrize("step, sig", [("journal", signal.SIGINT), ("journal", signal.SIGTERM),
+                                       ("committed", signal.SIGINT)])
+def test_an_interrupt_before_anything_changed_or_while_deleting_the_replaced_one_leaves_it_ready(
+        venv_target: Target, step: str, sig: int):
+    """Ctrl-C (or kill) right after the journal is written undoes the run, journal included; while the replaced
+    environment is being deleted, the new one is complete and stands: `envkit run` works, no "interrupted"."""
+    seeded = venv_target.create()
+    assert seeded.returncode == 0, seeded.stderr
+    (venv_target.prefix / "my-notes.txt").write_text("mine")
+    old_run = venv_target.home.record(venv_target.name)["run"]
+    err = venv_target.kill_at(step, "--force", sig=sig)
+    assert "Traceback" not in err and "interrupted" in err
+    [entry] = venv_target.envs()
+    assert entry["state"] == "ready", entry
+    ran = venv_target.envkit("run", venv_target.name, "--", "python", "-c", "import sys; print(sys.prefix)")
+    assert ran.returncode == 0 and ran.stdout.strip() == str(venv_target.prefix), ran.stderr
+    journal = venv_target.home.data / "locks" / f"{venv_target.name}.creating"
+    if step == "journal":
+        assert not journal.exists() and venv_target.beside() == [venv_target.name]
+        assert venv_target.home.record(venv_target.name)["run"] == old_run
+        assert (venv_target.prefix / "my-notes.txt").read_text() == "mine"
+    else:
+        assert "is complete and ready to use" in err and "~envkit-replaced-" in err
+        assert venv_target.home.record(venv_target.name)["run"] != old_run
+        other = venv_target.envkit("create", *CU126, "--yes", "--no-verify", "--name", "other")
+        assert other.returncode == 0, other.stderr  # any next create deletes what was left set aside
+        assert venv_target.beside() == ["other", venv_target.name] and not journal.exists()
 
 
 @pytest.mark.parametrize("step", ["inside-backend", "stamped", "installing", "recorded"])

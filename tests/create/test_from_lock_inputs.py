@@ -65,3 +65,12 @@ def test_a_lock_whose_build_does_not_fit_says_so_once_with_the_reasons(home: Hom
     assert done.returncode == 1, done.stderr
     assert "the lock of jax-0.9-cu13 does not fit profile kepler: needs driver CUDA >= 13.0" in done.stderr
     assert done.stderr.count("does not fit") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_lock_is_not_installed_into_envkits_own_directory(home: Home):
+    # `create` refused such a --prefix, `create --from-lock` made an environment there: one holding envkit's records.
+    lock = write_lock(home, {"envkit.manifest": "nosuch", "envkit.build": "nosuch-1.0-cpu", "envkit.python": "3.11"})
+    (home.data / "envs").mkdir(parents=True)
+    done = home.envkit("create", "--from-lock", str(lock), "--prefix", str(home.data), *H100, "--dry-run")
+    assert done.returncode == 2 and f"--prefix {home.data} is envkit's own directory" in done.stderr, done.stderr
+    assert sorted(p.name for p in home.data.iterdir()) == ["envs"]

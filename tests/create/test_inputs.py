@@ -44,6 +44,20 @@ def test_bad_input_is_one_line_and_exit_2(home: Home, args, words):
     assert not home.data.exists()
 
 
+@pytest.mark.parametrize("where, words", [
+    (".local/share/envkit/envs", ("envkit's own directory",)),  # empty, as on a first run: it was made into a venv
+    (".local/share/envkit", ("envkit's own directory",)),
+    (".local/share/envkit/records/x", ("envkit's own directory",)),
+    (".local", ("envkit's own directory",)),
+    ("d" * 300 + "/env", ("File name too long", "shorter path")),  # was an internal error (OSError)
+])
+def test_a_prefix_in_or_above_envkits_own_directory_or_too_long_is_bad_input(home: Home, where: str, words):
+    (home.data / "envs").mkdir(parents=True)
+    done = home.envkit("create", "torch", "--name", "t", "--prefix", str(home.root / where), *RTX4090, "--dry-run")
+    _one_line_error(done, *words)  # (the real run prepares its plan the same way, and stops there too)
+    assert sorted(p.name for p in home.data.iterdir()) == ["envs"] and not any((home.data / "envs").iterdir())
+
+
 @pytest.mark.parametrize("field, value", [("cuda_driver", "١٢.٤"), ("cuda_driver", "99999999999999999999999.4"),
                                           ("compute_capability", "８.0"),
                                           ("compute_capability", "999999999999999999999.0")])

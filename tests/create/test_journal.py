@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from envkit import ownership, records
-from envkit.create.journal import Journal, interrupted, recover, recover_others, stamp, unstamp
+from envkit.create.journal import Journal, check_settled, interrupted, recover, recover_others, stamp, unstamp
 from envkit.create.lock import journal_path, name_lock
 
 SAME_SECOND = "2026-11-21T10:00:00+00:00"
@@ -101,6 +101,38 @@ def test_died_before_touching_anything_leaves_the_old_one_as_it_was(tmp_path: Pa
     journal = _journal(tmp_path, prefix, old)
     assert recover(journal.path, index)[0].startswith("undid")
     assert ownership.owner(prefix) == "t" and records.load(index, "t").run == "old-run"
+
+
+def test_a_dead_force_run_that_had_not_begun_leaves_the_old_environments_jupyter_kernel(tmp_path: Path):
+    """--force --jupyter killed before it set anything aside: the kernelspec of that name is still the old one's."""
+    prefix, index = tmp_path / "envs" / "t", tmp_path / "records"
+    old = _env(prefix, "t", run="old-run")
+    spec = tmp_path / "kernels" / "t"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({"argv": [str(prefix / "bin" / "python"), "-m", "ipykernel"]}))
+    journal = _journal(tmp_path, prefix, old)
+    journal.kernelspec = str(spec)
+    journal.save()
+    recover(journal.path, index)
+    assert (spec / "kernel.json").is_file() and ownership.owner(prefix) == "t"
+
+
+def test_a_run_that_died_once_its_environment_was_complete_leaves_it_settled(tmp_path: Path):
+    """Killed while deleting what it replaced (committed) or just before (unstamped): the new environment stands,
+    so `envkit run` and `envkit envs` take it as it is; the next create or remove deletes what was set aside."""
+    prefix, index, locks = tmp_path / "envs" / "t", tmp_path / "records", tmp_path / "locks"
+    old = _env(prefix, "t", run="old-run")
+    journal = _journal(tmp_path, prefix, old)  # at journal_path(locks, "t")
+    journal.move_aside(prefix)
+    journal.begin_prefix()
+    records.write_json_atomic(records.index_path(index, "t"), _env(prefix, "t", run="new-run"))
+    unstamp(prefix)
+    check_settled(locks, "t")
+    assert interrupted(locks) == []
+    journal.committed = True
+    journal.save()
+    check_settled(locks, "t")
+    assert interrupted(locks) == []
 
 
 def test_an_installer_the_dead_run_left_running_is_stopped_before_the_prefix_is_touched(tmp_path: Path):

@@ -127,6 +127,61 @@ def test_remove_leaves_the_other_environments_kernel_alone(home: Home):
     assert (spec / "kernel.json").exists() and ownership.owner(prefix) == "other"
 
 
+def test_remove_of_an_environment_moved_elsewhere_and_linked_back_deletes_it_and_the_link(home: Home):
+    # It failed with "Cannot call rmtree on a symbolic link" and advised fixing the permissions.
+    moved = home.root / "other-disk" / "big"
+    fake_env(home, "big", prefix=moved)
+    home.prefix("big").parent.mkdir(parents=True, exist_ok=True)
+    home.prefix("big").symlink_to(moved)
+    index = records.index_path(home.data / "records", "big")
+    index.write_text(json.dumps({**json.loads(index.read_text()), "prefix": str(home.prefix("big"))}))
+    records.in_prefix(moved).write_text(index.read_text())
+    done = home.envkit("remove", "big", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert f"Deleted {moved} and the link {home.prefix('big')} to it." in done.stdout
+    assert not os.path.lexists(home.prefix("big")) and not moved.exists() and (home.root / "other-disk").is_dir()
+
+
+def test_remove_says_it_left_a_kernel_that_no_longer_runs_the_environment(home: Home):
+    prefix = fake_env(home, "kept")
+    spec = home.root / ".local" / "share" / "jupyter" / "kernels" / "kept"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({"argv": ["/opt/python3/bin/python", "-m", "ipykernel"]}))
+    index = records.index_path(home.data / "records", "kept")
+    index.write_text(json.dumps({**json.loads(index.read_text()), "kernel": "kept"}))
+    done = home.envkit("remove", "kept", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "Left the Jupyter kernel 'kept' alone: it no longer runs this environment's Python." in done.stdout
+    assert (spec / "kernel.json").exists() and not prefix.exists()
+
+
+def test_a_remove_that_fails_part_way_keeps_the_record_so_the_next_one_finishes(home: Home, monkeypatch):
+    # The record inside the directory goes last: before, a failure after it was gone left a half-deleted directory
+    # that the next `envkit remove` (as the error advised) no longer knew as the environment, and only forgot.
+    from envkit.create.remove import remove_environment
+    from envkit.userdirs import user_dirs
+
+    prefix = fake_env(home, "half")
+    (prefix / "lib").mkdir()
+    (prefix / "lib" / "stuck.so").write_text("")
+    real_unlink = os.unlink
+
+    def refusing(path, *args, **kwargs):
+        if os.path.basename(path) == "stuck.so":
+            raise PermissionError(13, "Permission denied", path)
+        return real_unlink(path, *args, **kwargs)
+
+    dirs = user_dirs(home.env)
+    monkeypatch.setattr(os, "unlink", refusing)
+    with pytest.raises(EnvkitError) as failed:
+        remove_environment("half", dirs, home.env)
+    assert f"({prefix / 'lib' / 'stuck.so'})" in failed.value.message  # the whole path, not 'stuck.so'
+    assert records.in_prefix(prefix).exists() and home.record("half") is not None
+    monkeypatch.setattr(os, "unlink", real_unlink)
+    done = remove_environment("half", dirs, home.env)
+    assert done[-2:] == [f"Deleted {prefix}.", "Forgot half."] and not prefix.exists()
+
+
 def test_a_record_inside_that_cannot_be_read_is_never_overwritten(home: Home):
     prefix = fake_env(home, "cut", inside=None)
     records.in_prefix(prefix).parent.mkdir()

@@ -47,7 +47,7 @@ def test_every_field_of_a_record_has_its_kind_checked():
 
 def test_scan_keeps_the_unreadable_entries_with_their_reason(tmp_path: Path):
     index = tmp_path / "records"
-    write(index, "good", {**GOOD, "prefix": str(tmp_path / "good")})
+    records.save(records.Record(**{**GOOD, "prefix": str(tmp_path / "good")}), index)  # (its directory holds it)
     write(index, "cut", '{"name": "cut", "prefix": "/envs/cut", "kin')
     write(index, "partial", {"name": "partial", "prefix": str(tmp_path / "partial")})
     found, broken = records.scan(index)

@@ -29,6 +29,8 @@ class FakeGpu:
     name: Union[str, bytes]
     capability: tuple[int, int]
     memory_mib: int
+    uuid: Optional[str] = None  # None: nvmlDeviceGetUUID fails (Not Supported)
+    mig: Optional[tuple[Optional[str], ...]] = None  # MIG mode on: its slots' MIG device UUIDs (None: an empty slot)
 
 
 V100 = FakeGpu("Tesla V100-SXM2-16GB", (7, 0), 16384)
@@ -101,6 +103,28 @@ class FakeNvml:
     def nvmlDeviceGetCudaComputeCapability(self, handle):
         self._enter("nvmlDeviceGetCudaComputeCapability", handle[1])
         return self.gpus[handle[1]].capability
+
+    def nvmlDeviceGetUUID(self, handle):
+        if handle[0] == "mig":
+            return self.gpus[handle[1]].mig[handle[2]]
+        self._enter("nvmlDeviceGetUUID", handle[1])
+        uuid = self.gpus[handle[1]].uuid
+        if uuid is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return uuid
+
+    def nvmlDeviceGetMigMode(self, handle):
+        if self.gpus[handle[1]].mig is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a GPU without MIG
+        return (1, 1)
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle):
+        return len(self.gpus[handle[1]].mig)
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, slot):
+        if self.gpus[handle[1]].mig[slot] is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return ("mig", handle[1], slot)
 
     def nvmlDeviceGetMemoryInfo(self, handle):
         self._enter("nvmlDeviceGetMemoryInfo", handle[1])

@@ -151,3 +151,14 @@ def test_unrecognised_version_file(gpu_names, tmp_path):
     profile = probe_proc(tmp_path, gpu_names)
     assert DRIVER_VERSION not in profile.sources
     assert profile.notes == ("/proc/driver/nvidia/version: no driver version in it",)
+
+
+def test_a_jetson_is_said_to_have_a_gpu_envkit_does_not_build_for(tables, tmp_path, no_smi):
+    # Jetson (Tegra): no NVML, no /proc/driver/nvidia, no nvidia-smi; the device tree says what it is. Detection
+    # said "no NVIDIA kernel module loaded", as on a machine without a GPU.
+    (tmp_path / "device-tree").mkdir()
+    (tmp_path / "device-tree" / "compatible").write_bytes(b"nvidia,p3737-0000+p3701-0000\0nvidia,tegra234\0")
+    profile = detect(tables, tmp_path, no_smi)
+    assert profile.gpus == () and profile.cuda_driver is None
+    [said] = [note for note in profile.notes if note.startswith("/proc/driver/nvidia/version")]
+    assert "Jetson" in said and "judged as having none" in said

@@ -63,6 +63,17 @@ def test_query_tolerates_na_units_and_commas_in_names():
     assert query.driver_version == DriverVersion.parse("535.129.03")
 
 
+def test_query_after_a_warning_nvidia_smi_prints_first():
+    # A GPU whose infoROM is damaged still runs CUDA; nvidia-smi says so before the values (gpustat, Ray and others
+    # met it). The warning is not a GPU: the GPUs after it count.
+    text = ("WARNING: infoROM is corrupted at gpu 0000:3B:00.0\n"
+            "0, Tesla V100-PCIE-32GB, 7.0, 32768, 535.129.03\n1, Tesla V100-PCIE-32GB, 7.0, 32768, 535.129.03\n")
+    query = parse_query(text)
+    assert [(g.index, g.name, g.compute_capability) for g in query.gpus] == [
+        (0, "Tesla V100-PCIE-32GB", ComputeCapability(7, 0)), (1, "Tesla V100-PCIE-32GB", ComputeCapability(7, 0))]
+    assert query.driver_version == DriverVersion.parse("535.129.03")
+
+
 def test_query_without_devices():
     assert parse_query(data("smi/no-devices.txt")).gpus == ()
 

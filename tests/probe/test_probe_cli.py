@@ -74,6 +74,39 @@ def test_the_command_advised_for_another_machine_works_when_pasted(fake_env, tmp
     assert json.loads(pasted.stdout)["build"] == "torch-2.15-cu130"
 
 
+def test_the_commands_advised_read_the_manifests_the_check_read(fake_env, tmp_path):
+    # doctor --manifests DIR advised `envkit create torch --build ...` without it: pasted, the build was looked up
+    # in the shipped manifests, which need not have it.
+    import shlex
+    import shutil
+
+    env = fake_env({"torch": {"version": "2.13.0+cpu", "cuda": None}})
+    manifests = tmp_path / "our manifests"
+    shutil.copytree(PROFILES.parents[1] / "envs", manifests)
+    h100 = str(PROFILES / "h100-cuda128.yaml")
+    result, data = doctor_json("--python", str(env.python), "--machine", h100, "--manifests", str(manifests))
+    assert result.returncode == 1
+    argv = shlex.split(data["next"]["command"])
+    assert argv[-4:] == ["--machine", h100, "--manifests", str(manifests)]
+    pasted = envkit(*argv[1:], "--dry-run", "--json")
+    assert pasted.returncode == 0, pasted.stderr
+    assert json.loads(pasted.stdout)["build"] == data["next"]["build"]
+
+
+def test_an_environment_without_a_framework_is_pointed_at_the_builds_for_the_machine_judged(tmp_path):
+    # With --machine, the advice said "`envkit list` shows the builds that fit this machine": this one, not the
+    # machine judged.
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True, timeout=60)
+    h100 = str(PROFILES / "h100-cuda128.yaml")
+    result, data = doctor_json("--python", str(tmp_path / "bare" / "bin" / "python"), "--machine", h100)
+    assert result.returncode == 1
+    [missing] = [f for f in data["diagnosis"] if f["rule"] == "no-framework"]
+    assert f"`envkit list --machine {h100}` shows the builds that fit that machine." in missing["advice"]
+
+
 def test_text_output_says_what_is_installed_and_what_to_run(fake_env, this_machine):
     env = fake_env({"torch": {"version": "2.6.0+cu124", "cuda": "12.4", "gpus": [RTX5090]}})
     result = envkit("doctor", "--python", str(env.python), env=this_machine([RTX5090]))  # a CUDA 12.4 driver

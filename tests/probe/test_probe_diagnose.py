@@ -169,9 +169,10 @@ def test_with_the_gpus_hidden_a_build_advised_for_another_fault_is_one_for_the_w
 
 
 def test_a_part_of_the_gpus_shown_is_said_outside_a_job_and_not_inside_one(catalog):
-    # CUDA_VISIBLE_DEVICES=1 on the V100 + A100 machine: one of two checked, a note, and PASS.
+    # CUDA_VISIBLE_DEVICES=1 on the V100 + A100 machine: one of two checked, a note, and PASS. (Numbered as NVML
+    # numbers them: CUDA's default order, fastest first, may name the other one.)
     v100_a100 = read_profile(PROFILES / "v100-a100-cuda122.yaml")
-    shown = narrowed(v100_a100, CUDA_VISIBLE_DEVICES="1")
+    shown = narrowed(v100_a100, CUDA_VISIBLE_DEVICES="1", CUDA_DEVICE_ORDER="PCI_BUS_ID")
     assert [gpu.index for gpu in shown.gpus] == [1] and [gpu.index for gpu in shown.hidden_gpus] == [0]
     report = judge("torch-2.5.1-cu121-cvd-one-of-two", "", True, catalog, profile=shown)
     assert report.ok and fired(report) == ["gpus-partly-hidden"]
@@ -180,7 +181,8 @@ def test_a_part_of_the_gpus_shown_is_said_outside_a_job_and_not_inside_one(catal
     in_job = recorded("torch-2.5.1-cu121-cvd-one-of-two")
     in_job = replace(in_job, environment={**in_job.environment, "SLURM_JOB_ID": "42"})
     manifest = catalog.manifests["torch"]
-    report = diagnose(in_job, narrowed(v100_a100, CUDA_VISIBLE_DEVICES="1", SLURM_JOB_ID="42"),
+    report = diagnose(in_job, narrowed(v100_a100, CUDA_VISIBLE_DEVICES="1", SLURM_JOB_ID="42",
+                                       CUDA_DEVICE_ORDER="PCI_BUS_ID"),
                       manifest=manifest, tables=catalog.tables, on_target=True)
     assert report.ok and fired(report) == []
 
@@ -236,6 +238,22 @@ def test_cuda_visible_devices_is_blamed_only_when_it_hides_every_gpu(value, rule
     report = diagnose(result, read_profile(PROFILES / "v100-a100-cuda122.yaml"), manifest=manifest,
                       tables=catalog.tables)
     assert fired(report) == [rule] and not report.ok
+
+
+def test_a_uuid_that_names_none_of_the_gpus_is_blamed_not_the_machine(catalog):
+    # NVML gave the GPUs' UUIDs, and CUDA_VISIBLE_DEVICES names another GPU's: CUDA sees none, as with -1. The
+    # report said the machine has no GPU that works.
+    value = "GPU-8c3a5f0e-1b2c-4d5e-9f00-0123456789ab"
+    machine = read_profile(PROFILES / "v100-a100-cuda122.yaml")
+    machine = machine._replace(gpus=tuple(gpu._replace(uuid=f"GPU-0000000{gpu.index}-aaaa-bbbb-cccc-dddddddddddd")
+                                          for gpu in machine.gpus))
+    shown = narrowed(machine, CUDA_VISIBLE_DEVICES=value)
+    assert shown.gpus == () and len(shown.hidden_gpus) == 2
+    result = recorded("torch-2.5.1-cu121-cvd-empty")
+    result = replace(result, environment={**result.environment, "CUDA_VISIBLE_DEVICES": value})
+    report = diagnose(result, shown, manifest=manifest_for(catalog.manifests.values(), "torch"),
+                      tables=catalog.tables)
+    assert fired(report) == ["gpus-hidden"] and not report.ok
 
 
 def test_cuda_visible_devices_on_a_machine_without_gpu_is_not_blamed(catalog):
@@ -313,6 +331,14 @@ def test_a_probe_cut_off_is_diagnosed_as_a_hang(load_profile):
     assert result.failure == TIMED_OUT and not report.ok
     [finding] = report.diagnosis
     assert finding.rule == "probe-timed-out" and "5 s" in finding.cause and "--probe-timeout 60" in finding.advice
+
+
+def test_a_hang_on_a_machine_without_gpus_does_not_blame_a_gpu(load_profile):
+    # It said "A GPU or driver that hangs is the usual reason: look at `nvidia-smi`" where there is neither.
+    result = cut_off("/env/bin/python", 5.0, 7.1, "", "")
+    [finding] = diagnose(result, load_profile("no-gpu")).diagnosis
+    assert finding.rule == "probe-timed-out" and "nvidia-smi" not in finding.advice
+    assert "`/env/bin/python -V`" in finding.advice and "--probe-timeout 60" in finding.advice
 
 
 def test_python_2_is_told_it_is_too_old(load_profile):

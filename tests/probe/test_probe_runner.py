@@ -12,7 +12,8 @@ from probe_helpers import A100, base_environ, probe
 
 from envkit.errors import BadInputError
 from envkit.probe.result import BAD_REPORT, NO_REPORT, TIMED_OUT
-from envkit.probe.runner import ProbeOptions, default_python, locate_python, probe_environment, run_probe
+from envkit.probe.runner import (ProbeOptions, check_request, default_python, locate_python, probe_environment,
+                                 run_probe)
 
 
 def fake_python(path: Path, body: str) -> Path:
@@ -143,6 +144,22 @@ def test_bad_python_is_bad_input(tmp_path):
         run_probe(not_executable, ProbeOptions(), base_environ())
     with pytest.raises(BadInputError, match="--framework"):
         run_probe(not_executable, ProbeOptions(framework="caffe"), base_environ())
+
+
+def test_a_directory_given_as_python_is_answered_with_the_python_in_it_only_when_there_is_one(tmp_path):
+    # `--python ~/envs/dl` and `--python ~/envs/dl/bin` name the Python in them; a directory without one got
+    # "Did you mean DIR/bin/python?" all the same, a path that is not there either.
+    prefix = tmp_path / "dl"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "python").write_text("")
+    for given in (prefix, prefix / "bin"):
+        with pytest.raises(BadInputError) as raised:
+            check_request(given, ProbeOptions())
+        assert raised.value.hint == f"Did you mean {prefix / 'bin' / 'python'}?"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BadInputError) as raised:
+        check_request(tmp_path / "empty", ProbeOptions())
+    assert "Did you mean" not in raised.value.hint and "Python interpreter" in raised.value.hint
 
 
 def test_default_python_prefers_the_active_environment(tmp_path):
