@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from envkit.errors import BadInputError
 from envkit.files import read_text_file, user_path
 from envkit.userdirs import UserDirs
+from envkit.words import described
 
 CONFIG_VARIABLE = "ENVKIT_CONFIG"
 _KEYS = ("mirrors", "envs_dir", "site", "manifests")
@@ -52,15 +53,25 @@ class Config(NamedTuple):
 
 
 def mirror_url(url: str, mirrors: tuple[Mirror, ...]) -> str:
-    trimmed = url.rstrip("/")
-    best: Optional[Mirror] = None
-    for mirror in mirrors:
-        if trimmed == mirror.upstream or trimmed.startswith(mirror.upstream + "/"):
-            if best is None or len(mirror.upstream) > len(best.upstream):
-                best = mirror
-    if best is None:
+    key = comparable(url)  # (each upstream was made comparable when the config was read)
+    best = max((m for m in mirrors if is_under(key, m.upstream)), key=lambda m: len(m.upstream), default=None)
+    return url if best is None else best.target + key[len(best.upstream):]
+
+
+def comparable(url: str) -> str:
+    """``url`` as URLs compare: its scheme and host in lower case (``HTTPS://Download.PyTorch.org/whl`` is
+    ``https://download.pytorch.org/whl``), the rest as written; a URL that cannot be parsed as it is."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
         return url
-    return best.target + url[len(best.upstream):]
+    return parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower()).geturl()
+
+
+def is_under(url: str, prefix: str) -> bool:
+    """Whether ``url`` is ``prefix`` (written without a trailing slash) or a page under it."""
+    trimmed = url.rstrip("/")
+    return trimmed == prefix or trimmed.startswith(prefix + "/")
 
 
 def is_loopback(url: str) -> bool:
@@ -81,7 +92,7 @@ def check_transport(url: str, config: Config, what: str) -> str:
     scheme = urlsplit(url).scheme
     if scheme in ("https", "file"):
         return url
-    configured = any(url == m.target or url.startswith(m.target + "/") for m in config.mirrors)
+    configured = any(is_under(url, m.target) for m in config.mirrors)
     if scheme == "http" and (configured or is_loopback(url)):
         return url
     raise BadInputError(
@@ -158,7 +169,7 @@ def _mirrors(value: Any, path: Path) -> tuple[Mirror, ...]:
     if value is None:
         return ()
     if not isinstance(value, dict):
-        raise ConfigError(f"{path}: 'mirrors' must map upstream URLs to mirror URLs, not {_given(value)}",
+        raise ConfigError(f"{path}: 'mirrors' must map upstream URLs to mirror URLs, not {described(value)}",
                           hint=_MIRROR_HINT)
     out = []
     for upstream, target in value.items():
@@ -173,9 +184,7 @@ def _mirrors(value: Any, path: Path) -> tuple[Mirror, ...]:
             local = f" (a local directory: \"file://{target}\")" if target.startswith("/") else ""
             raise ConfigError(f"{path}: mirrors: {upstream!r}: the mirror {target!r} is not an https, http or file "
                               f"URL: {problem}{local}", hint=_MIRROR_HINT)
-        parts = urlsplit(upstream.rstrip("/"))  # the scheme and host as URLs compare them: in lower case
-        mirror = Mirror(parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower()).geturl(),
-                        target.rstrip("/"))
+        mirror = Mirror(comparable(upstream.rstrip("/")), target.rstrip("/"))
         same = next((m for m in out if m.upstream == mirror.upstream), None)
         if same is not None:
             raise ConfigError(f"{path}: mirrors: {upstream!r} is given twice (once as {same.upstream!r})",
@@ -186,18 +195,6 @@ def _mirrors(value: Any, path: Path) -> tuple[Mirror, ...]:
 
 _MIRROR_HINT = ('Each line maps an upstream URL prefix to its mirror, both quoted: "https://pypi.org/simple": '
                 '"http://cache.lab:8080/pypi/simple", or "file:///srv/channels/conda-forge" for a directory.')
-
-
-def _given(value: Any) -> str:
-    """What the config gave instead, in words: "a list ([...])", "the number 12", "empty text"."""
-    if isinstance(value, str):
-        return "empty text" if not value.strip() else repr(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    import json  # (only for an error)
-
-    kinds = {int: "the number", float: "the number", list: "a list", dict: "a mapping"}
-    return f"{kinds.get(type(value), type(value).__name__)} {json.dumps(value, default=str)[:60]}"
 
 
 def _url_problem(url: str, schemes: tuple[str, ...]) -> Optional[str]:
@@ -228,7 +225,7 @@ def _absolute_dir(value: Any, path: Path, key: str) -> Optional[Path]:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{path}: '{key}' must be a directory path, not {_given(value)}")
+        raise ConfigError(f"{path}: '{key}' must be a directory path, not {described(value)}")
     expanded = _expanded(value, path, key)
     if not expanded.is_absolute():
         raise ConfigError(f"{path}: {key} {value!r} must be an absolute path")
@@ -244,7 +241,7 @@ def _site(value: Any, path: Path, key: str = "site") -> Optional[Path]:
         return None
     if not isinstance(value, str) or not value.strip():
         what = "a site file" if key == "site" else "a manifests directory"
-        raise ConfigError(f"{path}: '{key}' must be the path of {what}, not {_given(value)}")
+        raise ConfigError(f"{path}: '{key}' must be the path of {what}, not {described(value)}")
     expanded = _expanded(value, path, key)
     return expanded if expanded.is_absolute() else path.parent / expanded
 

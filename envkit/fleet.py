@@ -65,6 +65,11 @@ class Fleet(NamedTuple):
         return sum(m.nodes for m in self.machines)
 
     @property
+    def counts_nodes(self) -> bool:
+        """Whether it is counted in nodes, not machines: a site file entry in it stands for several (its count)."""
+        return self.node_count != len(self.machines)
+
+    @property
     def single(self) -> Optional[MachineProfile]:
         """The one machine's profile when the fleet is one machine."""
         return self.machines[0].profile if len(self.machines) == 1 else None
@@ -182,7 +187,7 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
 def size_text(fleet: Fleet) -> str:
     """How many machines ``fleet`` is, in words: "4 machines", or "11 nodes" where a site file entry stands for
     several nodes (its ``count``)."""
-    if fleet.node_count != len(fleet.machines):
+    if fleet.counts_nodes:
         return counted(fleet.node_count, "node")
     return counted(len(fleet.machines), "machine")
 

@@ -11,10 +11,10 @@
   has a GPU build fitting all of its machines. This is minimum set cover, solved exactly: the sets are, per GPU
   build, the configurations it fits (only the maximal ones kept); covers of 1, 2, ... sets are tried in order, the
   sets ordered by their best build's rank, so the first cover found is the smallest and prefers newer builds. Each
-  configuration goes to the first set of the cover that holds it; each group then gets the newest GPU build that
-  fits all of its machines. The configurations no GPU build fits are one more group, with the best build that fits
-  them all (a CPU build); a group each when none fits them all. The number of distinct configurations is small (a site has a handful), and with more
-  than 16 sets the search falls back to the greedy cover (at most ln(n)+1 times the minimum).
+  configuration goes to the first set of the cover that holds it; each group then gets the newest GPU build that fits
+  all of its machines. The configurations no GPU build fits are one more group, with the best build that fits them all
+  (a CPU build); a group each when none fits them all. The number of distinct configurations is small (a site has a
+  handful), and with more than 16 sets the search falls back to the greedy cover (at most ln(n)+1 times the minimum).
 """
 
 from __future__ import annotations

@@ -61,12 +61,21 @@ class Record:
         return next((value for flag, value in zip(options[::2], options[1::2]) if flag == "--partition"), None)
 
     def remake_command(self, *extra: str) -> str:
-        """The `envkit create` command that makes it again, for the machines it is for, shell-quoted."""
+        """The `envkit create` command that makes it again, where it is, for the machines it is for, shell-quoted.
+        (Its --prefix always: whether it was the default one the record does not say, and a default elsewhere would
+        make the new one there and, with --force, delete this one.)"""
         import shlex
 
         python = ["--python", self.python] if re.fullmatch(r"\d+\.\d+", self.python) else []  # not another one
-        return shlex.join(["envkit", "create", self.manifest, "--build", self.build, "--name", self.name, *python,
-                           *self.target_options(), *extra])
+        return shlex.join(["envkit", "create", self.manifest, "--build", self.build, "--name", self.name,
+                           "--prefix", self.prefix, *python, *self.target_options(), *extra])
+
+
+def name_for_machine(manifest: str, machine: str) -> str:
+    """The name of ``manifest``'s environment for ``machine`` (a fleet's group, named after its first machine):
+    MANIFEST-MACHINE with what a name cannot hold made '-' (and '..' one '.'), at most 64 characters."""
+    safe = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "-", machine)).strip("-.") or "group"
+    return f"{manifest}-{safe}"[:64]
 
 
 def is_name(name: str) -> bool:

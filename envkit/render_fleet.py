@@ -23,7 +23,7 @@ def fleet_header(fleet: Fleet) -> str:
     """The machines and their distinct configurations. Where a site file entry stands for several nodes (its
     ``count``), the nodes are counted, as `envkit site` counts them: "Machines: 24 nodes", "a100-01 (12 nodes)"."""
     configs = fleet.configs()
-    by_node = fleet.node_count != len(fleet.machines)
+    by_node = fleet.counts_nodes
     lines = [f"Machines: {counted(fleet.node_count, 'node') if by_node else len(fleet.machines)} "
              f"({counted(len(configs), 'distinct configuration')})"]
     for config in configs:

@@ -32,6 +32,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from envkit.errors import BadInputError, ProfileError, UnknownNameError
 from envkit.machine import MachineProfile, not_text, profile_from_dict, read_profile
+from envkit.words import described
 
 SITE_VARIABLE = "ENVKIT_SITE"
 VERSION = 1
@@ -173,7 +174,8 @@ def site_from_dict(data: Any, path: Path, cache_dir: Optional[Path] = None) -> S
                         hint=_EMPTY_HINT)
     raw = data["partitions"]
     if not isinstance(raw, Mapping):
-        raise SiteError(path, "partitions", f"expected a mapping of partition names to partitions, got {_kind(raw)}")
+        raise SiteError(path, "partitions",
+                        f"expected a mapping of partition names to partitions, got {described(raw)}")
     partitions = {}
     for name, entry in raw.items():
         if not isinstance(name, str) or not valid_name(name):
@@ -181,13 +183,6 @@ def site_from_dict(data: Any, path: Path, cache_dir: Optional[Path] = None) -> S
                             or "a partition name is letters, digits, '_', '.', '+', '-'")
         partitions[name] = _partition(name, entry, path, cache_dir)
     return Site(path=path, partitions=partitions)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    return {list: "a list", str: "text", bool: "true/false", int: "a number", float: "a number"}.get(
-        type(value), "a mapping" if isinstance(value, Mapping) else type(value).__name__)
 
 
 def _no_unknown_keys(data: Mapping, keys: tuple[str, ...], path: Path, where: str) -> None:
@@ -200,7 +195,7 @@ def _no_unknown_keys(data: Mapping, keys: tuple[str, ...], path: Path, where: st
 def _partition(name: str, entry: Any, path: Path, cache_dir: Optional[Path]) -> Partition:
     where = f"partitions.{name}"
     if not isinstance(entry, Mapping):
-        raise SiteError(path, where, f"expected a mapping with 'nodes', got {_kind(entry)}")
+        raise SiteError(path, where, f"expected a mapping with 'nodes', got {described(entry)}")
     _no_unknown_keys(entry, _PARTITION_KEYS, path, where)
     # A partition lists its nodes, or says why it has none (survey writes the error of one it could not reach).
     if "nodes" not in entry and entry.get("error") is None and not entry.get("unreachable"):
@@ -208,7 +203,7 @@ def _partition(name: str, entry: Any, path: Path, cache_dir: Optional[Path]) -> 
                         "there are none)")
     raw_nodes = entry.get("nodes", [])
     if not isinstance(raw_nodes, list):
-        raise SiteError(path, f"{where}.nodes", f"expected a list of nodes, got {_kind(raw_nodes)}")
+        raise SiteError(path, f"{where}.nodes", f"expected a list of nodes, got {described(raw_nodes)}")
     nodes = tuple(_node(item, f"{where}.nodes[{i}]", path, cache_dir) for i, item in enumerate(raw_nodes))
     return Partition(
         name=name, nodes=nodes, surveyed=_surveyed(entry.get("surveyed"), path, f"{where}.surveyed"),

@@ -23,7 +23,7 @@ from envkit.machine import MachineProfile, profile_from_dict
 
 
 def target_dict(fleet: Fleet, options: Sequence[str]) -> dict[str, Any]:
-    nodes = {"nodes": fleet.node_count} if fleet.node_count != len(fleet.machines) else {}
+    nodes = {"nodes": fleet.node_count} if fleet.counts_nodes else {}
     return {
         "options": list(options),
         "machines": list(fleet.names),

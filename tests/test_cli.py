@@ -164,6 +164,13 @@ def test_bad_option_values_exit_2():
     assert_clean_error(envkit("list", "torch", "--gpu-arch", "ampere", "--cuda", "12.4"), 2, "--gpu-arch")
 
 
+@pytest.mark.parametrize("target", [("--cuda", "12.4"), ("--gpu-arch", "8.0"), ("--machine", "x.yaml")])
+def test_the_check_a_node_runs_on_itself_takes_no_other_machine(target):
+    # verify --on-node (what `verify --partition` has the node run) checks that node for real: --cuda and --gpu-arch
+    # would judge it as another machine, and slipped through.
+    assert_clean_error(envkit("verify", "torch-x", "--on-node", *target), 2, "--on-node checks the machine it runs on")
+
+
 @pytest.mark.parametrize("args, command", [(("manifests", "check", "--build"), "envkit manifests check"),
                                            (("--debug", "list", "torch", "--python"), "envkit list")])
 def test_an_option_without_its_value_points_at_its_own_commands_help(args, command):

@@ -91,8 +91,9 @@ def test_an_environment_without_its_bin_is_not_said_gone_and_the_advice_pastes(h
     assert done.returncode == 1 and "is gone" not in done.stderr, done.stderr
     assert done.stderr.startswith(f"envkit: error: no environment at {here.prefix} ({here.prefix / 'bin'} does not "
                                   "exist)\n"), done.stderr
-    assert ("`envkit create torch --build torch-2.15-cpu --name fake --python 3.12 --force` makes it again, or "
-            "`envkit remove fake --yes` deletes it.") in done.stderr
+    # where it is (this one is not in envkit's default place: without --prefix the new one would go there)
+    assert (f"`envkit create torch --build torch-2.15-cpu --name fake --prefix {here.prefix} --python 3.12 --force` "
+            "makes it again, or `envkit remove fake --yes` deletes it.") in done.stderr
 
 
 def test_an_option_after_env_is_the_command_and_the_error_says_so(here: Here):

@@ -64,6 +64,10 @@ def test_an_upstream_given_twice_is_refused_and_its_host_matches_in_any_case():
     config = parse_config(json.dumps({"mirrors": {"HTTPS://Download.PyTorch.org/whl": "http://127.0.0.1:1/whl"}}),
                           CONFIG)
     assert config.mirrored(f"{TORCH}/cu126") == "http://127.0.0.1:1/whl/cu126"  # was: never mirrored
+    # and the other way round: a URL written with capitals, under an upstream written in lower case
+    lower = parse_config(json.dumps({"mirrors": {TORCH: "http://127.0.0.1:1/whl"}}), CONFIG)
+    assert lower.mirrored("HTTPS://Download.PyTorch.org/whl/cu126/") == "http://127.0.0.1:1/whl/cu126/"
+    assert lower.mirrored("https://download.pytorch.org/whlx") == "https://download.pytorch.org/whlx"  # not under
 
 
 def test_a_key_of_the_wrong_kind_names_what_was_given():
@@ -150,10 +154,11 @@ def test_a_check_result_the_record_does_not_say_is_not_shown_as_pass(tmp_path: P
         assert row.split()[4] == shown, ok
 
 
-def test_the_command_that_makes_an_environment_again_keeps_its_python(tmp_path: Path):
+def test_the_command_that_makes_an_environment_again_keeps_its_python_and_its_place(tmp_path: Path):
+    # was: the Python found first on the machine, and the default place (with --force: this one deleted)
     record = _record("t", tmp_path / "t", python="3.11")
-    assert record.remake_command("--force") == ("envkit create torch --build torch-2.13-cu126 --name t --python 3.11 "
-                                                "--force")  # was: the Python found first on the machine
+    assert record.remake_command("--force") == ("envkit create torch --build torch-2.13-cu126 --name t --prefix "
+                                                f"{tmp_path / 't'} --python 3.11 --force")
 
 
 def test_a_record_not_utf8_or_with_a_relative_prefix_says_which(tmp_path: Path):

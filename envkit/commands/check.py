@@ -323,7 +323,7 @@ def verify(
             raise BadInputError(f"{' and '.join(job_options)} only {'apply' if len(job_options) > 1 else 'applies'} "
                                 "with --partition (to the job that runs the check on a node of a Slurm partition)",
                                 hint=f"Add --partition P, or leave out {' and '.join(job_options)}.")
-        if on_node and target.elsewhere:
+        if on_node and not target.on_target:
             raise BadInputError("--on-node checks the machine it runs on: leave out --machine, --partition, --cuda "
                                 "and --gpu-arch")
         if target.partition is not None:

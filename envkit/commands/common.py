@@ -194,7 +194,6 @@ def group_command(fleet, target: TargetOptions, manifest: str, group, python: Op
     """The `envkit create` (or ``command`` "lock": `envkit lock`) command for one group of a fleet, shell-quoted:
     one profile per distinct configuration of the group (--machine FILE), or its nodes of the partition
     (--partition NAME:NODE,...)."""
-    import re
     import shlex
 
     from envkit.fleet import distinct
@@ -203,10 +202,15 @@ def group_command(fleet, target: TargetOptions, manifest: str, group, python: Op
         return None
     members = [m for m in fleet.machines if m.name in set(group.machines)]
     argv = ["envkit", command, manifest, "--build", group.selected.build.id]
-    first = re.sub(r"[^A-Za-z0-9._-]+", "-", members[0].name)
-    first = re.sub(r"\.{2,}", ".", first).strip("-.") or "group"  # an environment's name never holds '..'
-    name = f"{manifest}-{first}"[:64]
-    argv += ["--name", name] if command == "create" else ["-o", f"{name}.conda-lock.yml"]  # one lock per group
+    from envkit.records import name_for_machine
+
+    name = name_for_machine(manifest, members[0].name)
+    if command == "create":
+        argv += ["--name", name]
+    else:  # one lock per group, installed as the group's environment (envkit.lockfile.format.install_name)
+        from envkit.lockfile.format import lock_file_name
+
+        argv += ["-o", lock_file_name(name)]
     if python is not None:
         argv += ["--python", python]
     if command == "create" and not group.selected.build.is_gpu:

@@ -12,11 +12,11 @@ from envkit.commands.options import JsonOption, RunInArgument
 def list_envs(json_output: JsonOption = False) -> None:
     """List the environments envkit made: build, backend, Python, the last check's result, where they are.
 
-    A run of `envkit create` that is going on shows as "being created"; one killed before its environment was
-    complete shows as "interrupted" until the next create, or `envkit remove NAME`, cleans up after it. A record that cannot be read shows as
-    "unreadable", with the reason; `envkit remove NAME` forgets it. One whose directory is gone, or holds another
-    environment or none, is marked beside its directory ("missing", "not NAME's"; in JSON the state "not held", with
-    the reason): envkit never runs it, and `envkit remove NAME` forgets it, leaving the directory alone."""
+    A run of `envkit create` that is going on shows as "being created"; one killed before its environment was complete
+    shows as "interrupted" until the next create, or `envkit remove NAME`, cleans up after it. A record that cannot be
+    read shows as "unreadable", with the reason; `envkit remove NAME` forgets it. One whose directory is gone, or
+    holds another environment or none, is marked beside its directory ("missing", "not NAME's"; in JSON the state "not
+    held", with the reason): envkit never runs it, and `envkit remove NAME` forgets it, leaving the directory alone."""
     with reported_errors():
         from envkit import records
         from envkit.create.journal import interrupted

@@ -10,7 +10,6 @@ from envkit.commands.common import (manifests_dir, print_json, reported_errors, 
                                     uv_environ)
 from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, file_path_value, with_options
 
-LOCK_SUFFIX = ".conda-lock.yml"  # NAME.conda-lock.yml: a lock of environment NAME (commands.common.group_command)
 OutputOption = Annotated[
     Path, typer.Option("--output", "-o", metavar="FILE", parser=file_path_value,
                        help="Where to write the lock (replaced if it exists; through a symbolic link, to its target).")
@@ -131,7 +130,7 @@ def export(
 def _write(made, output: Path) -> None:
     from envkit.errors import EnvkitError
     from envkit.files import write_atomic
-    from envkit.lockfile.format import dump_lock
+    from envkit.lockfile.format import dump_lock, install_name
 
     try:
         write_atomic(output, dump_lock(made, output.name, install_name(output)).encode("utf-8"))
@@ -152,20 +151,11 @@ def _report(made, output: Path, json_output: bool, target: Sequence[str] = ()) -
     typer.echo(f"Locked {len(conda)} conda and {len(pip)} pip packages into {output}")
     import shlex
 
+    from envkit.lockfile.format import install_name
+
     name = install_name(output)
     argv = ["envkit", "create", "--from-lock", str(output), *(["--name", name] if name else []), *target]
     typer.echo(f"Install it with: {shlex.join(argv)}")
-
-
-def install_name(output: Path) -> Optional[str]:
-    """The environment's name for a lock written to ``NAME.conda-lock.yml`` (the file each group's `envkit lock`
-    writes when a fleet needs one lock per group): NAME, the name `envkit create` gives that group's environment.
-    Installed under its default name instead (the manifest and the variant), two groups' locks of the same build
-    would make the same environment."""
-    from envkit.records import is_name
-
-    stem = output.name[:-len(LOCK_SUFFIX)] if output.name.endswith(LOCK_SUFFIX) else ""
-    return stem if stem and is_name(stem) else None
 
 
 def register(app: typer.Typer) -> None:

@@ -50,8 +50,9 @@ def validate(directory: DirectoryArgument = None, json_output: JsonOption = Fals
             if validation.ok:
                 typer.echo(f"{validation.directory}: {len(validation.files)} files, {builds} builds: valid.")
             else:
-                count = len(validation.problems)
-                typer.echo(f"{validation.directory}: {count} problem{'' if count == 1 else 's'}.", err=True)
+                from envkit.words import counted
+
+                typer.echo(f"{validation.directory}: {counted(len(validation.problems), 'problem')}.", err=True)
         if not validation.ok:
             raise typer.Exit(2)
 

@@ -46,6 +46,14 @@ def node_words(partition: str, node: Optional[str]) -> str:
     return f"node {node} of {partition}" if node else f"a node of {partition}"
 
 
+def too_many_gpus(gpus: int, most: int, partition: str, node: Optional[str]):
+    """The BadInputError (exit 2) for --gpus beyond what the node (or any node of the partition) has."""
+    from envkit.errors import BadInputError
+
+    nodes = f"node {node} of partition {partition} has" if node else f"the nodes of partition {partition} have"
+    return BadInputError(f"--gpus {gpus}: {nodes} at most {most} GPU(s)", hint=f"Ask for {most} or fewer.")
+
+
 QUEUE_TIMEOUT = 300.0  # seconds a check's job may wait to start (verify --queue-timeout)
 
 
@@ -60,7 +68,6 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
     """Run the check on a node of ``target.partition`` (``P`` or ``P:NODE``); relay its report and exit status.
     Returns the exit status."""
     from envkit.commands.common import environment_python, find_record, print_json
-    from envkit.errors import BadInputError
     from envkit.slurm.client import Slurm
     from envkit.slurm.remote import check_on_node, partition_gpus
 
@@ -83,8 +90,7 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
         node = slurm_node(current_site(), partition, node)
     most = partition_gpus(slurm, partition, node)  # a node named: its own GPUs, else srun would refuse the job
     if gpus is not None and gpus > most:
-        nodes = f"node {node} of partition {partition} has" if node else f"the nodes of partition {partition} have"
-        raise BadInputError(f"--gpus {gpus}: {nodes} at most {most} GPU(s)")
+        raise too_many_gpus(gpus, most, partition, node)
     wanted = gpus if gpus is not None else most
     typer.echo(f"envkit: running the check on {node_words(partition, node)} with {wanted} GPU(s) through srun "
                f"(waiting at most {queue_timeout:g} s for it to start)", err=True)

@@ -171,7 +171,7 @@ def job(
         from envkit.slurm.client import Slurm
         from envkit.slurm.script import output_file, overriding_variables
 
-        unset = [name for name in overriding_variables(script) if name in os.environ]
+        unset = [name for name in overriding_variables(spec) if name in os.environ]
         if unset:
             typer.echo(f"envkit: note: not passing {', '.join(f'{name}={os.environ[name]}' for name in unset)} to "
                        "sbatch: it would override the script's own directives", err=True)
@@ -218,16 +218,16 @@ def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Opt
     build would not run on every node configuration of the partition (on ``node``, when one is named: exit 2 when
     the site file does not have it)."""
     from envkit.catalog import load_tables
-    from envkit.errors import BadInputError, EnvkitError
+    from envkit.errors import EnvkitError
     from envkit.resolve import assess
     from envkit.site import partition_profiles
 
     profiles = partition_profiles(site, partition, [node] if node is not None else ())
     counts = [len(profile.gpus) for profile in profiles]
     if gpus is not None and gpus > max(counts):
-        nodes = f"node {node} of partition {partition} has" if node else f"the nodes of partition {partition} have"
-        raise BadInputError(f"--gpus {gpus}: {nodes} at most {max(counts)} GPU(s)",
-                            hint=f"Ask for {max(counts)} or fewer.")
+        from envkit.commands.node_check import too_many_gpus
+
+        raise too_many_gpus(gpus, max(counts), partition, node)
     chosen = gpus if gpus is not None else (min(counts) or None)
     framework, build = recorded_build(record, manifests)
     if build is None:

@@ -158,17 +158,23 @@ def _outside_environments(prefix: Path) -> Path:
 def _not_envkits_own(prefix: Path, dirs: UserDirs, config: Config) -> None:
     """BadInputError (exit 2) for a prefix that is envkit's own data directory, its environments directory or a
     directory above them (an environment there would hold envkit's records: removing it deletes them all), or that
-    lies inside the data directory other than in its environments directory."""
+    lies inside the data directory other than in an environments directory."""
     import os
 
     where = Path(os.path.normpath(prefix))
-    roots = [Path(os.path.normpath(d)) for d in (dirs.data, dirs.envs, config.envs_dir) if d is not None]
-    inside_envs = any(where.is_relative_to(root) and where != root for root in roots[1:])
-    if any(root == where or root.is_relative_to(where) for root in roots) or \
-            (where.is_relative_to(roots[0]) and not inside_envs):
-        raise BadInputError(f"--prefix {prefix} is envkit's own directory ({dirs.data}), inside it or above it: "
-                            "an environment there would hold envkit's records, or sit among them",
-                            hint=f"Give a directory of its own, e.g. --prefix {dirs.envs / 'NAME'}.")
+    data = Path(os.path.normpath(dirs.data))
+    envs = [Path(os.path.normpath(d)) for d in (dirs.envs, config.envs_dir) if d is not None]
+    inside_envs = any(where.is_relative_to(root) and where != root for root in envs)
+    clash = next((root for root in (data, *envs) if root == where or root.is_relative_to(where)), None)
+    if clash is None and where.is_relative_to(data) and not inside_envs:
+        clash = data
+    if clash is not None:
+        what = "envkit's data directory" if clash == data else "envkit's environments directory"
+        relation = "is" if clash == where else "is above" if clash.is_relative_to(where) else "is inside"
+        raise BadInputError(f"--prefix {prefix} {relation} {what} ({clash}): an environment there would hold "
+                            "envkit's records, or sit among them",
+                            hint="Give a directory of its own, e.g. --prefix "
+                                 f"{(config.envs_dir or dirs.envs) / 'NAME'}.")
 
 
 def _location(prefix: Optional[Path], backend: str, tools: Tools, config: Config, dirs: UserDirs, name: str,

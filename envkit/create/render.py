@@ -70,9 +70,10 @@ def _target_lines(plan) -> list[str]:
     if len(machines) <= 1:
         return [f"Machine:     {line}"]
     from envkit.fleet import names_text
+    from envkit.words import counted
 
     nodes = (plan.target or {}).get("nodes")  # a site file entry standing for several nodes counts them all
-    count = f"{nodes} nodes" if isinstance(nodes, int) and nodes > len(machines) else len(machines)
+    count = counted(nodes, "node") if isinstance(nodes, int) and nodes > len(machines) else len(machines)
     return [f"Machines:    {count}: {names_text(machines, most=6)} (the build fits every one)",
             f"  solve for: {line} (the lowest driver CUDA among them)"]
 

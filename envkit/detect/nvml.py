@@ -66,15 +66,17 @@ def _describe(nvml: Any, exc: Exception) -> str:
     return f"{exc} ({why})" if why else str(exc)  # pynvml's own wording, and what it means where it is not plain
 
 
-# What the NVML errors a working-looking machine gives mean, and what to do (keyed by pynvml's NVML_ERROR_* codes).
+# NVML's return codes (nvml.h; the ABI keeps them), named here: pynvml is imported only where NVML is asked something.
+NO_PERMISSION, GPU_IS_LOST, LIB_RM_VERSION_MISMATCH = 4, 15, 18
+# What the NVML errors a working-looking machine gives mean, and what to do.
 _CAUSES = {
-    18: "the driver's libraries and its loaded kernel module are different versions, as after a driver upgrade "
-        "without a reboot: CUDA programs fail until the machine is rebooted (or the nvidia modules reloaded); "
-        "what the kernel module says is used meanwhile",  # NVML_ERROR_LIB_RM_VERSION_MISMATCH
-    4: "this user may not open the GPUs' device files /dev/nvidia*, so CUDA programs run by it cannot use them "
-       "either: ask the administrator for access (or, in a container, for the devices)",  # NVML_ERROR_NO_PERMISSION
-    15: "the GPU fell off the bus (Xid 79 in dmesg): no program can use it until it is reset or the machine "
-        "rebooted",  # NVML_ERROR_GPU_IS_LOST
+    LIB_RM_VERSION_MISMATCH: "the driver's libraries and its loaded kernel module are different versions, as after "
+                             "a driver upgrade without a reboot: CUDA programs fail until the machine is rebooted (or "
+                             "the nvidia modules reloaded); what the kernel module says is used meanwhile",
+    NO_PERMISSION: "this user may not open the GPUs' device files /dev/nvidia*, so CUDA programs run by it cannot use "
+                   "them either: ask the administrator for access (or, in a container, for the devices)",
+    GPU_IS_LOST: "the GPU fell off the bus (Xid 79 in dmesg): no program can use it until it is reset or the machine "
+                 "rebooted",
 }
 
 
@@ -161,7 +163,7 @@ def _gpu(reader: _Reader, index: int, gpu_names: GpuNameTable) -> Optional[Gpu]:
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
     except nvml.NVMLError as exc:
-        if getattr(exc, "value", None) == 4:  # NVML_ERROR_NO_PERMISSION
+        if getattr(exc, "value", None) == NO_PERMISSION:
             reader.notes.append(f"NVML: GPU {index}: {exc}: this process may not open it (a Slurm job's or a "
                                 "container's device limits), so CUDA cannot use it either: not counted, and the "
                                 "GPUs it may use are numbered from 0, as CUDA numbers them")

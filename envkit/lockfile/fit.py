@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from envkit.errors import EnvkitError
-from envkit.lockfile.format import LockFileError
+from envkit.lockfile.format import LockFileError, lock_file_name
 from envkit.lockfile.model import PLATFORM, LockFile
 
 
@@ -71,11 +71,11 @@ def remake_command(manifest: str, machine: str, target_args: str) -> str:
     """The `envkit lock` command that makes a lock of ``manifest`` for the machines ``target_args`` name (this one
     without them), into a file of its own named after ``machine`` (the first of them), as a fleet's group locks are:
     never over the lock that did not fit."""
-    import re
     import shlex
 
-    first = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "-", machine)).strip("-.") or "target"
-    output = shlex.quote(f"{manifest}-{first}"[:64] + ".conda-lock.yml")
+    from envkit.records import name_for_machine
+
+    output = shlex.quote(lock_file_name(name_for_machine(manifest, machine)))
     return f"envkit lock {shlex.quote(manifest)} -o {output}" + (f" {target_args}" if target_args else "")
 
 
@@ -87,7 +87,9 @@ def raise_unless_fits(reasons: list[str], machine: str, build: Optional[str], re
     if reasons:
         what = f"the lock of {build}" if build else "the lock"
         make = f"`{remake}`" if remake else "`envkit lock MANIFEST`, or conda-lock"
-        where = "the machine it was locked on" if made_for == "this machine" else made_for
+        # The lock's target in the words it keeps: "this machine" is the one it was made on, not this one
+        here = "this machine"
+        where = f"the machine it was locked on{made_for[len(here):]}" if made_for.startswith(here) else made_for
         raise LockDoesNotFit(f"{what} does not fit {machine}: {'; '.join(reasons)}",
                              hint=f"Make a lock for it ({make}), or install this one where it fits"
                                   + (f" ({where})" if where else "") + ": there, or from here with its --machine or "

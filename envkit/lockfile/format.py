@@ -34,6 +34,24 @@ _CONDA_LOCK = "# or with conda-lock:  conda-lock install -n {env} {name}\n"
 _NO_CONDA_LOCK = "# (not with conda-lock install: the lock has no conda part, so no Python for its pip packages)\n"
 
 
+LOCK_SUFFIX = ".conda-lock.yml"  # NAME.conda-lock.yml: the lock of environment NAME (a fleet's group's, say)
+
+
+def lock_file_name(name: str) -> str:
+    """The file a lock of environment ``name`` is written to: ``NAME.conda-lock.yml``."""
+    return name + LOCK_SUFFIX
+
+
+def install_name(path: Path) -> Optional[str]:
+    """The environment a lock at ``NAME.conda-lock.yml`` installs as: NAME (each group's `envkit lock` of a fleet
+    writes one, named as `envkit create` names that group's environment: under the build's default name, two groups'
+    locks of one build would make one environment). None for another file name, or a NAME no environment can have."""
+    from envkit.records import is_name
+
+    stem = path.name[:-len(LOCK_SUFFIX)] if path.name.endswith(LOCK_SUFFIX) else ""
+    return stem if stem and is_name(stem) else None
+
+
 class LockFileError(BadInputError):
     """A lock file that cannot be read, or that lacks what installing it needs."""
 

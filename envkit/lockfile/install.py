@@ -28,7 +28,7 @@ from envkit.fleet import names_text
 from envkit.installers import installer_environ, link_mode
 from envkit.lockfile import model
 from envkit.lockfile.fit import THEY, check_platform, raise_unless_fits, remake_command, virtual_reasons
-from envkit.lockfile.format import LockFileError
+from envkit.lockfile.format import LockFileError, install_name
 from envkit.lockfile.model import LockedPackage, LockFile, python_of_lock
 from envkit.lockfile.urls import fetch_url
 from envkit.machine import MachineProfile
@@ -229,6 +229,10 @@ def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, pytho
 
 
 def _default_name(lock: LockFile, path: Path) -> str:
+    """NAME for NAME.conda-lock.yml (as `envkit lock` says to install it), else the manifest and the variant."""
+    named = install_name(path)
+    if named is not None:
+        return named
     build = lock.fact(model.BUILD)
     manifest = lock.fact(model.MANIFEST)
     if build and manifest and build.startswith(manifest + "-"):

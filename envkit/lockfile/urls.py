@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from envkit.config import Config, check_transport, mirror_url
+from envkit.config import Config, check_transport, is_under, mirror_url
 
 
 def upstream_url(url: str, config: Config) -> str:
     """``url`` with the longest mirror it lies under replaced by that mirror's upstream (the inverse of
     ``Config.mirrored``), or ``url`` itself."""
-    trimmed = url.rstrip("/")
-    best = None
-    for mirror in config.mirrors:
-        if trimmed == mirror.target or trimmed.startswith(mirror.target + "/"):
-            if best is None or len(mirror.target) > len(best.target):
-                best = mirror
+    best = max((m for m in config.mirrors if is_under(url, m.target)), key=lambda m: len(m.target), default=None)
     return url if best is None else best.upstream + url[len(best.target):]
 
 

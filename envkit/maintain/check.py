@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
+from envkit.config import is_under
 from envkit.errors import BadInputError, UnknownNameError
 from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed, upstream_index
 from envkit.words import counted
@@ -199,24 +200,22 @@ def render_check(report: CheckReport, say: Callable[[str], None]) -> None:
     say(f"Checked {counted(builds, 'build')} ({counted(pythons, 'build-Python pair')}, "
         f"{counted(report.pages, 'index page')}, {counted(report.channels, 'channel query', 'channel queries')}"
         f"{resolved}): {verdict}.")
+    def read_through(finding: Finding, upstream: str) -> bool:
+        return finding.url is not None and is_under(finding.url, upstream.rstrip("/"))
+
     used = {upstream: mirror for f in problems for upstream, mirror in report.mirrors.items()
-            if _under(f.url, upstream)}
+            if read_through(f, upstream)}
     if used:  # what was read is not the URL the messages name: say where it came from
         say("Read through the mirrors of envkit's config file (mirrors:):")
         for upstream, mirror in sorted(used.items()):
             say(f"  {upstream} -> {mirror}")
     unreadable = [f for f in problems if f.kind == UNREADABLE]
-    through_mirrors = [f for f in unreadable if any(_under(f.url, upstream) for upstream in used)]
+    through_mirrors = [f for f in unreadable if any(read_through(f, upstream) for upstream in used)]
     if len(through_mirrors) < len(unreadable):
         say("Some indexes or channels could not be read: check the network (HTTPS_PROXY, REQUESTS_CA_BUNDLE), or map "
             "them to mirrors in envkit's config file (mirrors:), then run the check again.")
     if through_mirrors:
         say("Some mirrors could not be read: check that they are up and serve those pages, or correct their entries "
             "in envkit's config file (mirrors:), then run the check again.")
-
-
-def _under(url: Optional[str], upstream: str) -> bool:
-    """Whether ``url`` is ``upstream`` or a page under it."""
-    return url is not None and (url == upstream or url.startswith(upstream.rstrip("/") + "/"))
 
 

@@ -75,23 +75,28 @@ def directive_value(what: str, value: str) -> str:
     return value
 
 
+def directives(spec: JobSpec) -> list[tuple[str, str]]:
+    """The script's ``#SBATCH --KEY=VALUE`` lines, as (key, value), each value checked (BadInputError, exit 2)."""
+    pairs = [("partition", directive_value("partition", spec.partition))]
+    if spec.node is not None:
+        pairs.append(("nodelist", directive_value("node", spec.node)))
+    if spec.job_name is not None:
+        pairs.append(("job-name", job_name(spec.job_name)))
+    if spec.gpus is not None:
+        pairs.append(("gpus-per-node", str(_count("--gpus", spec.gpus, MAX_GPUS))))
+    if spec.cpus is not None:
+        pairs.append(("cpus-per-task", str(_count("--cpus", spec.cpus, MAX_CPUS))))
+    if spec.time is not None:
+        pairs.append(("time", time_limit(spec.time)))
+    if spec.output is not None:
+        pairs.append(("output", directive_value("output file", spec.output)))
+    return pairs
+
+
 def sbatch_script(spec: JobSpec) -> str:
     """The whole script, ending with a newline. Pure: the same spec gives the same text."""
-    directives = [("partition", directive_value("partition", spec.partition))]
-    if spec.node is not None:
-        directives.append(("nodelist", directive_value("node", spec.node)))
-    if spec.job_name is not None:
-        directives.append(("job-name", job_name(spec.job_name)))
-    if spec.gpus is not None:
-        directives.append(("gpus-per-node", str(_count("--gpus", spec.gpus, MAX_GPUS))))
-    if spec.cpus is not None:
-        directives.append(("cpus-per-task", str(_count("--cpus", spec.cpus, MAX_CPUS))))
-    if spec.time is not None:
-        directives.append(("time", time_limit(spec.time)))
-    if spec.output is not None:
-        directives.append(("output", directive_value("output file", spec.output)))
     lines = ["#!/bin/bash"]
-    lines += [f"#SBATCH --{key}={value}" for key, value in directives]
+    lines += [f"#SBATCH --{key}={value}" for key, value in directives(spec)]
     lines += [
         "",
         "# Written by envkit job. The environment is activated as `envkit run` does; the command runs inside it.",
@@ -117,12 +122,10 @@ def sbatch_script(spec: JobSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def overriding_variables(script: str) -> list[str]:
-    """The environment variables that would make sbatch override a directive of ``script`` (see
+def overriding_variables(spec: JobSpec) -> list[str]:
+    """The environment variables that would make sbatch override a directive of the script of ``spec`` (see
     :data:`OVERRIDING_VARIABLES`): the ones to keep from sbatch."""
-    keys = [line.split("=", 1)[0].removeprefix("#SBATCH --") for line in script.splitlines()
-            if line.startswith("#SBATCH --")]
-    return [OVERRIDING_VARIABLES[key] for key in keys if key in OVERRIDING_VARIABLES]
+    return [OVERRIDING_VARIABLES[key] for key, _ in directives(spec) if key in OVERRIDING_VARIABLES]
 
 
 def _count(option: str, value: int, most: int) -> int:

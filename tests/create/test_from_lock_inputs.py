@@ -72,5 +72,18 @@ def test_a_lock_is_not_installed_into_envkits_own_directory(home: Home):
     lock = write_lock(home, {"envkit.manifest": "nosuch", "envkit.build": "nosuch-1.0-cpu", "envkit.python": "3.11"})
     (home.data / "envs").mkdir(parents=True)
     done = home.envkit("create", "--from-lock", str(lock), "--prefix", str(home.data), *H100, "--dry-run")
-    assert done.returncode == 2 and f"--prefix {home.data} is envkit's own directory" in done.stderr, done.stderr
+    assert done.returncode == 2 and f"--prefix {home.data} is envkit's data directory" in done.stderr, done.stderr
     assert sorted(p.name for p in home.data.iterdir()) == ["envs"]
+
+
+def test_a_lock_named_after_an_environment_installs_as_it_without_name(home: Home):
+    # `envkit lock` of a fleet's group writes NAME.conda-lock.yml and says to install it as NAME; without --name it
+    # was installed under the build's default name, as another group's lock of the same build would be.
+    lock = write_lock(home, {"envkit.manifest": "nosuch", "envkit.build": "nosuch-1.0-cpu", "envkit.python": "3.11"})
+    named = lock.rename(home.root / "nosuch-lab-02.conda-lock.yml")
+    done = home.envkit("create", "--from-lock", str(named), *H100, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert f"Environment: nosuch-lab-02 at {home.prefix('nosuch-lab-02')}" in done.stdout
+    other = write_lock(home, {"envkit.manifest": "nosuch", "envkit.build": "nosuch-1.0-cpu", "envkit.python": "3.11"})
+    plain = home.envkit("create", "--from-lock", str(other), *H100, "--dry-run")  # x.lock.yml: the default name
+    assert plain.returncode == 0 and "Environment: nosuch-cpu at" in plain.stdout, plain.stderr

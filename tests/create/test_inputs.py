@@ -45,10 +45,11 @@ def test_bad_input_is_one_line_and_exit_2(home: Home, args, words):
 
 
 @pytest.mark.parametrize("where, words", [
-    (".local/share/envkit/envs", ("envkit's own directory",)),  # empty, as on a first run: it was made into a venv
-    (".local/share/envkit", ("envkit's own directory",)),
-    (".local/share/envkit/records/x", ("envkit's own directory",)),
-    (".local", ("envkit's own directory",)),
+    # empty, as on a first run: it was made into a venv
+    (".local/share/envkit/envs", ("is envkit's environments directory (",)),
+    (".local/share/envkit", ("is envkit's data directory (",)),
+    (".local/share/envkit/records/x", ("is inside envkit's data directory (",)),
+    (".local", ("is above envkit's data directory (",)),
     ("d" * 300 + "/env", ("File name too long", "shorter path")),  # was an internal error (OSError)
 ])
 def test_a_prefix_in_or_above_envkits_own_directory_or_too_long_is_bad_input(home: Home, where: str, words):
@@ -56,6 +57,15 @@ def test_a_prefix_in_or_above_envkits_own_directory_or_too_long_is_bad_input(hom
     done = home.envkit("create", "torch", "--name", "t", "--prefix", str(home.root / where), *RTX4090, "--dry-run")
     _one_line_error(done, *words)  # (the real run prepares its plan the same way, and stops there too)
     assert sorted(p.name for p in home.data.iterdir()) == ["envs"] and not any((home.data / "envs").iterdir())
+
+
+def test_a_prefix_above_the_configs_environments_directory_names_that_directory(home: Home):
+    # It said "is envkit's own directory (~/.local/share/envkit), inside it or above it": none of them was.
+    envs = home.root / "big" / "envs"
+    home.write_config({}, envs_dir=str(envs))
+    done = home.envkit("create", "torch", "--name", "t", "--prefix", str(home.root / "big"), *RTX4090, "--dry-run")
+    _one_line_error(done, f"--prefix {home.root / 'big'} is above envkit's environments directory ({envs})",
+                    f"--prefix {envs / 'NAME'}")
 
 
 @pytest.mark.parametrize("field, value", [("cuda_driver", "١٢.٤"), ("cuda_driver", "99999999999999999999999.4"),

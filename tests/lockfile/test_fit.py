@@ -71,3 +71,15 @@ def test_virtual_reasons_name_what_the_target_lacks():
     with pytest.raises(LockDoesNotFit) as error:
         raise_unless_fits(reasons, "this machine", "fp8-1.0")
     assert error.value.exit_code == 1 and "the lock of fp8-1.0 does not fit this machine" in error.value.message
+
+
+@pytest.mark.parametrize("made_for, said", [
+    ("this machine", "(the machine it was locked on)"),
+    ("this machine with --cuda 12.4", "(the machine it was locked on with --cuda 12.4)"),  # was: "(this machine ...)"
+    ("partition gpu-a100", "(partition gpu-a100)"),
+])
+def test_a_refused_lock_says_where_it_fits_in_words_true_on_this_machine(made_for, said):
+    with pytest.raises(LockDoesNotFit) as error:
+        raise_unless_fits(["needs driver CUDA >= 12.6, the driver has 11.2"], "profile old", "x-1.0",
+                          "envkit lock x -o x-old.conda-lock.yml --machine old.yaml", made_for)
+    assert f"install this one where it fits {said}: there" in error.value.hint

@@ -149,8 +149,9 @@ def test_a_job_keeps_its_long_name_and_partition_whatever_sbatch_variables_say(s
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip()
     assert "not passing SBATCH_PARTITION=mixed, SBATCH_JOB_NAME=other, SBATCH_TIMELIMIT=1 to sbatch" in done.stderr
-    limit = slurm_site.cluster.query(["squeue", "-h", "-j", job, "-o", "%l"]).stdout.strip()
-    assert limit in ("", "5:00"), limit  # the script's --time (empty: the job already ended)
+    # the script's --time, not SBATCH_TIMELIMIT's minute (scontrol keeps a job that ended for MinJobAge, 300 s)
+    shown = slurm_site.cluster.query(["scontrol", "show", "job", job]).stdout
+    assert "TimeLimit=00:05:00" in shown.split(), shown
     assert f"its output goes to {name}-{job}.out;" in done.stderr
     wait_done(slurm_site, job)
     assert (tmp_path / f"{name}-{job}.out").read_text().split()[-2:] == [name, "part-a"]

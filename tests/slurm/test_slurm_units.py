@@ -97,8 +97,8 @@ def test_a_named_node_is_a_nodelist_directive_and_the_sbatch_variables_that_woul
     script = sbatch_script(spec)
     assert script.splitlines()[1:5] == ["#SBATCH --partition=p", "#SBATCH --nodelist=gpu-a2", "#SBATCH --job-name=j",
                                         "#SBATCH --gpus-per-node=1"]
-    assert overriding_variables(script) == ["SBATCH_PARTITION", "SBATCH_JOB_NAME", "SBATCH_GPUS_PER_NODE"]
-    timed = sbatch_script(JobSpec(partition="p", time="5", output="o.txt", command=("true",), activate=("envkit",)))
+    assert overriding_variables(spec) == ["SBATCH_PARTITION", "SBATCH_JOB_NAME", "SBATCH_GPUS_PER_NODE"]
+    timed = JobSpec(partition="p", time="5", output="o.txt", command=("true",), activate=("envkit",))
     assert overriding_variables(timed) == ["SBATCH_PARTITION", "SBATCH_TIMELIMIT", "SBATCH_OUTPUT"]
     with pytest.raises(BadInputError, match="node '-x' cannot be passed to sbatch"):
         sbatch_script(JobSpec(partition="p", node="-x", command=("true",), activate=("envkit",)))
