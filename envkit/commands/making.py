@@ -88,10 +88,11 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
     try:
         outcome = _execute(prepared, manifest, tables, dirs, force, verbose, probe_timeout, target_argv(target))
     except ReplacementFailed as failed:  # the report says why; the error, printed after it, what was kept
-        from envkit.create.render import report_only_json, report_only_text
+        from envkit.create.render import report_only_json
+        from envkit.probe.render import report_text
 
         print_json(report_only_json(prepared, failed.report)) if json_output else \
-            typer.echo(report_only_text(failed.report))
+            typer.echo(report_text(failed.report))
         raise
     if json_output:
         from envkit.create.render import outcome_json

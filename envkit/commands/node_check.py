@@ -29,14 +29,22 @@ def node_target(target) -> tuple[str, Optional[str]]:
     """(the partition, the node if one is named) the check runs on; BadInputError (exit 2) for options that name
     other machines or several nodes. Checked before anything is made or queued."""
     from envkit.errors import BadInputError
-    from envkit.site import parse_partition_spec
 
     if target.machine or target.cuda is not None or target.gpu_arch:
         raise BadInputError("--partition checks on the partition's own nodes: leave out --machine, --cuda and "
                             "--gpu-arch")
-    partition, nodes = parse_partition_spec(target.partition)
+    return one_node(target.partition, "the check")
+
+
+def one_node(spec: str, what: str) -> tuple[str, Optional[str]]:
+    """(the partition, the node if one is named) of ``--partition P`` or ``P:NODE`` for ``what`` runs on one node
+    ("the check", "a job"); BadInputError (exit 2) for several nodes, before anything is looked up."""
+    from envkit.errors import BadInputError
+    from envkit.site import parse_partition_spec
+
+    partition, nodes = parse_partition_spec(spec)
     if len(nodes) > 1:
-        raise BadInputError(f"--partition {target.partition}: the check runs on one node; name one",
+        raise BadInputError(f"--partition {spec}: {what} runs on one node; name one, or the partition alone",
                             hint=f"For example: --partition {partition}:{nodes[0]}")
     return partition, nodes[0] if nodes else None
 

@@ -183,18 +183,13 @@ def job(
 
 
 def _job_target(spec: str) -> tuple[str, Optional[str]]:
-    """(the partition, the node if one is named) of ``--partition P`` or ``P:NODE``; BadInputError (exit 2) for
-    several nodes (a job runs on one), before anything is looked up."""
-    from envkit.errors import BadInputError
-    from envkit.site import check_partition_name, parse_partition_spec
+    """(the partition, the node if one is named) of ``--partition P`` or ``P:NODE``: see node_check.one_node."""
+    from envkit.commands.node_check import one_node
+    from envkit.site import check_partition_name
 
     if ":" not in spec:
         return check_partition_name(spec), None
-    partition, nodes = parse_partition_spec(spec)
-    if len(nodes) > 1:
-        raise BadInputError(f"--partition {spec}: a job runs on one node; name one, or the partition alone",
-                            hint=f"For example: --partition {partition}:{nodes[0]}")
-    return partition, nodes[0]
+    return one_node(spec, "a job")
 
 
 def _check_output_directory(output: str) -> None:

@@ -116,10 +116,6 @@ def report_only_json(prepared: Prepared, report: "Report") -> dict[str, Any]:
     return {"plan": plan_json(prepared), "record": None, "verify": report_json(report), "replaced": None}
 
 
-def report_only_text(report: "Report") -> str:
-    from envkit.probe.render import report_text
-
-    return report_text(report)
 
 
 def outcome_text(prepared: Prepared, outcome: "Outcome") -> str:
@@ -153,4 +149,3 @@ def outcome_text(prepared: Prepared, outcome: "Outcome") -> str:
     if record.kernel:
         lines.append(f"  Jupyter:      the kernel {record.kernel!r} ({plan.name} (envkit))")
     return "\n".join(lines)
-
