@@ -75,7 +75,7 @@ def check_held(record: Record) -> None:
     forget = f"`envkit remove {record.name} --yes` forgets"
     if not os.path.exists(prefix):  # a dangling link too
         raise NotHeld(f"environment {record.name} is gone from {prefix}",
-                      hint=f"{forget} it; `{record.remake_command()}` makes it again.")
+                      hint=f"{forget} it; {record.remake_hint()}.")
     problem = holding_problem(prefix, record.name)
     if problem is not None:
         raise NotHeld(f"{prefix} no longer holds environment {record.name!r}: {problem}",

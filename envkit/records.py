@@ -41,6 +41,7 @@ class Record:
     verify: Optional[dict[str, Any]] = None  # the last check: {"ok", "time", "causes", "judged"}
     target: Optional[dict[str, Any]] = None  # the machines it is for (envkit.target); None: the machine it was made on
     run: Optional[str] = None  # the id of the create run that made it (its journal's)
+    manifests: Optional[str] = None  # the manifests directory it was made from (absolute); None: the shipped one
     schema: int = SCHEMA
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -61,14 +62,29 @@ class Record:
         return next((value for flag, value in zip(options[::2], options[1::2]) if flag == "--partition"), None)
 
     def remake_command(self, *extra: str) -> str:
-        """The `envkit create` command that makes it again, where it is, for the machines it is for, shell-quoted.
+        """The `envkit create` command that makes it again, where it is, for the machines it is for, from the
+        manifests it was made from (``--manifests DIR`` when those were not the shipped ones), shell-quoted.
         (Its --prefix always: whether it was the default one the record does not say, and a default elsewhere would
         make the new one there and, with --force, delete this one.)"""
         import shlex
 
         python = ["--python", self.python] if re.fullmatch(r"\d+\.\d+", self.python) else []  # not another one
+        manifests = ["--manifests", self.manifests] if self.manifests is not None else []
         return shlex.join(["envkit", "create", self.manifest, "--build", self.build, "--name", self.name,
-                           "--prefix", self.prefix, *python, *self.target_options(), *extra])
+                           "--prefix", self.prefix, *python, *self.target_options(), *manifests, *extra])
+
+    def manifests_gone(self) -> bool:
+        """Whether the manifests directory it was made from (not the shipped one) is no longer a directory."""
+        return self.manifests is not None and not os.path.isdir(self.manifests)
+
+    def remake_hint(self, *extra: str) -> str:
+        """"`COMMAND` makes it again" (:meth:`remake_command`), and, when the manifests directory it was made from is
+        gone, that the command needs it back (pasted before that, it fails saying the directory does not exist)."""
+        said = f"`{self.remake_command(*extra)}` makes it again"
+        if self.manifests_gone():
+            said += (f" once {self.manifests} is back (the manifests directory it was made from no longer "
+                     "exists)")
+        return said
 
 
 def name_for_machine(manifest: str, machine: str) -> str:
@@ -100,9 +116,9 @@ _FIELD_TYPES: dict[str, tuple[type, str]] = {
     "manifest": (str, "text"), "build": (str, "text"), "python": (str, "text"), "created": (str, "text"),
     "machine": (dict, "a mapping"), "on_target": (bool, "true or false"), "installer": (str, "text"),
     "kernel": (str, "text"), "verify": (dict, "a mapping"), "target": (dict, "a mapping"), "run": (str, "text"),
-    "schema": (int, "a number"), "extra": (dict, "a mapping"),
+    "manifests": (str, "text"), "schema": (int, "a number"), "extra": (dict, "a mapping"),
 }
-_OPTIONAL = ("installer", "kernel", "verify", "target", "run")
+_OPTIONAL = ("installer", "kernel", "verify", "target", "run", "manifests")
 
 
 def record_from_dict(data: Any, origin: str) -> Record:
@@ -187,6 +203,8 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
     if not os.path.isabs(record.prefix):
         raise BadInputError(f"{path}: the environment's directory {record.prefix!r} is not an absolute path",
                             hint=hint)
+    if record.manifests is not None and not os.path.isabs(record.manifests):
+        raise BadInputError(f"{path}: the manifests directory {record.manifests!r} is not an absolute path", hint=hint)
     return record
 
 

@@ -358,3 +358,30 @@ def test_detect_json_with_no_gpu_hidden_says_so_and_reads_back_as_a_profile(this
     listed = envkit("list", "torch", "--json", "--machine", str(saved))
     assert listed.returncode == 0, listed.stderr
     assert [g["name"] for g in json.loads(listed.stdout)["machine"]["gpus"]] == [A100["name"]]
+
+
+def test_every_value_a_command_takes_is_named_in_its_help_not_by_a_python_type():
+    """Help names what each option takes (SECONDS, N, DIR, ...) and each argument by its metavar, with a type
+    column a user can read: never typer's `<float>`, `<int range>`, or a parser function's name (`<path_value>`)."""
+    from tests.test_readme import envkit_command
+
+    def params(command, path=("envkit",)):
+        for param in command.params:
+            yield " ".join(path), param
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from params(sub, (*path, name))
+
+    found = list(params(envkit_command()))
+    assert len(found) > 100
+    for where, param in found:
+        if param.param_type_name == "option" and (param.is_flag or param.hidden):
+            continue
+        name = param.metavar.strip("[].") if param.metavar else ""
+        assert name and (name.upper() == name or "|" in name), (where, param.opts, param.metavar)
+        if param.param_type_name == "argument":  # help shows an argument's type beside its metavar
+            assert "_" not in param.type.name, (where, param.opts, param.type.name)
+    shown = envkit("manifests", "diff", "--help", env={"COLUMNS": "200"}).stdout
+    assert "OLD_DIR" in shown and "<path>" in shown and "_value" not in shown
+    for command in (("manifests", "check"), ("verify",), ("job",), ("survey",), ("list",), ("create",)):
+        shown = envkit(*command, "--help", env={"COLUMNS": "200"}).stdout
+        assert ("SECONDS" in shown or " N " in shown) and "<float>" not in shown and "<int" not in shown, command

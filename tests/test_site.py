@@ -11,7 +11,7 @@ from envkit.errors import BadInputError, UnknownNameError
 from envkit.machine import read_profile
 from envkit.site import (
     MAX_NODE_COUNT, Partition, SiteError, SiteNode, load_site, parse_partition_spec, partition_profiles, save_site,
-    site_path, site_to_dict, slurm_node, with_partition,
+    site_path, site_to_dict, slurm_node, unnamed_entry, with_partition,
 )
 from envkit.userdirs import user_dirs
 from envkit.versions import ComputeCapability, CudaVersion
@@ -429,3 +429,24 @@ def test_entries_that_share_a_name_are_told_apart(tmp_path):
     assert machine_names(site.partitions["gpu"]) == names
     assert [(p.name, count) for p, count in partition_nodes(site, "gpu")] == list(zip(names, [4, 8, 2, 3, 1, 1]))
     assert [p.name for p in partition_profiles(site, "gpu", ("k1", "gpu#5"))] == ["k1", "gpu#5"]
+
+
+def test_an_entry_without_a_slurm_node_that_stands_for_several_is_refused_not_passed_to_slurm(tmp_path):
+    # `job -p gpu:a100x4` put --nodelist=a100x4 in the script: the name of 16 nodes' configuration, which sbatch
+    # refused (exit 1, in its own words) after envkit had said nothing.
+    site = load_site(write_site(tmp_path, HAND_WRITTEN + """\
+      - count: 16
+        profile: {name: a100x4, cuda_driver: "12.2", gpus: [{name: NVIDIA A100-SXM4-80GB, compute_capability: "8.0"}]}
+      - profile: {name: a100-07, cuda_driver: "12.2", gpus: [{name: NVIDIA A100-SXM4-80GB, compute_capability: "8.0"}]}
+"""))
+    with pytest.raises(BadInputError) as caught:
+        slurm_node(site, "gpu", "a100x4")
+    assert caught.value.exit_code == 2
+    assert caught.value.message == ("--partition gpu:a100x4: the site file's entry 'a100x4' has no `node:`, and "
+                                    "stands for 16 nodes: its name is a configuration's, not a Slurm node's")
+    assert caught.value.hint == (f"Add `node: NODE` to that entry in {site.path} (the Slurm name of one of its "
+                                 "nodes), or give the partition alone: --partition gpu")
+    assert slurm_node(site, "gpu", "a100-07") == "a100-07"  # one node, named after it (only Slurm can tell)
+    assert [unnamed_entry(site, "gpu", name) for name in ("a100x4", "a100-07", "a100-box", "a100-01", "a100-99")] \
+        == [True, True, False, False, False]
+    assert [p.name for p in partition_profiles(site, "gpu", ("a100x4",))] == ["a100x4"]  # a fleet of it: as before

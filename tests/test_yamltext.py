@@ -152,6 +152,6 @@ def test_the_caches_of_parsed_files_name_the_loader():
 
     assert "yamltext.py" in _CODE and "catalog/load.py" in _CODE and "gpu_names.py" in _CODE
     package = Path(__file__).resolve().parents[1] / "envkit"
-    for module in ("machine.py", "site.py", "config.py", "fleet.py", "lockfile/format.py"):
+    for module in ("machine.py", "site/read.py", "config.py", "fleet.py", "lockfile/format.py"):
         source = (package / module).read_text()
         assert "parse_yaml" not in source or '"yamltext.py"' in source, module

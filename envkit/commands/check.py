@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 import typer
 
 from envkit.commands.common import (current_site, environment_python, fleet_for, find_record, manifests_dir,
-                                    print_json, recorded_build, reported_errors, target_argv, user_dirs)
+                                    print_json, recorded_build, recorded_manifests, reported_errors, target_argv,
+                                    user_dirs)
 from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, program_value,
                                      seconds_between, with_options)
 
@@ -38,7 +39,7 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
     manifests = ("--manifests", str(target.manifests)) if target.manifests is not None else ()
     reports = check_against(python, options, [(profile, here) for _, profile, here, _ in judged],
                             environ or os.environ, tables=tables, expected=expected,
-                            manifest_for=lambda name: _framework_manifest(directory, tables, name),
+                            manifest_for=lambda name: _framework_manifest(directory, tables, name, record),
                             machine_args=[(*args, *manifests) for _, _, _, args in judged])
     names = [list(names) for names, _, _, _ in judged]
     recorded = record.target_partition() if record is not None and target.on_target else None  # the machines judged
@@ -213,12 +214,18 @@ def _outside_text(record, here: str, machines, partition: Optional[str]) -> str:
             "broken on the machines it was made for. Its record is unchanged.")
 
 
-def _framework_manifest(directory: Path, tables, framework: Optional[str]):
-    """The manifest named after the framework (torch.yaml for torch), if the manifests directory has one."""
+def _framework_manifest(directory: Path, tables, framework: Optional[str], record=None):
+    """The manifest a recorded environment was made from, when the manifests directory has it and it is of the
+    framework (an admin's lab-torch.yaml); else the one named after the framework (torch.yaml for torch), if any."""
     from envkit.catalog import manifest_names
     from envkit.catalog.load import SUFFIX, load_manifest
 
-    if framework is None or framework not in manifest_names(directory):
+    names = manifest_names(directory) if framework is not None else []
+    if record is not None and record.manifest in names:
+        manifest = load_manifest(directory / f"{record.manifest}{SUFFIX}", tables)
+        if manifest.framework == framework:
+            return manifest
+    if framework not in names:
         return None
     return load_manifest(directory / f"{framework}{SUFFIX}", tables)
 
@@ -281,12 +288,13 @@ def verify(
     ] = None,
     json_output: JsonOption = False,
     gpus: Annotated[
-        Optional[int], typer.Option("--gpus", min=1, help="With --partition on a Slurm cluster: GPUs to ask for. "
+        Optional[int], typer.Option("--gpus", metavar="N", min=1,
+                                    help="With --partition on a Slurm cluster: GPUs to ask for. "
                                     "Default: all of a node's GPUs (the node's named with P:NODE, else the most "
                                     "any node of P has).", show_default=False)
     ] = None,
     queue_timeout: Annotated[
-        Optional[float], typer.Option("--queue-timeout", callback=_queue_seconds, show_default=False,
+        Optional[float], typer.Option("--queue-timeout", metavar="SECONDS", callback=_queue_seconds, show_default=False,
                                       help="With --partition: seconds the job may wait to start; past that it is "
                                            "cancelled and the check reported as not run. Default: 300.")
     ] = None,
@@ -340,6 +348,7 @@ def verify(
         expected = None
         if env is not None:
             record = find_record(env)  # no create of it going on or interrupted, and its directory holds it
+            target = target._replace(manifests=recorded_manifests(record, target.manifests))  # judged by its build
             prefix = Path(record.prefix)
             recorded_framework, expected = recorded_build(record, target.manifests)
             if check.framework == "auto" and recorded_framework is not None:

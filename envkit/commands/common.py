@@ -304,10 +304,25 @@ def environment_python(prefix: Path, record=None) -> Path:
         return python
     if record is not None:
         raise EnvkitError(f"no environment at {prefix} ({python} does not exist)",
-                          hint=f"`{record.remake_command('--force')}` makes it again, or "
+                          hint=f"{record.remake_hint('--force')}, or "
                                f"`envkit remove {record.name} --yes` deletes it.")
     raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
                         hint="Give the directory of a conda environment or a venv.")
+
+
+def recorded_manifests(record, manifests: Optional[Path]) -> Optional[Path]:
+    """The manifests directory to read a recorded environment's build from: --manifests ($ENVKIT_MANIFESTS) when
+    given, else the one it was made from as its record says; None (the config's, else the shipped ones) for a record
+    that names none (made from the shipped ones, or by an older envkit), or one that is gone (said on stderr)."""
+    if manifests is not None or record.manifests is None:
+        return manifests
+    if not record.manifests_gone():
+        return Path(record.manifests)
+    typer.echo(f"envkit: note: {record.name} was made from the manifests in {record.manifests}, which no longer "
+               "exists: its build is looked up in the config's or the shipped manifests instead (--manifests DIR "
+               "names others)",
+               err=True)
+    return None
 
 
 def recorded_build(record, manifests: Optional[Path]):

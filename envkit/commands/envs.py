@@ -106,7 +106,7 @@ def run(
         prefix = Path(record.prefix)
         if not (prefix / "bin").is_dir():  # (the directory is there and holds its record: find_record checked)
             raise EnvkitError(f"no environment at {prefix} ({prefix / 'bin'} does not exist)",
-                              hint=f"`{record.remake_command('--force')}` makes it again, or "
+                              hint=f"{record.remake_hint('--force')}, or "
                                    f"`envkit remove {record.name} --yes` deletes it.")
         environ = activated_environ(prefix, record.kind, record.name, os.environ)
         check_command(argv[0], environ["PATH"], env)

@@ -38,7 +38,8 @@ def detect(
 def list_builds(
     names: Annotated[
         Optional[List[str]],
-        typer.Argument(help="Manifests to show (torch, tensorflow, jax, mxnet, ...). Default: all.", show_default=False),
+        typer.Argument(metavar="[MANIFEST]...", help="Manifests to show (torch, tensorflow, jax, mxnet, ...). "
+                       "Default: all.", show_default=False),
     ] = None,
     show_all: Annotated[
         bool, typer.Option("--all", help="Also show the builds that do not fit, with the reasons why.")
@@ -57,8 +58,9 @@ def list_builds(
     machines are split into the fewest groups, each with the newest GPU build that fits all of its machines, and
     the command that creates each group's environment.
 
-    Examples: `envkit list torch`, `envkit list --all --machine a100-node.yaml`, `envkit list tensorflow --cuda 11.2`,
-    `envkit list torch --machine lab-profiles/`, `envkit list torch --partition gpu-4-a100`.
+    Examples: `envkit list torch`, `envkit list --all --machine a100-node.yaml`,
+    `envkit list tensorflow --cuda 11.2 --gpu-arch 7.5`, `envkit list torch --machine lab-profiles/`,
+    `envkit list torch --partition gpu-4-a100`.
     """
     with reported_errors():
         from envkit.catalog.cache import cached_catalog

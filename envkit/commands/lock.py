@@ -6,8 +6,8 @@ from typing import Annotated, Optional, Sequence
 
 import typer
 
-from envkit.commands.common import (manifests_dir, print_json, reported_errors, target_words, user_dirs, uv_binary,
-                                    uv_environ)
+from envkit.commands.common import (manifests_dir, print_json, recorded_manifests, reported_errors, target_words,
+                                    user_dirs, uv_binary, uv_environ)
 from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, file_path_value, with_options
 
 OutputOption = Annotated[
@@ -108,6 +108,7 @@ def export(
 
         dirs = user_dirs()
         record = find_record(env)  # as run and verify: no create of it going on or interrupted, its directory holds it
+        manifests = recorded_manifests(record, manifests)  # its build's index, and the manifests its lock installs with
 
         def index_of(made_from):
             from envkit.catalog.cache import cached_catalog

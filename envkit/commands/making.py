@@ -2,7 +2,7 @@
 a lock: commands/from_lock.py): record the target, show the plan or ask, make the environment, report, and with
 --verify-on-node check it on a node of the partition."""
 
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Optional
 
 import typer
 
@@ -86,7 +86,8 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
         typer.echo("envkit: nothing created", err=True)
         raise typer.Exit(1)
     try:
-        outcome = _execute(prepared, manifest, tables, dirs, force, verbose, probe_timeout, target_argv(target))
+        outcome = _execute(prepared, manifest, tables, dirs, force, verbose, probe_timeout, target_argv(target),
+                           _made_from(target), _fleet_target(tables, target))
     except ReplacementFailed as failed:  # the report says why; the error, printed after it, what was kept
         from envkit.create.render import report_only_json
         from envkit.probe.render import report_text
@@ -113,10 +114,41 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
     raise typer.Exit(1 if failed else 0)
 
 
+def _made_from(target: TargetOptions) -> Optional[str]:
+    """The manifests directory create read (--manifests, $ENVKIT_MANIFESTS or the config's), absolute and resolved,
+    for the record (its `envkit create` to make it again names it); None for the shipped manifests."""
+    from envkit.catalog import default_manifests_dir
+    from envkit.commands.common import manifests_dir
+    from envkit.errors import BadInputError
+    from envkit.files import real_path
+
+    directory = real_path(manifests_dir(target.manifests))
+    try:
+        shipped = real_path(default_manifests_dir())
+    except BadInputError:  # an installation without its own manifests: these are not them
+        return str(directory)
+    return None if directory == shipped else str(directory)
+
+
+def _fleet_target(tables, target: TargetOptions):
+    """The machines the environment is for when they are several (its check judges the one it is planned on, and
+    the build it advises must fit them all, or one per group, each named as `envkit create` names a group)."""
+    if not target.elsewhere:
+        return None
+    from envkit.commands.common import fleet_for, group_command
+    from envkit.probe.builds import FleetTarget
+
+    fleet = fleet_for(tables, target)
+    return None if fleet.single is not None else FleetTarget(
+        fleet, lambda manifest, group: group_command(fleet, target, manifest, group))
+
+
 def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe_timeout: float,
-             machine_args: list[str]):
+             machine_args: list[str], manifests: Optional[str], fleet=None):
     """Make the environment, with progress on stderr and the post-install check as `envkit run` would run it; the
-    commands its advice gives name the target as create was told it (``machine_args``)."""
+    commands its advice gives name the target as create was told it (``machine_args``; ``fleet``: its machines when
+    they are several); its record names the manifests directory it was made from (``manifests``: None for the
+    shipped one)."""
     import os
     import sys
 
@@ -134,7 +166,7 @@ def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe
         environ = activated_environ(plan.prefix, plan.kind, plan.name, os.environ)  # as `envkit run` runs it
         [report] = check_against(python, options, [(plan.profile, plan.on_target)], environ,
                                  manifest_for=lambda _: manifest, tables=tables, expected=plan.build,
-                                 machine_args=[machine_args])
+                                 machine_args=[machine_args], fleet=fleet)
         return report
 
-    return execute(prepared, dirs, progress, force, checker, os.environ)
+    return execute(prepared, dirs, progress, force, checker, os.environ, manifests=manifests)

@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from envkit.commands.common import manifests_dir, print_json, reported_errors, user_dirs, uv_binary, uv_environ
-from envkit.commands.options import JsonOption, ManifestsOption, path_value, seconds_between
+from envkit.commands.options import JsonOption, ManifestsOption, path_argument, path_value, seconds_between
 
 app = typer.Typer(
     name="manifests",
@@ -20,7 +20,7 @@ app = typer.Typer(
 
 DirectoryArgument = Annotated[
     Optional[Path],
-    typer.Argument(metavar="[DIR]", parser=path_value, help="The manifests directory (default: --manifests / "
+    typer.Argument(metavar="[DIR]", parser=path_argument(), help="The manifests directory (default: --manifests / "
                    "ENVKIT_MANIFESTS, else the shipped one).", show_default=False),
 ]
 
@@ -59,7 +59,7 @@ def validate(directory: DirectoryArgument = None, json_output: JsonOption = Fals
 
 @app.command()
 def check(
-    names: Annotated[Optional[List[str]], typer.Argument(metavar="[NAMES]...", help="Manifests to check (default: "
+    names: Annotated[Optional[List[str]], typer.Argument(metavar="[MANIFEST]...", help="Manifests to check (default: "
                                                          "all).", show_default=False)] = None,
     build: Annotated[Optional[List[str]], typer.Option("--build", metavar="ID", help="Only this build "
                                                        "(repeatable).", show_default=False)] = None,
@@ -72,11 +72,11 @@ def check(
                                           "TensorFlow's and-cuda extra pins, pins that conflict). One resolution "
                                           "per build and Python, of the builds whose own packages were found: "
                                           "slower.")] = False,
-    jobs: Annotated[int, typer.Option("--jobs", min=1, max=64, help="Pages fetched (and resolutions run) at "
-                                      "once.")] = 8,
-    timeout: Annotated[float, typer.Option("--timeout", callback=seconds_between(0.1, 600),
+    jobs: Annotated[int, typer.Option("--jobs", metavar="N", min=1, max=64,
+                                      help="Pages fetched (and resolutions run) at once.")] = 8,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", callback=seconds_between(0.1, 600),
                                            help="Seconds each request may take (uv's too, with --resolve).")] = 20.0,
-    retries: Annotated[int, typer.Option("--retries", min=0, max=10, help="Tries after a failed request "
+    retries: Annotated[int, typer.Option("--retries", metavar="N", min=0, max=10, help="Tries after a failed request "
                                          "(429, 5xx, reset, timeout), with growing waits (uv's too, with "
                                          "--resolve).")] = 3,
     json_output: JsonOption = False,
@@ -137,9 +137,9 @@ def _progress(json_output: bool, doing: str):
 
 @app.command()
 def diff(
-    old: Annotated[Path, typer.Argument(metavar="OLD_DIR", parser=path_value,
+    old: Annotated[Path, typer.Argument(metavar="OLD_DIR", parser=path_argument(),
                                         help="The manifests as they are (the published ones).")],
-    new: Annotated[Optional[Path], typer.Argument(metavar="[NEW_DIR]", parser=path_value,
+    new: Annotated[Optional[Path], typer.Argument(metavar="[NEW_DIR]", parser=path_argument(),
                                                   help="The edited manifests (default: --manifests / ENVKIT_MANIFESTS, "
                                                   "else the shipped ones).", show_default=False)] = None,
     machine: Annotated[Optional[List[Path]], typer.Option("--machine", metavar="FILE|DIR", parser=path_value,

@@ -49,6 +49,25 @@ def one_node(spec: str, what: str) -> tuple[str, Optional[str]]:
     return partition, nodes[0] if nodes else None
 
 
+def slurm_target(site, partition: str, node: str, slurm=None) -> str:
+    """The Slurm node that ``node`` (a name as `envkit site` shows it) stands for in ``partition``; BadInputError
+    (exit 2), naming the site file's entry and what to do, when that entry has no ``node:`` and ``node`` is no Slurm
+    node: always for an entry that stands for several nodes, and where ``slurm`` is here (sinfo), for a name that is
+    not one of the partition's nodes. Asked before anything is queued: sbatch and srun would only refuse it."""
+    from envkit.site import not_a_slurm_node, slurm_node, unnamed_entry
+
+    name = slurm_node(site, partition, node)
+    if slurm is None or not slurm.present or not unnamed_entry(site, partition, node):
+        return name
+    from envkit.slurm.survey import gpu_partitions
+
+    [info] = gpu_partitions(slurm, [partition])
+    if name not in info.node_names:
+        raise not_a_slurm_node(site, partition, node, f"and Slurm's partition {partition} has no node of that name",
+                               info.node_names)
+    return name
+
+
 def node_words(partition: str, node: Optional[str]) -> str:
     """Where the check runs, in words: ``node N of P``, or ``a node of P``."""
     return f"node {node} of {partition}" if node else f"a node of {partition}"
@@ -93,9 +112,8 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
     slurm.require()
     if node is not None:  # a name as `envkit site` shows it: srun takes the node's Slurm name
         from envkit.commands.common import current_site
-        from envkit.site import slurm_node
 
-        node = slurm_node(current_site(), partition, node)
+        node = slurm_target(current_site(), partition, node, slurm)
     most = partition_gpus(slurm, partition, node)  # a node named: its own GPUs, else srun would refuse the job
     if gpus is not None and gpus > most:
         raise too_many_gpus(gpus, most, partition, node)

@@ -43,6 +43,17 @@ def path_value(text: "str | Path") -> Path:
         raise typer.BadParameter(f"{text!r} {exc}") from None
 
 
+def path_argument(parse: Callable[["str | Path"], Path] = path_value) -> Callable[["str | Path"], Path]:
+    """``parse`` as an argument's ``parser=``, named so that help shows its type as ``<path>``: typer shows an
+    argument's parser by the function's own name (``<path_value>``). An option shows its metavar instead."""
+
+    def parsed(text: "str | Path") -> Path:
+        return parse(text)
+
+    parsed.__name__ = "path"
+    return parsed
+
+
 def program_value(text: "str | Path") -> Path:
     """A program option (``doctor --python``): a bare name (``python3.11``) as typed, for PATH to find as a shell
     would; anything with a '/' as a path, made absolute (``./python3`` is the file here: Path would shorten it to
@@ -133,7 +144,10 @@ PythonOption = Annotated[
 TimeoutOption = Annotated[
     float,
     typer.Option(
-        "--timeout", callback=seconds_between(0.1, 600), help="Seconds each hardware probe may take before it is cut off."
+        "--timeout",
+        metavar="SECONDS",
+        callback=seconds_between(0.1, 600),
+        help="Seconds each hardware probe may take before it is cut off.",
     ),
 ]
 RunInArgument = Annotated[
@@ -147,6 +161,7 @@ ProbeTimeoutOption = Annotated[
     float,
     typer.Option(
         "--probe-timeout",
+        metavar="SECONDS",
         callback=seconds_between(1, 3600),
         help="Seconds the check may take (importing the framework, the computations) before it is stopped.",
     ),

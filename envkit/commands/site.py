@@ -14,7 +14,7 @@ def site(json_output: JsonOption = False) -> None:
     The site file is $ENVKIT_SITE, else the `site:` key of envkit's config file, else site.yaml in envkit's config
     directory (~/.config/envkit/site.yaml). `envkit survey` writes it on a Slurm cluster; it can also be written
     by hand from saved `envkit detect --json` outputs (the README shows the format). `--partition NAME` on list,
-    create, verify and doctor then targets a partition's nodes.
+    create, lock, verify, doctor and job then targets a partition's nodes.
 
     Exit codes: 0 shown (also when there is no site file), 2 the site file is broken.
     """

@@ -6,12 +6,12 @@ from typing import Annotated, List, Optional
 import typer
 
 from envkit.commands.common import (current_site, find_record, manifests_dir, print_json, recorded_build,
-                                    reported_errors)
+                                    recorded_manifests, reported_errors)
 from envkit.commands.options import JsonOption, ManifestsOption, RunInArgument, seconds_between
 
 QueueTimeoutOption = Annotated[
     float,
-    typer.Option("--timeout", callback=seconds_between(1, 86400),
+    typer.Option("--timeout", metavar="SECONDS", callback=seconds_between(1, 86400),
                  help="Seconds a job may wait in the queue before it is cancelled and reported as not started."),
 ]
 PartitionOption = Annotated[
@@ -102,10 +102,11 @@ def job(
                                             show_default=False)
     ] = None,
     partition: PartitionOption = ...,  # type: ignore[assignment]
-    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs per node. Default: all of a node's GPUs "
-                                                "(the node's named with P:NODE, else the fewest any node of P "
-                                                "has).")] = None,
-    cpus: Annotated[Optional[int], typer.Option("--cpus", min=1, help="CPUs per task (also OMP_NUM_THREADS).")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", metavar="N", min=1, help="GPUs per node. Default: all of "
+                                                "a node's GPUs (the node's named with P:NODE, else the fewest any node "
+                                                "of P has).")] = None,
+    cpus: Annotated[Optional[int], typer.Option("--cpus", metavar="N", min=1,
+                                                help="CPUs per task (also OMP_NUM_THREADS).")] = None,
     time: Annotated[Optional[str], typer.Option("--time", metavar="T", help="Time limit, as sbatch reads it "
                                                 "(minutes, HH:MM:SS, D-HH:MM).")] = None,
     job_name: Annotated[Optional[str], typer.Option("--job-name", metavar="NAME", help="The job's name: "
@@ -147,11 +148,12 @@ def job(
                 ["envkit", "job", env, "--partition", partition_spec, "--", "python", "train.py"]))
         record = find_record(env)
         site = current_site()
-        framework, gpus = _check_fit(record, site, partition, gpus, manifests, node)
+        framework, gpus = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), node)
         if node is not None:  # a name as `envkit site` shows it: sbatch takes the node's Slurm name
-            from envkit.site import slurm_node
+            from envkit.commands.node_check import slurm_target
+            from envkit.slurm.client import Slurm
 
-            node = slurm_node(site, partition, node)
+            node = slurm_target(site, partition, node, Slurm())
         if per_gpu and framework != "torch":
             raise BadInputError(f"--per-gpu starts one process per GPU with torchrun, which needs a PyTorch "
                                 f"environment; {env} has {framework or 'an unknown framework'}")

@@ -3,10 +3,11 @@ environment it was replacing (--force), so nothing half-made is ever left lookin
 dies without a chance to clean up (SIGKILL, a power cut) is undone by the next one (envkit.create.journal).
 
 Order: lock the name and the prefix; stop what a dead run left running and undo it (this name's, then any other's
-whose lock is free); decide what --force replaces and set it aside; say in the journal that the prefix is being made,
-make it (backend) and stamp it; pip steps, each package checked to be the build asked for; Jupyter kernel; the
-post-install check (a --force run whose new environment fails it is undone: the old one stays); the record (with the
-run's id); unstamp; delete what was replaced. Every child process is in the journal as it starts.
+whose lock is free); decide what --force replaces and set it aside; make room for the prefix (the directories above
+it made, or an empty directory at it removed: an undo puts both back as they were); say in the journal that the prefix
+is being made, make it (backend) and stamp it; pip steps, each package checked to be the build asked for; Jupyter
+kernel; the post-install check (a --force run whose new environment fails it is undone: the old one stays); the record
+(with the run's id); unstamp; delete what was replaced. Every child process is in the journal as it starts.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ def step_count(plan: Plan) -> int:
 
 
 def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool, checker: Checker,
-            environ: Mapping[str, str]) -> Outcome:
+            environ: Mapping[str, str], manifests: Optional[str] = None) -> Outcome:
+    """``manifests``: the manifests directory the plan's build was read from, for the record (None: the shipped
+    one)."""
     plan = prepared.plan
     try:
         with name_lock(dirs.locks, plan.name), prefix_lock(dirs.locks, plan.prefix), _signals_interrupt():
@@ -73,7 +76,6 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
                 progress.note(note)
             old = records.load(dirs.records, plan.name)
             replaced = to_replace(plan, old, force, environ)
-            _clear_empty_directory(plan.prefix)
             spec = kernels_dir(environ) / kernel_name(plan.name) if plan.jupyter else None
             journal = Journal(journal_path(dirs.locks, plan.name), name=plan.name, prefix=str(plan.prefix),
                               run=os.urandom(8).hex(), kernelspec=str(spec) if spec else None,
@@ -85,11 +87,13 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
                 for path in replaced:
                     journal.move_aside(path)
                 pause_at("aside")
+                _make_room(journal, plan, dirs, environ)
+                pause_at("room")
                 building = True
                 journal.begin_prefix()
                 pause_at("begun")
                 with watching(journal.add_process):
-                    record, report = _build(prepared, progress, checker, journal)
+                    record, report = _build(prepared, progress, checker, journal, manifests)
                 if report is not None and not report.ok and old is not None and Path(old.prefix) in replaced:
                     raise ReplacementFailed(
                         f"the new {plan.name} failed its post-install check, so it replaced nothing: the "
@@ -120,8 +124,8 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
                                "removed.") from None
 
 
-def _build(prepared: Prepared, progress: Progress, checker: Checker,
-           journal: Journal) -> tuple[records.Record, Optional["Report"]]:
+def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Journal,
+           manifests: Optional[str] = None) -> tuple[records.Record, Optional["Report"]]:
     plan, backend, context = prepared.plan, prepared.backend, prepared.context
     with progress.step(f"Creating the environment at {plan.prefix} ({plan.backend}, Python {plan.python})") as out:
         with _pausing_at_start("inside-backend"):
@@ -160,7 +164,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker,
         backend=plan.backend, manifest=plan.manifest, build=plan.build.id, python=str(plan.python),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=plan.profile.to_dict(),
         on_target=plan.on_target, installer=installer, kernel=kernel, target=plan.target,
-        verify=_summary(report) if report is not None else None, run=journal.run,
+        verify=_summary(report) if report is not None else None, run=journal.run, manifests=manifests,
     )
     return record, report
 
@@ -232,9 +236,20 @@ def _empty_directory(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
-def _clear_empty_directory(path: Path) -> None:
-    if _empty_directory(path):
-        path.rmdir()  # an empty directory (made by the user for us) is no environment; the backends want none
+def _make_room(journal: Journal, plan: Plan, dirs: UserDirs, environ: Mapping[str, str]) -> None:
+    """The directories the prefix goes in made, or the empty directory at the prefix (the user's, made for it: no
+    environment) removed, the backends want none; both undone if the run is. A directory that cannot be made is said
+    plainly (prepare checked it; this is for what changed since, or what the system only says when asked)."""
+    try:
+        journal.make_room(plan.prefix)
+    except OSError as error:
+        from envkit.config import config_path
+
+        where = error.filename or plan.prefix.parent
+        raise EnvkitError(f"cannot create {plan.prefix}: {where} cannot be made: {error.strerror or error}",
+                          hint="Give --prefix PATH (a new directory inside one you can write), or set `envs_dir: DIR` "
+                               f"(a directory you can write) in envkit's config file {config_path(environ, dirs)[0]}."
+                          ) from None
 
 
 @contextlib.contextmanager

@@ -4,17 +4,22 @@ undone by the next envkit run that finds its journal (a create of any name, or `
 
 The journal (``<locks>/NAME.creating``, JSON) names the run (a random id, also in the record it writes), the prefix
 it makes, what it will create besides it (a kernelspec), what it set aside to replace (--force), the index record it
-may overwrite and the process groups of the installers it started. ``making_prefix`` is written before the backend
-starts: the prefix did not exist then (checked under the prefix lock), so whatever is there is the run's own. From
+may overwrite and the process groups of the installers it started. The directories it makes above the prefix, and an
+empty directory the user made for it at the prefix (the backends want none there: the run removes it), are written
+down first: an undo removes the first again (while empty) and puts the second back as it was (empty, its permissions
+and owner). ``making_prefix`` is written before the backend starts: no prefix existed then (checked under the prefix
+lock, or removed as just said), so whatever is there is the run's own. From
 the moment the backend is done until its record is written the prefix also carries a stamp
 (``PREFIX/.envkit/incomplete``); a prefix holding another run's record is never deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import stat as stat_
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -67,6 +72,8 @@ class Journal:
     kernelspec: Optional[str] = None  # the kernelspec this run will create, if any
     old_record: Optional[dict[str, Any]] = None  # the index entry before this run
     set_aside: list[list[str]] = field(default_factory=list)  # [original, aside]
+    made_dirs: list[str] = field(default_factory=list)  # the directories made above the prefix, outermost first
+    empty_prefix: Optional[list[int]] = None  # [mode, uid, gid] of the empty directory removed from the prefix
     committed: bool = False
 
     def save(self) -> None:
@@ -88,6 +95,29 @@ class Journal:
         self.set_aside.append([str(path), str(aside)])
         self.save()  # first: a crash after the rename still finds it
         os.rename(path, aside)
+
+    def make_room(self, prefix: Path) -> None:
+        """Make the directories the prefix goes in, or remove the empty directory at the prefix (the backends make
+        the prefix themselves), each written down before it is done. OSError when the system refuses."""
+        if _empty_directory(prefix):
+            status = os.stat(prefix)
+            self.empty_prefix = [stat_.S_IMODE(status.st_mode), status.st_uid, status.st_gid]
+            self.save()
+            os.rmdir(prefix)
+            return
+        missing = []
+        for parent in prefix.parents:
+            if os.path.lexists(parent):
+                break
+            missing.append(parent)
+        for directory in reversed(missing):
+            self.made_dirs.append(str(directory))
+            self.save()
+            try:
+                os.mkdir(directory)
+            except FileExistsError:  # made meanwhile by someone else: theirs
+                self.made_dirs.pop()
+                self.save()
 
     def begin_prefix(self) -> None:
         """Said before the backend starts: from here on, what is at the prefix is this run's."""
@@ -144,6 +174,7 @@ class Journal:
                 notes.append(f"{original} is back in use, so what envkit set aside from there stays at {aside}")
                 continue
             os.rename(aside, original)
+        notes += self._put_back(prefix)
         if self.name:
             if self.old_record is not None:
                 records.write_json_atomic(records.index_path(records_dir, self.name), self.old_record)
@@ -154,6 +185,28 @@ class Journal:
         self.path.unlink(missing_ok=True)
         return notes
 
+    def _put_back(self, prefix: Optional[Path]) -> list[str]:
+        """The empty directory that was at the prefix, as it was; the directories made above it gone (if empty)."""
+        notes = []
+        if prefix is not None and self.empty_prefix is not None and not os.path.lexists(prefix):
+            mode, uid, gid = self.empty_prefix
+            try:
+                os.mkdir(prefix, mode)
+                os.chmod(prefix, mode)  # (mkdir's mode is masked by the umask)
+            except OSError as error:
+                notes.append(f"the empty directory {prefix} that was there before could not be made again: "
+                             f"{error.strerror or error}")
+            else:
+                with contextlib.suppress(OSError):  # (only root can give a directory away: a user's is theirs)
+                    if (uid, gid) != (os.geteuid(), os.getegid()):
+                        os.chown(prefix, uid, gid)
+        for made in reversed(self.made_dirs):
+            try:
+                os.rmdir(made)
+            except OSError:  # gone already, or holds something now: not envkit's to remove
+                pass
+        return notes
+
     def commit(self) -> None:
         """The new environment is complete: delete what it replaced. Interrupted, the next run finishes it."""
         self.committed = True
@@ -162,6 +215,10 @@ class Journal:
         for _, aside in self.set_aside:
             remove_tree(Path(aside))
         self.path.unlink(missing_ok=True)
+
+
+def _empty_directory(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
 def _inside_record(prefix: Path) -> Optional[dict[str, Any]]:

@@ -129,7 +129,59 @@ def usable_prefix(prefix: Path, dirs: UserDirs, config: Config) -> Path:
     """``prefix``, unless an environment cannot go there (BadInputError, exit 2): see :func:`_outside_environments`
     and :func:`_not_envkits_own`. For `create` and `create --from-lock` alike."""
     _not_envkits_own(_outside_environments(prefix), dirs, config)
+    _writable_parent(prefix, dirs, config)
     return prefix
+
+
+def _writable_parent(prefix: Path, dirs: UserDirs, config: Config) -> None:
+    """BadInputError (exit 2) when the directory the environment would go in cannot be written or made: which one,
+    why (as the system says it) and where else the environment can go. Writes nothing (a dry run calls it too)."""
+    import os
+
+    parent = Path(os.path.normpath(prefix)).parent
+    problem = unwritable(parent)
+    if problem is None:
+        return
+    if parent == Path(os.path.normpath(config.envs_dir or dirs.envs)):
+        config_file = config.path or dirs.config / "config.yaml"
+        source = f"envs_dir in {config_file}" if config.envs_dir is not None else "the default"
+        raise BadInputError(f"cannot create {prefix}: envkit's environments directory {parent} ({source}) {problem}",
+                            hint="Give --prefix PATH (a new directory inside one you can write), or set `envs_dir: "
+                                 f"DIR` (a directory you can write) in envkit's config file {config_file}.")
+    raise BadInputError(f"cannot create {prefix}: the directory {parent} {problem}",
+                        hint="Give --prefix PATH (a new directory inside one you can write).")
+
+
+def unwritable(directory: Path) -> Optional[str]:
+    """Why ``directory`` cannot be written, or made (with the missing directories above it), in the system's words;
+    None when it can. Writes nothing: the nearest directory that exists is judged (a file in the way, permissions
+    (which do not stop root), a read-only filesystem (which does))."""
+    import errno
+    import os
+    import stat
+
+    existing = directory
+    while True:
+        try:
+            status = os.stat(existing)
+            break
+        except (FileNotFoundError, NotADirectoryError):
+            if existing.parent == existing:
+                return None
+            existing = existing.parent
+        except OSError as error:
+            return f"cannot be reached: {existing}: {error.strerror or error}"
+    verb = "cannot be written" if existing == directory else "cannot be made"
+    if not stat.S_ISDIR(status.st_mode):
+        kind = "a file" if stat.S_ISREG(status.st_mode) else "something else"
+        return f"{verb}: {existing} is {kind}, not a directory ({os.strerror(errno.ENOTDIR)})"
+    if os.access(existing, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        return None
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return f"{verb}: {existing}: {os.strerror(errno.EROFS if read_only else errno.EACCES)}"
 
 
 def _outside_environments(prefix: Path) -> Path:

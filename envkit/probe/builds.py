@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, NamedTuple, Optional, Sequence
 
 from envkit.catalog.model import Build, Manifest, Tables
+from envkit.fleet import Fleet
+from envkit.fleet_resolve import Group, resolve_fleet
 from envkit.machine import CUDA_DRIVER, GPUS, Gpu, MachineProfile
 from envkit.probe.result import ProbeResult
 from envkit.resolve import Candidate, Resolution, resolve
@@ -27,6 +29,16 @@ class NextStep:
     candidate: Candidate
     command: str  # the envkit command line
     manual: tuple[str, ...]  # the same by hand (conda / pip command lines), for as long as `envkit create` is missing
+    machines: tuple[str, ...] = ()  # the machines ``command`` makes it for, when the advice is for a fleet
+    others: tuple[str, ...] = ()  # a fleet that no one build fits: the commands for its other groups of machines
+
+
+class FleetTarget(NamedTuple):
+    """The machines an environment is for, when they are more than the one machine a check judges (create plans a
+    fleet's environment on one of them): the build advised must fit them all, or there is one per group."""
+
+    fleet: Fleet
+    group_command: Callable[[str, Group], Optional[str]]  # (manifest name, group) -> its `envkit create` command
 
 
 def manifest_for(manifests: Iterable[Manifest], framework: str) -> Optional[Manifest]:
@@ -110,10 +122,13 @@ def observed_profile(profile: MachineProfile, probe: ProbeResult, driver_cuda: O
 
 
 def next_step(manifest: Manifest, profile: MachineProfile, tables: Tables,
-              machine_args: Sequence[str] = ()) -> Optional[NextStep]:
+              machine_args: Sequence[str] = (), fleet: Optional[FleetTarget] = None) -> Optional[NextStep]:
     """The build resolution picks for ``profile``, as a command line; None when no build fits. ``machine_args``:
     the options that name ``profile``'s machine when it is not this one (``--machine FILE``), so that the command
-    makes the build for it when pasted here."""
+    makes the build for it when pasted here; with ``fleet``, the options that name all of its machines (then the
+    build is picked for them all: see :func:`fleet_next_step`)."""
+    if fleet is not None and fleet.fleet.single is None:
+        return fleet_next_step(manifest, profile, tables, machine_args, fleet)
     resolution: Resolution = resolve(manifest, profile, tables)
     selected = resolution.selected
     if selected is None:
@@ -123,6 +138,31 @@ def next_step(manifest: Manifest, profile: MachineProfile, tables: Tables,
     python = str(selected.python) if selected.python else None
     return NextStep(manifest=manifest.name, build=build, candidate=selected, command=command,
                     manual=manual_commands(build, python))
+
+
+def fleet_next_step(manifest: Manifest, profile: MachineProfile, tables: Tables, machine_args: Sequence[str],
+                    fleet: FleetTarget) -> Optional[NextStep]:
+    """The build for every machine of the fleet, with ``machine_args`` (which name them all); when no build fits them
+    all, one command per group of machines (as `envkit list` and `envkit create` give them), the group that holds
+    ``profile``'s machine first. None when no build fits any."""
+    result = resolve_fleet(manifest, fleet.fleet, tables)
+    if not result.split:
+        selected = result.selected
+        if selected is None:
+            return None
+        command = shlex.join(["envkit", "create", manifest.name, "--build", selected.build.id, *machine_args])
+        return NextStep(manifest=manifest.name, build=selected.build, candidate=selected, command=command,
+                        manual=manual_commands(selected.build, str(selected.python) if selected.python else None),
+                        machines=fleet.fleet.names)
+    groups = [(group, fleet.group_command(manifest.name, group)) for group in result.groups if group.selected]
+    groups = sorted([(g, c) for g, c in groups if c], key=lambda pair: profile.name not in pair[0].machines)
+    if not groups:
+        return None
+    (first, command), others = groups[0], groups[1:]
+    selected = first.selected
+    return NextStep(manifest=manifest.name, build=selected.build, candidate=selected, command=command,
+                    manual=manual_commands(selected.build, str(selected.python) if selected.python else None),
+                    machines=first.machines, others=tuple(c for _, c in others))
 
 
 def manual_commands(build: Build, python: Optional[str] = None) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Manifest, Tables
 from envkit.machine import MachineProfile
+from envkit.probe.builds import FleetTarget
 from envkit.probe.diagnose import Report, diagnose
 from envkit.probe.runner import ProbeOptions, run_probe
 
@@ -26,15 +27,17 @@ def check_environment(python: Path, options: ProbeOptions, profile: MachineProfi
 def check_against(python: Path, options: ProbeOptions, machines: Sequence[tuple[MachineProfile, bool]],
                   environ: Mapping[str, str], *, manifest_for: Callable[[Optional[str]], Optional[Manifest]],
                   tables: Optional[Tables], expected: Optional[Build] = None,
-                  machine_args: Sequence[Sequence[str]] = ()) -> list[Report]:
+                  machine_args: Sequence[Sequence[str]] = (), fleet: Optional[FleetTarget] = None) -> list[Report]:
     """The probe run once, its result judged for each machine: (profile, whether the probe ran on it).
-    ``machine_args``: per machine, the options that name it in the commands the advice gives (none: this one)."""
+    ``machine_args``: per machine, the options that name it in the commands the advice gives (none: this one).
+    ``fleet``: the machines the environment is for, when a machine judged stands for several (create's check of an
+    environment for a fleet): its ``machine_args`` name them all, and the build advised must fit them all."""
     result = run_probe(python, options, environ)
     requested = options.framework if options.framework != "auto" else None
     manifest = manifest_for(result.framework or requested)
     args = list(machine_args) + [()] * (len(machines) - len(machine_args))
     return [diagnose(result, profile, expected, manifest=manifest, tables=tables, on_target=on_target,
-                     machine_args=named)
+                     machine_args=named, fleet=fleet)
             for (profile, on_target), named in zip(machines, args)]
 
 

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from envkit.catalog.model import Build, Manifest, Tables
 from envkit.machine import MachineProfile
-from envkit.probe.builds import NextStep, installed_build, next_step, observed_profile
+from envkit.probe.builds import FleetTarget, NextStep, installed_build, next_step, observed_profile
 from envkit.probe.facts import Facts, cc_text, covers
 from envkit.probe.matchers import driver_cuda_from
 from envkit.probe.result import Check, ProbeDevice, ProbeResult
@@ -70,6 +70,7 @@ def diagnose(
     on_target: bool = True,
     rules: Sequence[Rule] = RULES,
     machine_args: Sequence[str] = (),
+    fleet: Optional[FleetTarget] = None,
 ) -> Report:
     """Judge a probe's result for a machine.
 
@@ -85,7 +86,8 @@ def diagnose(
     # A build to advise must fit the whole machine, the GPUs CUDA_VISIBLE_DEVICES hides from this check included: a
     # CPU build for a machine that merely looks GPU-less here would be the wrong advice.
     planned = profile.whole()
-    nxt = next_step(manifest, planned, tables, machine_args) if manifest is not None and tables is not None else None
+    nxt = next_step(manifest, planned, tables, machine_args, fleet) if manifest is not None and tables is not None \
+        else None
     facts = Facts(probe=probe, profile=profile, on_target=on_target, expected=expected, manifest=manifest,
                   tables=tables, installed=installed, driver_cuda=driver_cuda, next=nxt,
                   machine_args=tuple(machine_args))
@@ -144,7 +146,14 @@ def _common_fields(facts: Facts) -> dict[str, Any]:
 def _create_phrase(facts: Facts) -> str:
     if facts.next is not None:
         machine = "this machine" if facts.on_target else "that machine"
-        return f"{facts.next.build.id} fits {machine}: `{facts.next.command}`."
+        if facts.next.machines:  # advice for a fleet: the machines it is for are named
+            from envkit.fleet import names_text
+
+            machine = names_text(facts.next.machines)
+            machine = f"every machine ({machine})" if not facts.next.others else machine
+        others = "".join(f"; for the others: `{command}`" if i == 0 else f", `{command}`"
+                         for i, command in enumerate(facts.next.others))
+        return f"{facts.next.build.id} fits {machine}: `{facts.next.command}`{others}."
     if facts.manifest is not None:
         import shlex
 

@@ -34,6 +34,8 @@ def report_json(report: Report) -> dict[str, Any]:
             "manifest": step.manifest,
             "build": step.build.id,
             "command": step.command,
+            "commands": [step.command, *step.others],  # a fleet no one build fits: one per group of machines
+            "machines": list(step.machines),
             "manual": list(step.manual),
         },
         "machine": report.machine.seen_dict(),
@@ -138,7 +140,11 @@ def report_text(report: Report) -> str:
             lines.append(f"  - {finding.cause}. {finding.advice}")
     step = report.next_step
     if step is not None:
-        lines.append(f"To get a build that fits: {step.command}")
+        if step.others:
+            lines.append("To get builds that fit, one environment per group of machines:")
+            lines += [f"  {command}" for command in (step.command, *step.others)]
+        else:
+            lines.append(f"To get a build that fits: {step.command}")
     if probe.warnings:
         shown = probe.warnings[:_SHOWN_WARNINGS]
         more = len(probe.warnings) - len(shown)

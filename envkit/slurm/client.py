@@ -163,7 +163,9 @@ class Slurm:
             raise SlurmError(f"sbatch did not answer within {self.query_timeout:g} s",
                              hint="Check with `squeue --me` whether the job was queued.")
         if done.returncode != 0:
-            raise SlurmError(f"sbatch refused the job: {last_words(done.stderr, done.returncode)}")
+            raise SlurmError(f"sbatch refused the job: {last_words(done.stderr, done.returncode)}",
+                             hint="That is sbatch's own word on it; --print instead of --submit shows the script "
+                                  "envkit gave it.")
         return parse_job_id(done.stdout)
 
 

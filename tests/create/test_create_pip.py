@@ -84,7 +84,7 @@ def test_a_failing_index_leaves_nothing_behind(home: Home, torch_index: IndexSer
     assert "  | " in done.stderr  # the installer's last lines
     assert "500" in done.stderr
     assert not home.prefix("torch-cu126").exists() and home.record("torch-cu126") is None
-    assert list((home.data / "envs").iterdir()) == []
+    assert not (home.data / "envs").exists()  # made by this run (a first one), so removed with the rest
 
 
 def test_an_existing_environment_is_kept_unless_forced_and_kept_when_the_replacement_fails(

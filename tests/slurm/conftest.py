@@ -63,7 +63,9 @@ def slurm(tmp_path_factory) -> Iterator[Site]:
     cluster = SlurmCluster(root / "cluster")
     atexit.register(cluster.stop)  # a safety net: the finalizer below stops it in every ordinary case
     try:
-        cluster.start()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(root)  # the daemons' working directory: not the one pytest was started in
+            cluster.start()
     except (RuntimeError, OSError) as exc:
         cluster.stop()
         _unavailable(f"the test Slurm cluster did not start: {exc}")
@@ -77,6 +79,30 @@ def slurm(tmp_path_factory) -> Iterator[Site]:
     finally:
         cluster.cancel_all()
         cluster.stop()
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_path(request, tmp_path: Path, monkeypatch) -> Iterator[None]:
+    """Each test runs in its own tmp_path, so what it starts without a cwd (sbatch, whose output goes to
+    slurm-<id>.out in the working directory by default; srun; envkit) writes there, never into the directory pytest
+    was started in (slurm-7.out and friends were once committed from the repository's root). And a test that got
+    a job to run anywhere else fails."""
+    monkeypatch.chdir(tmp_path)
+    yield
+    if "slurm" in request.fixturenames:
+        base = request.getfixturevalue("tmp_path_factory").getbasetemp().resolve()
+        outside = jobs_outside(request.getfixturevalue("slurm"), base)
+        assert not outside, f"Slurm jobs ran outside the tests' temporary directories ({base}): {outside}"
+
+
+def jobs_outside(site: Site, base: Path) -> list[str]:
+    """The jobs Slurm still knows of (it keeps ended ones for MinJobAge, 300 s) whose working directory, where
+    sbatch writes slurm-<id>.out, is not under ``base``: 'ID DIRECTORY' each."""
+    done = site.cluster.query(["squeue", "-h", "-t", "all", "-o", "%i|%Z"])
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("|", 1) for line in done.stdout.splitlines() if "|" in line]
+    return [f"{job} {directory}" for job, directory in rows
+            if not Path(directory).resolve().is_relative_to(base)]
 
 
 @pytest.fixture
@@ -96,7 +122,8 @@ def cluster_user(slurm: Site, tmp_path_factory) -> tuple[dict[str, str], Path]:
 
     home = tmp_path_factory.mktemp("cluster-user")
     env = user_env(slurm, home)
-    done = envkit("survey", "--partition", "part-a", "--partition", "part-v", "--partition", "mixed", env=env)
+    done = envkit("survey", "--partition", "part-a", "--partition", "part-v", "--partition", "mixed", env=env,
+                  cwd=home)
     assert done.returncode == 0, done.stderr
     make_torch_env(home / "envs" / "torch-test", env)
     return env, home

@@ -155,3 +155,40 @@ def test_a_job_keeps_its_long_name_and_partition_whatever_sbatch_variables_say(s
     assert f"its output goes to {name}-{job}.out;" in done.stderr
     wait_done(slurm_site, job)
     assert (tmp_path / f"{name}-{job}.out").read_text().split()[-2:] == [name, "part-a"]
+
+
+A100_PROFILE = ("{name: NAME, cuda_driver: '12.2', gpus: [{name: NVIDIA A100-SXM4-40GB, compute_capability: '8.0'}, "
+                "{name: NVIDIA A100-SXM4-40GB, compute_capability: '8.0'}]}")
+
+
+def test_an_entry_without_a_slurm_node_is_refused_before_any_job_unless_its_name_is_a_node(slurm_site, cluster_user,
+                                                                                          tmp_path):
+    # A hand-written entry without `node:` went to sbatch/srun by its name: named after its configuration
+    # ('a100x4', 16 nodes) the job failed inside sbatch (exit 1, sbatch's words), and verify said only "no node".
+    env, _ = cluster_user
+    site = tmp_path / "site.yaml"
+    entries = [("a100x4", 16), ("a100-solo", 1), ("gpu-a1", 1)]
+    site.write_text("version: 1\npartitions:\n  part-a:\n    nodes:\n" + "".join(
+        f"      - count: {count}\n        profile: {A100_PROFILE.replace('NAME', name)}\n" for name, count in entries))
+    mine = {**env, "ENVKIT_SITE": str(site)}
+    for name, why in (("a100x4", "and stands for 16 nodes: its name is a configuration's, not a Slurm node's"),
+                      ("a100-solo", "and Slurm's partition part-a has no node of that name")):
+        for command in (("job", "torch-test", "-p", f"part-a:{name}", "--submit", "--", "true"),
+                        ("job", "torch-test", "-p", f"part-a:{name}", "--", "true"),
+                        ("verify", "torch-test", "--partition", f"part-a:{name}")):
+            done = envkit(*command, env=mine, cwd=tmp_path)
+            assert done.returncode == 2, done.stdout + done.stderr
+            assert done.stdout == "" and "Traceback" not in done.stderr
+            assert f"envkit: error: --partition part-a:{name}: the site file's entry {name!r} has no `node:`, " \
+                   f"{why}\n" in done.stderr, done.stderr
+            assert f"Add `node: NODE` to that entry in {site}" in done.stderr
+            assert "or give the partition alone: --partition part-a" in done.stderr
+    assert "partition part-a has: gpu-a1, gpu-a2)" in done.stderr  # where sinfo was asked, the nodes it named
+    assert slurm_site.cluster.jobs() == []
+    # An entry named after its node (no `node:`) still reaches that node.
+    done = envkit("job", "torch-test", "-p", "part-a:gpu-a1", "--submit", "--", "python", "-c",
+                  "import os; print('node:', os.environ['SLURMD_NODENAME'])", env=mine, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    wait_done(slurm_site, job)
+    assert "node: gpu-a1" in (tmp_path / f"slurm-{job}.out").read_text()

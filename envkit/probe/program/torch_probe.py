@@ -27,7 +27,10 @@ def probe_torch(report, recorder, options):
     report["gpu_available"] = available
     count = recorder.guarded("torch.cuda.device_count", torch.cuda.device_count, 0) or 0
     report["device_count"] = int(count)
-    arch = recorder.guarded("torch.cuda.get_arch_list", torch.cuda.get_arch_list, []) or []
+    # torch < 1.6 has neither get_arch_list nor _cuda_getArchFlags: the list is then unknown (empty), and the
+    # check reads what the build carries from its manifest, as for any probe that cannot tell.
+    get_arch_list = getattr(torch.cuda, "get_arch_list", None)
+    arch = (recorder.guarded("torch.cuda.get_arch_list", get_arch_list, []) or []) if get_arch_list else []
     if not arch and cuda:
         # get_arch_list() is empty whenever CUDA cannot start; the build still knows what it carries.
         flags = getattr(getattr(torch, "_C", None), "_cuda_getArchFlags", None)

@@ -2,7 +2,8 @@
 
 version, cuda (None: a CPU build), cudnn, gpus [{name, capability: [major, minor], memory}], arch_list,
 driver_found (e.g. 11020: the driver is too old), wrong_results [GPU indices], oom [GPU indices],
-import_error ("numpy2", "missing-library", "exit"), hang ("is_available", "import"), stdout_noise, nccl.
+import_error ("numpy2", "missing-library", "exit"), hang ("is_available", "import"), stdout_noise, nccl,
+before_1_6 (the API of torch < 1.6: no torch.cuda.get_arch_list, no torch._C._cuda_getArchFlags).
 CUDA_VISIBLE_DEVICES is honoured like CUDA does: a list of indices, cut at the first invalid entry.
 """
 
@@ -134,6 +135,8 @@ class _Cuda(object):
         _gpu(index)
 
 
+if _cfg.get("before_1_6"):
+    del _Cuda.get_arch_list  # torch 1.6 added it (and torch._C._cuda_getArchFlags, which _C below never has)
 cuda = _Cuda()
 backends = types.SimpleNamespace(
     cudnn=types.SimpleNamespace(version=lambda: _cfg.get("cudnn", 90100) if version.cuda else None,
