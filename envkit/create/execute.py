@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from envkit import ownership, records
 from envkit.backends.base import python_of, run_step
-from envkit.create.journal import Journal, recover, recover_others, unstamp
+from envkit.create.journal import Journal, empty_directory, recover, recover_others, unstamp
 from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.plan import Plan
-from envkit.create.prepare import Prepared
+from envkit.create.prepare import Prepared, elsewhere_hint
 from envkit.create.progress import Progress
 from envkit.errors import EnvkitError, InstallError, Interrupted
 from envkit.installers import pip_command, uses_uv, wrong_builds
@@ -216,7 +216,7 @@ def to_replace(plan: Plan, old: Optional[records.Record], force: bool, environ: 
             if runs_in(spec, old_prefix):
                 out.append(spec)
     prefix = plan.prefix
-    if (prefix.exists() or prefix.is_symlink()) and prefix not in out and not _empty_directory(prefix):
+    if (prefix.exists() or prefix.is_symlink()) and prefix not in out and not empty_directory(prefix):
         owner = ownership.owner(prefix)
         what = f"envkit's environment {owner!r}" if owner else "something envkit did not make"
         hint = "envkit never replaces it: choose another --prefix or --name"
@@ -232,10 +232,6 @@ def to_replace(plan: Plan, old: Optional[records.Record], force: bool, environ: 
     return out
 
 
-def _empty_directory(path: Path) -> bool:
-    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
-
-
 def _make_room(journal: Journal, plan: Plan, dirs: UserDirs, environ: Mapping[str, str]) -> None:
     """The directories the prefix goes in made, or the empty directory at the prefix (the user's, made for it: no
     environment) removed, the backends want none; both undone if the run is. A directory that cannot be made is said
@@ -247,9 +243,7 @@ def _make_room(journal: Journal, plan: Plan, dirs: UserDirs, environ: Mapping[st
 
         where = error.filename or plan.prefix.parent
         raise EnvkitError(f"cannot create {plan.prefix}: {where} cannot be made: {error.strerror or error}",
-                          hint="Give --prefix PATH (a new directory inside one you can write), or set `envs_dir: DIR` "
-                               f"(a directory you can write) in envkit's config file {config_path(environ, dirs)[0]}."
-                          ) from None
+                          hint=elsewhere_hint(config_path(environ, dirs)[0])) from None
 
 
 @contextlib.contextmanager

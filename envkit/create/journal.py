@@ -99,7 +99,7 @@ class Journal:
     def make_room(self, prefix: Path) -> None:
         """Make the directories the prefix goes in, or remove the empty directory at the prefix (the backends make
         the prefix themselves), each written down before it is done. OSError when the system refuses."""
-        if _empty_directory(prefix):
+        if empty_directory(prefix):
             status = os.stat(prefix)
             self.empty_prefix = [stat_.S_IMODE(status.st_mode), status.st_uid, status.st_gid]
             self.save()
@@ -217,7 +217,8 @@ class Journal:
         self.path.unlink(missing_ok=True)
 
 
-def _empty_directory(path: Path) -> bool:
+def empty_directory(path: Path) -> bool:
+    """Whether ``path`` is a directory (not a link to one) with nothing in it."""
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 

@@ -146,10 +146,17 @@ def _writable_parent(prefix: Path, dirs: UserDirs, config: Config) -> None:
         config_file = config.path or dirs.config / "config.yaml"
         source = f"envs_dir in {config_file}" if config.envs_dir is not None else "the default"
         raise BadInputError(f"cannot create {prefix}: envkit's environments directory {parent} ({source}) {problem}",
-                            hint="Give --prefix PATH (a new directory inside one you can write), or set `envs_dir: "
-                                 f"DIR` (a directory you can write) in envkit's config file {config_file}.")
-    raise BadInputError(f"cannot create {prefix}: the directory {parent} {problem}",
-                        hint="Give --prefix PATH (a new directory inside one you can write).")
+                            hint=elsewhere_hint(config_file))
+    raise BadInputError(f"cannot create {prefix}: the directory {parent} {problem}", hint=elsewhere_hint())
+
+
+def elsewhere_hint(config_file: Optional[Path] = None) -> str:
+    """Where else an environment can go: another --prefix, and (``config_file``: when envkit's environments directory
+    was the one refused) another `envs_dir` in that config file."""
+    said = "Give --prefix PATH (a new directory inside one you can write)"
+    if config_file is None:
+        return f"{said}."
+    return f"{said}, or set `envs_dir: DIR` (a directory you can write) in envkit's config file {config_file}."
 
 
 def unwritable(directory: Path) -> Optional[str]:

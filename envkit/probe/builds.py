@@ -130,14 +130,7 @@ def next_step(manifest: Manifest, profile: MachineProfile, tables: Tables,
     if fleet is not None and fleet.fleet.single is None:
         return fleet_next_step(manifest, profile, tables, machine_args, fleet)
     resolution: Resolution = resolve(manifest, profile, tables)
-    selected = resolution.selected
-    if selected is None:
-        return None
-    build = selected.build
-    command = shlex.join(["envkit", "create", manifest.name, "--build", build.id, *machine_args])
-    python = str(selected.python) if selected.python else None
-    return NextStep(manifest=manifest.name, build=build, candidate=selected, command=command,
-                    manual=manual_commands(build, python))
+    return _create_step(manifest, resolution.selected, machine_args) if resolution.selected is not None else None
 
 
 def fleet_next_step(manifest: Manifest, profile: MachineProfile, tables: Tables, machine_args: Sequence[str],
@@ -147,22 +140,29 @@ def fleet_next_step(manifest: Manifest, profile: MachineProfile, tables: Tables,
     ``profile``'s machine first. None when no build fits any."""
     result = resolve_fleet(manifest, fleet.fleet, tables)
     if not result.split:
-        selected = result.selected
-        if selected is None:
+        if result.selected is None:
             return None
-        command = shlex.join(["envkit", "create", manifest.name, "--build", selected.build.id, *machine_args])
-        return NextStep(manifest=manifest.name, build=selected.build, candidate=selected, command=command,
-                        manual=manual_commands(selected.build, str(selected.python) if selected.python else None),
-                        machines=fleet.fleet.names)
+        return _create_step(manifest, result.selected, machine_args, machines=fleet.fleet.names)
     groups = [(group, fleet.group_command(manifest.name, group)) for group in result.groups if group.selected]
     groups = sorted([(g, c) for g, c in groups if c], key=lambda pair: profile.name not in pair[0].machines)
     if not groups:
         return None
     (first, command), others = groups[0], groups[1:]
-    selected = first.selected
+    return _step(manifest, first.selected, command, machines=first.machines, others=tuple(c for _, c in others))
+
+
+def _create_step(manifest: Manifest, selected: Candidate, machine_args: Sequence[str],
+                 machines: tuple[str, ...] = ()) -> NextStep:
+    """``selected`` as `envkit create MANIFEST --build ID` for the machines ``machine_args`` name."""
+    command = shlex.join(["envkit", "create", manifest.name, "--build", selected.build.id, *machine_args])
+    return _step(manifest, selected, command, machines=machines)
+
+
+def _step(manifest: Manifest, selected: Candidate, command: str, machines: tuple[str, ...] = (),
+          others: tuple[str, ...] = ()) -> NextStep:
     return NextStep(manifest=manifest.name, build=selected.build, candidate=selected, command=command,
                     manual=manual_commands(selected.build, str(selected.python) if selected.python else None),
-                    machines=first.machines, others=tuple(c for _, c in others))
+                    machines=machines, others=others)
 
 
 def manual_commands(build: Build, python: Optional[str] = None) -> tuple[str, ...]:

@@ -151,8 +151,8 @@ def _create_phrase(facts: Facts) -> str:
 
             machine = names_text(facts.next.machines)
             machine = f"every machine ({machine})" if not facts.next.others else machine
-        others = "".join(f"; for the others: `{command}`" if i == 0 else f", `{command}`"
-                         for i, command in enumerate(facts.next.others))
+        others = ("; for the others: " + ", ".join(f"`{command}`" for command in facts.next.others)
+                  if facts.next.others else "")
         return f"{facts.next.build.id} fits {machine}: `{facts.next.command}`{others}."
     if facts.manifest is not None:
         import shlex
