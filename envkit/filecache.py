@@ -1,59 +1,120 @@
 """Results computed from files, kept in the user's cache directory until one of those files changes.
 
 Parsing YAML (and importing PyYAML) and validating manifests is most of what `envkit list` and `envkit create` do
-before any real work. So the result is pickled, keyed by the state of every input: each file's path, size and
-modification time, the source of the envkit code that computes it, and anything else the caller names. Any change is
-a miss, and a miss computes afresh. The whole key is kept inside the entry, so two keys that share a file name never
+before any real work. So the result is kept (pickled, or as it is when it is text), keyed by the state of every
+input: each file's path, size and modification time, the source of the envkit code that computes it (or of all of
+envkit), and anything else the caller names. Any change is a miss, and a miss computes afresh. The whole key is kept inside the entry, so two keys that share a file name never
 mix. An entry that cannot be read or written is ignored; a computation that fails is never cached.
 """
 
 from __future__ import annotations
 
-import pickle
+import os
 import zlib
 from pathlib import Path
-from typing import Callable, Optional, Sequence, TypeVar
+from typing import Any, Callable, NamedTuple, Optional, Sequence, TypeVar
 
 from envkit.files import real_path, write_atomic
 
 T = TypeVar("T")
 ENVKIT = Path(__file__).resolve().parent
 KEEP = 16  # entries of each kind: the newest are kept, the others deleted
+# As the ``code`` of an entry: every module of envkit, for an answer that much of envkit computes (`envkit list`'s),
+# where a list of the modules involved would go stale.
+EVERY_MODULE = ("<every module of envkit>",)
 
 
 def cached(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: Sequence[str],
            compute: Callable[[], T], extra: Sequence[str] = ()) -> T:
     """``compute()``, or what it returned before when ``inputs`` and ``code`` (paths below envkit/) are unchanged."""
+    return _cached(cache_dir, kind, inputs, code, compute, extra, _PICKLED)
+
+
+def cached_text(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: Sequence[str],
+                compute: Callable[[], str], extra: Sequence[str] = ()) -> str:
+    """``cached`` for an answer that is text (`envkit list`'s output), kept as text: read back without importing
+    pickle, about a millisecond of a warm `envkit list`."""
+    return _cached(cache_dir, kind, inputs, code, compute, extra, _TEXT)
+
+
+class _Format(NamedTuple):
+    suffix: str
+    dump: Callable[[str, Any], bytes]  # (key, value) -> the entry
+    load: Callable[[bytes], "tuple[str, Any]"]  # the entry -> (key, value)
+
+
+def _pickle_dump(key: str, value: Any) -> bytes:
+    import pickle
+
+    return pickle.dumps((key, value), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _pickle_load(entry: bytes) -> tuple[str, Any]:
+    import pickle
+
+    return pickle.loads(entry)
+
+
+def _text_load(entry: bytes) -> tuple[str, str]:
+    key, _, value = entry.decode("utf-8").partition("\0")  # no key holds a NUL: paths cannot, the rest are reprs
+    return key, value
+
+
+_PICKLED = _Format(".pickle", _pickle_dump, _pickle_load)
+_TEXT = _Format(".txt", lambda key, value: f"{key}\0{value}".encode("utf-8"), _text_load)
+
+
+def _cached(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: Sequence[str],
+            compute: Callable[[], T], extra: Sequence[str], form: _Format) -> T:
     key = _key(kind, inputs, code, extra) if cache_dir is not None else None
     if key is None:
         return compute()
     assert cache_dir is not None
-    path = cache_dir / kind / f"{zlib.crc32(key.encode('utf-8')):08x}.pickle"
+    path = cache_dir / kind / f"{zlib.crc32(key.encode('utf-8')):08x}{form.suffix}"
     try:
-        stored, value = pickle.loads(path.read_bytes())
+        stored, value = form.load(path.read_bytes())
         if stored == key:
             return value
     except Exception:  # missing, truncated, written by another version: compute afresh
         pass
     value = compute()
-    _store(path, (key, value))
+    _store(path, form, key, value)
     return value
 
 
 def _key(kind: str, inputs: Sequence[Path], code: Sequence[str], extra: Sequence[str]) -> Optional[str]:
     try:
-        files = [real_path(path) for path in inputs] + [ENVKIT / part for part in code]
+        every = code is EVERY_MODULE
+        files = [real_path(path) for path in inputs] + [ENVKIT / part for part in ([] if every else code)]
         stats = [f"{p}:{s.st_size}:{s.st_mtime_ns}" for p in files for s in (p.stat(),)]
+        stats += _every_module() if every else []
     except OSError:  # a file missing or unreadable, a symlink loop: let the computation report it
         return None
     return "\n".join([kind, *extra, *stats])
 
 
-def _store(path: Path, entry: tuple[str, object]) -> None:
+def _every_module() -> list[str]:
+    """The path, size and modification time of every module below envkit/, found and stat'ed in one walk."""
+    found: list[str] = []
+    pending = [str(ENVKIT)]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        pending.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    stat = entry.stat()
+                    found.append(f"{entry.path}:{stat.st_size}:{stat.st_mtime_ns}")
+    return sorted(found)
+
+
+def _store(path: Path, form: _Format, key: str, value: object) -> None:
     try:
-        write_atomic(path, pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
-        entries = sorted(path.parent.glob("*.pickle"), key=lambda entry: entry.stat().st_mtime_ns, reverse=True)
+        write_atomic(path, form.dump(key, value))
+        entries = sorted(path.parent.glob(f"*{form.suffix}"), key=lambda entry: entry.stat().st_mtime_ns,
+                         reverse=True)
         for stale in entries[KEEP:]:
             stale.unlink(missing_ok=True)
-    except (OSError, pickle.PicklingError):
-        pass  # a read-only home, a full disk, a race with another run: no cache, no harm
+    except Exception:  # a read-only home, a full disk, a race with another run, a value pickle cannot take: no cache
+        pass

@@ -12,11 +12,13 @@ from typing import NamedTuple, Optional, Union
 
 # ASCII digits only (\d would take any Unicode digit: '１２.４'), and few of them: a part of a CUDA version has at most
 # three digits, a compute capability's minor one (sm_XY cannot write more), so 99999999999.0 is refused, not ranked.
-_CUDA = re.compile(r"^\s*([0-9]{1,3})\.([0-9]{1,3})\s*$")
-_CAPABILITY = re.compile(r"^\s*([0-9]{1,3})\.([0-9])\s*$")
-_SM = re.compile(r"^\s*(?:sm|compute)_([0-9]{1,3})([0-9])\s*$")
+# Patterns, not compiled ones: re compiles each when first matched (and keeps it), and most commands never parse a
+# version; compiling them all on import was a third of a millisecond of every `envkit list`.
+_CUDA = r"^\s*([0-9]{1,3})\.([0-9]{1,3})\s*$"
+_CAPABILITY = r"^\s*([0-9]{1,3})\.([0-9])\s*$"
+_SM = r"^\s*(?:sm|compute)_([0-9]{1,3})([0-9])\s*$"
 # An NVIDIA driver as NVIDIA numbers them: branch.minor[.patch], 580.159.04, 470.256.02, 390.157 (or a branch: 580).
-_DRIVER = re.compile(r"^[0-9]{2,3}(?:\.[0-9]{1,3}){0,2}$")
+_DRIVER = r"^[0-9]{2,3}(?:\.[0-9]{1,3}){0,2}$"
 # The largest CUDA version encoded as NVML and cuDriverGetVersion encode it (999.99 -> 999990).
 _MAX_DRIVER_INT = 999_990
 # A __cuda as conda takes it from $CONDA_OVERRIDE_CUDA: 12, 12.4 or 12.4.1 (and the driver's X.Y is one of those).
@@ -66,11 +68,11 @@ class MajorMinor(NamedTuple):
         return f"{self.major}.{self.minor}"
 
 
-def _parse_major_minor(value: Union[str, int, float], patterns: tuple[re.Pattern[str], ...], wanted: str) -> MajorMinor:
+def _parse_major_minor(value: Union[str, int, float], patterns: tuple[str, ...], wanted: str) -> MajorMinor:
     """Shared parsing of "X.Y" forms (YAML may hand over 7.5 as a float); ``wanted`` completes the error."""
     if not isinstance(value, bool) and isinstance(value, (str, int, float)):
         for pattern in patterns:
-            match = pattern.match(str(value))
+            match = re.match(pattern, str(value))
             if match:
                 return MajorMinor(int(match[1]), int(match[2]))
     raise ValueError(f"{value!r} is not {wanted}")
@@ -146,7 +148,7 @@ class DriverVersion:
     @classmethod
     def parse(cls, value: Union[str, int, float]) -> DriverVersion:
         text = str(value).strip()
-        if isinstance(value, bool) or not _DRIVER.match(text):
+        if isinstance(value, bool) or not re.match(_DRIVER, text):
             raise ValueError(f"{value!r} is not an NVIDIA driver version like '535.54.03'")
         parts = [int(part) for part in text.split(".")]
         while len(parts) > 1 and parts[-1] == 0:

@@ -1,19 +1,22 @@
 """What a warm `envkit list --json` imports: none of the heavy things its answer does not need (YAML, the specifier
 parser, NVML, rattler, requests, the manifest schema checks), so start-up cannot silently grow back. Timing itself
-is bench/list_startup.py's job; this checks the cause. Also: `envkit detect` reads the tables from the same cache,
-and `create --from-lock` of a shipped build does without the specifier parser."""
+is bench/list_startup.py's job; this checks the cause. A listing asked again is its kept answer
+(tests/test_listing_cache.py), which needs neither the catalog nor the resolver. Also: `envkit detect` reads the
+tables from the same cache, only when the machine needs them, and `create --from-lock` of a shipped build does
+without the specifier parser."""
 
 from __future__ import annotations
 
 import gc
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from envkit.catalog.cache import cached_tables
-from envkit.catalog.load import load_tables
+from envkit.catalog.cache import cached_machine_tables
+from envkit.catalog.load import load_machine_tables, load_tables
 
 PROFILES = Path(__file__).parent / "profiles"
 # Modules the warm `envkit list --json --machine PROFILE` must not import (their packages' submodules neither).
@@ -36,8 +39,9 @@ finally:
 """
 
 
-def imported_by(tmp_path: Path, *args: str) -> tuple[set[str], str]:
+def imported_by(tmp_path: Path, *args: str, env: dict | None = None) -> tuple[set[str], str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")}
+    environ.update(env or {})
     environ.update(HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "cache"),
                    XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"))
     modules = tmp_path / "modules.txt"
@@ -68,7 +72,7 @@ def test_no_dataclass_is_defined_on_the_list_path(tmp_path: Path):
 
     args = ("list", "--json", "--machine", str(PROFILES / "h100-cuda128.yaml"))
     imported_by(tmp_path, *args)
-    warm, _ = imported_by(tmp_path, *args)
+    warm, _ = imported_by(tmp_path, *args, "--all")  # the catalog from the cache, the answer computed
     envkit_modules = sorted(m for m in warm if m == "envkit" or m.startswith("envkit."))
     assert "envkit.catalog.model" in envkit_modules and "envkit.resolve" in envkit_modules
     defined = [f"{name}.{attribute}" for name in envkit_modules
@@ -84,23 +88,53 @@ def test_a_warm_list_on_this_machine_imports_no_yaml_and_no_specifiers(tmp_path:
     assert json.loads(output)
 
 
-def test_detect_reads_the_tables_from_the_cache_once_parsed(tmp_path: Path):
-    cold, first = imported_by(tmp_path, "detect", "--json")
+def test_a_listing_asked_again_needs_no_catalog_and_no_resolver(tmp_path: Path, this_machine):
+    """This machine as NVML tells it (its CUDA and every GPU's capability): detection looks nothing up in the
+    tables, and the answer is the kept one, so neither a table nor the catalog is unpickled (pickle is not even
+    imported), and nothing is resolved, rendered or encoded."""
+    machine = this_machine([{"name": "NVIDIA A100-SXM4-80GB", "capability": (8, 0), "memory": 80 * 2**30}])
+    cold, first = imported_by(tmp_path, "list", "--json", env=machine)
+    assert "envkit.resolve" in cold and "json" in cold  # the first run computes (so the check below can fail)
+    warm, second = imported_by(tmp_path, "list", "--json", env=machine)
+    detection = ("pynvml", "envkit.detect", "ctypes", "tempfile")  # this machine is detected, by NVML (pynvml)
+    kept = ("pickle", "json", "packaging.version", "envkit.catalog.model", "envkit.resolve", "envkit.fleet_resolve",
+            "envkit.render", "envkit.render_fleet")
+    assert heavy(warm, kept + tuple(m for m in NEVER_ON_THE_WARM_PATH if m not in detection)) == []
+    assert second == first and json.loads(second)["machine"]["gpus"][0]["compute_capability"] == "8.0"
+
+
+def test_detect_reads_the_tables_from_the_cache_when_it_needs_them(tmp_path: Path, this_machine):
+    """A driver whose CUDA NVML does not tell (0): detection takes it from the driver's version and cuda.yaml, read
+    once and then from the cache. A listing for profile files never reads the tables."""
+    machine = this_machine([{"name": "Tesla V100-SXM2-16GB", "capability": (7, 0), "memory": 16 * 2**30}],
+                           driver="535.129.03", cuda=0)
+    cold, first = imported_by(tmp_path, "detect", "--json", env=machine)
     assert "yaml" in cold
-    warm, second = imported_by(tmp_path, "detect", "--json")
+    warm, second = imported_by(tmp_path, "detect", "--json", env=machine)
     assert heavy(warm, ("yaml", "envkit.catalog.load", "envkit.catalog.schema", "envkit.yamltext")) == []
     assert json.loads(second) == json.loads(first)
+    assert json.loads(first)["sources"]["cuda_driver"] == "driver version + envs/cuda.yaml"
+    tables = tmp_path / "cache" / "envkit" / "machine-tables"
+    assert len(list(tables.glob("*.pickle"))) == 1
+    shutil.rmtree(tables)
+    imported_by(tmp_path, "list", "--json", "--machine", str(PROFILES / "v100x8-cuda130.yaml"))
+    assert not tables.exists()
 
 
-def test_cached_tables_equal_a_fresh_load_and_follow_edits(envs_copy: Path, tmp_path: Path):
+def test_cached_machine_tables_equal_a_fresh_load_and_follow_edits(envs_copy: Path, tmp_path: Path):
     cache = tmp_path / "cache"
-    first = cached_tables(envs_copy, cache)
-    assert cached_tables(envs_copy, cache) == first == load_tables(envs_copy)
-    assert len(list((cache / "tables").glob("*.pickle"))) == 1
-    python = envs_copy / "python.yaml"
+    first = cached_machine_tables(envs_copy, cache)
+    assert cached_machine_tables(envs_copy, cache) == first == load_machine_tables(envs_copy)
+    assert (first.cuda, first.gpu_names) == (load_tables(envs_copy).cuda, load_tables(envs_copy).gpu_names)
+    assert len(list((cache / "machine-tables").glob("*.pickle"))) == 1
+    python = envs_copy / "python.yaml"  # not a table detection reads
     python.write_text(python.read_text() + "\n# edited\n")
-    cached_tables(envs_copy, cache)
-    assert len(list((cache / "tables").glob("*.pickle"))) == 2
+    cached_machine_tables(envs_copy, cache)
+    assert len(list((cache / "machine-tables").glob("*.pickle"))) == 1
+    gpus = envs_copy / "gpus.yaml"
+    gpus.write_text(gpus.read_text() + "\n# edited\n")
+    cached_machine_tables(envs_copy, cache)
+    assert len(list((cache / "machine-tables").glob("*.pickle"))) == 2
 
 
 def test_a_build_python_range_answers_like_its_specifier_set(envs_copy: Path):

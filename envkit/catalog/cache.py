@@ -1,49 +1,96 @@
 """Loaded catalogs from the user's cache (envkit.filecache), so that `envkit list` and `envkit create` do not parse
-and validate the manifests every time. Only a catalog that loaded without error is ever cached."""
+and validate the manifests every time, and answers computed from a catalog (`envkit list`'s) kept until anything
+they were computed from changes. Only what was computed without error is ever cached."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, cast
 
-from envkit.catalog.layout import SUFFIX, TABLE_FILES, manifest_names
+from envkit.catalog.layout import CUDA_TABLE, GPU_TABLE, SUFFIX, TABLE_FILES, manifest_names
 from envkit.errors import EnvkitError
-from envkit.filecache import cached
+from envkit.filecache import EVERY_MODULE, cached, cached_text
 from envkit.files import real_path
 
 if TYPE_CHECKING:
-    from envkit.catalog.model import Catalog, Tables
+    from envkit.catalog.machine_tables import MachineTables
+    from envkit.catalog.model import Catalog
+    from envkit.cuda import CudaTable
+    from envkit.gpu_names import GpuNameTable
 
 # The code whose output is cached: a change to any of it (a new field, a fixed parser) is a different key.
-_CODE = ("catalog/layout.py", "catalog/load.py", "catalog/model.py", "catalog/node.py", "catalog/tables.py",
-         "catalog/schema.py", "catalog/entries.py", "cuda.py", "versions.py", "gpu_names.py", "yamltext.py")
+_CODE = ("catalog/layout.py", "catalog/load.py", "catalog/machine_tables.py", "catalog/model.py", "catalog/node.py",
+         "catalog/tables.py", "catalog/schema.py", "catalog/entries.py", "cuda.py", "versions.py", "gpu_names.py",
+         "yamltext.py")
 
 
 def cached_catalog(directory: Path, names: Sequence[str], cache_dir: Optional[Path]) -> Catalog:
     """``load_catalog(directory, names)``, from the cache when nothing it was built from has changed."""
     try:
-        wanted = list(dict.fromkeys(names)) or manifest_names(directory)
+        files, extra = _catalog_inputs(directory, names)
     except EnvkitError:  # no such directory: loading says so
         return _load(directory, names)
-    from packaging import __version__ as packaging_version  # its Version objects are in the pickle
-
-    files = [directory / table for table in TABLE_FILES] + [directory / f"{name}{SUFFIX}" for name in wanted]
-    return cached(cache_dir, "catalog", files, _CODE, lambda: _load(directory, names),
-                  extra=(str(real_path(directory)), ",".join(wanted), packaging_version))
+    return cached(cache_dir, "catalog", files, _CODE, lambda: _load(directory, names), extra=extra)
 
 
-def cached_tables(directory: Path, cache_dir: Optional[Path]) -> Tables:
-    """``load_tables(directory)`` (what `envkit detect` needs), from the cache when the tables are unchanged."""
+def cached_answer(directory: Path, names: Sequence[str], cache_dir: Optional[Path], kind: str,
+                  compute: Callable[[], str], extra: Sequence[str]) -> str:
+    """``compute()``, an answer computed from ``load_catalog(directory, names)`` (`envkit list`'s output), or what it
+    returned before when nothing it is computed from has changed: the catalog's files, any module of envkit, the
+    Python that runs it, and ``extra`` (the machines judged and the options, in full)."""
+    try:
+        files, catalog = _catalog_inputs(directory, names)
+    except EnvkitError:
+        return compute()
+    return cached_text(cache_dir, kind, files, EVERY_MODULE, compute, extra=(*catalog, sys.version, *extra))
+
+
+def _catalog_inputs(directory: Path, names: Sequence[str]) -> tuple[list[Path], tuple[str, ...]]:
+    """The files a catalog is loaded from, and what else keys it (the directory, the manifests, packaging's
+    version: its Version objects are in the pickle). EnvkitError when the directory cannot be listed."""
     from packaging import __version__ as packaging_version
 
-    return cached(cache_dir, "tables", [directory / table for table in TABLE_FILES], _CODE,
-                  lambda: _load_tables(directory), extra=(str(real_path(directory)), packaging_version))
+    wanted = list(dict.fromkeys(names)) or manifest_names(directory)
+    files = [directory / table for table in TABLE_FILES] + [directory / f"{name}{SUFFIX}" for name in wanted]
+    return files, (str(real_path(directory)), ",".join(wanted), packaging_version)
 
 
-def _load_tables(directory: Path) -> Tables:
-    from envkit.catalog.load import load_tables
+def cached_machine_tables(directory: Path, cache_dir: Optional[Path]) -> MachineTables:
+    """``load_machine_tables(directory)`` (what detection needs), from the cache when those tables are unchanged."""
+    files = [directory / CUDA_TABLE, directory / GPU_TABLE]
+    return cached(cache_dir, "machine-tables", files, _CODE, lambda: _load_machine_tables(directory),
+                  extra=(str(real_path(directory)),))
 
-    return load_tables(directory)
+
+def machine_tables_on_use(directory: Path, cache_dir: Optional[Path]) -> MachineTables:
+    """The machine tables (cached_machine_tables), read when detection first looks something up in one. On a machine
+    without an NVIDIA driver it never does (there is no driver version to look up, and no GPU name), nor for
+    profile files: a warm `envkit list` there reads no table and imports no pickle."""
+    from functools import lru_cache
+
+    from envkit.catalog.machine_tables import MachineTables
+
+    tables = lru_cache(maxsize=None)(lambda: cached_machine_tables(directory, cache_dir))
+    return MachineTables(cuda=cast("CudaTable", _OnUse(lambda: tables().cuda)),
+                         gpu_names=cast("GpuNameTable", _OnUse(lambda: tables().gpu_names)))
+
+
+class _OnUse:
+    """Stands for what ``load()`` returns, and calls it when first asked for an attribute (a table's lookup)."""
+
+    def __init__(self, load: Callable[[], object]) -> None:
+        self._load = load
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._load(), name)
+
+
+def _load_machine_tables(directory: Path) -> MachineTables:
+    from envkit.catalog.load import load_machine_tables
+
+    manifest_names(directory)  # a directory that is missing is said as such, not as its missing cuda.yaml
+    return load_machine_tables(directory)
 
 
 def _load(directory: Path, names: Sequence[str]) -> Catalog:

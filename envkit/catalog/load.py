@@ -14,6 +14,7 @@ from typing import Any, Optional, Sequence
 
 from envkit.catalog.layout import (CUDA_TABLE, GPU_TABLE, PYTHON_TABLE, SUFFIX, TABLE_FILES,  # noqa: F401
                                    default_manifests_dir, manifest_names)
+from envkit.catalog.machine_tables import MachineTables
 from envkit.catalog.model import Catalog, Manifest, Tables
 from envkit.catalog.schema import parse_manifest
 from envkit.catalog.tables import parse_cuda_table, parse_python_table
@@ -38,11 +39,17 @@ def load_catalog(directory: Path, names: Sequence[str] = ()) -> Catalog:
 
 
 def load_tables(directory: Path) -> Tables:
+    machine = load_machine_tables(directory)
+    python = parse_python_table(_read_yaml(directory / PYTHON_TABLE), str(directory / PYTHON_TABLE))
+    return Tables(cuda=machine.cuda, python=python, gpu_names=machine.gpu_names)
+
+
+def load_machine_tables(directory: Path) -> MachineTables:
+    """The tables detection needs (cuda.yaml, gpus.yaml), without the Python table."""
     from envkit.gpu_names import parse_gpu_names
 
-    return Tables(
+    return MachineTables(
         cuda=parse_cuda_table(_read_yaml(directory / CUDA_TABLE), str(directory / CUDA_TABLE)),
-        python=parse_python_table(_read_yaml(directory / PYTHON_TABLE), str(directory / PYTHON_TABLE)),
         gpu_names=parse_gpu_names(_read_yaml(directory / GPU_TABLE), str(directory / GPU_TABLE)),
     )
 

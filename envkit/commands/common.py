@@ -68,13 +68,18 @@ def closed_output() -> int:
 
 
 def print_json(data: object) -> None:
-    """JSON on stdout: indented for a person at a terminal, one line for a program reading a pipe (as `gh` does).
+    """JSON on stdout (json_text)."""
+    typer.echo(json_text(data))
+
+
+def json_text(data: object) -> str:
+    """JSON for stdout: indented for a person at a terminal, one line for a program reading a pipe (as `gh` does).
     The one-line form comes from json's C encoder; the indented one from its Python encoder, which takes several
     milliseconds over `envkit list --json`'s 70 KB, more than the rest of the listing."""
     import json
     import sys
 
-    typer.echo(json.dumps(data, indent=2 if sys.stdout.isatty() else None))
+    return json.dumps(data, indent=2 if sys.stdout.isatty() else None)
 
 
 def user_dirs():

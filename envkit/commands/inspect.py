@@ -4,7 +4,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from envkit.commands.common import (fleet_for, group_command, machine_for, manifests_dir, print_json,
+from envkit.commands.common import (fleet_for, group_command, json_text, machine_for, manifests_dir, print_json,
                                     reported_errors, target_args, user_dirs)
 from envkit.commands.options import (JsonOption, ManifestsOption, PythonOption, TargetOptions, TimeoutOption,
                                      with_options)
@@ -22,9 +22,9 @@ def detect(
     file and pass it to --machine on another machine (a Slurm login node, say) to resolve for this one.
     """
     with reported_errors():
-        from envkit.catalog.cache import cached_tables
+        from envkit.catalog.cache import machine_tables_on_use
 
-        tables = cached_tables(manifests_dir(manifests), user_dirs().cache)
+        tables = machine_tables_on_use(manifests_dir(manifests), user_dirs().cache)
         profile = machine_for(tables, TargetOptions(manifests=manifests, timeout=timeout))
         if json_output:  # as list --json prints the machine it judged: with the GPUs CUDA_VISIBLE_DEVICES hides
             print_json(profile.seen_dict())
@@ -63,23 +63,35 @@ def list_builds(
     `envkit list torch --partition gpu-4-a100`.
     """
     with reported_errors():
-        from envkit.catalog.cache import cached_catalog
-        from envkit.fleet_resolve import resolve_fleet
-        from envkit.resolve import parse_python_request
+        import sys
 
-        catalog = cached_catalog(manifests_dir(target.manifests), names or (), user_dirs().cache)
-        request = parse_python_request(python, catalog.tables.python)
-        fleet = fleet_for(catalog.tables, target)
-        results = [resolve_fleet(m, fleet, catalog.tables, request) for m in catalog.manifests.values()]
-        if json_output:
-            from envkit.render_fleet import fleet_listing_json
+        from envkit.catalog.cache import cached_answer, machine_tables_on_use
 
-            print_json(fleet_listing_json(fleet, results))
-        else:
+        directory, cache = manifests_dir(target.manifests), user_dirs().cache
+        fleet = fleet_for(machine_tables_on_use(directory, cache), target)
+
+        def listing() -> str:
+            from envkit.catalog.cache import cached_catalog
+            from envkit.fleet_resolve import resolve_fleet
+            from envkit.resolve import parse_python_request
+
+            catalog = cached_catalog(directory, names or (), cache)
+            request = parse_python_request(python, catalog.tables.python)
+            results = [resolve_fleet(m, fleet, catalog.tables, request) for m in catalog.manifests.values()]
+            if json_output:
+                from envkit.render_fleet import fleet_listing_json
+
+                return json_text(fleet_listing_json(fleet, results))
             from envkit.render_fleet import fleet_listing_text
 
-            typer.echo(fleet_listing_text(fleet, results, show_all, target_args(target, python),
-                                          lambda name, group: group_command(fleet, target, name, group, python)))
+            return fleet_listing_text(fleet, results, show_all, target_args(target, python),
+                                      lambda name, group: group_command(fleet, target, name, group, python))
+
+        # The listing is a pure function of the catalog, the machines and the options: asked again with nothing
+        # changed (the same driver and GPUs, the same manifests, the same envkit), it comes from the cache.
+        form = ("json, indented" if sys.stdout.isatty() else "json") if json_output else "text"  # as json_text writes
+        options = (names, show_all, form, python, target)
+        typer.echo(cached_answer(directory, names or (), cache, "listing", listing, extra=(repr(fleet), repr(options))))
 
 
 def register(app: typer.Typer) -> None:

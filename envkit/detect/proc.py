@@ -16,7 +16,7 @@ from envkit.gpu_names import GpuNameTable
 from envkit.machine import DRIVER_VERSION, GPUS, MachineProfile
 from envkit.versions import DriverVersion
 
-_VERSION_TOKEN = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+){0,2}$")
+_VERSION_TOKEN = r"^[0-9]+\.[0-9]+(\.[0-9]+){0,2}$"  # compiled by re when first matched: without a driver, never
 
 
 def parse_driver_version(text: str) -> Optional[DriverVersion]:
@@ -30,7 +30,7 @@ def parse_driver_version(text: str) -> Optional[DriverVersion]:
     for line in text.splitlines():
         if line.strip().startswith("NVRM version:"):
             for word in line.split()[2:]:
-                if _VERSION_TOKEN.match(word):
+                if re.match(_VERSION_TOKEN, word):
                     try:
                         return DriverVersion.parse(word)
                     except ValueError:  # shaped like a version, numbered unlike NVIDIA's drivers

@@ -1,0 +1,17 @@
+"""The shared tables a machine is read with: a manifests directory's cuda.yaml and gpus.yaml. Detection takes the
+highest CUDA from the driver's version and a compute capability from a GPU's name. Kept apart from
+envkit.catalog.model (the records of every build, and the Python table that resolution needs and detection does
+not), so that `envkit detect` and a warm `envkit list` load no more than these."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # detection that never looks a table up (no NVIDIA driver) imports neither
+    from envkit.cuda import CudaTable
+    from envkit.gpu_names import GpuNameTable
+
+
+class MachineTables(NamedTuple):
+    cuda: CudaTable
+    gpu_names: GpuNameTable
