@@ -55,13 +55,23 @@ def _pickle_load(entry: bytes) -> tuple[str, Any]:
     return pickle.loads(entry)
 
 
+def _text_dump(key: str, value: str) -> bytes:
+    """The key, a NUL, the text, and the CRC-32 of both: an entry cut short (a full disk, a crash before the data
+    reached it) is a miss, not an answer cut short. No key holds a NUL: paths cannot, and the rest are reprs."""
+    body = f"{key}\0{value}".encode("utf-8")
+    return body + b"%08x" % zlib.crc32(body)
+
+
 def _text_load(entry: bytes) -> tuple[str, str]:
-    key, _, value = entry.decode("utf-8").partition("\0")  # no key holds a NUL: paths cannot, the rest are reprs
+    body, checksum = entry[:-8], entry[-8:]
+    if b"%08x" % zlib.crc32(body) != checksum:
+        raise ValueError("a damaged entry")
+    key, _, value = body.decode("utf-8").partition("\0")
     return key, value
 
 
 _PICKLED = _Format(".pickle", _pickle_dump, _pickle_load)
-_TEXT = _Format(".txt", lambda key, value: f"{key}\0{value}".encode("utf-8"), _text_load)
+_TEXT = _Format(".txt", _text_dump, _text_load)
 
 
 def _cached(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: Sequence[str],

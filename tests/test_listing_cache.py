@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -41,14 +42,35 @@ def listed(result: subprocess.CompletedProcess) -> dict:
     return json.loads(result.stdout)
 
 
+def entry_of(key: str, answer: str) -> bytes:
+    """An entry as envkit.filecache keeps text: the key, a NUL, the answer, and the CRC-32 of both in hex."""
+    body = f"{key}\0{answer}".encode()
+    return body + b"%08x" % zlib.crc32(body)
+
+
 def test_a_repeated_listing_is_the_kept_answer(envkit, tmp_path: Path):
     args = ("list", "torch", "--json", "--machine", str(PROFILES / "h100-cuda128.yaml"))
     first = envkit(*args)
     [entry] = answers(tmp_path)
-    key, _, kept = entry.read_text().partition("\0")
+    key, _, kept = entry.read_bytes()[:-8].decode().partition("\0")
+    assert entry.read_bytes() == entry_of(key, kept)
     assert kept == first.stdout.rstrip("\n") and "h100" in key
-    entry.write_text(f"{key}\0{json.dumps({'kept': True})}")  # what the next run prints comes from here
+    entry.write_bytes(entry_of(key, json.dumps({"kept": True})))  # what the next run prints comes from here
     assert listed(envkit(*args)) == {"kept": True}
+
+
+@pytest.mark.parametrize("damage", ["cut short", "one byte changed", "empty"])
+def test_a_damaged_answer_is_computed_again_not_printed(envkit, tmp_path: Path, damage: str):
+    args = ("list", "torch", "--json", "--machine", str(PROFILES / "h100-cuda128.yaml"))
+    first = envkit(*args)
+    [entry] = answers(tmp_path)
+    whole = entry.read_bytes()
+    damaged = {"cut short": whole[: len(whole) // 2 + 8], "empty": b"",
+               "one byte changed": whole[:-100] + bytes([whole[-100] ^ 1]) + whole[-99:]}[damage]
+    entry.write_bytes(damaged)
+    again = envkit(*args)
+    assert again.returncode == 0 and again.stdout == first.stdout
+    assert entry.read_bytes() == whole  # and kept again, whole
 
 
 def test_every_input_of_the_listing_is_a_new_answer(envkit, envs_copy: Path, tmp_path: Path):

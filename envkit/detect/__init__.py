@@ -8,15 +8,17 @@ gives it. A machine without an NVIDIA driver is a normal answer: no GPUs, no CUD
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from envkit.cuda import CudaTable
 from envkit.detect.nvml import probe_nvml
 from envkit.detect.proc import probe_proc
 from envkit.detect.sources import DERIVED_CUDA, SMI, smi_missing
 from envkit.detect.timeout import ProbeTimeout, call_with_timeout
-from envkit.gpu_names import GpuNameTable
 from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
+
+if TYPE_CHECKING:  # annotations only: detection that looks nothing up in the tables imports none of this
+    from envkit.cuda import CudaTable
+    from envkit.gpu_names import GpuNameTable
 
 __all__ = ["detect_machine", "merge_probes"]
 

@@ -6,12 +6,14 @@ it is asked first. This module does not impose a time limit; ``envkit.detect`` r
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from envkit.detect.sources import NVML, gpu_from_name
-from envkit.gpu_names import GpuNameTable
 from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
+
+if TYPE_CHECKING:  # annotations only: detection that looks nothing up in the tables imports none of this
+    from envkit.gpu_names import GpuNameTable
 
 _MIB = 1024 * 1024
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from envkit.gpu_names import GpuNameTable
 from envkit.machine import Gpu
+
+if TYPE_CHECKING:  # annotations only: detection that looks nothing up in the tables imports none of this
+    from envkit.gpu_names import GpuNameTable
 
 NVML = "nvml"
 PROC_VERSION = "/proc/driver/nvidia/version"
