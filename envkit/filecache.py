@@ -2,9 +2,10 @@
 
 Parsing YAML (and importing PyYAML) and validating manifests is most of what `envkit list` and `envkit create` do
 before any real work. So the result is kept (pickled, or as it is when it is text), keyed by the state of every
-input: each file's path, size and modification time, the source of the envkit code that computes it (or of all of
-envkit), and anything else the caller names. Any change is a miss, and a miss computes afresh. The whole key is kept inside the entry, so two keys that share a file name never
-mix. An entry that cannot be read or written is ignored; a computation that fails is never cached.
+input: each file's path, size, modification time, inode and inode change time, the source of the envkit code that
+computes it (or of all of envkit), and anything else the caller names. Any change is a miss, and a miss computes
+afresh. The whole key is kept inside the entry, so two keys that share a file name never mix. An entry that cannot
+be read or written is ignored; a computation that fails is never cached.
 """
 
 from __future__ import annotations
@@ -96,26 +97,36 @@ def _key(kind: str, inputs: Sequence[Path], code: Sequence[str], extra: Sequence
     try:
         every = code is EVERY_MODULE
         files = [real_path(path) for path in inputs] + [ENVKIT / part for part in ([] if every else code)]
-        stats = [f"{p}:{s.st_size}:{s.st_mtime_ns}" for p in files for s in (p.stat(),)]
-        stats += _every_module() if every else []
+        stamps = [_stamp(str(path), path.stat()) for path in files]
+        stamps += _every_module() if every else []
     except OSError:  # a file missing or unreadable, a symlink loop: let the computation report it
         return None
-    return "\n".join([kind, *extra, *stats])
+    return "\n".join([kind, *extra, *stamps])
+
+
+def _stamp(path: str, stat: os.stat_result) -> str:
+    """What tells one state of a file from another: its size and modification time, and its inode and inode change
+    time, so that a file replaced by one of the same size and time (`sed -i` where timestamps are coarse: NFS, FAT),
+    or edited and given its old time back, is another state."""
+    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_ctime_ns}"
 
 
 def _every_module() -> list[str]:
-    """The path, size and modification time of every module below envkit/, found and stat'ed in one walk."""
+    """The stamp of every module below envkit/, found and stat'ed in one walk (through linked directories too, each
+    directory once)."""
     found: list[str] = []
-    pending = [str(ENVKIT)]
+    top = ENVKIT.stat()
+    pending, seen = [str(ENVKIT)], {(top.st_dev, top.st_ino)}
     while pending:
         with os.scandir(pending.pop()) as entries:
             for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name != "__pycache__":
+                if entry.is_dir():
+                    where = entry.stat()
+                    if entry.name != "__pycache__" and (where.st_dev, where.st_ino) not in seen:
+                        seen.add((where.st_dev, where.st_ino))
                         pending.append(entry.path)
                 elif entry.name.endswith(".py"):
-                    stat = entry.stat()
-                    found.append(f"{entry.path}:{stat.st_size}:{stat.st_mtime_ns}")
+                    found.append(_stamp(entry.path, entry.stat()))
     return sorted(found)
 
 

@@ -180,8 +180,12 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
 
     # Keyed on the paths as given too: the machines keep them (the commands envkit prints name them, and a path
     # spelled from another directory, or through a link, is another path).
-    return cached(cache_dir, "profiles", files, ("yamltext.py", "machine.py", "fleet.py"), parse,
-                  extra=[str(path) for path in files])
+    return cached(cache_dir, "profiles", files, PROFILES_CODE, parse, extra=[str(path) for path in files])
+
+
+# The code that makes a directory's Machines from its files: this module and every envkit module it imports
+# (tests/test_filecache.py checks), so that a fix to any of them is a miss.
+PROFILES_CODE = ("fleet.py", "machine.py", "versions.py", "yamltext.py", "errors.py", "words.py")
 
 
 def size_text(fleet: Fleet) -> str:

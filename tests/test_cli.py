@@ -360,6 +360,31 @@ def test_detect_json_with_no_gpu_hidden_says_so_and_reads_back_as_a_profile(this
     assert [g["name"] for g in json.loads(listed.stdout)["machine"]["gpus"]] == [A100["name"]]
 
 
+def test_a_broken_table_detection_needs_is_an_error_not_a_note(this_machine, envs_copy):
+    """Detection reads cuda.yaml only when it needs it (here: NVML does not tell the driver's CUDA, so it comes from
+    the driver's version). Broken, it is the manifests' error (exit 2), never a probe's note on a machine that then
+    looks like one without a driver."""
+    env = this_machine([A100], driver="535.129.03", cuda=0)
+    fine = envkit("detect", "--json", "--manifests", str(envs_copy), env=env)
+    assert fine.returncode == 0 and json.loads(fine.stdout)["cuda_driver"] == "12.2", fine.stderr
+    (envs_copy / "cuda.yaml").write_text("min_driver: [\n")
+    for command in ("detect", "list"):
+        assert_clean_error(envkit(command, "--manifests", str(envs_copy), env=env), 2, "cuda.yaml")
+
+
+def test_a_missing_manifests_directory_is_an_error_even_where_no_table_is_needed(tmp_path):
+    for command in (("detect",), ("list", "--machine", str(PROFILES / "h100-cuda128.yaml"))):
+        assert_clean_error(envkit(*command, "--manifests", str(tmp_path / "nowhere")), 2, "does not exist")
+
+
+def test_a_mistyped_manifest_is_said_before_the_machines_are_read(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("gpus: [\n")
+    result = envkit("list", "toch", "--machine", str(broken))
+    assert_clean_error(result, 2, "no manifest named 'toch'", "torch")
+    assert "broken.yaml" not in result.stderr
+
+
 def test_every_value_a_command_takes_is_named_in_its_help_not_by_a_python_type():
     """Help names what each option takes (SECONDS, N, DIR, ...) and each argument by its metavar, with a type
     column a user can read: never typer's `<float>`, `<int range>`, or a parser function's name (`<path_value>`)."""

@@ -77,3 +77,34 @@ def test_a_profile_is_parsed_again_when_it_changes_and_a_broken_one_is_not_cache
     with pytest.raises(ProfileError, match="not valid YAML"):
         read_profile(profile, cache)
     assert len(list((cache / "yaml").glob("*.pickle"))) == 2
+
+
+def test_a_directory_of_profiles_is_keyed_on_every_module_that_makes_its_machines():
+    """envkit.fleet keeps a directory's parsed Machines: a change to any envkit module that making them imports (a
+    fixed version parser in versions.py) must be a miss, so PROFILES_CODE names them all."""
+    import subprocess
+    import sys
+
+    from envkit.fleet import PROFILES_CODE
+
+    script = ("import sys; import envkit.fleet, envkit.machine, envkit.yamltext; "
+              "print(*sorted(m for m in sys.modules if m.startswith('envkit.')))")
+    imported = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    modules = {name.removeprefix("envkit.").replace(".", "/") + ".py" for name in imported.split()}
+    assert "versions.py" in modules and modules <= set(PROFILES_CODE)
+
+
+def test_a_file_replaced_with_the_same_size_and_time_is_a_miss(envs_copy: Path, tmp_path: Path):
+    """Where timestamps are coarse (NFS, FAT), `sed -i` can leave a manifest with its old size and modification time;
+    it is a new file (another inode) all the same."""
+    cache = tmp_path / "cache"
+    cached_catalog(envs_copy, ["torch"], cache)
+    torch = envs_copy / "torch.yaml"
+    before = torch.stat()
+    edited = torch.read_text().replace("summary: PyTorch", "summary: PYTORCH")
+    replacement = envs_copy / "torch.yaml.new"
+    replacement.write_text(edited)
+    os.utime(replacement, ns=(before.st_atime_ns, before.st_mtime_ns))
+    replacement.replace(torch)
+    assert (torch.stat().st_size, torch.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert cached_catalog(envs_copy, ["torch"], cache).manifests["torch"].summary.startswith("PYTORCH")

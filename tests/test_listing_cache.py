@@ -145,6 +145,15 @@ def test_a_change_to_any_module_of_envkit_is_a_miss(tmp_path: Path, monkeypatch)
     (package / "sub" / "new.py").unlink()
     assert ask() == "answer 2" and len(computed) == 3  # as it was, and still kept
 
+    elsewhere = tmp_path / "elsewhere"  # a package directory that is a link (a developer's checkout of a part)
+    elsewhere.mkdir()
+    (elsewhere / "part.py").write_text("# code\n")
+    (package / "linked").symlink_to(elsewhere)
+    (package / "sub" / "loop").symlink_to(package)  # walked once, not forever
+    assert ask() == "answer 4"
+    (elsewhere / "part.py").write_text("# edited code\n")
+    assert ask() == "answer 5"
+
 
 def test_a_text_answer_keeps_every_character(tmp_path: Path):
     text = "a NUL \0 inside, é, and a last line\n"

@@ -71,6 +71,7 @@ def machine_tables_on_use(directory: Path, cache_dir: Optional[Path]) -> Machine
 
     from envkit.catalog.machine_tables import MachineTables
 
+    manifest_names(directory)  # a directory that is not there is an error now, not when a table is first needed
     tables = lru_cache(maxsize=None)(lambda: cached_machine_tables(directory, cache_dir))
     return MachineTables(cuda=cast("CudaTable", _OnUse(lambda: tables().cuda)),
                          gpu_names=cast("GpuNameTable", _OnUse(lambda: tables().gpu_names)))
@@ -89,7 +90,6 @@ class _OnUse:
 def _load_machine_tables(directory: Path) -> MachineTables:
     from envkit.catalog.load import load_machine_tables
 
-    manifest_names(directory)  # a directory that is missing is said as such, not as its missing cuda.yaml
     return load_machine_tables(directory)
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Sequence
 
-from envkit.errors import BadInputError
+from envkit.errors import BadInputError, UnknownNameError
 
 CUDA_TABLE = "cuda.yaml"
 PYTHON_TABLE = "python.yaml"
@@ -40,3 +41,16 @@ def manifest_names(directory: Path) -> list[str]:
     except OSError as exc:
         raise BadInputError(f"cannot read manifests directory {directory}: {exc.strerror or exc}") from None
     return sorted(e[: -len(SUFFIX)] for e in entries if e.endswith(SUFFIX) and e not in TABLE_FILES)
+
+
+def check_names(directory: Path, names: Sequence[str]) -> list[str]:
+    """The manifests a directory offers (manifest_names), once every one of ``names`` is among them; else an error
+    naming those that are not, and the ones there are."""
+    available = manifest_names(directory)
+    unknown = [name for name in names if name not in available]
+    if unknown:
+        raise UnknownNameError(
+            f"no manifest named {', '.join(repr(n) for n in unknown)} in {directory}",
+            hint=f"Manifests: {', '.join(available) or '(none)'}.",
+        )
+    return available

@@ -13,25 +13,19 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from envkit.catalog.layout import (CUDA_TABLE, GPU_TABLE, PYTHON_TABLE, SUFFIX, TABLE_FILES,  # noqa: F401
-                                   default_manifests_dir, manifest_names)
+                                   check_names, default_manifests_dir, manifest_names)
 from envkit.catalog.machine_tables import MachineTables
 from envkit.catalog.model import Catalog, Manifest, Tables
 from envkit.catalog.schema import parse_manifest
 from envkit.catalog.tables import parse_cuda_table, parse_python_table
-from envkit.errors import ManifestError, UnknownNameError
+from envkit.errors import ManifestError
 from envkit.files import NotUtf8, utf8_text
 from envkit.yamltext import parse_yaml  # the loader of every YAML/JSON file a user gives: no key given twice
 
 
 def load_catalog(directory: Path, names: Sequence[str] = ()) -> Catalog:
     """Load the tables and the named manifests (all of them when ``names`` is empty)."""
-    available = manifest_names(directory)
-    unknown = [name for name in names if name not in available]
-    if unknown:
-        raise UnknownNameError(
-            f"no manifest named {', '.join(repr(n) for n in unknown)} in {directory}",
-            hint=f"Manifests: {', '.join(available) or '(none)'}.",
-        )
+    available = check_names(directory, names)
     tables = load_tables(directory)
     wanted = list(dict.fromkeys(names)) if names else available
     manifests = {name: load_manifest(directory / f"{name}{SUFFIX}", tables) for name in wanted}

@@ -66,8 +66,10 @@ def list_builds(
         import sys
 
         from envkit.catalog.cache import cached_answer, machine_tables_on_use
+        from envkit.catalog.layout import check_names
 
         directory, cache = manifests_dir(target.manifests), user_dirs().cache
+        check_names(directory, names or ())  # a mistyped name is said at once, before the machine is detected
         fleet = fleet_for(machine_tables_on_use(directory, cache), target)
 
         def listing() -> str:

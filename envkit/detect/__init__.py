@@ -14,6 +14,7 @@ from envkit.detect.nvml import probe_nvml
 from envkit.detect.proc import probe_proc
 from envkit.detect.sources import DERIVED_CUDA, SMI, smi_missing
 from envkit.detect.timeout import ProbeTimeout, call_with_timeout
+from envkit.errors import ManifestError
 from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
 
 if TYPE_CHECKING:  # annotations only: detection that looks nothing up in the tables imports none of this
@@ -127,5 +128,7 @@ def _guarded(name: str, probe: Callable[[], MachineProfile]) -> MachineProfile:
         return probe()
     except ProbeTimeout as exc:
         return MachineProfile(notes=(f"{name}: {exc}",))
+    except ManifestError:  # a table the probe looked something up in is broken: the manifests' fault, said as such
+        raise
     except Exception as exc:  # a probe's bug, or a driver library misbehaving: keep the other probes' facts
         return MachineProfile(notes=(f"{name}: failed unexpectedly: {type(exc).__name__}: {exc}",))

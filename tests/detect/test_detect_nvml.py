@@ -231,3 +231,20 @@ def test_without_the_library_pynvml_is_not_even_imported(gpu_names):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert result.stdout.strip() == "NVML: library libnvidia-ml.so.1 not found False"
+
+
+def test_a_broken_gpu_table_a_probe_needs_is_the_manifests_error_not_a_note(envs_copy, tmp_path):
+    """The tables are read when a probe first looks something up (envkit.catalog.cache.machine_tables_on_use): here
+    NVML does not tell the GPUs' compute capability, so their names are looked up in gpus.yaml. A broken gpus.yaml is
+    then an error naming it, never a probe's "failed unexpectedly" note on a machine left without GPUs."""
+    from envkit.catalog.cache import machine_tables_on_use
+    from envkit.errors import ManifestError
+
+    nvml = FakeNvml(errors={"nvmlDeviceGetCudaComputeCapability": pynvml.NVML_ERROR_NOT_SUPPORTED})
+    read = machine_tables_on_use(envs_copy, tmp_path / "cache")
+    found = detect_machine(read.cuda, read.gpu_names, nvml=nvml)
+    assert [gpu.compute_capability for gpu in found.gpus] == [ComputeCapability(7, 0), ComputeCapability(8, 0)]
+    (envs_copy / "gpus.yaml").write_text("gpus: [\n")
+    broken = machine_tables_on_use(envs_copy, tmp_path / "cache")
+    with pytest.raises(ManifestError, match="gpus.yaml"):
+        detect_machine(broken.cuda, broken.gpu_names, nvml=nvml)
