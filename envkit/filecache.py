@@ -13,25 +13,31 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Optional, Sequence, TypeVar
+from typing import Any, Callable, NamedTuple, Optional, Sequence, TypeVar, Union
 
 from envkit.files import real_path, write_atomic
 
 T = TypeVar("T")
 ENVKIT = Path(__file__).resolve().parent
 KEEP = 16  # entries of each kind: the newest are kept, the others deleted
-# As the ``code`` of an entry: every module of envkit, for an answer that much of envkit computes (`envkit list`'s),
-# where a list of the modules involved would go stale.
-EVERY_MODULE = ("<every module of envkit>",)
 
 
-def cached(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: Sequence[str],
+class EveryModule:
+    """As the ``code`` of an entry (EVERY_MODULE): every module of envkit, found afresh each time, for an answer that
+    much of envkit computes (`envkit list`'s), where a list of the modules involved would go stale."""
+
+
+EVERY_MODULE = EveryModule()
+Code = Union[Sequence[str], EveryModule]  # paths below envkit/, or all of them
+
+
+def cached(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: Code,
            compute: Callable[[], T], extra: Sequence[str] = ()) -> T:
     """``compute()``, or what it returned before when ``inputs`` and ``code`` (paths below envkit/) are unchanged."""
     return _cached(cache_dir, kind, inputs, code, compute, extra, _PICKLED)
 
 
-def cached_text(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: Sequence[str],
+def cached_text(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: Code,
                 compute: Callable[[], str], extra: Sequence[str] = ()) -> str:
     """``cached`` for an answer that is text (`envkit list`'s output), kept as text: read back without importing
     pickle, about a millisecond of a warm `envkit list`."""
@@ -47,7 +53,10 @@ class _Format(NamedTuple):
 def _pickle_dump(key: str, value: Any) -> bytes:
     import pickle
 
-    return pickle.dumps((key, value), protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        return pickle.dumps((key, value), protocol=pickle.HIGHEST_PROTOCOL)
+    except pickle.PicklingError as error:  # said as _store expects what cannot be kept
+        raise ValueError(str(error)) from error
 
 
 def _pickle_load(entry: bytes) -> tuple[str, Any]:
@@ -75,7 +84,7 @@ _PICKLED = _Format(".pickle", _pickle_dump, _pickle_load)
 _TEXT = _Format(".txt", _text_dump, _text_load)
 
 
-def _cached(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: Sequence[str],
+def _cached(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: Code,
             compute: Callable[[], T], extra: Sequence[str], form: _Format) -> T:
     key = _key(kind, inputs, code, extra) if cache_dir is not None else None
     if key is None:
@@ -93,9 +102,9 @@ def _cached(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: 
     return value
 
 
-def _key(kind: str, inputs: Sequence[Path], code: Sequence[str], extra: Sequence[str]) -> Optional[str]:
+def _key(kind: str, inputs: Sequence[Path], code: Code, extra: Sequence[str]) -> Optional[str]:
     try:
-        every = code is EVERY_MODULE
+        every = isinstance(code, EveryModule)
         files = [real_path(path) for path in inputs] + [ENVKIT / part for part in ([] if every else code)]
         stamps = [_stamp(str(path), path.stat()) for path in files]
         stamps += _every_module() if every else []
@@ -106,8 +115,8 @@ def _key(kind: str, inputs: Sequence[Path], code: Sequence[str], extra: Sequence
 
 def _stamp(path: str, stat: os.stat_result) -> str:
     """What tells one state of a file from another: its size and modification time, and its inode and inode change
-    time, so that a file replaced by one of the same size and time (`sed -i` where timestamps are coarse: NFS, FAT),
-    or edited and given its old time back, is another state."""
+    time, so that a file replaced by one of the same size and time (`sed -i` where timestamps are coarse, as FAT's
+    two seconds), or edited and given its old time back, is another state."""
     return f"{path}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_ctime_ns}"
 
 
@@ -137,5 +146,5 @@ def _store(path: Path, form: _Format, key: str, value: object) -> None:
                          reverse=True)
         for stale in entries[KEEP:]:
             stale.unlink(missing_ok=True)
-    except Exception:  # a read-only home, a full disk, a race with another run, a value pickle cannot take: no cache
+    except (OSError, ValueError):  # a read-only home, a full disk, a race, a value that cannot be kept: no cache
         pass

@@ -183,9 +183,10 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
     return cached(cache_dir, "profiles", files, PROFILES_CODE, parse, extra=[str(path) for path in files])
 
 
-# The code that makes a directory's Machines from its files: this module and every envkit module it imports
-# (tests/test_filecache.py checks), so that a fix to any of them is a miss.
-PROFILES_CODE = ("fleet.py", "machine.py", "versions.py", "yamltext.py", "errors.py", "words.py")
+# The code that makes a directory's Machines from its files: every envkit module that loading them imports, the
+# cache's own included (tests/test_filecache.py checks), so that a fix to any of them is a miss.
+PROFILES_CODE = ("fleet.py", "machine.py", "versions.py", "yamltext.py", "errors.py", "words.py", "filecache.py",
+                 "files.py")
 
 
 def size_text(fleet: Fleet) -> str:

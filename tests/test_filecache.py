@@ -79,7 +79,7 @@ def test_a_profile_is_parsed_again_when_it_changes_and_a_broken_one_is_not_cache
     assert len(list((cache / "yaml").glob("*.pickle"))) == 2
 
 
-def test_a_directory_of_profiles_is_keyed_on_every_module_that_makes_its_machines():
+def test_a_directory_of_profiles_is_keyed_on_every_module_that_makes_its_machines(tmp_path: Path):
     """envkit.fleet keeps a directory's parsed Machines: a change to any envkit module that making them imports (a
     fixed version parser in versions.py) must be a miss, so PROFILES_CODE names them all."""
     import subprocess
@@ -87,11 +87,13 @@ def test_a_directory_of_profiles_is_keyed_on_every_module_that_makes_its_machine
 
     from envkit.fleet import PROFILES_CODE
 
-    script = ("import sys; import envkit.fleet, envkit.machine, envkit.yamltext; "
+    profiles = Path(__file__).parent / "profiles"
+    script = ("import sys; from pathlib import Path; from envkit.fleet import load_profiles; "
+              f"load_profiles([Path({str(profiles)!r})], Path({str(tmp_path / 'cache')!r})); "
               "print(*sorted(m for m in sys.modules if m.startswith('envkit.')))")
     imported = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     modules = {name.removeprefix("envkit.").replace(".", "/") + ".py" for name in imported.split()}
-    assert "versions.py" in modules and modules <= set(PROFILES_CODE)
+    assert {"versions.py", "yamltext.py", "filecache.py"} <= modules <= set(PROFILES_CODE)
 
 
 def test_a_file_replaced_with_the_same_size_and_time_is_a_miss(envs_copy: Path, tmp_path: Path):

@@ -155,6 +155,36 @@ def test_a_change_to_any_module_of_envkit_is_a_miss(tmp_path: Path, monkeypatch)
     assert ask() == "answer 5"
 
 
+def test_the_kept_answer_follows_envkits_code_the_python_and_the_manifests(envs_copy: Path, tmp_path: Path,
+                                                                          monkeypatch):
+    """cached_answer, as `envkit list` calls it: a changed module of envkit, another Python, or an edited manifest is
+    another answer."""
+    from envkit.catalog.cache import cached_answer
+
+    package = tmp_path / "envkit"
+    package.mkdir()
+    (package / "render.py").write_text("# code\n")
+    monkeypatch.setattr(filecache, "ENVKIT", package)
+    computed: list[int] = []
+
+    def ask() -> str:
+        def answer() -> str:
+            computed.append(len(computed))
+            return f"answer {len(computed)}"
+
+        return cached_answer(envs_copy, ["torch"], tmp_path / "cache", "listing", answer, extra=("the request",))
+
+    assert ask() == ask() == "answer 1"
+    (package / "render.py").write_text("# fixed code\n")
+    assert ask() == "answer 2"
+    monkeypatch.setattr(sys, "version", "3.99.0 (another Python)")
+    assert ask() == "answer 3"
+    (envs_copy / "torch.yaml").write_text((envs_copy / "torch.yaml").read_text() + "\n# edited\n")
+    assert ask() == "answer 4"
+    (envs_copy / "jax.yaml").write_text((envs_copy / "jax.yaml").read_text() + "\n# not asked for\n")
+    assert ask() == "answer 4"
+
+
 def test_a_text_answer_keeps_every_character(tmp_path: Path):
     text = "a NUL \0 inside, é, and a last line\n"
     assert cached_text(tmp_path, "answer", [], (), lambda: text) == text

@@ -65,20 +65,20 @@ def cached_machine_tables(directory: Path, cache_dir: Optional[Path]) -> Machine
 
 def machine_tables_on_use(directory: Path, cache_dir: Optional[Path]) -> MachineTables:
     """The machine tables (cached_machine_tables), read when detection first looks something up in one. On a machine
-    without an NVIDIA driver it never does (there is no driver version to look up, and no GPU name), nor for
-    profile files: a warm `envkit list` there reads no table and imports no pickle."""
+    without an NVIDIA driver it never does (there is no driver version to look up, and no GPU name), nor when the
+    machines come from profile files: a warm `envkit list` there reads neither table."""
     from functools import lru_cache
 
     from envkit.catalog.machine_tables import MachineTables
 
-    manifest_names(directory)  # a directory that is not there is an error now, not when a table is first needed
     tables = lru_cache(maxsize=None)(lambda: cached_machine_tables(directory, cache_dir))
     return MachineTables(cuda=cast("CudaTable", _OnUse(lambda: tables().cuda)),
                          gpu_names=cast("GpuNameTable", _OnUse(lambda: tables().gpu_names)))
 
 
 class _OnUse:
-    """Stands for what ``load()`` returns, and calls it when first asked for an attribute (a table's lookup)."""
+    """Stands for what ``load()`` returns, and calls it when first asked for an attribute: a table's lookups
+    (cuda_for_driver, lookup), which is all that detection asks of the tables. Nothing else (len, ==) is passed on."""
 
     def __init__(self, load: Callable[[], object]) -> None:
         self._load = load

@@ -72,14 +72,19 @@ def print_json(data: object) -> None:
     typer.echo(json_text(data))
 
 
-def json_text(data: object) -> str:
-    """JSON for stdout: indented for a person at a terminal, one line for a program reading a pipe (as `gh` does).
-    The one-line form comes from json's C encoder; the indented one from its Python encoder, which takes several
-    milliseconds over `envkit list --json`'s 70 KB, more than the rest of the listing."""
+def json_text(data: object, indented: Optional[bool] = None) -> str:
+    """JSON for stdout: indented for a person at a terminal, one line for a program reading a pipe (as `gh` does),
+    unless ``indented`` says. The one-line form comes from json's C encoder; the indented one from its Python encoder,
+    which takes several milliseconds over `envkit list --json`'s 70 KB, more than the rest of the listing."""
     import json
+
+    return json.dumps(data, indent=2 if (stdout_is_terminal() if indented is None else indented) else None)
+
+
+def stdout_is_terminal() -> bool:
     import sys
 
-    return json.dumps(data, indent=2 if sys.stdout.isatty() else None)
+    return sys.stdout.isatty()
 
 
 def user_dirs():

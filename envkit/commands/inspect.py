@@ -1,11 +1,11 @@
 """What this machine is and which builds fit it: ``envkit detect`` and ``envkit list``."""
 
-from typing import Annotated, List, Optional
+from typing import Annotated, List, NamedTuple, Optional
 
 import typer
 
 from envkit.commands.common import (fleet_for, group_command, json_text, machine_for, manifests_dir, print_json,
-                                    reported_errors, target_args, user_dirs)
+                                    reported_errors, stdout_is_terminal, target_args, user_dirs)
 from envkit.commands.options import (JsonOption, ManifestsOption, PythonOption, TargetOptions, TimeoutOption,
                                      with_options)
 
@@ -23,8 +23,11 @@ def detect(
     """
     with reported_errors():
         from envkit.catalog.cache import machine_tables_on_use
+        from envkit.catalog.layout import check_names
 
-        tables = machine_tables_on_use(manifests_dir(manifests), user_dirs().cache)
+        directory = manifests_dir(manifests)
+        check_names(directory, ())  # one that is not there is an error now, not when a table is first needed
+        tables = machine_tables_on_use(directory, user_dirs().cache)
         profile = machine_for(tables, TargetOptions(manifests=manifests, timeout=timeout))
         if json_output:  # as list --json prints the machine it judged: with the GPUs CUDA_VISIBLE_DEVICES hides
             print_json(profile.seen_dict())
@@ -63,37 +66,53 @@ def list_builds(
     `envkit list torch --partition gpu-4-a100`.
     """
     with reported_errors():
-        import sys
-
         from envkit.catalog.cache import cached_answer, machine_tables_on_use
         from envkit.catalog.layout import check_names
 
         directory, cache = manifests_dir(target.manifests), user_dirs().cache
         check_names(directory, names or ())  # a mistyped name is said at once, before the machine is detected
         fleet = fleet_for(machine_tables_on_use(directory, cache), target)
+        request = ListingRequest(tuple(names or ()), show_all, json_output, json_output and stdout_is_terminal(),
+                                 python, target)
 
         def listing() -> str:
             from envkit.catalog.cache import cached_catalog
-            from envkit.fleet_resolve import resolve_fleet
-            from envkit.resolve import parse_python_request
 
-            catalog = cached_catalog(directory, names or (), cache)
-            request = parse_python_request(python, catalog.tables.python)
-            results = [resolve_fleet(m, fleet, catalog.tables, request) for m in catalog.manifests.values()]
-            if json_output:
-                from envkit.render_fleet import fleet_listing_json
+            return listing_of(request, fleet, cached_catalog(directory, request.names, cache))
 
-                return json_text(fleet_listing_json(fleet, results))
-            from envkit.render_fleet import fleet_listing_text
+        # The listing is a pure function of the catalog, the machines and the request: asked again with none of them
+        # changed (the same manifests, driver and GPUs, options, and envkit), it is the answer kept in the cache.
+        typer.echo(cached_answer(directory, request.names, cache, "listing", listing,
+                                 extra=(repr(fleet), repr(request))))
 
-            return fleet_listing_text(fleet, results, show_all, target_args(target, python),
-                                      lambda name, group: group_command(fleet, target, name, group, python))
 
-        # The listing is a pure function of the catalog, the machines and the options: asked again with nothing
-        # changed (the same driver and GPUs, the same manifests, the same envkit), it comes from the cache.
-        form = ("json, indented" if sys.stdout.isatty() else "json") if json_output else "text"  # as json_text writes
-        options = (names, show_all, form, python, target)
-        typer.echo(cached_answer(directory, names or (), cache, "listing", listing, extra=(repr(fleet), repr(options))))
+class ListingRequest(NamedTuple):
+    """What `envkit list` was asked, besides the machines: all that listing_of reads of it."""
+
+    names: tuple[str, ...]
+    show_all: bool
+    json_output: bool
+    indented: bool  # JSON for a terminal
+    python: Optional[str]
+    target: TargetOptions
+
+
+def listing_of(request: ListingRequest, fleet, catalog) -> str:
+    """`envkit list`'s output for ``fleet`` from ``catalog`` (pure)."""
+    from envkit.fleet_resolve import resolve_fleet
+    from envkit.resolve import parse_python_request
+
+    python, target = request.python, request.target
+    parsed = parse_python_request(python, catalog.tables.python)
+    results = [resolve_fleet(m, fleet, catalog.tables, parsed) for m in catalog.manifests.values()]
+    if request.json_output:
+        from envkit.render_fleet import fleet_listing_json
+
+        return json_text(fleet_listing_json(fleet, results), request.indented)
+    from envkit.render_fleet import fleet_listing_text
+
+    return fleet_listing_text(fleet, results, request.show_all, target_args(target, python),
+                              lambda name, group: group_command(fleet, target, name, group, python))
 
 
 def register(app: typer.Typer) -> None:

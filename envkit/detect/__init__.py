@@ -123,7 +123,9 @@ def _all_known(profile: MachineProfile) -> bool:
 
 
 def _guarded(name: str, probe: Callable[[], MachineProfile]) -> MachineProfile:
-    """Run a probe; what it did not foresee becomes a note, so that detection itself never fails."""
+    """Run a probe; what it did not foresee becomes a note, so that what the machine does cannot make detection
+    fail. A broken table the probe looked something up in (envkit.catalog.cache.machine_tables_on_use reads them
+    then) is the manifests' fault: that error is raised."""
     try:
         return probe()
     except ProbeTimeout as exc:
