@@ -55,7 +55,7 @@ def _pickle_dump(key: str, value: Any) -> bytes:
 
     try:
         return pickle.dumps((key, value), protocol=pickle.HIGHEST_PROTOCOL)
-    except pickle.PicklingError as error:  # said as _store expects what cannot be kept
+    except pickle.PicklingError as error:  # to _store, a value that cannot be kept is a ValueError
         raise ValueError(str(error)) from error
 
 
