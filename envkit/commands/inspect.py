@@ -23,10 +23,10 @@ def detect(
     """
     with reported_errors():
         from envkit.catalog.cache import machine_tables_on_use
-        from envkit.catalog.layout import check_names
+        from envkit.catalog.layout import manifest_names
 
         directory = manifests_dir(manifests)
-        check_names(directory, ())  # one that is not there is an error now, not when a table is first needed
+        manifest_names(directory)  # one that is not there is an error now, not when a table is first needed
         tables = machine_tables_on_use(directory, user_dirs().cache)
         profile = machine_for(tables, TargetOptions(manifests=manifests, timeout=timeout))
         if json_output:  # as list --json prints the machine it judged: with the GPUs CUDA_VISIBLE_DEVICES hides
@@ -70,7 +70,7 @@ def list_builds(
         from envkit.catalog.layout import check_names
 
         directory, cache = manifests_dir(target.manifests), user_dirs().cache
-        check_names(directory, names or ())  # a mistyped name is said at once, before the machine is detected
+        available = check_names(directory, names or ())  # a mistyped name is said at once, before detection
         fleet = fleet_for(machine_tables_on_use(directory, cache), target)
         request = ListingRequest(tuple(names or ()), show_all, json_output, json_output and stdout_is_terminal(),
                                  python, target)
@@ -82,7 +82,7 @@ def list_builds(
 
         # The listing is a pure function of the catalog, the machines and the request: asked again with none of them
         # changed (the same manifests, driver and GPUs, options, and envkit), it is the answer kept in the cache.
-        typer.echo(cached_answer(directory, request.names, cache, "listing", listing,
+        typer.echo(cached_answer(directory, request.names or available, cache, "listing", listing,
                                  extra=(repr(fleet), repr(request))))
 
 

@@ -130,7 +130,7 @@ def _guarded(name: str, probe: Callable[[], MachineProfile]) -> MachineProfile:
         return probe()
     except ProbeTimeout as exc:
         return MachineProfile(notes=(f"{name}: {exc}",))
-    except ManifestError:  # a table the probe looked something up in is broken: the manifests' fault, said as such
+    except ManifestError:
         raise
     except Exception as exc:  # a probe's bug, or a driver library misbehaving: keep the other probes' facts
         return MachineProfile(notes=(f"{name}: failed unexpectedly: {type(exc).__name__}: {exc}",))
