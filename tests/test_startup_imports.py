@@ -15,6 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from support import fake_nvml
+
 from envkit.catalog.cache import cached_machine_tables
 from envkit.catalog.load import load_machine_tables, load_tables
 
@@ -86,6 +89,17 @@ def test_a_warm_list_on_this_machine_imports_no_yaml_and_no_specifiers(tmp_path:
     warm, output = imported_by(tmp_path, "list", "--json", "torch")
     assert heavy(warm, ("yaml", "packaging.specifiers", "envkit.catalog.load", "envkit.yamltext")) == []
     assert json.loads(output)
+
+
+@pytest.mark.skipif(fake_nvml.real_library_present(), reason="this machine has an NVIDIA driver")
+def test_a_warm_list_on_a_machine_without_a_driver_imports_no_ctypes(tmp_path: Path):
+    """Whether the loader finds NVML's library is asked as ctypes asks, of the C module under it
+    (envkit.detect.nvml): importing ctypes for that alone cost about 1.3 ms of every listing here."""
+    cold, first = imported_by(tmp_path, "list", "--json", "torch")
+    warm, second = imported_by(tmp_path, "list", "--json", "torch")
+    assert json.loads(first)["machine"]["notes"][0] == "NVML: library libnvidia-ml.so.1 not found"
+    assert second == first
+    assert "_ctypes" in warm and heavy(warm, ("ctypes", "pynvml")) == []
 
 
 def test_a_listing_asked_again_needs_no_catalog_and_no_resolver(tmp_path: Path, this_machine):

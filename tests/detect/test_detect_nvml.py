@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import subprocess
 import sys
 import threading
@@ -11,6 +10,7 @@ import time
 import pynvml
 import pytest
 from detect_fakes import A100, V100, FakeGpu, FakeNvml, nvml_missing
+from support import fake_nvml
 
 from envkit.detect import detect_machine, merge_probes
 from envkit.detect.nvml import probe_nvml
@@ -169,15 +169,7 @@ def test_a_misbehaving_nvml_becomes_a_note(tables, make_proc, no_smi):
     assert profile.sources[GPUS] == "/proc/driver/nvidia/gpus"
 
 
-def _nvml_library_present() -> bool:
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(_nvml_library_present(), reason="this machine has an NVIDIA driver")
+@pytest.mark.skipif(fake_nvml.real_library_present(), reason="this machine has an NVIDIA driver")
 def test_real_pynvml_on_a_machine_without_a_driver(tables, no_proc, no_smi):
     profile = detect(tables, None, no_proc, no_smi)
     assert profile.gpus == () and profile.cuda_driver is None
@@ -185,7 +177,7 @@ def test_real_pynvml_on_a_machine_without_a_driver(tables, no_proc, no_smi):
 
 
 def test_real_pynvml_probe_directly(gpu_names):
-    if _nvml_library_present():
+    if fake_nvml.real_library_present():
         profile = probe_nvml(gpu_names)
         assert profile.sources.get(GPUS) == "nvml"
     else:
@@ -220,7 +212,7 @@ def test_merge_prefers_the_first_probe_per_fact_and_a_complete_gpu_list(cuda_tab
     assert only_partial.cuda_driver == CudaVersion(12, 2) and only_partial.sources[CUDA_DRIVER] == DERIVED_CUDA
 
 
-@pytest.mark.skipif(_nvml_library_present(), reason="this machine has an NVIDIA driver")
+@pytest.mark.skipif(fake_nvml.real_library_present(), reason="this machine has an NVIDIA driver")
 def test_without_the_library_pynvml_is_not_even_imported(gpu_names):
     code = (
         "import sys\n"

@@ -172,3 +172,15 @@ def write_machine(path: Path, driver: str, cuda: int, gpus: Iterable[tuple[str, 
     lines += [f"gpu {major} {minor} {mib} {name}" for name, (major, minor), mib in gpus]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def real_library_present() -> bool:
+    """Whether this host's loader finds a real libnvidia-ml.so.1 (an NVIDIA driver), asked through ctypes: the tests
+    of what envkit does without one skip on a GPU machine."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return False
+    return True
