@@ -23,7 +23,12 @@ the bench's own.
 Goal: envkit list --json at most 1.3x the bare typer app that settles its collector as envkit does (and the ratios
 to the plain bare app and to `python -c pass`, for reference).
 
-    python3 bench/list_startup.py [--runs 31] [--venv DIR] [-- extra envkit list arguments]
+Wall-clock ratios move by a few hundredths with the machine's load (envkit makes more system calls than the bare
+app, and they slow down more). With --instructions, where valgrind is installed, the bench also counts the
+instructions each command executes (callgrind): a ratio that load does not move, to compare two versions of envkit
+by, though it leaves out the time system calls and cache misses take.
+
+    python3 bench/list_startup.py [--runs 31] [--venv DIR] [--instructions] [-- extra envkit list arguments]
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -79,6 +85,14 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+def instructions(argv: list[str], env: dict[str, str]) -> int:
+    """How many instructions ``argv`` executes, as valgrind's callgrind counts them."""
+    run = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True, env=env)
+    [count] = re.findall(r"Collected : (\d+)", run.stderr)
+    return int(count)
+
+
 def fresh_venv(where: Path) -> Path:
     """A venv with envkit installed from this checkout, not editable; its Python."""
     python = where / "bin" / "python"
@@ -92,8 +106,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=31)
     parser.add_argument("--venv", type=Path, help="reuse this venv (made and installed if missing)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each command's instructions under valgrind (median of 3 counts)")
     parser.add_argument("extra", nargs="*", help="extra arguments for envkit list")
     args = parser.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind (apt install valgrind)")
 
     with tempfile.TemporaryDirectory(prefix="envkit-bench-") as scratch:
         python = fresh_venv(args.venv or Path(scratch) / "venv")
@@ -118,12 +136,26 @@ def main() -> int:
                 if name == COMPUTED:
                     shutil.rmtree(answers)
                 samples[name].append(timed(argv, env))
+        counts: dict[str, int] = {}
+        for name, argv in commands.items() if args.instructions else ():
+            taken = []
+            for _ in range(3):
+                if name == COMPUTED:
+                    shutil.rmtree(answers)
+                taken.append(instructions(argv, env))
+            counts[name] = int(statistics.median(taken))
 
     medians = {name: statistics.median(times) for name, times in samples.items()}
     print(f"{'command':24} {'median ms':>10} {'vs python':>10} {'vs typer':>9} {'vs settled typer':>17}")
     for name, median in medians.items():
         print(f"{name:24} {median * 1000:10.1f} {median / medians['python -c pass']:9.2f}x "
               f"{median / medians[PLAIN]:8.2f}x {median / medians[SETTLED]:16.2f}x")
+    if counts:
+        print(f"{'instructions (callgrind)':24} {'millions':>10} {'vs python':>10} {'vs typer':>9} "
+              f"{'vs settled typer':>17}")
+        for name, count in counts.items():
+            print(f"{name:24} {count / 1e6:10.1f} {count / counts['python -c pass']:9.2f}x "
+                  f"{count / counts[PLAIN]:8.2f}x {count / counts[SETTLED]:16.2f}x")
     ratio = medians[ENVKIT] / medians[SETTLED]
     print(f"envkit's own cost: {(medians[ENVKIT] - medians[SETTLED]) * 1000:.1f} ms over the settled bare app")
     print(f"goal: envkit list --json at most {GOAL}x the bare typer app that settles its collector as envkit does; "

@@ -69,9 +69,22 @@ def _main(
 def groups_for(argv: Sequence[str]) -> list[ModuleType]:
     """The command group modules to register for this command line: the named command's alone when it comes first
     (``envkit list --json``), every group otherwise (``envkit --help``, ``envkit --debug list``, a typo)."""
-    first: Optional[str] = argv[0] if argv else None
-    named = [group for group, commands in COMMAND_GROUPS if first in commands]
+    named = [group for group, commands in COMMAND_GROUPS if _first(argv) in commands]
     return [import_module(f"envkit.commands.{group}") for group in (named or [g for g, _ in COMMAND_GROUPS])]
+
+
+def keep_named_command(typer_app: typer.Typer, argv: Sequence[str]) -> None:
+    """When the command line names a command first, leave it the only one its group registered: typer builds the
+    options of every registered command before it runs one (`detect`'s beside `list`, `doctor`'s beside `verify`)."""
+    from typer.main import get_command_name  # (imported with typer) how typer names a command after its function
+
+    if any(_first(argv) in commands for _, commands in COMMAND_GROUPS):
+        typer_app.registered_commands = [info for info in typer_app.registered_commands
+                                         if (info.name or get_command_name(info.callback.__name__)) == _first(argv)]
+
+
+def _first(argv: Sequence[str]) -> Optional[str]:
+    return argv[0] if argv else None
 
 
 def reflow_help(typer_app: typer.Typer) -> None:
@@ -116,6 +129,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     for group in groups_for(args):
         group.register(app)
+    keep_named_command(app, args)
     reflow_help(app)
     if argv is None:  # the process's entry, not a caller's: what it holds is not ours to freeze
         # typer's modules and the command group's live as long as the process: frozen, no garbage collection walks

@@ -22,17 +22,12 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 from urllib.parse import urlsplit
 
-from envkit.errors import BadInputError
+from envkit.errors import BadInputError, ConfigError
 from envkit.files import read_text_file, user_path
-from envkit.userdirs import UserDirs
+from envkit.userdirs import CONFIG_VARIABLE, UserDirs, config_path, has_config
 from envkit.words import described
 
-CONFIG_VARIABLE = "ENVKIT_CONFIG"
 _KEYS = ("mirrors", "envs_dir", "site", "manifests")
-
-
-class ConfigError(BadInputError):
-    """The config file cannot be read or says something envkit cannot use."""
 
 
 class Mirror(NamedTuple):
@@ -101,26 +96,13 @@ def check_transport(url: str, config: Config, what: str) -> str:
     )
 
 
-def config_path(environ: Mapping[str, str], dirs: UserDirs) -> tuple[Path, bool]:
-    """The config file to read and whether the user named it explicitly ($ENVKIT_CONFIG)."""
-    named = environ.get(CONFIG_VARIABLE)
-    if named is not None:
-        if not named.strip():
-            raise ConfigError(f"${CONFIG_VARIABLE} is empty", hint="Unset it, or give the path of a config file.")
-        try:
-            return user_path(named), True
-        except ValueError as error:
-            raise ConfigError(f"${CONFIG_VARIABLE} {named!r} {error}") from None
-    return dirs.config / "config.yaml", False
-
-
 def load_config(environ: Mapping[str, str], dirs: UserDirs) -> Config:
     """The config file's settings; its parsed text comes from the user cache while the file is unchanged."""
     from envkit.filecache import cached
 
-    path, explicit = config_path(environ, dirs)
-    if not os.path.lexists(path) and not explicit:  # (a link to nothing is a config the user meant: said below)
+    if not has_config(environ, dirs):
         return Config(path=None)
+    path, explicit = config_path(environ, dirs)
 
     def parse() -> Any:
         try:

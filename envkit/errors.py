@@ -23,6 +23,10 @@ class BadInputError(EnvkitError):
     exit_code = 2
 
 
+class ConfigError(BadInputError):
+    """The config file (envkit.config) cannot be read or says something envkit cannot use."""
+
+
 class ManifestError(BadInputError):
     """A manifest or table in the manifests directory is broken. Names the file, the build and the field."""
 

@@ -1,6 +1,8 @@
-"""The user's own directories, by the XDG base-directory rules: the only places envkit writes besides environments.
+"""The user's own directories, by the XDG base-directory rules: the only places envkit writes besides environments;
+and where the config file is (envkit.config reads it).
 
-Pure: computed from the environment variables, created by whoever writes there.
+Pure: computed from the environment variables, created by whoever writes there; has_config alone looks whether a
+file is there.
 """
 
 from __future__ import annotations
@@ -9,7 +11,11 @@ import os
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
+from envkit.errors import ConfigError
+from envkit.files import user_path
+
 APP = "envkit"
+CONFIG_VARIABLE = "ENVKIT_CONFIG"
 
 
 class UserDirs(NamedTuple):
@@ -56,6 +62,27 @@ def user_dirs(environ: Mapping[str, str]) -> UserDirs:
         data=base("XDG_DATA_HOME", ".local/share") / APP,
         cache=base("XDG_CACHE_HOME", ".cache") / APP,
     )
+
+
+def config_path(environ: Mapping[str, str], dirs: UserDirs) -> tuple[Path, bool]:
+    """The config file to read and whether the user named it explicitly ($ENVKIT_CONFIG)."""
+    named = environ.get(CONFIG_VARIABLE)
+    if named is not None:
+        if not named.strip():
+            raise ConfigError(f"${CONFIG_VARIABLE} is empty", hint="Unset it, or give the path of a config file.")
+        try:
+            return user_path(named), True
+        except ValueError as error:
+            raise ConfigError(f"${CONFIG_VARIABLE} {named!r} {error}") from None
+    return dirs.config / "config.yaml", False
+
+
+def has_config(environ: Mapping[str, str], dirs: UserDirs) -> bool:
+    """Whether there is a config file to read: the one $ENVKIT_CONFIG names (reading it says when it is missing), or
+    config.yaml in the config directory (a link to nothing counts: it is a config the user meant). Most users have
+    none, and a command that finds none need not import envkit.config (about 0.5 ms of `envkit list`)."""
+    path, named = config_path(environ, dirs)
+    return named or os.path.lexists(path)
 
 
 def _home(environ: Mapping[str, str]) -> str:

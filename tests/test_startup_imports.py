@@ -188,6 +188,40 @@ def test_the_command_table_names_every_command_its_group_registers():
 
 
 
+def test_a_listing_with_no_config_file_does_not_import_the_config_reader(tmp_path: Path):
+    """Most users have no config file, and `envkit list` then never imports envkit.config (about 0.5 ms); one that
+    $ENVKIT_CONFIG names is still read, and its absence still said."""
+    args = ("list", "--json", "--machine", str(PROFILES / "h100-cuda128.yaml"))
+    imported_by(tmp_path, *args)
+    warm, _ = imported_by(tmp_path, *args)
+    assert "envkit.userdirs" in warm and "envkit.config" not in warm
+    missing = tmp_path / "nowhere.yaml"
+    environ = {**os.environ, "HOME": str(tmp_path / "home"), "ENVKIT_CONFIG": str(missing)}
+    result = subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=environ,
+                            timeout=60)
+    assert result.returncode == 2 and f"config file {missing} (from $ENVKIT_CONFIG) does not exist" in result.stderr
+
+
+def test_only_the_named_command_is_built():
+    """typer builds the options of every command registered before it runs one: the command named first is the only
+    one registered (`list` without `detect`, `verify` without `doctor`); `envkit --help` still has them all."""
+    probe = """
+import sys, envkit.cli
+try:
+    envkit.cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+print("registered:", *(info.name or info.callback.__name__ for info in envkit.cli.app.registered_commands))
+"""
+    registered = {}
+    for args in (["list", "--help"], ["verify", "--help"], ["envs", "--help"], ["--help"]):
+        result = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        registered[args[0]] = result.stdout.rsplit("registered:", 1)[1].split()
+    assert (registered["list"], registered["verify"], registered["envs"]) == (["list"], ["verify"], ["envs"])
+    assert {"detect", "list", "doctor", "verify", "remove", "create"} <= set(registered["--help"])
+
+
 def test_the_collector_is_settled_before_the_command_runs():
     """Run as the process's entry (the console script), envkit collects young objects every 100,000 new ones rather
     than every 700, and envkit.cli freezes what is imported by the time the command runs (typer, the command's group)

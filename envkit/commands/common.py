@@ -127,6 +127,10 @@ def manifests_dir(manifests: Optional[Path]) -> Path:
             from envkit.errors import BadInputError
 
             raise BadInputError("$ENVKIT_MANIFESTS is empty", hint="Unset it, or give a manifests directory.")
+        from envkit.userdirs import has_config
+
+        if not has_config(os.environ, user_dirs()):
+            return default_manifests_dir()
         from envkit.config import load_config
 
         return load_config(os.environ, user_dirs()).manifests or default_manifests_dir()
