@@ -129,11 +129,12 @@ def manifests_dir(manifests: Optional[Path]) -> Path:
             raise BadInputError("$ENVKIT_MANIFESTS is empty", hint="Unset it, or give a manifests directory.")
         from envkit.userdirs import has_config
 
-        if not has_config(os.environ, user_dirs()):
+        dirs = user_dirs()
+        if not has_config(os.environ, dirs):  # as most users have none: envkit.config is not even imported
             return default_manifests_dir()
         from envkit.config import load_config
 
-        return load_config(os.environ, user_dirs()).manifests or default_manifests_dir()
+        return load_config(os.environ, dirs).manifests or default_manifests_dir()
     return manifests  # never empty: the option's parser refuses "" (which Path would read as ".")
 
 
