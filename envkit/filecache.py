@@ -2,8 +2,9 @@
 
 Parsing YAML (and importing PyYAML) and validating manifests is most of what `envkit list` and `envkit create` do
 before any real work. So the result is kept (pickled, or as it is when it is text), keyed by the state of every
-input: each file's path, size, modification time, inode and inode change time, the source of the envkit code that
-computes it (or of all of envkit), and anything else the caller names. Any change is a miss, and a miss computes
+input: each file's path as given, and of the file it names (through any links) its size, modification time, device,
+inode and inode change time; the source of the envkit code that computes it (or of all of envkit); and anything else
+the caller names. Any change is a miss, and a miss computes
 afresh. The whole key is kept inside the entry, so two keys that share a file name never mix. An entry that cannot
 be read or written is ignored; a computation that fails is never cached.
 """
@@ -15,7 +16,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional, Sequence, TypeVar, Union
 
-from envkit.files import real_path, write_atomic
+from envkit.files import write_atomic
 
 T = TypeVar("T")
 ENVKIT = Path(__file__).resolve().parent
@@ -105,7 +106,7 @@ def _cached(cache_dir: Optional[Path], kind: str, inputs: Sequence[Path], code: 
 def _key(kind: str, inputs: Sequence[Path], code: Code, extra: Sequence[str]) -> Optional[str]:
     try:
         every = isinstance(code, EveryModule)
-        files = [real_path(path) for path in inputs] + [ENVKIT / part for part in ([] if every else code)]
+        files = [*inputs, *(ENVKIT / part for part in ([] if every else code))]
         stamps = [_stamp(str(path), path.stat()) for path in files]
         stamps += _every_module() if every else []
     except OSError:  # a file missing or unreadable, a symlink loop: let the computation report it
@@ -114,10 +115,12 @@ def _key(kind: str, inputs: Sequence[Path], code: Code, extra: Sequence[str]) ->
 
 
 def _stamp(path: str, stat: os.stat_result) -> str:
-    """What tells one state of a file from another: its size and modification time, and its inode and inode change
-    time, so that a file replaced by one of the same size and time (`sed -i` where timestamps are coarse, as FAT's
-    two seconds), or edited and given its old time back, is another state."""
-    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}:{stat.st_ctime_ns}"
+    """What tells one state of a file from another: its size and modification time, and its device, inode and inode
+    change time, so that a file replaced by one of the same size and time (`sed -i` where timestamps are coarse, as
+    FAT's two seconds), edited and given its old time back, or a link pointed at another such file, is another state.
+    (A path is not resolved first: the device and inode say which file it names, without a system call for each
+    directory on the way.)"""
+    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_dev}:{stat.st_ino}:{stat.st_ctime_ns}"
 
 
 def _every_module() -> list[str]:

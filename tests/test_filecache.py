@@ -110,3 +110,28 @@ def test_a_file_replaced_with_the_same_size_and_time_is_a_miss(envs_copy: Path, 
     replacement.replace(torch)
     assert (torch.stat().st_size, torch.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
     assert cached_catalog(envs_copy, ["torch"], cache).manifests["torch"].summary.startswith("PYTORCH")
+
+
+def test_a_link_pointed_at_another_file_of_the_same_size_and_time_is_a_miss(tmp_path: Path):
+    """An input's path is keyed as given, not resolved: the file it names is told by its device and inode, so a link
+    (a manifest an admin links to the current release) repointed at another file is another state."""
+    from envkit.filecache import cached
+
+    first, second = tmp_path / "v1.yaml", tmp_path / "v2.yaml"
+    first.write_text("release: 1\n")
+    second.write_text("release: 2\n")
+    os.utime(second, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns))
+    link = tmp_path / "current.yaml"
+    link.symlink_to(first)
+
+    def read() -> str:
+        return link.read_text()
+
+    assert cached(tmp_path / "cache", "text", [link], (), read) == "release: 1\n"
+    assert cached(tmp_path / "cache", "text", [link], (), lambda: "never computed") == "release: 1\n"  # a hit
+    link.unlink()
+    link.symlink_to(second)
+    assert cached(tmp_path / "cache", "text", [link], (), read) == "release: 2\n"
+    link.unlink()
+    link.symlink_to(tmp_path / "missing.yaml")  # a link to nothing: no key, the computation says what is wrong
+    assert cached(tmp_path / "cache", "text", [link], (), lambda: "computed") == "computed"
