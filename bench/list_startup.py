@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 GOAL = 1.3
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +94,14 @@ def instructions(argv: list[str], env: dict[str, str]) -> int:
     return int(count)
 
 
+def print_ratios(heading: str, unit: str, values: dict[str, float], scale: float) -> None:
+    """One table: each command's value (times ``scale``, in ``unit``) and its ratios to the three references."""
+    print(f"{heading:24} {unit:>10} {'vs python':>10} {'vs typer':>9} {'vs settled typer':>17}")
+    for name, value in values.items():
+        print(f"{name:24} {value * scale:10.1f} {value / values['python -c pass']:9.2f}x "
+              f"{value / values[PLAIN]:8.2f}x {value / values[SETTLED]:16.2f}x")
+
+
 def fresh_venv(where: Path) -> Path:
     """A venv with envkit installed from this checkout, not editable; its Python."""
     python = where / "bin" / "python"
@@ -130,32 +139,23 @@ def main() -> int:
         answers = Path(scratch) / "cache" / "envkit" / "listing"
         for argv in commands.values():  # warm the file cache, the bytecode cache, envkit's catalog and its kept answer
             timed(argv, env)
+
+        def measure(name: str, how: Callable[[list[str], dict[str, str]], float]) -> float:
+            if name == COMPUTED:  # its run starts with no answer kept
+                shutil.rmtree(answers)
+            return how(commands[name], env)
+
         samples: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.runs):
-            for name, argv in commands.items():
-                if name == COMPUTED:
-                    shutil.rmtree(answers)
-                samples[name].append(timed(argv, env))
-        counts: dict[str, int] = {}
-        for name, argv in commands.items() if args.instructions else ():
-            taken = []
-            for _ in range(3):
-                if name == COMPUTED:
-                    shutil.rmtree(answers)
-                taken.append(instructions(argv, env))
-            counts[name] = int(statistics.median(taken))
+            for name in commands:
+                samples[name].append(measure(name, timed))
+        counts = {name: statistics.median(measure(name, instructions) for _ in range(3))
+                  for name in (commands if args.instructions else ())}
 
     medians = {name: statistics.median(times) for name, times in samples.items()}
-    print(f"{'command':24} {'median ms':>10} {'vs python':>10} {'vs typer':>9} {'vs settled typer':>17}")
-    for name, median in medians.items():
-        print(f"{name:24} {median * 1000:10.1f} {median / medians['python -c pass']:9.2f}x "
-              f"{median / medians[PLAIN]:8.2f}x {median / medians[SETTLED]:16.2f}x")
+    print_ratios("command", "median ms", medians, 1000)
     if counts:
-        print(f"{'instructions (callgrind)':24} {'millions':>10} {'vs python':>10} {'vs typer':>9} "
-              f"{'vs settled typer':>17}")
-        for name, count in counts.items():
-            print(f"{name:24} {count / 1e6:10.1f} {count / counts['python -c pass']:9.2f}x "
-                  f"{count / counts[PLAIN]:8.2f}x {count / counts[SETTLED]:16.2f}x")
+        print_ratios("instructions (callgrind)", "millions", counts, 1e-6)
     ratio = medians[ENVKIT] / medians[SETTLED]
     print(f"envkit's own cost: {(medians[ENVKIT] - medians[SETTLED]) * 1000:.1f} ms over the settled bare app")
     print(f"goal: envkit list --json at most {GOAL}x the bare typer app that settles its collector as envkit does; "

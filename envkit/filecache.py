@@ -4,9 +4,9 @@ Parsing YAML (and importing PyYAML) and validating manifests is most of what `en
 before any real work. So the result is kept (pickled, or as it is when it is text), keyed by the state of every
 input: each file's path as given, and of the file it names (through any links) its size, modification time, device,
 inode and inode change time; the source of the envkit code that computes it (or of all of envkit); and anything else
-the caller names. Any change is a miss, and a miss computes
-afresh. The whole key is kept inside the entry, so two keys that share a file name never mix. An entry that cannot
-be read or written is ignored; a computation that fails is never cached.
+the caller names. Any change is a miss, and a miss computes afresh. The whole key is kept inside the entry, so two
+keys that share a file name never mix. An entry that cannot be read or written is ignored; a computation that fails
+is never cached.
 """
 
 from __future__ import annotations

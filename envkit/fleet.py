@@ -178,9 +178,9 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
     def parse() -> list[Machine]:
         return [_one(path, None) for path in files]
 
-    # Keyed on the paths as given too: the machines keep them (the commands envkit prints name them, and a path
-    # spelled from another directory, or through a link, is another path).
-    return cached(cache_dir, "profiles", files, PROFILES_CODE, parse, extra=[str(path) for path in files])
+    # The cache keys each file by its path as given, which the machines keep (the commands envkit prints name them):
+    # a path spelled from another directory, or through a link, is another entry.
+    return cached(cache_dir, "profiles", files, PROFILES_CODE, parse)
 
 
 # The code that makes a directory's Machines from its files: every envkit module that loading them imports, the

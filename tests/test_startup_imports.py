@@ -94,7 +94,7 @@ def test_a_warm_list_on_this_machine_imports_no_yaml_and_no_specifiers(tmp_path:
 @pytest.mark.skipif(fake_nvml.real_library_present(), reason="this machine has an NVIDIA driver")
 def test_a_warm_list_on_a_machine_without_a_driver_imports_no_ctypes(tmp_path: Path):
     """Whether the loader finds NVML's library is asked as ctypes asks, of the C module under it
-    (envkit.detect.nvml): importing ctypes for that alone cost about 1.3 ms of every listing here."""
+    (envkit.detect.nvml): importing ctypes for that alone cost about 1.5 ms of every listing here."""
     cold, first = imported_by(tmp_path, "list", "--json", "torch")
     warm, second = imported_by(tmp_path, "list", "--json", "torch")
     assert json.loads(first)["machine"]["notes"][0] == "NVML: library libnvidia-ml.so.1 not found"

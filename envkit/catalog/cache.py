@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence, cast
 from envkit.catalog.layout import CUDA_TABLE, GPU_TABLE, SUFFIX, TABLE_FILES, manifest_names
 from envkit.errors import EnvkitError
 from envkit.filecache import EVERY_MODULE, cached, cached_text
-from envkit.files import real_path
 
 if TYPE_CHECKING:
     from envkit.catalog.machine_tables import MachineTables
@@ -47,20 +46,20 @@ def cached_answer(directory: Path, names: Sequence[str], cache_dir: Optional[Pat
 
 
 def _catalog_inputs(directory: Path, names: Sequence[str]) -> tuple[list[Path], tuple[str, ...]]:
-    """The files a catalog is loaded from, and what else keys it (the directory, the manifests, packaging's
-    version: its Version objects are in the pickle). EnvkitError when the directory cannot be listed."""
+    """The files a catalog is loaded from, and what else keys it (the manifests, packaging's version: its Version
+    objects are in the pickle; the cache keys each file by its path as given, the directory's spelling included).
+    EnvkitError when the directory cannot be listed."""
     from packaging import __version__ as packaging_version
 
     wanted = list(dict.fromkeys(names)) or manifest_names(directory)
     files = [directory / table for table in TABLE_FILES] + [directory / f"{name}{SUFFIX}" for name in wanted]
-    return files, (str(real_path(directory)), ",".join(wanted), packaging_version)
+    return files, (",".join(wanted), packaging_version)
 
 
 def cached_machine_tables(directory: Path, cache_dir: Optional[Path]) -> MachineTables:
     """``load_machine_tables(directory)`` (what detection needs), from the cache when those tables are unchanged."""
     files = [directory / CUDA_TABLE, directory / GPU_TABLE]
-    return cached(cache_dir, "machine-tables", files, _CODE, lambda: _load_machine_tables(directory),
-                  extra=(str(real_path(directory)),))
+    return cached(cache_dir, "machine-tables", files, _CODE, lambda: _load_machine_tables(directory))
 
 
 def machine_tables_on_use(directory: Path, cache_dir: Optional[Path]) -> MachineTables:
