@@ -122,3 +122,12 @@ def test_no_modules_import_each_other_in_a_loop():
     """A loop means two modules that cannot be understood (or moved) one without the other: what they share goes
     in a module of its own (maintain/findings.py, maintain/problems.py, commands/making.py)."""
     assert import_cycles() == []
+
+
+def test_the_command_line_module_keeps_only_the_wiring():
+    """envkit/cli.py holds the typer app, the global options and the wiring (under 300 lines); the commands live in
+    envkit/commands/, one module per group, each registering its commands."""
+    cli = PACKAGE / "cli.py"
+    assert len(cli.read_text().splitlines()) < 300
+    groups = [p for p in (PACKAGE / "commands").glob("*.py") if "\ndef register(" in p.read_text()]
+    assert len(groups) >= 8 and "@app.command" not in cli.read_text()
