@@ -5,6 +5,14 @@ files) goes through :func:`parse_yaml`, so all of them follow the same rules bey
 
 - a key given twice in one mapping is an error (YAML loaders keep the last value silently, so an admin's second
   ``python:`` or ``cuda_driver:`` would win unseen); merge keys (``<<: *base``) followed by an override are fine;
+- merge keys follow the YAML merge rule (https://yaml.org/type/merge.html) as envkit implements it here, not as the
+  installed PyYAML does: a key written in the mapping wins over every merged one, and among merged mappings the
+  first listed wins. PyYAML 6.0.4 changed its own ``flatten_mapping`` so that a mapping merging a mapping that had
+  itself merged read the overridden value (``y.k`` of ``a: {x: &x {<<: {k: 1}, k: 2}}``, ``y: {<<: *x}`` was 1):
+  owning the rule makes every release read the same;
+- aliases are bounded: a document whose aliases would expand to more than :data:`MAX_EXPANDED_NODES` nodes (an
+  "alias bomb", a few lines that expand to billions), an alias that refers to the mapping or sequence it is in, and
+  nesting deeper than :data:`MAX_DEPTH` are errors, found before anything is built;
 - a number is written in plain decimal: PyYAML reads YAML 1.1, where ``010`` is the octal number 8, ``1_000`` is
   1000 and ``1:30`` is 90 (base 60), while JSON and YAML 1.2 read them otherwise or not at all; such a number, and a
   hexadecimal or binary one, is an error naming its line rather than a value nobody meant (a field that takes text
@@ -15,11 +23,14 @@ files) goes through :func:`parse_yaml`, so all of them follow the same rules bey
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import re
+from typing import Any
 
 from envkit.versions import is_ascii_number
 
 _MERGE = "tag:yaml.org,2002:merge"
+MAX_EXPANDED_NODES = 1_000_000  # the largest real lock seen (clay-model's, 185 kB) has about 60,000 nodes
+MAX_DEPTH = 200  # envkit's deepest file nests about 8 levels
 
 
 class YamlFloat(float):
@@ -51,9 +62,11 @@ def parse_yaml(text: str) -> Any:
     import yaml  # lazy: commands that read no file do not pay for it
 
     try:
-        return yaml.load(text, Loader=_loader())
+        return yaml.load(text, Loader=_loader(native=not _may_nest_deeply(text)))
     except _Refused as exc:
         raise ValueError(str(exc)) from None
+    except RecursionError:  # the pure-Python parser nests a call per level, before the depth check can see it
+        raise ValueError(f"the document nests deeper than {MAX_DEPTH} levels") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "syntax error"
@@ -69,26 +82,37 @@ class _DuplicateKey(_Refused):
     """A key given twice in one mapping: "duplicate key 'python' at line 11 (first at line 9)"."""
 
 
-_LOADER: Optional[type] = None
+_LOADERS: dict[bool, type] = {}
 
 
-def _loader() -> type:
-    """PyYAML's safe loader (the C one where there is one), refusing duplicate keys and numbers not written in plain
-    decimal, and keeping floats' text."""
-    global _LOADER
-    if _LOADER is None:
+def _may_nest_deeply(text: str) -> bool:
+    """Whether ``text`` may nest flow collections (``[[[...``) deeper than MAX_DEPTH. libyaml's composer recurses in
+    C without a limit before PyYAML 6.0.4 and crashes the process (a segmentation fault near 30,000 levels): such a
+    text goes to the pure-Python loader, whose recursion ends in a RecursionError. Brackets inside quotes count too:
+    a false alarm costs speed only. (Block nesting needs its indentation written out: 10,000 levels are 50 MB.)"""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    depth = deepest = 0
+    for char in re.findall(r"[][{}]", text):
+        depth = depth + 1 if char in "[{" else max(depth - 1, 0)
+        deepest = max(deepest, depth)
+    return deepest > MAX_DEPTH
+
+
+def _loader(native: bool = True) -> type:
+    """PyYAML's safe loader (the C one where there is one and ``native``), refusing duplicate keys and numbers not
+    written in plain decimal, and keeping floats' text."""
+    if native not in _LOADERS:
         import yaml
 
-        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader) if native else yaml.SafeLoader
 
         def flatten_mapping(self: Any, node: Any) -> None:
-            # Every mapping is flattened (its merge keys expanded) before it is constructed, and a mapping merged
-            # into another is flattened then, perhaps before its own turn: check the keys as written, first.
-            checked = self.__dict__.setdefault("_envkit_checked", set())
-            if node not in checked:
-                checked.add(node)
-                _check_keys(self, node)
-            base.flatten_mapping(self, node)
+            _flatten(self, node, self.__dict__.setdefault("_envkit_flattened", set()))
+
+        def construct_document(self: Any, node: Any) -> Any:
+            _check_expansion(node)
+            return base.construct_document(self, node)
 
         def construct_float(self: Any, node: Any) -> YamlFloat:
             value = base.construct_yaml_float(self, node)
@@ -104,10 +128,12 @@ def _loader() -> type:
                 raise _unclear_number(node, value)
             return value
 
-        _LOADER = type("EnvkitSafeLoader", (base,), {"flatten_mapping": flatten_mapping})
-        _LOADER.add_constructor("tag:yaml.org,2002:float", construct_float)
-        _LOADER.add_constructor("tag:yaml.org,2002:int", construct_int)
-    return _LOADER
+        loader = type("EnvkitSafeLoader", (base,), {"flatten_mapping": flatten_mapping,
+                                                     "construct_document": construct_document})
+        loader.add_constructor("tag:yaml.org,2002:float", construct_float)
+        loader.add_constructor("tag:yaml.org,2002:int", construct_int)
+        _LOADERS[native] = loader
+    return _LOADERS[native]
 
 
 def _unclear_number(node: Any, value: Any) -> _Refused:
@@ -149,3 +175,97 @@ def _check_keys(constructor: Any, node: Any) -> None:
                 raise _DuplicateKey(f"duplicate key {key!r} at line {at.line + 1}, column {at.column + 1} "
                                     f"(first at column {before.column + 1})")
             raise _DuplicateKey(f"duplicate key {key!r} at line {at.line + 1} (first at line {before.line + 1})")
+
+
+def _check_expansion(root: Any) -> None:
+    """_Refused when the document under ``root`` would expand, aliases followed, to more than MAX_EXPANDED_NODES
+    nodes, nests deeper than MAX_DEPTH, or holds an alias of a collection inside that collection. Each node is
+    counted once (its expanded size kept), so the check is linear in the document as written."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[Any, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            if sizes[key] > MAX_EXPANDED_NODES:
+                raise _Refused(f"the aliases of this document expand to more than {MAX_EXPANDED_NODES:,} nodes "
+                               f"(at line {node.start_mark.line + 1}); write the values out, or use fewer aliases")
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise _Refused(f"the mapping or sequence at line {node.start_mark.line + 1} holds an alias of itself "
+                           "(a recursive alias)")
+        if depth > MAX_DEPTH:
+            raise _Refused(f"the document nests deeper than {MAX_DEPTH} levels (at line {node.start_mark.line + 1})")
+        if isinstance(node, yaml.ScalarNode):
+            sizes[key] = 1
+            continue
+        open_nodes.add(key)
+        stack.append((node, depth, True))
+        stack.extend((child, depth + 1, False) for child in _children(node))
+
+
+def _children(node: Any) -> list[Any]:
+    """The nodes directly under a sequence or mapping node (a mapping's keys and values)."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _flatten(constructor: Any, node: Any, flattened: set[int]) -> None:
+    """Expand the merge keys of the mapping ``node`` in place, once: its duplicate keys refused as written first,
+    then ``node.value`` becomes the merged pairs followed by its own, one pair per key. A key written in the mapping
+    wins over a merged one, and an earlier merged mapping (``<<: [*a, *b]``) over a later one; a merged mapping is
+    flattened first, so what it overrode is gone before it is merged anywhere."""
+    import yaml
+
+    if id(node) in flattened:
+        return
+    flattened.add(id(node))
+    _check_keys(constructor, node)
+    own: list[tuple[Any, Any]] = []
+    sources: list[Any] = []
+    for key_node, value_node in node.value:
+        if key_node.tag != _MERGE:
+            own.append((key_node, value_node))
+            continue
+        merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        for source in merged:
+            if not isinstance(source, yaml.MappingNode):
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"expected a mapping or list of mappings for merging, but found {source.id}", source.start_mark)
+            _flatten(constructor, source, flattened)
+            sources.append(source)
+    if not sources:
+        return
+    taken = {_hashable_key(constructor, key_node) for key_node, _ in own}
+    pairs: list[tuple[Any, Any]] = []
+    for source in sources:
+        for key_node, value_node in source.value:
+            key = _hashable_key(constructor, key_node)
+            if key not in taken:
+                taken.add(key)
+                pairs.append((key_node, value_node))
+    node.value = pairs + own
+
+
+def _hashable_key(constructor: Any, key_node: Any) -> Any:
+    """The key as YAML reads it, or the node itself where that is unhashable (the mapping's constructor refuses
+    such a key with PyYAML's own error)."""
+    key = constructor.construct_object(key_node, deep=True)
+    try:
+        hash(key)
+    except TypeError:
+        return key_node
+    return key

@@ -155,3 +155,55 @@ def test_the_caches_of_parsed_files_name_the_loader():
     for module in ("machine.py", "site/read.py", "config.py", "fleet.py", "lockfile/format.py"):
         source = (package / module).read_text()
         assert "parse_yaml" not in source or '"yamltext.py"' in source, module
+
+
+def test_the_merge_rule_is_envkits_own_not_the_installed_pyyamls(monkeypatch):
+    # PyYAML 6.0.4 changed flatten_mapping and read y.k below as 1; envkit's loader never calls PyYAML's.
+    from envkit import yamltext
+
+    def refuse(*_args):
+        raise AssertionError("PyYAML's flatten_mapping was called")
+
+    base = yamltext._loader().__mro__[1]
+    monkeypatch.setattr(base, "flatten_mapping", refuse)
+    text = "a:\n  x: &x\n    <<: {k: 1}\n    k: 2\ny:\n  <<: *x\n  j: 3\n"
+    assert parse_yaml(text) == {"a": {"x": {"k": 2}}, "y": {"k": 2, "j": 3}}
+
+
+def test_among_merged_mappings_the_first_listed_wins_and_own_keys_win_over_all():
+    text = "a: &a {k: 1}\nb: &b {k: 2, j: 2}\nc: {<<: [*a, *b]}\nd: {<<: [*a, *b], j: 3}\n"
+    assert parse_yaml(text)["c"] == {"k": 1, "j": 2}
+    assert parse_yaml(text)["d"] == {"k": 1, "j": 3}
+    # the order of the keys: merged ones first, then the mapping's own
+    assert list(parse_yaml("a: &a {m: 1}\nb: {z: 0, <<: *a}\n")["b"]) == ["m", "z"]
+
+
+def test_merging_what_is_not_a_mapping_is_an_error_with_its_place():
+    assert error("a: {<<: [1]}\n") == ("expected a mapping or list of mappings for merging, but found scalar "
+                                       "at line 1, column 10")
+
+
+def test_an_alias_bomb_is_refused_before_anything_is_built():
+    # nine levels of nine aliases: 9**10 (3.4 billion) nodes once expanded, from a text of 400 bytes
+    names = "abcdefghij"
+    text = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"{names[i + 1]}: &{names[i + 1]} [{', '.join([f'*{names[i]}'] * 9)}]\n" for i in range(9))
+    assert error(text) == ("the aliases of this document expand to more than 1,000,000 nodes (at line 7); "
+                           "write the values out, or use fewer aliases")
+
+
+def test_a_few_aliases_of_a_large_mapping_are_fine():
+    big = ", ".join(f"k{i}: {i}" for i in range(20_000))
+    data = parse_yaml(f"a: &a {{{big}}}\nb: *a\nc: *a\n")
+    assert data["b"]["k19999"] == 19999 and data["c"] is data["a"]
+
+
+@pytest.mark.parametrize("text", ["a: &a [*a]\n", "a: &a {b: *a}\n", "a: &a {b: [1, {c: *a}]}\n"])
+def test_a_recursive_alias_is_refused(text):
+    assert error(text) == "the mapping or sequence at line 1 holds an alias of itself (a recursive alias)"
+
+
+@pytest.mark.parametrize("depth", [250, 100_000])
+def test_deep_nesting_is_one_error_not_a_recursion_error(depth):
+    # 100,000 levels crashed libyaml's composer (a segmentation fault) before PyYAML 6.0.4
+    assert error("[" * depth + "]" * depth).startswith("the document nests deeper than 200 levels")
