@@ -47,9 +47,12 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from envkit import __version__
+        from pathlib import Path
 
-        typer.echo(f"envkit {__version__}")
+        from envkit import DISTRIBUTION, __version__
+
+        # The distribution and where it is installed tell this envkit from PyPI's unrelated "envkit" package.
+        typer.echo(f"envkit {__version__} ({DISTRIBUTION}, {Path(__file__).resolve().parent})")
         raise typer.Exit(0)
 
 

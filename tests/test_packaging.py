@@ -31,7 +31,7 @@ def wheel(tmp_path_factory) -> Path:
          "-w", str(out), str(source)],
         check=True, capture_output=True, timeout=300,
     )
-    [built] = out.glob("envkit-*.whl")
+    [built] = out.glob("envkit_gpu-*.whl")  # the distribution's name: "envkit" on PyPI is another project
     return built
 
 
@@ -69,6 +69,13 @@ def test_installed_envkit_lists_from_any_directory(wheel, tmp_path):
         capture_output=True, text=True, cwd=elsewhere, timeout=60,
     )
     assert result.returncode == 0, result.stderr
+    # envkit --version tells this envkit from PyPI's unrelated "envkit": the distribution's name and where it is
+    version = subprocess.run([str(env / "bin" / "envkit"), "--version"], capture_output=True, text=True, cwd=elsewhere,
+                             timeout=60)
+    assert version.stdout.startswith("envkit 0.1.0 (envkit-gpu, ") and str(env) in version.stdout, version.stdout
+    metadata = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('envkit-gpu'))"],
+                              capture_output=True, text=True, check=True)
+    assert metadata.stdout.strip() == "0.1.0"
     manifests = {m["name"]: m for m in json.loads(result.stdout)["manifests"]}
     assert manifests["torch"]["selected"] == "torch-2.14-cu126"
     assert {"tensorflow", "jax", "mxnet"} <= set(manifests)
