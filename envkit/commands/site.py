@@ -1,15 +1,29 @@
 """The site file's partitions, their nodes and GPU configurations: ``envkit site``."""
 
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
-from envkit.commands.common import current_site, print_json, reported_errors
-from envkit.commands.options import JsonOption
+from envkit.commands.common import current_site, manifests_dir, print_json, reported_errors, user_dirs
+from envkit.commands.options import JsonOption, ManifestsOption
 
 
-def site(json_output: JsonOption = False) -> None:
+def site(
+    builds: Annotated[bool, typer.Option(
+        "--builds", help="Show, for every partition (and each of its node configurations), the build envkit would "
+        "pick there from every manifest: what each partition can run, at a glance.")] = False,
+    reasons: Annotated[bool, typer.Option(
+        "--reasons", help="With --builds: say why a cell is a CPU build, empty or split.")] = False,
+    json_output: JsonOption = False,
+    manifests: ManifestsOption = None,
+) -> None:
     """Show the site file: its partitions, their nodes and GPU configurations, and when each was surveyed.
+
+    With --builds: one table, partitions down and manifests across, each cell the build `envkit create MANIFEST
+    --partition P` would pick there (for a partition of several configurations, the build that fits them all, and
+    each configuration's own pick below it). A CPU build is shown as CPU (build), a partition that needs one
+    environment per group of nodes as split, and --reasons says why. Run it after `envkit survey` or after an edit of
+    the manifests.
 
     The site file is $ENVKIT_SITE, else the `site:` key of envkit's config file, else site.yaml in envkit's config
     directory (~/.config/envkit/site.yaml). `envkit survey` writes it on a Slurm cluster; it can also be written
@@ -20,10 +34,36 @@ def site(json_output: JsonOption = False) -> None:
     """
     with reported_errors():
         loaded = current_site()
+        if builds:
+            _show_builds(loaded, manifests, reasons, json_output)
+            return
+        if reasons:
+            from envkit.errors import BadInputError
+
+            raise BadInputError("--reasons goes with --builds", hint="envkit site --builds --reasons")
         if json_output:
             print_json(site_json(loaded))
         else:
             typer.echo(site_text(loaded))
+
+
+def _show_builds(loaded, manifests, reasons: bool, json_output: bool) -> None:
+    from envkit.catalog.cache import cached_catalog
+    from envkit.fleet import fleet_of
+    from envkit.site_builds import rows_json, rows_text, site_rows
+
+    catalog = cached_catalog(manifests_dir(manifests), (), user_dirs().cache)
+    partitions = [(entry["partition"].name, fleet_of(entry["machines"])) for entry in _partitions(loaded)
+                  if entry["machines"]]
+    rows = site_rows(partitions, list(catalog.manifests.values()), catalog.tables)
+    if json_output:
+        print_json({"site": str(loaded.path), "manifests": list(catalog.manifests), "partitions": rows_json(rows)})
+    elif loaded.missing:
+        typer.echo(site_text(loaded))
+    elif not rows:
+        typer.echo(f"Site file: {loaded.path}\nNo partition in it has nodes to judge.")
+    else:
+        typer.echo(f"Site file: {loaded.path}\n" + rows_text(rows, list(catalog.manifests), reasons))
 
 
 def _partitions(loaded) -> list[dict[str, Any]]:
