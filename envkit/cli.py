@@ -9,7 +9,7 @@ import gc
 import sys
 from importlib import import_module
 from types import ModuleType
-from typing import Annotated, Optional, Sequence
+from typing import Annotated, Mapping, Optional, Sequence
 
 import typer
 
@@ -125,14 +125,78 @@ def named_command(args: Sequence[str]) -> str:
     return " ".join(words)
 
 
+COMPLETION_OPTIONS = ("--install-completion", "--show-completion")
+
+
+def completion_wanted(args: Sequence[str], environ: Mapping[str, str]) -> bool:
+    """Whether this run needs typer's completion machinery: the shell asking for completions (``_ENVKIT_COMPLETE``
+    set), ``--install-completion`` / ``--show-completion``, or the help that lists them (no command named first).
+    Every other command line leaves it out: it costs start-up (bench/list_startup.py)."""
+    if environ.get("_ENVKIT_COMPLETE"):
+        return True
+    if any(arg.split("=", 1)[0] in COMPLETION_OPTIONS for arg in args):
+        return True
+    return not any(_first(args) in commands for _, commands in COMMAND_GROUPS)
+
+
+def completed_words(environ: Mapping[str, str]) -> list[str]:
+    """For a completion request, the words typed after ``envkit`` that are complete (the one being typed left
+    out), so that only the named command's group is registered, as when it runs: bash passes COMP_WORDS and
+    COMP_CWORD, the other shells _TYPER_COMPLETE_ARGS (the line so far)."""
+    import shlex
+
+    try:
+        if "COMP_WORDS" in environ:
+            words = shlex.split(environ["COMP_WORDS"])
+            return words[1:int(environ.get("COMP_CWORD", len(words)))]
+        line = environ.get("_TYPER_COMPLETE_ARGS", "")
+        words = shlex.split(line)
+        return words[1:] if line.endswith(" ") else words[1:-1]
+    except ValueError:  # an open quote: register everything
+        return []
+
+
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")  # the shells typer writes completion for
+
+
+def completion_shell_problem(args: Sequence[str], environ: Mapping[str, str]) -> Optional[str]:
+    """Why --install-completion / --show-completion cannot work here (the shell that runs envkit is not one typer
+    writes completion for), or None. typer itself would print "Shell sh not supported." and exit 1."""
+    if not any(arg.split("=", 1)[0] in COMPLETION_OPTIONS for arg in args):
+        return None
+    if environ.get("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION"):  # then the option takes the shell's name
+        return None
+    try:
+        import shellingham  # typer's own dependency, which it asks the same question
+
+        shell = shellingham.detect_shell()[0]
+    except Exception:  # noqa: BLE001 - shellingham.ShellDetectionFailure, or no /proc to read
+        shell = None
+    if shell in SHELLS:
+        return None
+    return (f"shell completion is for {', '.join(SHELLS[:-2])} and PowerShell, and this shell is "
+            f"{shell or 'not one envkit can tell'}: run the command from one of those shells")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Run the app on ``argv``, or as the process's entry (the console script, ``python -m envkit``) on sys.argv.
     Usage errors are one line and a hint, like every other error (exit 2); a bare `envkit` prints the help and
     exits 2 too (no command given is a usage error)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    for group in groups_for(args):
+    import os
+
+    # typer reads this when it builds the command (add_completion=True would build the two options every run)
+    app._add_completion = completion_wanted(args, os.environ)
+    problem = completion_shell_problem(args, os.environ)
+    if problem is not None:
+        typer.echo(f"envkit: error: {problem}", err=True)
+        typer.echo("  For example, in bash: envkit --install-completion", err=True)
+        sys.exit(2)
+    # a completion request names its command in the shell's variables, not in argv
+    named = completed_words(os.environ) if os.environ.get("_ENVKIT_COMPLETE") else args
+    for group in groups_for(named):
         group.register(app)
-    keep_named_command(app, args)
+    keep_named_command(app, named)
     reflow_help(app)
     if argv is None:  # the process's entry, not a caller's: what it holds is not ours to freeze
         # typer's modules and the command group's live as long as the process: frozen, no garbage collection walks

@@ -7,6 +7,7 @@ from typing import Iterator, Optional
 import typer
 
 from envkit.commands.options import TargetOptions
+from envkit.commands.places import current_site, manifests_dir, user_dirs, uv_binary, uv_environ  # noqa: F401
 
 
 class Settings:
@@ -87,57 +88,6 @@ def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def user_dirs():
-    import os
-
-    from envkit.userdirs import user_dirs as dirs_of
-
-    return dirs_of(os.environ)
-
-
-def uv_binary() -> Path:
-    """The uv that is installed with envkit (lock, export, manifests check --resolve), or a clean error."""
-    from envkit.backends.tools import installed_uv
-
-    uv = installed_uv()
-    if uv is None:
-        from envkit.errors import EnvkitError
-
-        raise EnvkitError("uv, which is installed with envkit, is missing", hint="Reinstall envkit.")
-    return uv
-
-
-def uv_environ():
-    """The environment uv runs in: envkit's own uv cache, no user configuration (envkit.installers)."""
-    import os
-
-    from envkit.installers import installer_environ
-
-    return installer_environ(os.environ, user_dirs())
-
-
-def manifests_dir(manifests: Optional[Path]) -> Path:
-    """--manifests (or $ENVKIT_MANIFESTS), else the config's ``manifests:``, else the shipped manifests."""
-    from envkit.catalog import default_manifests_dir
-
-    if manifests is None:
-        import os
-
-        if os.environ.get("ENVKIT_MANIFESTS") is not None:  # set but empty: typer takes it for unset
-            from envkit.errors import BadInputError
-
-            raise BadInputError("$ENVKIT_MANIFESTS is empty", hint="Unset it, or give a manifests directory.")
-        from envkit.userdirs import has_config
-
-        dirs = user_dirs()
-        if not has_config(os.environ, dirs):  # as most users have none: envkit.config is not even imported
-            return default_manifests_dir()
-        from envkit.config import load_config
-
-        return load_config(os.environ, dirs).manifests or default_manifests_dir()
-    return manifests  # never empty: the option's parser refuses "" (which Path would read as ".")
-
-
 def fleet_for(tables, target: TargetOptions):
     """The machines to resolve for (envkit.fleet.Fleet): this one (detected), or the profiles and partition
     named, with the command-line overrides applied (to one machine only: they describe one)."""
@@ -169,17 +119,6 @@ def fleet_for(tables, target: TargetOptions):
         only = fleet.machines[0]
         fleet = Fleet((Machine(only.name, apply_overrides(only.profile, overrides), only.file),))
     return fleet
-
-
-def current_site():
-    """The site file envkit reads here ($ENVKIT_SITE, the config's ``site:``, else the default), loaded."""
-    import os
-
-    from envkit.config import load_config
-    from envkit.site import load_site, site_path
-
-    dirs = user_dirs()
-    return load_site(site_path(os.environ, load_config(os.environ, dirs), dirs), dirs.cache)
 
 
 def partition_machines(spec: str):

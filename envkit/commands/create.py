@@ -5,6 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from envkit.commands import completion
 from envkit.commands.common import (build_for_target, fleet_for, manifests_dir, reported_errors, target_args,
                                     user_dirs)
 from envkit.commands.options import JsonOption, ProbeTimeoutOption, TargetOptions, path_value, with_options
@@ -15,7 +16,7 @@ def create(
     manifest: Annotated[
         Optional[str],
         typer.Argument(metavar="[MANIFEST]", help="What to install: torch, tensorflow, jax, mxnet (`envkit list`). "
-                       "Not with --from-lock.", show_default=False),
+                       "Not with --from-lock.", show_default=False, autocompletion=completion.manifest_names),
     ] = None,
     name: Annotated[
         Optional[str],
@@ -25,7 +26,7 @@ def create(
     build: Annotated[
         Optional[str],
         typer.Option("--build", metavar="ID", help="Install this build (an id from `envkit list MANIFEST`) instead "
-                     "of the newest one that fits.", show_default=False),
+                     "of the newest one that fits.", show_default=False, autocompletion=completion.build_ids),
     ] = None,
     python: Annotated[
         Optional[str],

@@ -5,6 +5,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
+from envkit.commands import completion
 from envkit.commands.common import find_record, plain_name, print_json, reported_errors, user_dirs
 from envkit.commands.options import JsonOption, RunInArgument
 
@@ -32,7 +33,8 @@ def list_envs(json_output: JsonOption = False) -> None:
 
 
 def remove(
-    env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to delete (`envkit envs` lists them).")],
+    env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to delete (`envkit envs` lists them).",
+                                       autocompletion=completion.environment_names)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (needed without a terminal "
                                                           "to ask on).")] = False,
 ) -> None:

@@ -4,6 +4,7 @@ from typing import Annotated, List, NamedTuple, Optional
 
 import typer
 
+from envkit.commands import completion
 from envkit.commands.common import (fleet_for, group_command, json_text, machine_for, manifests_dir, print_json,
                                     reported_errors, stdout_is_terminal, target_args, user_dirs)
 from envkit.commands.options import (JsonOption, ManifestsOption, PythonOption, TargetOptions, TimeoutOption,
@@ -42,7 +43,7 @@ def list_builds(
     names: Annotated[
         Optional[List[str]],
         typer.Argument(metavar="[MANIFEST]...", help="Manifests to show (torch, tensorflow, jax, mxnet, ...). "
-                       "Default: all.", show_default=False),
+                       "Default: all.", show_default=False, autocompletion=completion.manifest_names),
     ] = None,
     show_all: Annotated[
         bool, typer.Option("--all", help="Also show the builds that do not fit, with the reasons why.")

@@ -6,6 +6,7 @@ from typing import Annotated, Optional, Sequence
 
 import typer
 
+from envkit.commands import completion
 from envkit.commands.common import (manifests_dir, print_json, recorded_manifests, reported_errors, target_words,
                                     user_dirs, uv_binary, uv_environ)
 from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, file_path_value, with_options
@@ -19,12 +20,13 @@ OutputOption = Annotated[
 @with_options
 def lock(
     manifest: Annotated[
-        str, typer.Argument(metavar="MANIFEST", help="What to lock: torch, tensorflow, jax, mxnet (`envkit list`).")
+        str, typer.Argument(metavar="MANIFEST", help="What to lock: torch, tensorflow, jax, mxnet (`envkit list`).",
+                            autocompletion=completion.manifest_names)
     ],
     build: Annotated[
         Optional[str],
         typer.Option("--build", metavar="ID", help="Lock this build (an id from `envkit list MANIFEST`) instead of "
-                     "the newest one that fits the target.", show_default=False),
+                     "the newest one that fits the target.", show_default=False, autocompletion=completion.build_ids),
     ] = None,
     python: Annotated[
         Optional[str],
@@ -86,7 +88,8 @@ def lock(
 
 
 def export(
-    env: Annotated[str, typer.Argument(metavar="ENV", help="An environment envkit made (`envkit envs`).")],
+    env: Annotated[str, typer.Argument(metavar="ENV", help="An environment envkit made (`envkit envs`).",
+                                       autocompletion=completion.environment_names)],
     output: OutputOption = Path("conda-lock.yml"),
     json_output: JsonOption = False,
     manifests: ManifestsOption = None,

@@ -15,6 +15,8 @@ from typing import Annotated, Callable, List, NamedTuple, Optional
 
 import typer
 
+from envkit.commands import completion
+
 
 def seconds_between(low: float, high: float) -> Callable[[float], float]:
     """A typer callback that takes a finite number of seconds in [low, high] (nan and inf are refused)."""
@@ -117,6 +119,7 @@ PartitionOption = Annotated[
         "-p",  # as `envkit job` and `envkit survey` take it
         metavar="NAME[:NODE,...]",
         callback=_one_partition,
+        autocompletion=completion.partition_specs,
         help="Resolve for the nodes of this partition of the site file ($ENVKIT_SITE, else the config's `site:`, "
         "else site.yaml in envkit's config directory; `envkit site` lists them), as a fleet. NAME:NODE,... "
         "keeps only those nodes (names as `envkit site` shows them). Once.",
@@ -151,11 +154,13 @@ TimeoutOption = Annotated[
     ),
 ]
 RunInArgument = Annotated[
-    str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them).")
+    str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them).",
+                        autocompletion=completion.environment_names)
 ]
 EnvArgument = Annotated[
     Optional[str],
-    typer.Argument(metavar="ENV", help="An environment envkit made (`envkit envs` lists them).", show_default=False),
+    typer.Argument(metavar="ENV", help="An environment envkit made (`envkit envs` lists them).", show_default=False,
+                   autocompletion=completion.environment_names),
 ]
 ProbeTimeoutOption = Annotated[
     float,
