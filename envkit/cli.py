@@ -56,6 +56,15 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+def _color_choice(value: str) -> str:
+    from envkit.colour import parse_choice
+
+    try:
+        return parse_choice(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
 @app.callback()
 def _main(
     debug: Annotated[
@@ -65,8 +74,16 @@ def _main(
         bool,
         typer.Option("--version", is_eager=True, callback=_print_version, help="Print envkit's version and exit."),
     ] = False,
+    color: Annotated[
+        str,
+        typer.Option("--color", metavar="WHEN", callback=_color_choice,
+                     help="Colour the verdicts (PASS green, FAIL red, NOT RUN and warnings yellow) and the pick: auto "
+                     "(on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), always or never."),
+    ] = "auto",
+    no_color: Annotated[bool, typer.Option("--no-color", help="The same as --color never.")] = False,
 ) -> None:
     Settings.debug = debug
+    Settings.colour = "never" if no_color else color
 
 
 def groups_for(argv: Sequence[str]) -> list[ModuleType]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
+from envkit.jsonout import KEY as VERSION_KEY, version_problem
 from envkit.errors import ProfileError
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, quote_it
 
@@ -158,7 +159,9 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     """Validate a profile read from a file (or detect's JSON). ``origin`` names it in errors and in sources."""
     if not isinstance(data, Mapping):
         raise ProfileError(f"machine profile {origin}: expected a mapping with 'cuda_driver' and 'gpus' keys")
-    _known_keys(data, (*PROFILE_KEYS, _HIDDEN), origin, "")
+    _known_keys(data, (*PROFILE_KEYS, _HIDDEN, VERSION_KEY), origin, "")
+    if VERSION_KEY in data and version_problem(data[VERSION_KEY]) is not None:  # detect --json's version
+        raise ProfileError(f"machine profile {origin}: {version_problem(data[VERSION_KEY])}")
     hidden = data.get(_HIDDEN)
     if hidden is not None and not isinstance(hidden, list):
         raise ProfileError(f"machine profile {origin}: {_HIDDEN}: expected a list, got {type(hidden).__name__}")

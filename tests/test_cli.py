@@ -57,7 +57,7 @@ def test_json_is_indented_for_a_terminal_and_one_line_for_a_pipe():
         assert process.wait(timeout=60) == 0, process.stderr.read()
     os.close(leader)
     shown = b"".join(chunks).decode().replace("\r\n", "\n")
-    assert shown.startswith('{\n  "machine": {') and json.loads(shown) == json.loads(piped.stdout)
+    assert shown.startswith('{\n  "schema_version": 1,\n  "machine": {') and json.loads(shown) == json.loads(piped.stdout)
 
 
 @pytest.mark.parametrize("args", [("list", "--all"), ("list", "--json"), ("manifests", "validate"), ("--help",)])

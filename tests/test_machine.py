@@ -104,7 +104,7 @@ def test_a_misspelt_key_is_refused_not_read_as_a_machine_without_gpus(tmp_path):
     # `gpu:` for `gpus:` used to give a machine with no GPU (and CPU builds), exit 0.
     message = refused(tmp_path, 'cuda_driver: "12.8"\ngpu:\n  - {name: NVIDIA H100, compute_capability: "9.0"}\n')
     assert message == (": unknown key 'gpu' (did you mean 'gpus'?); the keys are: name, driver_version, cuda_driver, "
-                       "gpus, sources, notes, hidden_gpus")
+                       "gpus, sources, notes, hidden_gpus, schema_version")
     assert refused(tmp_path, 'cuda_driver: "12.8"\ngpus: []\nfoo: 1\n').startswith(": unknown key 'foo'; the keys")
 
 
@@ -114,8 +114,21 @@ def test_the_keys_an_unknown_key_is_told_are_the_keys_read(tmp_path):
     assert message.startswith(": unknown key 'hiden_gpus' (did you mean 'hidden_gpus'?)")
     listed = message.split("the keys are: ")[1].split(", ")
     path = tmp_path / "every-key.json"
-    path.write_text(json.dumps(full_profile().seen_dict()))  # every key envkit writes, each read back
-    assert sorted(listed) == sorted(full_profile().seen_dict()) and read_profile(path).name == "deepnine"
+    from envkit.jsonout import versioned
+
+    written = versioned(full_profile().seen_dict())  # every key `envkit detect --json` writes, each read back
+    path.write_text(json.dumps(written))
+    assert sorted(listed) == sorted(written) and read_profile(path).name == "deepnine"
+
+
+@pytest.mark.parametrize("version, problem", [
+    (2, "schema_version 2 is newer than this envkit's (1): it was written by a newer envkit; upgrade envkit here"),
+    ("1", "schema_version: expected a whole number from 1, got '1'"),
+    (True, "schema_version: expected a whole number from 1, got True"),
+])
+def test_a_profile_from_a_newer_envkit_is_refused_with_the_reason(tmp_path, version, problem):
+    assert refused(tmp_path, json.dumps({"schema_version": version, "cuda_driver": "12.8", "gpus": []})) == (
+        f": {problem}")
 
 
 def test_an_unknown_key_of_a_gpu_is_refused_naming_the_gpu(tmp_path):

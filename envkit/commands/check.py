@@ -5,9 +5,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import (current_site, environment_python, fleet_for, find_record, manifests_dir,
-                                    print_json, recorded_build, recorded_manifests, reported_errors, target_argv,
-                                    user_dirs)
+from envkit.commands.common import (current_site, echo_report, environment_python, fleet_for, find_record,
+                                    manifests_dir, print_json, recorded_build, recorded_manifests, reported_errors,
+                                    target_argv, user_dirs)
 from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, program_value,
                                      seconds_between, with_options)
 
@@ -198,7 +198,7 @@ def _print_reports(reports, names, json_output: bool, record, partition: Optiona
                    "cluster's login node (the check then runs on a node through srun)") if partition else ""
         blocks.append(f"The GPU part of {record.name} can only be checked on the machines it is for "
                       f"({names_text(everyone)}): run `envkit verify {record.name}` there{on_node}.")
-    typer.echo("\n\n".join(blocks))
+    echo_report("\n\n".join(blocks))
 
 
 def _outside_text(record, here: str, machines, partition: Optional[str]) -> str:

@@ -7,6 +7,7 @@ from typing import Iterator, Optional
 import typer
 
 from envkit.commands.options import TargetOptions
+# re-exported: the commands import these from here
 from envkit.commands.places import current_site, manifests_dir, user_dirs, uv_binary, uv_environ  # noqa: F401
 
 
@@ -14,6 +15,19 @@ class Settings:
     """The global options (``envkit --debug ...``), set once by the app's callback."""
 
     debug = False
+    colour = "auto"  # --color WHEN (--no-color: never): envkit.colour.colour_wanted decides with the environment
+
+
+def echo_report(text: str, table: bool = False) -> None:
+    """A report on stdout, its verdicts, warnings and pick coloured when colour is on (envkit.colour)."""
+    import os
+
+    from envkit.colour import colour_wanted, paint
+
+    if colour_wanted(Settings.colour, os.environ, stdout_is_terminal()):
+        typer.echo(paint(text, table), color=True)  # color=True: click strips escapes from what is not a terminal
+    else:
+        typer.echo(text)
 
 
 @contextlib.contextmanager
@@ -70,7 +84,31 @@ def closed_output() -> int:
 
 def print_json(data: object) -> None:
     """JSON on stdout (json_text)."""
-    typer.echo(json_text(data))
+    text = json_text(data)
+    keep_json_for_tests(text)
+    typer.echo(text)
+
+
+def keep_json_for_tests(text: str) -> None:
+    """Test-only: with _ENVKIT_TEST_JSON_DIR set (the test suite sets it), a copy of every JSON output goes there
+    with the command that printed it, and the suite checks each against its schema (schemas/, tests/conftest.py).
+    Without it (always, outside envkit's own tests) nothing is written."""
+    import os
+
+    directory = os.environ.get("_ENVKIT_TEST_JSON_DIR")
+    if not directory:
+        return
+    import json
+    import tempfile
+
+    try:  # typer 0.27 and later carry their own click
+        from typer._click.globals import get_current_context
+    except ImportError:
+        from click import get_current_context
+    context = get_current_context(silent=True)
+    command = context.command_path if context is not None else "envkit"
+    with tempfile.NamedTemporaryFile("w", dir=directory, suffix=".json", delete=False, encoding="utf-8") as out:
+        json.dump({"command": command, "output": text}, out)
 
 
 def json_text(data: object, indented: Optional[bool] = None) -> str:
@@ -79,7 +117,9 @@ def json_text(data: object, indented: Optional[bool] = None) -> str:
     which takes several milliseconds over `envkit list --json`'s 70 KB, more than the rest of the listing."""
     import json
 
-    return json.dumps(data, indent=2 if (stdout_is_terminal() if indented is None else indented) else None)
+    from envkit.jsonout import versioned
+
+    return json.dumps(versioned(data), indent=2 if (stdout_is_terminal() if indented is None else indented) else None)
 
 
 def stdout_is_terminal() -> bool:

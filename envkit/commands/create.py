@@ -35,8 +35,8 @@ def create(
     ] = None,
     backend: Annotated[
         str,
-        typer.Option("--backend", metavar="auto|conda|rattler|venv",
-                     help="conda: your conda, mamba or micromamba. rattler: envkit's embedded conda engine (no "
+        typer.Option("--backend", metavar="BACKEND",
+                     help="auto, conda, rattler or venv. conda: your conda, mamba or micromamba. rattler: envkit's embedded conda engine (no "
                      "conda needed; brings old Pythons, cudatoolkit). venv: a virtual environment from a Python on "
                      "this machine, installed with uv. auto: the plan says which and why."),
     ] = "auto",

@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from envkit.commands import completion
-from envkit.commands.common import find_record, plain_name, print_json, reported_errors, user_dirs
+from envkit.commands.common import echo_report, find_record, plain_name, print_json, reported_errors, user_dirs
 from envkit.commands.options import JsonOption, RunInArgument
 
 
@@ -29,7 +29,7 @@ def list_envs(json_output: JsonOption = False) -> None:
         if json_output:
             print_json(envs_json(found, runs, broken))
         else:
-            typer.echo(envs_text(found, runs, broken))
+            echo_report(envs_text(found, runs, broken), table=True)
 
 
 def remove(

@@ -19,7 +19,11 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
 
         from envkit.errors import BadInputError
 
-        clashing = [flag for flag, given in (("MANIFEST", manifest), ("--build", build), ("--python", python),
+        from envkit.lockfile.pep751 import is_pylock
+
+        pylock = is_pylock(path)  # PEP 751's pins no Python: --python chooses the one its markers are judged for
+        clashing = [flag for flag, given in (("MANIFEST", manifest), ("--build", build),
+                                             ("--python", None if pylock else python),
                                              ("--jupyter", jupyter or None),
                                              ("--backend", None if backend == "auto" else backend)) if given]
         if clashing:
@@ -38,8 +42,9 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
             check_verify_on_node(target, json_output, dry_run)
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
-        the_lock = read_lock(path, dirs.cache)
         directory = manifests_dir(target.manifests)
+        the_lock = read_pylock_file(path, python, cached_catalog(directory, [], dirs.cache).tables) if pylock \
+            else read_lock(path, dirs.cache)
         named = the_lock.fact(MANIFEST)
         try:  # the tables, and the lock's manifest when the manifests still have it: one load
             catalog = cached_catalog(directory, [named] if named else [], dirs.cache)
@@ -67,3 +72,33 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
                        err=True)
         make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
              json_output=json_output, verbose=verbose, probe_timeout=probe_timeout, verify_on_node=verify_on_node)
+
+
+def read_pylock_file(path: Path, python: Optional[str], tables):
+    """A pylock.toml as envkit installs it: for --python X.Y, else python.yaml's default Python when the lock allows
+    it, else the newest the lock allows; what it leaves out (the project's own directory) said on stderr."""
+    import typer
+
+    from envkit.errors import BadInputError
+    from envkit.lockfile.format import LockFileError
+    from envkit.lockfile.pep751 import default_python, parse_pylock, read_pylock
+    from envkit.resolve import parse_python_request
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockFileError(f"lock file {path} does not exist", hint="Give the path of a pylock.toml.") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise LockFileError(f"lock file {path} cannot be read: {error}") from None
+    parsed = parse_pylock(text, str(path))
+    if python is not None:
+        chosen = str(parse_python_request(python, tables.python).python)
+    else:
+        chosen = default_python(parsed, tables.python.versions, tables.python.default)
+        if chosen is None:
+            raise BadInputError(f"{path} requires Python {parsed.requires_python}: envkit provides none of those",
+                                hint="Add the version to python.yaml in the manifests directory.")
+    read = read_pylock(parsed, str(path), chosen)
+    for note in read.left_out:
+        typer.echo(f"envkit: note: {path.name}: left out {note}", err=True)
+    return read.lock

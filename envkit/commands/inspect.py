@@ -5,8 +5,9 @@ from typing import Annotated, List, NamedTuple, Optional
 import typer
 
 from envkit.commands import completion
-from envkit.commands.common import (fleet_for, group_command, json_text, machine_for, manifests_dir, print_json,
-                                    reported_errors, stdout_is_terminal, target_args, user_dirs)
+from envkit.commands.common import (echo_report, fleet_for, group_command, json_text, keep_json_for_tests,
+                                    machine_for, manifests_dir, print_json, reported_errors, stdout_is_terminal,
+                                    target_args, user_dirs)
 from envkit.commands.options import (JsonOption, ManifestsOption, PythonOption, TargetOptions, TimeoutOption,
                                      with_options)
 
@@ -83,8 +84,13 @@ def list_builds(
 
         # The listing is a pure function of the catalog, the machines and the request: asked again with none of them
         # changed (the same manifests, driver and GPUs, options, and envkit), it is the answer kept in the cache.
-        typer.echo(cached_answer(directory, request.names or available, cache, "listing", listing,
-                                 extra=(repr(fleet), repr(request))))
+        text = cached_answer(directory, request.names or available, cache, "listing", listing,
+                             extra=(repr(fleet), repr(request)))
+        if json_output:
+            keep_json_for_tests(text)
+            typer.echo(text)
+        else:
+            echo_report(text)
 
 
 class ListingRequest(NamedTuple):

@@ -87,14 +87,26 @@ def lock(
         _report(made, output, json_output, target_argv(target))
 
 
+def _lock_format(value: str) -> str:
+    if value not in ("conda-lock", "pylock"):
+        raise typer.BadParameter(f"{value!r} is not one of conda-lock, pylock")
+    return value
+
+
 def export(
     env: Annotated[str, typer.Argument(metavar="ENV", help="An environment envkit made (`envkit envs`).",
                                        autocompletion=completion.environment_names)],
-    output: OutputOption = Path("conda-lock.yml"),
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", metavar="FILE", parser=file_path_value, show_default=False,
+        help="Where to write it. Default: conda-lock.yml, or pylock.toml with --format pylock.")] = None,
+    lock_format: Annotated[str, typer.Option(
+        "--format", metavar="FORMAT", callback=_lock_format,
+        help="conda-lock (conda-lock's unified format, the default) or pylock (PEP 751's pylock.toml, which pip, uv "
+        "and PDM read: for an environment of pip packages only).")] = "conda-lock",
     json_output: JsonOption = False,
     manifests: ManifestsOption = None,
 ) -> None:
-    """Write the lock of environment ENV as it is installed now (conda-lock's format).
+    """Write the lock of environment ENV as it is installed now (conda-lock's format, or PEP 751's pylock.toml).
 
     The conda part comes from the environment's conda-meta records; the pip part from its installed distributions,
     each pinned to the wheel URL and sha256 it was installed from (looked up on the environment's index when the
@@ -124,23 +136,44 @@ def export(
             return None
 
         made = export_lock(record, load_config(os.environ, dirs), uv_binary(), uv_environ(), index_of)
-        _write(made, output)
+        if output is None:
+            output = Path("pylock.toml" if lock_format == "pylock" else "conda-lock.yml")
+        if lock_format == "pylock":
+            _write_pylock(made, output)
+        else:
+            _write(made, output)
         # Installed where the environment's build fits: the machines it was made for (its record keeps how they
         # were named), not the machine the lock happens to be installed on.
         _report(made, output, json_output,
                 [*record.target_options(), *(["--manifests", str(manifests)] if manifests is not None else [])])
 
 
-def _write(made, output: Path) -> None:
+def _write_pylock(made, output: Path) -> None:
+    from envkit.lockfile.pep751 import dump_pylock, is_pylock
+
+    if not is_pylock(output):
+        from envkit.errors import BadInputError
+
+        raise BadInputError(f"{output.name}: PEP 751 names lock files pylock.toml or pylock.NAME.toml",
+                            hint="Give -o pylock.toml (or pylock.NAME.toml).")
+    _write_text(dump_pylock(made, output.name), output)
+
+
+def _write_text(text: str, output: Path) -> None:
     from envkit.errors import EnvkitError
     from envkit.files import write_atomic
-    from envkit.lockfile.format import dump_lock, install_name
 
     try:
-        write_atomic(output, dump_lock(made, output.name, install_name(output)).encode("utf-8"))
+        write_atomic(output, text.encode("utf-8"))
     except OSError as error:
         raise EnvkitError(f"cannot write {output}: {error.strerror or error}",
                           hint="Choose another --output.") from None
+
+
+def _write(made, output: Path) -> None:
+    from envkit.lockfile.format import dump_lock, install_name
+
+    _write_text(dump_lock(made, output.name, install_name(output)), output)
 
 
 def _report(made, output: Path, json_output: bool, target: Sequence[str] = ()) -> None:

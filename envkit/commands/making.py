@@ -6,7 +6,7 @@ from typing import Any, NoReturn, Optional
 
 import typer
 
-from envkit.commands.common import print_json, target_argv
+from envkit.commands.common import echo_report, print_json, target_argv
 from envkit.commands.options import CheckOptions, TargetOptions
 
 
@@ -61,7 +61,7 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
 
         on_node = node_words(*node_target(target))
     if dry_run:
-        print_json(plan_json(prepared)) if json_output else typer.echo(plan_text(prepared, on_node))
+        print_json(plan_json(prepared)) if json_output else echo_report(plan_text(prepared, on_node))
         try:
             check_available(prepared.plan, dirs, force, os.environ)
         except AlreadyExists as taken:  # a dry run changes nothing, but says what the real run would meet
@@ -93,7 +93,7 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
         from envkit.probe.render import report_text
 
         print_json(report_only_json(prepared, failed.report)) if json_output else \
-            typer.echo(report_text(failed.report))
+            echo_report(report_text(failed.report))
         raise
     if json_output:
         from envkit.create.render import outcome_json
@@ -102,7 +102,7 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
     else:
         from envkit.create.render import outcome_text
 
-        typer.echo(outcome_text(prepared, outcome))
+        echo_report(outcome_text(prepared, outcome))
     failed = outcome.report is not None and not outcome.report.ok
     if verify_on_node:
         from envkit.commands.node_check import QUEUE_TIMEOUT, verify_on_node as check_on_node

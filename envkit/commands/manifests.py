@@ -146,7 +146,7 @@ def diff(
                                                           help="A machine profile (`envkit detect --json` saved "
                                                           "there), or a directory of them; each machine is judged on "
                                                           "its own. Repeatable.", show_default=False)] = None,
-    partition: Annotated[Optional[List[str]], typer.Option("--partition", metavar="NAME[:NODE,...]",
+    partition: Annotated[Optional[List[str]], typer.Option("--partition", metavar="P[:NODES]",
                                                            help="A partition of the site file, judged as a fleet "
                                                            "(a build fits when it fits every node). Repeatable.",
                                                            show_default=False)] = None,

@@ -94,7 +94,7 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
                    target, json_output: bool) -> int:
     """Run the check on a node of ``target.partition`` (``P`` or ``P:NODE``); relay its report and exit status.
     Returns the exit status."""
-    from envkit.commands.common import environment_python, find_record, print_json
+    from envkit.commands.common import echo_report, environment_python, find_record, print_json
     from envkit.slurm.client import Slurm
     from envkit.slurm.remote import check_on_node, partition_gpus
 
@@ -126,7 +126,7 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
         if json_output:
             print_json({"status": "not run", "partition": partition, "reason": result.not_run})
         else:
-            typer.echo(f"NOT RUN on {partition}: {result.not_run}")
+            echo_report(f"NOT RUN on {partition}: {result.not_run}")
         typer.echo("envkit: the check did not run: it is neither PASS nor FAIL, and the environment's record is "
                    "unchanged", err=True)
         return 1

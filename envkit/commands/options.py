@@ -117,7 +117,7 @@ PartitionOption = Annotated[
     typer.Option(
         "--partition",
         "-p",  # as `envkit job` and `envkit survey` take it
-        metavar="NAME[:NODE,...]",
+        metavar="P[:NODES]",
         callback=_one_partition,
         autocompletion=completion.partition_specs,
         help="Resolve for the nodes of this partition of the site file ($ENVKIT_SITE, else the config's `site:`, "

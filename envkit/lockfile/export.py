@@ -32,7 +32,7 @@ def export_lock(record: records.Record, config: Config, uv: Path, environ: Mappi
     """``index_of`` gives the upstream index of the environment's build (None when unknown)."""
     check_held(record)  # (as every command that acts on a named environment's directory)
     prefix = Path(record.prefix)
-    saved = _saved_lock(prefix)
+    saved = _saved_lock(prefix, ".".join(record.python.split(".")[:2]))
     known = {(p.manager, _norm(p.name), p.version): p for p in saved.packages} if saved else {}
     conda = [_conda_package(path, config, known) for path in sorted((prefix / "conda-meta").glob("*.json"))]
     pip, missing = [], []
@@ -132,15 +132,20 @@ def _pin_from_index(pins: list[str], record: records.Record, config: Config, uv:
     return lock_pip(pins, fetch_url(index, config, "index"), python, config, uv, environ)
 
 
-def _saved_lock(prefix: Path) -> Optional[LockFile]:
-    from envkit.lockfile.install import LOCK_IN_PREFIX
+def _saved_lock(prefix: Path, python: str) -> Optional[LockFile]:
+    """The lock the environment was made from (its copy beside the record), as it installed for ``python``."""
+    from envkit.lockfile.install import LOCK_IN_PREFIX, PYLOCK_IN_PREFIX
 
+    pylock = prefix / records.RECORD_DIR / PYLOCK_IN_PREFIX
     path = prefix / records.RECORD_DIR / LOCK_IN_PREFIX
-    if not path.exists():
-        return None
     try:
-        return read_lock(path)
-    except LockFileError:
+        if pylock.exists():
+            from envkit.lockfile.pep751 import parse_pylock, read_pylock
+
+            return read_pylock(parse_pylock(pylock.read_text(encoding="utf-8"), str(pylock)), str(pylock),
+                               python).lock
+        return read_lock(path) if path.exists() else None
+    except (LockFileError, OSError, UnicodeDecodeError):
         return None
 
 

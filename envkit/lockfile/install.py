@@ -38,6 +38,7 @@ from envkit.resolve import Request, assess
 from envkit.userdirs import UserDirs
 
 LOCK_IN_PREFIX = "conda-lock.yml"  # a copy of the installed lock, beside envkit's record: PREFIX/.envkit/
+PYLOCK_IN_PREFIX = "pylock.toml"  # the same, for an environment made from a PEP 751 lock
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,11 @@ class LockedVenvBackend:
 
 
 def save_lock(prefix: Path, lock: Path) -> None:
-    """A copy of the lock file, as it is, beside envkit's record: `envkit export` takes its upstream URLs from it."""
-    write_atomic(prefix / RECORD_DIR / LOCK_IN_PREFIX, lock.read_bytes())
+    """A copy of the lock file, as it is, beside envkit's record: `envkit export` takes its upstream URLs from it
+    (installers do not record the hashes of what they installed from a URL). A pylock.toml keeps its format."""
+    from envkit.lockfile.pep751 import is_pylock
+
+    write_atomic(prefix / RECORD_DIR / (PYLOCK_IN_PREFIX if is_pylock(lock) else LOCK_IN_PREFIX), lock.read_bytes())
 
 
 def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[str], Optional[Manifest]],
@@ -233,6 +237,11 @@ def _default_name(lock: LockFile, path: Path) -> str:
     named = install_name(path)
     if named is not None:
         return named
+    from envkit.records import is_name
+
+    middle = path.name[len("pylock."):-len(".toml")] if path.name.startswith("pylock.") else ""
+    if path.name.endswith(".toml") and is_name(middle):  # PEP 751's pylock.NAME.toml
+        return middle
     build = lock.fact(model.BUILD)
     manifest = lock.fact(model.MANIFEST)
     if build and manifest and build.startswith(manifest + "-"):

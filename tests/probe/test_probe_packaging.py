@@ -24,7 +24,7 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
                     "-w", str(out), str(source)], check=True, capture_output=True, timeout=300)
-    [built] = out.glob("envkit-*.whl")
+    [built] = out.glob("envkit_gpu-*.whl")  # the distribution envkit-gpu
     return built
 
 
