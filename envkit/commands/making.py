@@ -70,6 +70,10 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
                 typer.echo(f"  {taken.hint}", err=True)
         raise typer.Exit(0)
     replaces = check_available(prepared.plan, dirs, force, os.environ)
+    from envkit.create.storage import check_room
+    from envkit.userdirs import config_path
+
+    check_room(prepared.storage, config_path(os.environ, dirs)[0])  # before anything is downloaded: exit 1
     asks = not yes and sys.stdin.isatty()
     if replaces and not yes and not asks:
         raise BadInputError(f"not replacing {prepared.plan.name} without confirmation (nobody to ask here)",
