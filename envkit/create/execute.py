@@ -28,6 +28,7 @@ from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.plan import Plan
 from envkit.create.prepare import Prepared, elsewhere_hint
 from envkit.create.progress import Progress
+from envkit.create.storage import room_said
 from envkit.errors import EnvkitError, InstallError, Interrupted
 from envkit.installers import pip_command, uses_uv, wrong_builds
 from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
@@ -92,7 +93,8 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
                 building = True
                 journal.begin_prefix()
                 pause_at("begun")
-                with watching(journal.add_process), _cache_in_use(prepared):
+                with watching(journal.add_process), _cache_in_use(prepared), \
+                        room_said(prepared.storage, plan.prefix):
                     record, report = _build(prepared, progress, checker, journal, manifests)
                 if report is not None and not report.ok and old is not None and Path(old.prefix) in replaced:
                     raise ReplacementFailed(

@@ -4,13 +4,14 @@ fit, before anything is downloaded."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from envkit.config import Config
-from envkit.errors import EnvkitError
+from envkit.errors import EnvkitError, InstallError
 from envkit.storage.cache import CachePlace, cache_place, named_cache
 from envkit.storage.links import LinkProbe, probe_links
 from envkit.storage.room import Free, Need, free_space, needs, recorded_size, shortfalls, size_key, size_text
@@ -130,3 +131,23 @@ def measure(prefix: Path, key: str, dirs: UserDirs) -> None:
 
     if os.path.isdir(prefix):
         record_size(dirs.data, key, disk_usage(prefix))
+
+
+_FULL = ("No space left on device", "Disk quota exceeded", "os error 28", "os error 122")
+
+
+@contextlib.contextmanager
+def room_said(storage: Optional[StoragePlan], prefix: Path) -> Iterator[None]:
+    """An installer that failed because a disk filled up (another user wrote, or there was no estimate to check) is
+    said as that: which filesystem, what is free there now, and where else the environment can go."""
+    try:
+        yield
+    except InstallError as error:
+        if not any(word in line for line in error.tail for word in _FULL):
+            raise
+        places = [free_space(prefix.parent)] + ([free_space(storage.cache.root)] if storage is not None else [])
+        now = "; ".join(f"{size_text(f.bytes)} and {f.files:,} files free on {f.where}" for f in places if f)
+        raise InstallError(f"{error.message}: a disk ran out of room (now {now})",
+                           hint="What this run made was removed. Free some room, or put it elsewhere: --prefix PATH, "
+                                "`envs_dir:` or `cache_dir:` in envkit's config file, or $ENVKIT_CACHE_DIR.",
+                           tail=error.tail) from None

@@ -18,11 +18,10 @@ class Usage(NamedTuple):
 
 
 def disk_usage(root: Path, seen: Optional[set[tuple[int, int]]] = None) -> Usage:
-    """What ``root`` (a directory tree; symbolic links are counted, not followed) uses on disk; an inode in ``seen`` (counted before, under
-    another root) is not counted again, and each counted one is added to it. A tree that is gone counts zero; an
-    entry that vanishes during the walk is skipped."""
+    """What ``root`` (a directory tree; symbolic links are counted, not followed) uses on disk; an inode in
+    ``seen`` (counted before, under another root) is not counted again, and each counted one is added to it. A
+    tree that is gone counts zero; an entry that vanishes during the walk is skipped."""
     seen = set() if seen is None else seen
-    total_bytes = total_files = 0
     pending = [str(root)]
     try:
         top = os.lstat(root)
