@@ -49,6 +49,13 @@ def package_cache(config: Config, dirs: UserDirs, environ: Mapping[str, str]) ->
     return cache_place(named_cache(environ, config.cache_dir, config.path), dirs.cache, envs_root(config, dirs))
 
 
+def all_caches(config: Config, dirs: UserDirs, environ: Mapping[str, str]) -> list[CachePlace]:
+    """The package caches there may be, found without probing (envkit.storage.cache.known_caches)."""
+    from envkit.storage.cache import known_caches
+
+    return known_caches(named_cache(environ, config.cache_dir, config.path), dirs.cache, envs_root(config, dirs))
+
+
 def storage_plan(prefix: Path, key: str, config: Config, dirs: UserDirs, environ: Mapping[str, str]) -> StoragePlan:
     cache = package_cache(config, dirs, environ)
     links = probe_links(cache.root, prefix.parent)

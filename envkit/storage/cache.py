@@ -114,6 +114,20 @@ class CacheBusy(EnvkitError):
     """A create is installing from the cache (exit 1)."""
 
 
+def known_caches(named: Optional[CachePlace], default: Path, envs_root: Path) -> list[CachePlace]:
+    """The package caches this user's environments may be linked from, without probing (a listing writes nothing):
+    the named one, else envkit's default and the one beside the environments, those that exist (the default always
+    listed, so that `envkit cache` says where it is)."""
+    if named is not None:
+        return [named]
+    beside = envs_root / BESIDE_ENVS
+    out = [CachePlace(default, "envkit's cache directory", "default")]
+    if beside.is_dir():
+        out.append(CachePlace(beside, "beside the environments (hard links from the default one into them fail)",
+                              "envs_dir"))
+    return out
+
+
 @contextlib.contextmanager
 def using_cache(root: Path, exclusive: bool = False) -> Iterator[None]:
     """Hold the cache's lock: shared while a create installs from it (several may at once), exclusive while `envkit
