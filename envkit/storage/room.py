@@ -104,6 +104,6 @@ def size_text(count: int) -> str:
     value = float(count)
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if value < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit in ("B", "kB") or value >= 100 else f"{value:.1f} {unit}"
+            return f"{value:.0f} {unit}" if unit == "B" or value >= 100 else f"{value:.1f} {unit}"
         value /= 1000
     return f"{value:.1f} TB"
