@@ -21,7 +21,8 @@ a tmpfs mounted for the run; without either, follow and pinned are skipped, sayi
     python3 bench/storage_layouts.py [--megabytes 60] [--json]
 
 Runs from a fresh clone with the Python that the README's install command installed envkit into (python3 -m pip
-install -e .); envkit itself is taken from this checkout. Everything is made in temporary directories, removed (and unmounted) at the end.
+install -e .); envkit itself is taken from this checkout. Everything is made in temporary directories, removed
+(and unmounted) at the end.
 """
 
 from __future__ import annotations
@@ -177,7 +178,8 @@ def main() -> int:
     for line in skipped:
         print(f"skipped: {line}")
     by = {r["layout"]: r for r in results}
-    goals = [f"5 envs <= {GOAL_FIVE_OVER_ONE}x one ({name}): {'met' if by[name]['five_over_one'] <= GOAL_FIVE_OVER_ONE else 'NOT met'}"
+    goals = [f"5 envs <= {GOAL_FIVE_OVER_ONE}x one ({name}): {by[name]['five_over_one']:.2f}x, "
+             f"{'met' if by[name]['five_over_one'] <= GOAL_FIVE_OVER_ONE else 'NOT met'}"
              for name in ("one-fs", "follow") if name in by]
     if "follow" in by:
         growth = by["follow"]["home_growth_bytes"]

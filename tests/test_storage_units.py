@@ -63,7 +63,8 @@ def test_the_room_needed_counts_one_copy_where_links_work_two_where_they_fail():
         "the cache on /home: 200 files needed, 100 free (inodes)"]
 
 
-@pytest.mark.parametrize("count,text", [(0, "0 B"), (999, "999 B"), (12_345, "12.3 kB"), (123_456, "123 kB"), (1_500_000_000, "1.5 GB"),
+@pytest.mark.parametrize("count,text", [(0, "0 B"), (999, "999 B"), (12_345, "12.3 kB"), (123_456, "123 kB"),
+                                        (1_500_000_000, "1.5 GB"),
                                         (340_000_000, "340 MB"), (5_100_000_000, "5.1 GB")])
 def test_sizes_read_as_df_h_says_them(count: int, text: str):
     assert size_text(count) == text
@@ -121,3 +122,17 @@ def test_a_clean_never_waits_for_a_create(tmp_path: Path):
         with pytest.raises(CacheBusy, match="installing from the cache"):
             clean(tmp_path)
     assert clean(tmp_path).removed == 0
+
+
+def test_the_installers_cache_where_the_storage_plan_says_and_copy_only_when_told(tmp_path: Path):
+    from envkit.installers import installer_environ
+    from envkit.userdirs import user_dirs
+
+    dirs = user_dirs({"HOME": str(tmp_path / "home")})
+    env = installer_environ({"UV_LINK_MODE": "symlink"}, dirs, None, tmp_path / "scratch" / ".envkit-cache")
+    assert env["UV_CACHE_DIR"] == str(tmp_path / "scratch" / ".envkit-cache" / "uv")
+    assert env["PIP_CACHE_DIR"] == str(tmp_path / "scratch" / ".envkit-cache" / "pip")
+    assert "UV_LINK_MODE" not in env  # the user's own is dropped; uv's default is hard links
+    assert env["UV_CREDENTIALS_DIR"] == str(dirs.data / "uv-credentials")  # not a cache: stays in the data dir
+    assert installer_environ({}, dirs, "copy")["UV_LINK_MODE"] == "copy"
+    assert installer_environ({}, dirs)["UV_CACHE_DIR"] == str(dirs.cache / "uv")

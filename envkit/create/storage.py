@@ -28,7 +28,7 @@ class StoragePlan:
     cache: CachePlace
     links: LinkProbe  # from the cache into the directory the environment goes in
     estimate: Optional[Usage]  # None: no measurement of this build here
-    estimate_key: str
+    estimate_key: Optional[str]  # None: nothing to keep a measurement under
     target: Optional[Free]
     cache_free: Optional[Free]  # None when it is the target's filesystem, or cannot be asked
     short: tuple[str, ...] = ()
@@ -56,10 +56,13 @@ def all_caches(config: Config, dirs: UserDirs, environ: Mapping[str, str]) -> li
     return known_caches(named_cache(environ, config.cache_dir, config.path), dirs.cache, envs_root(config, dirs))
 
 
-def storage_plan(prefix: Path, key: str, config: Config, dirs: UserDirs, environ: Mapping[str, str]) -> StoragePlan:
+def storage_plan(prefix: Path, key: Optional[str], config: Config, dirs: UserDirs,
+                 environ: Mapping[str, str]) -> StoragePlan:
+    """Where the cache is, whether links from it into the prefix's directory work (a real link, removed), the
+    estimate for ``key`` and the free space of the filesystems involved."""
     cache = package_cache(config, dirs, environ)
     links = probe_links(cache.root, prefix.parent)
-    estimate = recorded_size(dirs.data, key)
+    estimate = recorded_size(dirs.data, key) if key is not None else None
     target = free_space(prefix.parent)
     cache_free = free_space(cache.root)
     if cache_free is not None and target is not None and cache_free.device == target.device:
@@ -72,9 +75,11 @@ def storage_plan(prefix: Path, key: str, config: Config, dirs: UserDirs, environ
     return StoragePlan(cache, links, estimate, key, target, cache_free, short)
 
 
-def plan_key(plan: Any) -> str:
-    build = getattr(plan.build, "id", None) or plan.manifest
-    return size_key(build, str(plan.python), plan.backend)
+def plan_key(plan: Any) -> Optional[str]:
+    """What the plan's size is kept under: its build, Python and backend; None for a lock that names no build (the
+    stand-in "locked": two such locks have nothing in common to estimate from)."""
+    build = getattr(plan.build, "id", None)
+    return None if not build or build == "locked" else size_key(build, str(plan.python), plan.backend)
 
 
 def storage_lines(storage: StoragePlan) -> list[str]:
@@ -130,13 +135,13 @@ def check_room(storage: Optional[StoragePlan], config_file: Optional[Path]) -> N
                       f"or $ENVKIT_CACHE_DIR.")
 
 
-def measure(prefix: Path, key: str, dirs: UserDirs) -> None:
+def measure(prefix: Path, key: Optional[str], dirs: UserDirs) -> None:
     """Keep the new environment's size for the next plan of the same build (counted alone: what it would cost with
     nothing shared)."""
     from envkit.storage.room import record_size
     from envkit.storage.usage import disk_usage
 
-    if os.path.isdir(prefix):
+    if key is not None and os.path.isdir(prefix):
         record_size(dirs.data, key, disk_usage(prefix))
 
 
