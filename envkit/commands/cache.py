@@ -55,7 +55,8 @@ def show(ctx: typer.Context, json_output: JsonOption = False) -> None:
         for place, parts in rows:
             total = sum(u.bytes for u in parts.values())
             files = sum(u.files for u in parts.values())
-            lines.append(f"{place.root}  {size_text(total)} in {files:,} files  ({place.why})")
+            held = f"{size_text(total)} in {files:,} files" if place.root.is_dir() else "not made yet"
+            lines.append(f"{place.root}  {held}  ({place.why})")
             lines += [f"  {name + '/':<11} {size_text(u.bytes)} in {u.files:,} files"
                       for name, u in parts.items() if u.files]
         lines.append("`envkit cache clean` empties them; `--older-than DAYS` keeps what was used lately.")

@@ -125,6 +125,9 @@ def test_an_environment_that_does_not_fit_stops_before_downloading(home: Home, b
     _config(home, big_index, cache_dir=str(small / "cache"))
     plan = _plan(home, "--prefix", str(small / "env"))
     assert plan["estimate"]["bytes"] > BIG and plan["fits"] is False
+    dry = home.envkit("create", *CU126, "--dry-run", "--prefix", str(small / "env"))
+    assert dry.returncode == 0 and "  NOT ROOM:  the environment and the cache on " in dry.stdout
+    assert "envkit: note: the real run would stop here, before downloading: not enough room" in dry.stderr
     done = _create(home, "--prefix", str(small / "env"))
     assert done.returncode == 1, done.stderr
     assert "envkit: error: not enough room: the environment and the cache on " in done.stderr
