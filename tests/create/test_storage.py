@@ -199,3 +199,22 @@ def test_environments_on_a_read_only_mount_are_refused_before_anything_is_made(h
     done = _create(home)
     assert done.returncode == 2, done.stderr
     assert f"cache_dir {read_only / 'cache'} in {home.config} cannot be made" in done.stderr
+
+
+def test_the_conda_engines_cache_follows_the_environments_too(home: Home, legacy_channel: Path,
+                                                              conda_manifests: Path, mounts: Mounts, tmp_path: Path):
+    """The embedded conda engine (rattler) unpacks its packages into <envs_dir>/.envkit-cache/conda-pkgs and links
+    the environment's files from there."""
+    from conftest import GTX1080TI, LEGACY_BUILD, conda_mirrors
+    from test_create_conda import no_conda
+
+    scratch = mounts.tmpfs(tmp_path / "scratch", size="200m")
+    home.write_config(conda_mirrors(legacy_channel), envs_dir=str(scratch / "envs"))
+    done = home.envkit("create", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(conda_manifests), "--yes",
+                       "--no-verify", env=no_conda(home))
+    assert done.returncode == 0, done.stderr
+    assert f"Cache:       {scratch / 'envs' / '.envkit-cache'} (beside the environments" in done.stdout
+    packages = scratch / "envs" / ".envkit-cache" / "conda-pkgs" / "pkgs"
+    assert packages.is_dir() and not (Path(home.env["XDG_CACHE_HOME"]) / "envkit" / "conda-pkgs").exists()
+    cudart = scratch / "envs" / "tensorflow-cu101" / "lib" / "libcudart.so.10.1.243"
+    assert cudart.read_text() == "cudart 10.1.243\n" and os.stat(cudart).st_nlink >= 2  # linked from the cache
