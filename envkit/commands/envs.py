@@ -41,6 +41,7 @@ def _sizes(found, runs, dirs):
     from envkit.config import load_config
     from envkit.create.storage import all_caches
     from envkit.ownership import holding_problem
+    from envkit.storage.cache import PARTS
     from envkit.storage.room import size_text
     from envkit.storage.usage import Usage, disk_usage
 
@@ -49,7 +50,7 @@ def _sizes(found, runs, dirs):
     caches = Usage()
     places = all_caches(load_config(os.environ, dirs), dirs, os.environ)
     for place in places:
-        for part in ("uv", "pip", "conda-pkgs", "uv-python"):
+        for part in PARTS:
             caches = caches + disk_usage(place.root / part, seen)
     sizes = {record.name: disk_usage(Path(record.prefix), seen) for record in sorted(found, key=lambda r: r.name)
              if record.name not in busy and holding_problem(Path(record.prefix), record.name) is None}

@@ -137,3 +137,23 @@ def test_the_cache_variable_wins_and_the_plan_says_so(home: Home, big_index: Ind
     made = _create(home, env={"ENVKIT_CACHE_DIR": str(tmp_path / "from-variable")})
     assert made.returncode == 0, made.stderr
     assert (tmp_path / "from-variable" / "uv").is_dir() and not (tmp_path / "from-config").exists()
+
+
+def test_lock_and_create_from_lock_use_the_same_package_cache(home: Home, legacy_channel: Path,
+                                                             conda_manifests: Path, tmp_path: Path):
+    from conftest import GTX1080TI, LEGACY_BUILD, conda_mirrors
+    from test_create_conda import no_conda
+
+    home.write_config(conda_mirrors(legacy_channel))
+    cache = tmp_path / "pinned-cache"
+    env = {**no_conda(home), "ENVKIT_CACHE_DIR": str(cache)}
+    lock = home.root / "tf.lock.yml"
+    done = home.envkit("lock", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(conda_manifests), "-o", str(lock),
+                       env=env)
+    assert done.returncode == 0, done.stderr
+    made = home.envkit("create", "--from-lock", str(lock), "--name", "tf", *GTX1080TI, "--manifests",
+                       str(conda_manifests), "--yes", "--no-verify", env=env)
+    assert made.returncode == 0, made.stderr
+    assert f"Cache:       {cache} ($ENVKIT_CACHE_DIR)" in made.stdout
+    assert any((cache / "conda-pkgs").rglob("*"))
+    assert not (Path(home.env["XDG_CACHE_HOME"]) / "envkit" / "conda-pkgs").exists()
