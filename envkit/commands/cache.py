@@ -14,6 +14,7 @@ app = typer.Typer(
     "directory, or <envs_dir>/.envkit-cache when environments live on another filesystem, so that they are "
     "hard-linked from it instead of each being a full copy. Environments keep working after a clean: their files "
     "are their own links.",
+    short_help="Where the package caches are and what they hold; `envkit cache clean` empties them.",
     invoke_without_command=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
