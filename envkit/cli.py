@@ -28,6 +28,7 @@ COMMAND_GROUPS = (
     ("site", ("site",)),
     ("slurm", ("survey", "job")),
     ("manifests", ("manifests",)),  # a group of subcommands: `envkit manifests check|validate|...`
+    ("cache", ("cache",)),  # `envkit cache` and `envkit cache clean`
 )
 
 app = typer.Typer(

@@ -8,6 +8,9 @@ config). Example::
       "https://pypi.org/simple": "http://127.0.0.1:8080/pypi/simple"
       "https://conda.anaconda.org/conda-forge": "file:///srv/channels/conda-forge"
     envs_dir: /scratch/me/envkit-envs     # optional: environments go here instead of the user data dir
+    cache_dir: /scratch/me/envkit-cache   # optional: uv's, pip's and the conda engine's package caches (default:
+                                          # envkit's cache dir, or <envs_dir>/.envkit-cache when hard links from
+                                          # there into envs_dir fail; $ENVKIT_CACHE_DIR wins over it)
     site: /shared/envkit/site.yaml        # optional: the site file (partitions and their node profiles)
     manifests: /shared/envkit/manifests   # optional: an admin's manifests directory instead of the shipped one
 
@@ -27,7 +30,7 @@ from envkit.files import read_text_file, user_path
 from envkit.userdirs import CONFIG_VARIABLE, UserDirs, config_path, has_config
 from envkit.words import described
 
-_KEYS = ("mirrors", "envs_dir", "site", "manifests")
+_KEYS = ("mirrors", "envs_dir", "site", "manifests", "cache_dir")
 
 
 class Mirror(NamedTuple):
@@ -41,6 +44,7 @@ class Config(NamedTuple):
     envs_dir: Optional[Path] = None
     site: Optional[Path] = None  # the site file named by the config (envkit.site)
     manifests: Optional[Path] = None  # the manifests directory named by the config (--manifests wins)
+    cache_dir: Optional[Path] = None  # the package caches' directory (envkit.storage.cache)
 
     def mirrored(self, url: str) -> str:
         """``url`` on its mirror (the longest matching upstream wins), or ``url`` itself."""
@@ -144,7 +148,8 @@ def config_from_data(data: Any, path: Path) -> Config:
         raise ConfigError(f"{path}: unknown key {unknown[0]!r}", hint=f"The keys are: {', '.join(_KEYS)}.")
     return Config(path=path, mirrors=_mirrors(data.get("mirrors"), path),
                   envs_dir=_absolute_dir(data.get("envs_dir"), path, "envs_dir"),
-                  site=_site(data.get("site"), path), manifests=_site(data.get("manifests"), path, "manifests"))
+                  site=_site(data.get("site"), path), manifests=_site(data.get("manifests"), path, "manifests"),
+                  cache_dir=_absolute_dir(data.get("cache_dir"), path, "cache_dir"))
 
 
 def _mirrors(value: Any, path: Path) -> tuple[Mirror, ...]:

@@ -29,11 +29,12 @@ _DROPPED = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "P
 
 
 def installer_environ(environ: Mapping[str, str], dirs: Optional[UserDirs],
-                      link_mode: Optional[str] = None) -> dict[str, str]:
+                      link_mode: Optional[str] = None, packages: Optional[Path] = None) -> dict[str, str]:
     """``environ`` without anything that tells pip or uv where packages come from or points at another
     environment, plus envkit's own settings: no config files, no user site, no Python downloads, and everything
     they write (caches, uv's credentials store) under envkit's directories (``dirs``), never ~/.cache/uv or
-    ~/.local/share/uv."""
+    ~/.local/share/uv. ``packages``: where the package caches go (envkit.storage.cache; default: ``dirs.cache``);
+    ``link_mode``: UV_LINK_MODE, "copy" where a real link from that cache into the environment failed."""
     out = {k: v for k, v in environ.items()
            if (k in _TRANSPORT or not k.startswith(_DROPPED_PREFIXES)) and k not in _DROPPED}
     out.update({
@@ -45,29 +46,16 @@ def installer_environ(environ: Mapping[str, str], dirs: Optional[UserDirs],
         "PIP_NO_INPUT": "1",
     })
     if dirs is not None:
+        cache = dirs.cache if packages is None else packages
         out.update({
-            "UV_CACHE_DIR": str(dirs.uv_cache),
-            "UV_PYTHON_CACHE_DIR": str(dirs.cache / "uv-python"),
+            "UV_CACHE_DIR": str(cache / "uv"),
+            "UV_PYTHON_CACHE_DIR": str(cache / "uv-python"),
             "UV_CREDENTIALS_DIR": str(dirs.data / "uv-credentials"),  # else $XDG_DATA_HOME/uv/credentials
-            "PIP_CACHE_DIR": str(dirs.cache / "pip"),
+            "PIP_CACHE_DIR": str(cache / "pip"),
         })
     if link_mode is not None:
         out["UV_LINK_MODE"] = link_mode
     return out
-
-
-def link_mode(cache: Path, prefix: Path) -> Optional[str]:
-    """"copy" when uv's cache and the environment are on different filesystems (a home on NFS, a scratch
-    directory), where hard links fail and uv would warn on every file; None: uv's default (hard links)."""
-    def device(path: Path) -> Optional[int]:
-        for candidate in (path, *path.parents):
-            try:
-                return candidate.stat().st_dev
-            except OSError:
-                continue
-        return None
-
-    return "copy" if device(cache) != device(prefix) else None
 
 
 def uses_uv(uv: Optional[Path], python: Version) -> bool:

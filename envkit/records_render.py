@@ -5,13 +5,14 @@ the reason: `envkit remove NAME` forgets them, unless what is there is not envki
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from envkit.ownership import GONE, holding_problem
 from envkit.records import Record, Unreadable
 
 if TYPE_CHECKING:
     from envkit.create.journal import Interrupted
+    from envkit.storage.usage import Usage
 
 
 UNREADABLE = "unreadable"  # the state of an index entry that is not a readable record
@@ -36,12 +37,16 @@ def _state(run: "Interrupted") -> str:
     return "being created" if run.running else "interrupted"
 
 
-def envs_json(found: Sequence[Record], runs: Sequence["Interrupted"] = (),
-              broken: Sequence[Unreadable] = ()) -> list[dict[str, Any]]:
+def envs_json(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broken: Sequence[Unreadable] = (),
+              sizes: Optional[Mapping[str, "Usage"]] = None) -> list[dict[str, Any]]:
+    """``sizes``: each environment's disk use, what it shares with the cache or another one counted once
+    (envkit.storage.usage); as "disk": {"bytes", "files"}."""
     states = {run.name: _state(run) for run in runs}
     out = []
     for record in found:
         entry = {**record.to_dict(), "exists": Path(record.prefix).is_dir(), "state": states.pop(record.name, "ready")}
+        if sizes is not None and record.name in sizes:
+            entry["disk"] = {"bytes": sizes[record.name].bytes, "files": sizes[record.name].files}
         problem = _not_held(record) if entry["state"] == "ready" else None
         if problem is not None:  # run, verify, export and job refuse it; remove only forgets it
             entry.update(state=NOT_HELD, error=problem)
@@ -55,7 +60,9 @@ def envs_json(found: Sequence[Record], runs: Sequence["Interrupted"] = (),
     return sorted(out, key=lambda entry: entry["name"])
 
 
-def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broken: Sequence[Unreadable] = ()) -> str:
+def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broken: Sequence[Unreadable] = (),
+              sizes: Optional[Mapping[str, "Usage"]] = None, total: str = "") -> str:
+    """``sizes`` adds a SIZE column (envs_json); ``total``: the line that sums them up, with the caches."""
     if not found and not runs and not broken:
         return "No environments yet: `envkit create torch` makes one."
     states = {run.name: _state(run) for run in runs}
@@ -80,6 +87,11 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
         if run.name in states:
             lines.append((run.name, "-", "-", "-", states[run.name], "-", run.prefix or "-"))
     rows += sorted(lines)
+    if sizes is not None:  # a SIZE column before PREFIX
+        from envkit.storage.room import size_text
+
+        rows = [(*row[:-1], "SIZE" if i == 0 else size_text(sizes[row[0]].bytes) if row[0] in sizes else "-", row[-1])
+                for i, row in enumerate(rows)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     note = ""
     if any(row[4].endswith("*") for row in rows[1:]):
@@ -97,5 +109,8 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
     for entry in broken:  # what to do: `envkit remove NAME` forgets it, unless it is not envkit's (a directory)
         fix = entry.hint or f"`envkit remove {entry.name} --yes` forgets it."
         note += f"\n{entry.name}: its record cannot be read ({entry.reason}); {fix[0].lower()}{fix[1:]}"
+    if total:
+        note += f"\n{total}"
     table = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows)
     return table + note
+

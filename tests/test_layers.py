@@ -23,6 +23,8 @@ FORBIDDEN = {
                        "envkit.resolve", "envkit.detect"),
     "envkit.detect": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
                       "envkit.resolve", "envkit.catalog"),
+    "envkit.storage": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
+                       "envkit.resolve", "envkit.catalog", "envkit.detect", "envkit.config"),
     "envkit.machine": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
                        "envkit.resolve", "envkit.catalog", "envkit.detect"),
 }

@@ -26,10 +26,41 @@ def list_envs(json_output: JsonOption = False) -> None:
         dirs = user_dirs()
         found, broken = records.scan(dirs.records)
         runs = interrupted(dirs.locks)
+        sizes, total = _sizes(found, runs, dirs)
         if json_output:
-            print_json(envs_json(found, runs, broken))
+            print_json(envs_json(found, runs, broken, sizes))
         else:
-            echo_report(envs_text(found, runs, broken), table=True)
+            echo_report(envs_text(found, runs, broken, sizes, total), table=True)
+
+
+def _sizes(found, runs, dirs):
+    """Each settled environment's disk use, after the package caches': a file it shares with a cache or an
+    environment listed before it is counted there only, as du counts (so the sizes add up to the total); the total
+    line, caches included."""
+    import os
+
+    from envkit.config import load_config
+    from envkit.create.storage import all_caches
+    from envkit.ownership import holding_problem
+    from envkit.storage.cache import PARTS
+    from envkit.storage.room import size_text
+    from envkit.storage.usage import Usage, disk_usage
+
+    busy = {run.name for run in runs}
+    seen: set = set()
+    caches = Usage()
+    places = all_caches(load_config(os.environ, dirs), dirs, os.environ)
+    for place in places:
+        for part in PARTS:
+            caches = caches + disk_usage(place.root / part, seen)
+    sizes = {record.name: disk_usage(Path(record.prefix), seen) for record in sorted(found, key=lambda r: r.name)
+             if record.name not in busy and holding_problem(Path(record.prefix), record.name) is None}
+    envs = sum(sizes.values(), Usage())
+    where = ", ".join(str(place.root) for place in places)
+    total = (f"Total: {size_text(envs.bytes + caches.bytes)} in {envs.files + caches.files:,} files: environments "
+             f"{size_text(envs.bytes)}, package caches {size_text(caches.bytes)} ({where}); a file shared by several "
+             "is counted once, with the first that has it")
+    return sizes, total
 
 
 def remove(

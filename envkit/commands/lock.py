@@ -78,11 +78,16 @@ def lock(
                                                      command="lock")
         if unused:
             warn(f"the lock pins a CPU build for machines with GPUs: {unused}")
+        from envkit.create.storage import package_cache
+        from envkit.installers import installer_environ
+
+        cache = package_cache(config, dirs, os.environ)  # the package caches `create` uses (docs/storage.md)
         made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=profile,
                                      target=target_words(target, fleet), on_target=target.on_target, python=request,
                                      build_id=build_id, target_args=target_args(target),
                                      gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus)),
-                         config, dirs.conda_packages, uv_binary(), os.environ, uv_environ(), warn=warn)
+                         config, cache.conda_packages, uv_binary(), os.environ,
+                         installer_environ(os.environ, dirs, None, cache.root), warn=warn)
         _write(made, output)
         _report(made, output, json_output, target_argv(target))
 

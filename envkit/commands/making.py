@@ -68,8 +68,15 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
             typer.echo(f"envkit: note: the real run would stop here: {taken.message}", err=True)
             if taken.hint:
                 typer.echo(f"  {taken.hint}", err=True)
+        if prepared.storage is not None and prepared.storage.short:
+            typer.echo("envkit: note: the real run would stop here, before downloading: not enough room: "
+                       f"{'; '.join(prepared.storage.short)}", err=True)
         raise typer.Exit(0)
     replaces = check_available(prepared.plan, dirs, force, os.environ)
+    from envkit.create.storage import check_room
+    from envkit.userdirs import config_path
+
+    check_room(prepared.storage, config_path(os.environ, dirs)[0])  # before anything is downloaded: exit 1
     asks = not yes and sys.stdin.isatty()
     if replaces and not yes and not asks:
         raise BadInputError(f"not replacing {prepared.plan.name} without confirmation (nobody to ask here)",

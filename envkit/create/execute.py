@@ -28,6 +28,7 @@ from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.plan import Plan
 from envkit.create.prepare import Prepared, elsewhere_hint
 from envkit.create.progress import Progress
+from envkit.create.storage import room_said
 from envkit.errors import EnvkitError, InstallError, Interrupted
 from envkit.installers import pip_command, uses_uv, wrong_builds
 from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
@@ -92,7 +93,8 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
                 building = True
                 journal.begin_prefix()
                 pause_at("begun")
-                with watching(journal.add_process):
+                with watching(journal.add_process), _cache_in_use(prepared), \
+                        room_said(prepared.storage, plan.prefix):
                     record, report = _build(prepared, progress, checker, journal, manifests)
                 if report is not None and not report.ok and old is not None and Path(old.prefix) in replaced:
                     raise ReplacementFailed(
@@ -101,6 +103,7 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
                         hint="The report above says why. Without --force, create it under another --name to keep "
                              "and inspect the new one.")
                 records.save(record, dirs.records)
+                _measure(prepared, dirs)
                 pause_at("recorded")
                 unstamp(plan.prefix)
                 pause_at("unstamped")
@@ -244,6 +247,23 @@ def _make_room(journal: Journal, plan: Plan, dirs: UserDirs, environ: Mapping[st
         where = error.filename or plan.prefix.parent
         raise EnvkitError(f"cannot create {plan.prefix}: {where} cannot be made: {error.strerror or error}",
                           hint=elsewhere_hint(config_path(environ, dirs)[0])) from None
+
+
+def _cache_in_use(prepared: Prepared) -> contextlib.AbstractContextManager[None]:
+    """The package cache's shared lock while the installers use it: `envkit cache clean` refuses meanwhile."""
+    if prepared.storage is None:
+        return contextlib.nullcontext()
+    from envkit.storage.cache import using_cache
+
+    return using_cache(prepared.storage.cache.root)
+
+
+def _measure(prepared: Prepared, dirs: UserDirs) -> None:
+    """The new environment's size, kept for the next plan of the same build (its room check)."""
+    if prepared.storage is not None:
+        from envkit.create.storage import measure
+
+        measure(prepared.plan.prefix, prepared.storage.estimate_key, dirs)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from envkit.backends.base import Backend, Context
 from envkit.backends.choose import backend_for, choose_backend
@@ -16,13 +16,16 @@ from envkit.catalog.model import Manifest, Tables
 from envkit.config import Config
 from envkit.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.errors import BadInputError, EnvkitError, UnknownNameError
-from envkit.installers import installer_environ, link_mode
+from envkit.installers import installer_environ
 from envkit.machine import MachineProfile
 from envkit.records import check_name
 from envkit.cpu_fallback import gpu_unused
 from envkit.render import list_command
 from envkit.resolve import Candidate, Request, Resolution, resolve
 from envkit.userdirs import UserDirs
+
+if TYPE_CHECKING:
+    from envkit.create.storage import StoragePlan
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class Prepared:
     plan: Plan
     backend: Backend
     context: Context
+    storage: Optional["StoragePlan"] = None  # the cache, links, and room (envkit.create.storage)
 
 
 class DoesNotFit(EnvkitError):
@@ -97,9 +101,20 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
                 verify=request.verify, profile=profile, on_target=on_target,
                 in_conda_envs=backend_name == "conda" and request.prefix is None,
                 gpu_unused=None if request.build_id else gpu_unused(resolution, profile))
-    context = Context(tools=tools, environ=installer_environ(environ, dirs, link_mode(dirs.uv_cache, prefix)),
-                      conda_cache=dirs.conda_packages)
-    return Prepared(plan=plan, backend=backend_for(backend_name, tools), context=context)
+    context, storage = storage_context(plan, tools, config, dirs, environ)
+    return Prepared(plan=plan, backend=backend_for(backend_name, tools), context=context, storage=storage)
+
+
+def storage_context(plan: Plan, tools: Tools, config: Config, dirs: UserDirs,
+                    environ: Mapping[str, str]) -> tuple[Context, "StoragePlan"]:
+    """The installers' context with the package cache where envkit.create.storage puts it (and copies only where a
+    real hard link from it failed), and that storage plan."""
+    from envkit.create.storage import plan_key, storage_plan
+
+    storage = storage_plan(plan.prefix, plan_key(plan), config, dirs, environ)
+    context = Context(tools=tools, environ=installer_environ(environ, dirs, storage.link_mode, storage.cache.root),
+                      conda_cache=storage.cache.conda_packages)
+    return context, storage
 
 
 def _name(request: CreateRequest, default: str) -> str:

@@ -51,6 +51,10 @@ def plan_text(prepared: Prepared, on_node: str = "") -> str:
         lines.append(f"  index:     {step.index_url} (the only index)")
         if step.find_links:
             lines.append(f"  links:     {step.find_links} (a page of wheel links, searched as well)")
+    if prepared.storage is not None:
+        from envkit.create.storage import storage_lines
+
+        lines += storage_lines(prepared.storage)
     lines.append("Commands:")
     lines += [f"  {command}" for command in plan_commands(prepared)]
     here = ("yes, on this machine" if plan.on_target else
@@ -98,7 +102,16 @@ def plan_json(prepared: Prepared) -> dict[str, Any]:
         "machine": plan.profile.seen_dict(),
         "target": plan.target,
         "gpu_unused": None if plan.gpu_unused is None else {"reason": plan.gpu_unused},
+        "storage": _storage_json(prepared),
     }
+
+
+def _storage_json(prepared: Prepared) -> Any:
+    if prepared.storage is None:
+        return None
+    from envkit.create.storage import storage_json
+
+    return storage_json(prepared.storage)
 
 
 def outcome_json(prepared: Prepared, outcome: "Outcome") -> dict[str, Any]:

@@ -21,11 +21,10 @@ from envkit.backends.base import Backend, Context, OnLine
 from envkit.backends.tools import Tools, find_python, find_uv
 from envkit.catalog.model import Build, Manifest, Tables
 from envkit.config import Config
-from envkit.create.prepare import Prepared, name_for, usable_prefix
+from envkit.create.prepare import Prepared, name_for, storage_context, usable_prefix
 from envkit.errors import InstallError
 from envkit.files import write_atomic
 from envkit.fleet import names_text
-from envkit.installers import installer_environ, link_mode
 from envkit.lockfile import model
 from envkit.lockfile.fit import THEY, check_platform, raise_unless_fits, remake_command, virtual_reasons
 from envkit.lockfile.format import LockFileError, install_name
@@ -159,9 +158,8 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
                 backend_reason=f"installs {request.path.name} exactly: every file hash-checked, no solve",
                 conda=conda_plan, pip=steps, jupyter=False, verify=verify, profile=target.profile,
                 on_target=target.on_target, unchecked=unchecked)
-    context = Context(tools=tools, environ=installer_environ(environ, dirs, link_mode(dirs.uv_cache, prefix)),
-                      conda_cache=dirs.conda_packages)
-    return Prepared(plan=plan, backend=backend, context=context), manifest
+    context, storage = storage_context(plan, tools, config, dirs, environ)
+    return Prepared(plan=plan, backend=backend, context=context, storage=storage), manifest
 
 
 def _why_unchecked(lock: LockFile) -> str:
