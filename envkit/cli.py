@@ -28,6 +28,7 @@ COMMAND_GROUPS = (
     ("site", ("site",)),
     ("slurm", ("survey", "job")),
     ("manifests", ("manifests",)),  # a group of subcommands: `envkit manifests check|validate|...`
+    ("modules", ("module",)),  # modulefiles of environments (a site's shared ones: envkit.shared)
 )
 
 app = typer.Typer(

@@ -10,6 +10,7 @@ config). Example::
     envs_dir: /scratch/me/envkit-envs     # optional: environments go here instead of the user data dir
     site: /shared/envkit/site.yaml        # optional: the site file (partitions and their node profiles)
     manifests: /shared/envkit/manifests   # optional: an admin's manifests directory instead of the shipped one
+    shared: /opt/envkit                   # optional: the site's shared environments (envkit.shared)
 
 A mirror maps every URL that starts with its upstream (at a path boundary) to the same path under the mirror.
 """
@@ -27,7 +28,7 @@ from envkit.files import read_text_file, user_path
 from envkit.userdirs import CONFIG_VARIABLE, UserDirs, config_path, has_config
 from envkit.words import described
 
-_KEYS = ("mirrors", "envs_dir", "site", "manifests")
+_KEYS = ("mirrors", "envs_dir", "site", "manifests", "shared")
 
 
 class Mirror(NamedTuple):
@@ -41,6 +42,7 @@ class Config(NamedTuple):
     envs_dir: Optional[Path] = None
     site: Optional[Path] = None  # the site file named by the config (envkit.site)
     manifests: Optional[Path] = None  # the manifests directory named by the config (--manifests wins)
+    shared: Optional[Path] = None  # the site's shared directory ($ENVKIT_SHARED wins): envkit.shared
 
     def mirrored(self, url: str) -> str:
         """``url`` on its mirror (the longest matching upstream wins), or ``url`` itself."""
@@ -144,7 +146,8 @@ def config_from_data(data: Any, path: Path) -> Config:
         raise ConfigError(f"{path}: unknown key {unknown[0]!r}", hint=f"The keys are: {', '.join(_KEYS)}.")
     return Config(path=path, mirrors=_mirrors(data.get("mirrors"), path),
                   envs_dir=_absolute_dir(data.get("envs_dir"), path, "envs_dir"),
-                  site=_site(data.get("site"), path), manifests=_site(data.get("manifests"), path, "manifests"))
+                  site=_site(data.get("site"), path), manifests=_site(data.get("manifests"), path, "manifests"),
+                  shared=_absolute_dir(data.get("shared"), path, "shared"))
 
 
 def _mirrors(value: Any, path: Path) -> tuple[Mirror, ...]:

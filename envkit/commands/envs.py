@@ -16,7 +16,11 @@ def list_envs(json_output: JsonOption = False) -> None:
     shows as "interrupted" until the next create, or `envkit remove NAME`, cleans up after it. A record that cannot be
     read shows as "unreadable", with the reason; `envkit remove NAME` forgets it. One whose directory is gone, or
     holds another environment or none, is marked beside its directory ("missing", "not NAME's"; in JSON the state "not
-    held", with the reason): envkit never runs it, and `envkit remove NAME` forgets it, leaving the directory alone."""
+    held", with the reason): envkit never runs it, and `envkit remove NAME` forgets it, leaving the directory alone.
+
+    The site's shared environments (when a shared directory is configured) follow, named site:NAME, with who
+    published them, for which machines, the admins' last check and yours; in JSON, beside yours, with "shared": true.
+    `envkit run site:NAME -- CMD` runs in one; `module load envkit/NAME` loads it."""
     with reported_errors():
         from envkit import records
         from envkit.create.journal import interrupted
@@ -25,16 +29,37 @@ def list_envs(json_output: JsonOption = False) -> None:
         dirs = user_dirs()
         found, broken = records.scan(dirs.records)
         runs = interrupted(dirs.locks)
+        layout, site = _site_envs(dirs)
         if json_output:
-            print_json(envs_json(found, runs, broken))
+            from envkit.shared.render import shared_json
+
+            print_json(envs_json(found, runs, broken) + shared_json(layout, site, dirs.data))
         else:
             typer.echo(envs_text(found, runs, broken))
+            if layout is not None:
+                from envkit.shared.render import shared_text
+
+                typer.echo("\n" + shared_text(layout, site, dirs.data))
+
+
+def _site_envs(dirs):
+    """The site's shared directory (None when none is named) and the environments it publishes."""
+    import os
+
+    from envkit.shared.find import configured_layout
+    from envkit.shared.store import all_shared
+
+    layout = configured_layout(os.environ, dirs)
+    return layout, all_shared(layout)
 
 
 def remove(
     env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to delete (`envkit envs` lists them).")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (needed without a terminal "
                                                           "to ask on).")] = False,
+    version: Annotated[Optional[str], typer.Option("--version", metavar="VERSION", help="Admins: with site:NAME, "
+                                                   "delete this old version of the shared environment (never the "
+                                                   "current one).", show_default=False)] = None,
 ) -> None:
     """Delete an environment envkit made: its directory, its Jupyter kernel and its record.
 
@@ -52,6 +77,11 @@ def remove(
         from envkit.errors import BadInputError
 
         dirs = user_dirs()
+        from envkit.shared.layout import shared_name
+
+        if shared_name(env) is not None or version is not None:
+            _retire(env, version, dirs)
+            return
         journal = Journal.load(journal_path(dirs.locks, env)) if plain_name(env) else None
         broken = records.unreadable(dirs.records, env) if journal is None and plain_name(env) else None
         if journal is not None:
@@ -78,6 +108,33 @@ def remove(
             find_record(env, settled=False, held=False)  # gone meanwhile: says so, naming the ones there are
         for line in done or ():
             typer.echo(line)
+
+
+def _retire(env: str, version: Optional[str], dirs) -> None:
+    """`envkit remove site:NAME --version V`: an admin deletes an old version; anything else is refused (exit 2)."""
+    import os
+
+    from envkit.errors import BadInputError
+    from envkit.shared.access import is_admin
+    from envkit.shared.find import find_shared
+    from envkit.shared.layout import shared_name
+
+    if shared_name(env) is None:
+        raise BadInputError("--version names an old version of a shared environment: give ENV as site:NAME")
+    record = find_shared(env, os.environ, dirs, held=False)
+    from envkit.shared.find import configured_layout
+
+    layout = configured_layout(os.environ, dirs)
+    if not is_admin(layout.root):
+        raise BadInputError(f"{env} is the site's shared environment: only its admins remove or replace it",
+                            hint="`envkit envs` lists your own environments, which you can remove.")
+    if version is None:
+        raise BadInputError(f"{env} is published for every user: envkit removes old versions only, one at a time",
+                            hint=f"`envkit remove {env} --version VERSION` (`envkit envs --json` shows the current "
+                                 "one); the current one stays until a replacement is published.")
+    from envkit.shared.publish import retire
+
+    typer.echo(f"removed {retire(layout, record.name, version)}")
 
 
 def run(

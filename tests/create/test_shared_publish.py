@@ -1,0 +1,145 @@
+"""`envkit create --shared` by an admin (the test's own user, root or not: the shared directory is theirs), and what
+every user then does with it: `envkit envs`, `run site:NAME`, `verify site:NAME`, `module`, `remove` refused; and
+the bad input that publishes nothing. The same with two real Unix users and real module systems:
+tests/create/test_shared_users.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import CU126, Home
+from support.pypi_index import IndexServer
+
+
+@pytest.fixture
+def site(home: Home, tmp_path: Path) -> Path:
+    root = tmp_path / "shared"
+    root.mkdir(mode=0o755)
+    os.chmod(root, 0o755)
+    home.env["ENVKIT_SHARED"] = str(root)
+    home.env["MODULEPATH"] = str(root / "modulefiles")
+    return root
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+
+@pytest.fixture
+def published(home: Home, torch_index: IndexServer, site: Path) -> Home:
+    done = home.envkit("create", *CU126, "--shared", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "published site:torch" in done.stderr
+    return home
+
+
+def test_publish_makes_a_version_the_stable_name_a_record_and_modulefiles(published: Home, site: Path):
+    [version] = [p.name for p in (site / "envs" / "torch").iterdir() if p.name != "current"]
+    assert version.startswith("2.13-cu126-") and version.endswith("Z")
+    assert os.readlink(site / "envs" / "torch" / "current") == version
+    record = json.loads((site / "records" / "torch.json").read_text())
+    assert record["prefix"] == str(site / "envs" / "torch" / version)
+    assert record["extra"]["shared"]["version"] == version and record["extra"]["shared"]["publisher"]
+    tcl = (site / "modulefiles" / "envkit" / "torch").read_text()
+    lua = (site / "modulefiles" / "envkit" / "torch.lua").read_text()
+    assert tcl.startswith("#%Module") and f'prepend-path PATH "{record["prefix"]}/bin"' in tcl
+    assert 'family("envkit")' in lua and f'setenv("VIRTUAL_ENV", "{record["prefix"]}")' in lua
+    # readable by everyone, writable by none but its owner
+    for path in (site / "envs" / "torch" / version).rglob("*"):
+        mode = path.lstat().st_mode
+        if not path.is_symlink():
+            assert mode & 0o004 and not mode & 0o022, path
+    assert not (site / "state").exists() or tree(site / "state") == []  # the run's journal and locks are gone
+    assert published.record("torch") is None  # nothing in the admin's own records
+
+
+def test_every_user_lists_runs_and_checks_it_by_its_site_name(published: Home, site: Path):
+    listed = published.envkit("envs")
+    assert listed.returncode == 0 and "Shared by the site" in listed.stdout and "site:torch" in listed.stdout
+    [entry] = [e for e in json.loads(published.envkit("envs", "--json").stdout) if e.get("shared")]
+    assert entry["name"] == "site:torch" and entry["prefix"].startswith(str(site / "envs" / "torch"))
+    assert entry["module"] == "envkit/torch" and entry["state"] == "ready"
+    done = published.envkit("run", "site:torch", "--", "python", "-c",
+                            "import os, torch, sys; print(os.environ['VIRTUAL_ENV'] == sys.prefix, torch.__file__)")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == "True" and done.stdout.split()[1].startswith(entry["prefix"])
+    checked = published.envkit("verify", "site:torch", "--json")
+    assert checked.returncode in (0, 1) and json.loads(checked.stdout)["installed_build"] == "torch-2.13-cu126"
+    mine = json.loads((published.data / "shared-checks" / "torch.json").read_text())
+    assert mine["prefix"] == entry["prefix"] and "ok" in mine["verify"]
+    again = [e for e in json.loads(published.envkit("envs", "--json").stdout) if e.get("shared")][0]
+    assert again["your_check"] == mine["verify"]
+    assert json.loads((site / "records" / "torch.json").read_text())["verify"] == entry["verify"]  # not theirs
+
+
+def test_a_users_own_environment_of_the_same_name_is_never_shadowed(published: Home, site: Path):
+    done = published.envkit("create", *CU126, "--name", "torch", "--yes", "--no-verify")
+    assert done.returncode == 0, done.stderr
+    own = published.envkit("run", "torch", "--", "python", "-c", "import sys; print(sys.prefix)").stdout.strip()
+    shared = published.envkit("run", "site:torch", "--", "python", "-c", "import sys; print(sys.prefix)").stdout
+    assert own == str(published.prefix("torch")) and shared.strip().startswith(str(site))
+    names = [e["name"] for e in json.loads(published.envkit("envs", "--json").stdout)]
+    assert names == ["torch", "site:torch"]
+
+
+def test_replacing_keeps_the_old_version_until_it_is_removed_explicitly(published: Home, site: Path):
+    old = json.loads((site / "records" / "torch.json").read_text())["prefix"]
+    refused = published.envkit("create", *CU126, "--shared", "--yes")
+    assert refused.returncode == 2 and "already publishes site:torch" in refused.stderr
+    done = published.envkit("create", *CU126, "--shared", "--yes", "--force")
+    assert done.returncode == 0, done.stderr
+    new = json.loads((site / "records" / "torch.json").read_text())["prefix"]
+    assert new != old and Path(old, "bin", "python").exists()
+    assert os.readlink(site / "envs" / "torch" / "current") == Path(new).name
+    current = published.envkit("remove", "site:torch", "--version", Path(new).name)
+    assert current.returncode == 2 and "current version" in current.stderr
+    gone = published.envkit("remove", "site:torch", "--version", Path(old).name)
+    assert gone.returncode == 0, gone.stderr
+    assert not Path(old).exists() and Path(new, "bin", "python").exists()
+    assert published.envkit("remove", "site:torch", "--yes").returncode == 2
+
+
+def test_module_prints_or_writes_a_modulefile_into_a_directory_on_modulepath(published: Home, tmp_path: Path):
+    lua = published.envkit("module", "site:torch", "--lmod")
+    assert lua.returncode == 0 and 'family("envkit")' in lua.stdout and "whatis(\"CUDA: 12.6\")" in lua.stdout
+    mine = tmp_path / "my modules $HOME"
+    mine.mkdir()
+    off_path = published.envkit("module", "site:torch", "--tcl", "-o", str(mine))
+    assert off_path.returncode == 2 and "module use" in off_path.stderr and list(mine.iterdir()) == []
+    done = published.envkit("module", "site:torch", "--tcl", "-o", str(mine),
+                            env={"MODULEPATH": f"/nowhere:{mine}"})
+    assert done.returncode == 0, done.stderr
+    assert (mine / "envkit" / "torch").read_text().startswith("#%Module")
+
+
+@pytest.mark.parametrize("case", ["missing", "everyone-writes", "no-such-group", "not-on-modulepath", "prefix",
+                                  "jupyter", "not-a-directory"])
+def test_bad_shared_input_is_one_line_exit_2_and_writes_nothing(home: Home, torch_index: IndexServer, site: Path,
+                                                                 case: str):
+    env = {}
+    args = ["create", *CU126, "--shared", "--yes", "--no-verify"]
+    if case == "missing":
+        env["ENVKIT_SHARED"] = str(site / "nowhere")
+    elif case == "everyone-writes":
+        os.chmod(site, 0o777)
+    elif case == "not-on-modulepath":
+        env["MODULEPATH"] = "/usr/share/modulefiles"
+    elif case == "prefix":
+        args += ["--prefix", str(site / "elsewhere")]
+    elif case == "jupyter":
+        args.append("--jupyter")
+    elif case == "not-a-directory":
+        env["ENVKIT_SHARED"] = str(site / "file")
+        (site / "file").write_text("")
+    else:
+        args += ["--group", "no-such-group-here"]
+    done = home.envkit(*args, env=env)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.splitlines()) <= 2, done.stderr  # the error, and a hint
+    assert done.stderr.startswith("envkit: error: ") and "Traceback" not in done.stderr
+    assert tree(site) == ([] if case != "not-a-directory" else ["file"])
+    assert "published" not in done.stderr
