@@ -68,7 +68,11 @@ def staging(prepared, shared: SharedTarget, dirs):
     from envkit.userdirs import UserDirs
 
     plan = prepared.plan
-    version = version_id(plan.build.id, plan.manifest, datetime.now(timezone.utc))
+    first = version = version_id(plan.build.id, plan.manifest, datetime.now(timezone.utc))
+    for count in range(2, 100):  # published twice within a second: a version of its own all the same
+        if not os.path.lexists(shared.layout.prefix(shared.name, version)):
+            break
+        version = f"{first}-{count}"
     prefix = shared.layout.prefix(shared.name, version)
     prepared = dataclasses.replace(prepared, plan=dataclasses.replace(plan, prefix=prefix))
     return prepared, UserDirs(config=dirs.config, data=shared.layout.state / f"{shared.name}-{version}",
