@@ -143,3 +143,28 @@ def test_bad_shared_input_is_one_line_exit_2_and_writes_nothing(home: Home, torc
     assert done.stderr.startswith("envkit: error: ") and "Traceback" not in done.stderr
     assert tree(site) == ([] if case != "not-a-directory" else ["file"])
     assert "published" not in done.stderr
+
+
+def test_a_group_only_environment_is_readable_by_that_group_alone(home: Home, torch_index: IndexServer, site: Path):
+    import grp
+
+    group = grp.getgrgid(os.getegid())
+    done = home.envkit("create", *CU126, "--shared", "--yes", "--no-verify", "--group", group.gr_name)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((site / "records" / "torch.json").read_text())
+    prefix = Path(record["prefix"])
+    assert record["extra"]["shared"]["group"] == group.gr_name
+    assert (site / "records" / "torch.json").stat().st_mode & 0o777 == 0o640
+    assert prefix.stat().st_mode & 0o7777 == 0o2750
+    for path in [prefix, *prefix.rglob("*")]:
+        if not path.is_symlink():
+            info = path.lstat()
+            assert info.st_gid == group.gr_gid and not info.st_mode & 0o007, path
+            assert not path.is_dir() or info.st_mode & 0o2000, path
+
+
+def test_export_of_a_shared_environment_locks_it_as_installed(published: Home, tmp_path: Path):
+    out = tmp_path / "torch.conda-lock.yml"
+    done = published.envkit("export", "site:torch", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "torch" in out.read_text() and "2.13.0+cu126" in out.read_text()
