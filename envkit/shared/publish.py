@@ -143,3 +143,23 @@ def retire(layout: SharedLayout, name: str, version: str) -> Path:
     path = layout.prefix(name, version)
     shutil.rmtree(path)
     return path
+
+
+def record_admin_check(layout: SharedLayout, record: Record, verify: dict) -> bool:
+    """An admin's check of the current version becomes the site's "last check" (its record and modulefiles; the
+    version itself is not touched). False, changing nothing, for another user or a version no longer current."""
+    from envkit.shared.access import is_admin
+    from envkit.shared.store import load_shared
+
+    if not is_admin(layout.root) or not os.access(layout.records, os.W_OK):
+        return False
+    current = load_shared(layout, record.name)
+    if current is None or current.prefix != record.prefix:
+        return False
+    updated = replace(current, verify=verify)
+    info = os.stat(layout.record(record.name))
+    gid = info.st_gid if (updated.extra.get("shared") or {}).get("group") else None
+    write_modulefiles(layout, updated, gid)
+    write_file(layout.record(record.name), (json.dumps(updated.to_dict(), indent=2, sort_keys=True) + "\n").encode(),
+               info.st_mode & 0o777, gid)
+    return True

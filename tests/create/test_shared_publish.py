@@ -73,7 +73,11 @@ def test_every_user_lists_runs_and_checks_it_by_its_site_name(published: Home, s
     assert mine["prefix"] == entry["prefix"] and "ok" in mine["verify"]
     again = [e for e in json.loads(published.envkit("envs", "--json").stdout) if e.get("shared")][0]
     assert again["your_check"] == mine["verify"]
-    assert json.loads((site / "records" / "torch.json").read_text())["verify"] == entry["verify"]  # not theirs
+    # the test's user owns the shared directory, so it is an admin: its check is the site's last check too
+    shared = json.loads((site / "records" / "torch.json").read_text())
+    assert shared["verify"] == mine["verify"] and shared["prefix"] == entry["prefix"]
+    assert f"Last check: {'PASS' if mine['verify']['ok'] else 'FAIL'} {mine['verify']['time']}" in \
+        (site / "modulefiles" / "envkit" / "torch").read_text()
 
 
 def test_a_users_own_environment_of_the_same_name_is_never_shadowed(published: Home, site: Path):
@@ -168,3 +172,19 @@ def test_export_of_a_shared_environment_locks_it_as_installed(published: Home, t
     done = published.envkit("export", "site:torch", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert "torch" in out.read_text() and "2.13.0+cu126" in out.read_text()
+
+
+def test_a_replacement_that_fails_its_check_is_not_published(published: Home, torch_index: IndexServer, site: Path,
+                                                             tmp_path: Path):
+    from test_create_pip import torch_that_does_not_import
+
+    before = (site / "records" / "torch.json").read_text()
+    modulefile = (site / "modulefiles" / "envkit" / "torch.lua").read_text()
+    versions = sorted(p.name for p in (site / "envs" / "torch").iterdir())
+    torch_index.add_index("/broken/whl/cu126", torch_that_does_not_import(tmp_path / "w"))
+    published.write_config({"https://download.pytorch.org/whl": f"{torch_index.url}/broken/whl"})
+    failed = published.envkit("create", *CU126, "--shared", "--yes", "--force")
+    assert failed.returncode == 1 and "not published" in failed.stderr, failed.stderr
+    assert (site / "records" / "torch.json").read_text() == before
+    assert (site / "modulefiles" / "envkit" / "torch.lua").read_text() == modulefile
+    assert sorted(p.name for p in (site / "envs" / "torch").iterdir()) == versions
