@@ -188,3 +188,11 @@ def test_a_replacement_that_fails_its_check_is_not_published(published: Home, to
     assert (site / "records" / "torch.json").read_text() == before
     assert (site / "modulefiles" / "envkit" / "torch.lua").read_text() == modulefile
     assert sorted(p.name for p in (site / "envs" / "torch").iterdir()) == versions
+
+
+def test_a_dry_run_of_a_publication_shows_the_version_and_writes_nothing(home: Home, torch_index: IndexServer,
+                                                                         site: Path):
+    done = home.envkit("create", *CU126, "--shared", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert str(site / "envs" / "torch" / "2.13-cu126-") in done.stdout
+    assert tree(site) == []

@@ -83,7 +83,10 @@ def site(pypi_server_module, torch_wheels, tmp_path_factory):
                 f'  module() {{ eval "$(tclsh {public_cmd} bash "$@")"; }}\n'
                 "fi\n")
             os.chown(profile, who.uid, who.gid)
-        python = unix_users.public_python(root, user)
+        try:
+            python = unix_users.public_python(root, user)
+        except RuntimeError as error:
+            _unavailable(str(error))
         yield Site(root, python, admin, user, shared, configs, public_cmd)
 
 

@@ -81,7 +81,6 @@ def users_and_group(parent: Path, names: Sequence[str], group: str, members: Seq
         yield out
     finally:
         for name in made_users:
-            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True, timeout=60)  # (their own only)
             subprocess.run(["userdel", "-r", name], capture_output=True, timeout=60)
         if made_group:
             subprocess.run(["groupdel", group], capture_output=True, timeout=60)
