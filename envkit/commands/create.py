@@ -166,10 +166,19 @@ def create(
 
             prepared, dirs, version = staging(prepared, place, dirs)
             after = publisher(place, version, dirs)
+        import contextlib
+
+        publishing = contextlib.nullcontext()
+        if place is not None and not dry_run:  # one publication of a name at a time (a second one says who has it)
+            from envkit.commands.publishing import publication_lock
+
+            publishing = publication_lock(place)
         try:
-            make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
-                 json_output=json_output, verbose=verbose, probe_timeout=probe_timeout, verify_on_node=verify_on_node,
-                 cpu=cpu, listing=f"`{list_command(manifest, target_args(target, python))}`", after=after)
+            with publishing:
+                make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
+                     json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
+                     verify_on_node=verify_on_node, cpu=cpu,
+                     listing=f"`{list_command(manifest, target_args(target, python))}`", after=after)
         finally:
             if place is not None:  # the run's own directory, unless a journal there still has something to undo
                 from envkit.commands.publishing import clean_staging

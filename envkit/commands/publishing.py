@@ -119,3 +119,12 @@ def clean_staging(run_dirs, name: str) -> None:
 
     if not os.path.lexists(journal_path(run_dirs.locks, name)):
         shutil.rmtree(run_dirs.data, ignore_errors=True)
+
+
+def publication_lock(shared: SharedTarget):
+    """Held while a version of the name is made and published: two admins publishing it at once would otherwise
+    each repoint its record and `current`, in any order."""
+    from envkit.create.lock import name_lock
+
+    shared.layout.state.mkdir(mode=0o755, exist_ok=True)
+    return name_lock(shared.layout.state / "locks", f"publish-{shared.name}")

@@ -53,7 +53,8 @@ def test_publish_makes_a_version_the_stable_name_a_record_and_modulefiles(publis
         mode = path.lstat().st_mode
         if not path.is_symlink():
             assert mode & 0o004 and not mode & 0o022, path
-    assert not (site / "state").exists() or tree(site / "state") == []  # the run's journal and locks are gone
+    # the run's own journal and locks are gone; the lock of the name's publications stays (an empty file)
+    assert tree(site / "state") == ["locks", "locks/publish-torch.lock"]
     assert published.record("torch") is None  # nothing in the admin's own records
 
 
@@ -196,3 +197,13 @@ def test_a_dry_run_of_a_publication_shows_the_version_and_writes_nothing(home: H
     assert done.returncode == 0, done.stderr
     assert str(site / "envs" / "torch" / "2.13-cu126-") in done.stdout
     assert tree(site) == []
+
+
+def test_a_publication_of_a_name_another_admin_is_publishing_is_refused(home: Home, torch_index: IndexServer,
+                                                                        site: Path):
+    from envkit.create.lock import name_lock
+
+    with name_lock(site / "state" / "locks", "publish-torch"):  # held as a running publication holds it
+        done = home.envkit("create", *CU126, "--shared", "--yes", "--no-verify")
+    assert done.returncode == 1 and "publish-torch" in done.stderr, done.stderr
+    assert not (site / "envs").exists() and not (site / "records").exists()
