@@ -126,14 +126,17 @@ def test_the_admin_publishes_and_the_user_uses_it_and_cannot_change_it(site: Sit
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == [str(prefix), "2.13.0+cu126"]
 
+    doctor = f"{site.python} -m envkit doctor --json > doctor.json; test $? -le 1"  # the loaded one: PASS or FAIL
     for system in ("lmod", "tcl"):
-        shell = site.login_shell(site.user, system, f"module use {modulepath} && module load envkit/torch && "
+        shell = site.login_shell(site.user, system, f"cd && module use {modulepath} && module load envkit/torch && "
                                  "command -v python && python -c 'import torch, sys; print(sys.prefix)' && "
-                                 "module unload envkit/torch && command -v python3")
+                                 f"{doctor} && module unload envkit/torch && command -v python3")
         assert shell.returncode == 0, (system, shell.stderr)
         lines = shell.stdout.split()
         assert lines[:2] == [str(prefix / "bin" / "python"), str(prefix)], (system, shell.stdout)
         assert not lines[2].startswith(str(prefix)), (system, shell.stdout)
+        report = json.loads((site.user.home / "doctor.json").read_text())
+        assert report["version"] == "2.13.0+cu126" and report["python"]["executable"].startswith(str(prefix)), report
 
     checked = site.envkit(site.user, "verify", "site:torch", "--json")
     assert checked.returncode in (0, 1) and json.loads(checked.stdout)["installed_build"] == "torch-2.13-cu126"
