@@ -6,11 +6,12 @@ from typing import Annotated, Optional
 import typer
 
 from envkit.commands.common import find_record, reported_errors
-from envkit.commands.options import RunInArgument, path_value
+from envkit.commands.options import path_value
 
 
 def module(
-    env: RunInArgument,
+    env: Annotated[str, typer.Argument(metavar="ENV", help="The environment: one of yours, or the site's site:NAME "
+                                       "(`envkit envs` lists both).")],
     lmod: Annotated[bool, typer.Option("--lmod", help="A Lua modulefile, for Lmod (the default where Lmod is the "
                                                       "module system: $LMOD_CMD is set).")] = False,
     tcl: Annotated[bool, typer.Option("--tcl", help="A Tcl modulefile, for Environment Modules (Lmod reads it too; "
