@@ -80,7 +80,7 @@ def remove(
         from envkit.shared.layout import shared_name
 
         if shared_name(env) is not None or version is not None:
-            _retire(env, version, dirs)
+            _retire(env, version, dirs, yes)
             return
         journal = Journal.load(journal_path(dirs.locks, env)) if plain_name(env) else None
         broken = records.unreadable(dirs.records, env) if journal is None and plain_name(env) else None
@@ -110,7 +110,7 @@ def remove(
             typer.echo(line)
 
 
-def _retire(env: str, version: Optional[str], dirs) -> None:
+def _retire(env: str, version: Optional[str], dirs, yes: bool) -> None:
     """`envkit remove site:NAME --version V`: an admin deletes an old version; anything else is refused (exit 2)."""
     import os
 
@@ -132,8 +132,18 @@ def _retire(env: str, version: Optional[str], dirs) -> None:
         raise BadInputError(f"{env} is published for every user: envkit removes old versions only, one at a time",
                             hint=f"`envkit remove {env} --version VERSION` (`envkit envs --json` shows the current "
                                  "one); the current one stays until a replacement is published.")
-    from envkit.shared.publish import retire
+    from envkit.shared.publish import check_retirable, retire
 
+    path = check_retirable(layout, record.name, version)
+    if not yes:
+        import sys
+
+        if not sys.stdin.isatty():
+            raise BadInputError(f"not removing {path} without confirmation", hint="Add --yes to remove it.")
+        if not typer.confirm(f"Delete version {version} of {env} ({path})? Jobs still running it would fail.",
+                             default=False, err=True):
+            typer.echo("envkit: nothing removed", err=True)
+            raise typer.Exit(1)
     typer.echo(f"removed {retire(layout, record.name, version)}")
 
 

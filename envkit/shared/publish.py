@@ -134,15 +134,20 @@ def versions(layout: SharedLayout, name: str) -> list[str]:
 def retire(layout: SharedLayout, name: str, version: str) -> Path:
     """Delete an old version of ``name`` (never the current one); its path. BadInputError (exit 2) for a version
     that is not there or is current."""
+    path = check_retirable(layout, name, version)
+    shutil.rmtree(path)
+    return path
+
+
+def check_retirable(layout: SharedLayout, name: str, version: str) -> Path:
+    """The directory of an old version of ``name``, which may be removed; BadInputError (exit 2) otherwise."""
     if not is_version(version) or version not in versions(layout, name):
         there = ", ".join(versions(layout, name)) or "none"
         raise BadInputError(f"{shown_name(name)} has no version {version!r}", hint=f"Its versions: {there}.")
     if version == current_version(layout, name):
         raise BadInputError(f"{version} is the current version of {shown_name(name)}: envkit removes only old ones",
                             hint="Publish a replacement first (`envkit create ... --shared --force`).")
-    path = layout.prefix(name, version)
-    shutil.rmtree(path)
-    return path
+    return layout.prefix(name, version)
 
 
 def record_admin_check(layout: SharedLayout, record: Record, verify: dict) -> bool:

@@ -100,9 +100,13 @@ def test_replacing_keeps_the_old_version_until_it_is_removed_explicitly(publishe
     new = json.loads((site / "records" / "torch.json").read_text())["prefix"]
     assert new != old and Path(old, "bin", "python").exists()
     assert os.readlink(site / "envs" / "torch" / "current") == Path(new).name
-    current = published.envkit("remove", "site:torch", "--version", Path(new).name)
+    current = published.envkit("remove", "site:torch", "--version", Path(new).name, "--yes")
     assert current.returncode == 2 and "current version" in current.stderr
-    gone = published.envkit("remove", "site:torch", "--version", Path(old).name)
+    unknown = published.envkit("remove", "site:torch", "--version", "../../etc", "--yes")
+    assert unknown.returncode == 2 and "has no version" in unknown.stderr
+    asked = published.envkit("remove", "site:torch", "--version", Path(old).name)  # no terminal to ask on
+    assert asked.returncode == 2 and "--yes" in asked.stderr and Path(old).exists()
+    gone = published.envkit("remove", "site:torch", "--version", Path(old).name, "--yes")
     assert gone.returncode == 0, gone.stderr
     assert not Path(old).exists() and Path(new, "bin", "python").exists()
     assert published.envkit("remove", "site:torch", "--yes").returncode == 2
