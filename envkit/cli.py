@@ -29,6 +29,7 @@ COMMAND_GROUPS = (
     ("slurm", ("survey", "job")),
     ("manifests", ("manifests",)),  # a group of subcommands: `envkit manifests check|validate|...`
     ("cache", ("cache",)),  # `envkit cache` and `envkit cache clean`
+    ("modules", ("module",)),  # modulefiles of environments (a site's shared ones: envkit.shared)
 )
 
 app = typer.Typer(

@@ -13,6 +13,7 @@ config). Example::
                                           # there into envs_dir fail; $ENVKIT_CACHE_DIR wins over it)
     site: /shared/envkit/site.yaml        # optional: the site file (partitions and their node profiles)
     manifests: /shared/envkit/manifests   # optional: an admin's manifests directory instead of the shipped one
+    shared: /opt/envkit                   # optional: the site's shared environments (envkit.shared)
 
 A mirror maps every URL that starts with its upstream (at a path boundary) to the same path under the mirror.
 """
@@ -30,7 +31,7 @@ from envkit.files import read_text_file, user_path
 from envkit.userdirs import CONFIG_VARIABLE, UserDirs, config_path, has_config
 from envkit.words import described
 
-_KEYS = ("mirrors", "envs_dir", "site", "manifests", "cache_dir")
+_KEYS = ("mirrors", "envs_dir", "site", "manifests", "cache_dir", "shared")
 
 
 class Mirror(NamedTuple):
@@ -45,6 +46,7 @@ class Config(NamedTuple):
     site: Optional[Path] = None  # the site file named by the config (envkit.site)
     manifests: Optional[Path] = None  # the manifests directory named by the config (--manifests wins)
     cache_dir: Optional[Path] = None  # the package caches' directory (envkit.storage.cache)
+    shared: Optional[Path] = None  # the site's shared directory ($ENVKIT_SHARED wins): envkit.shared
 
     def mirrored(self, url: str) -> str:
         """``url`` on its mirror (the longest matching upstream wins), or ``url`` itself."""
@@ -149,7 +151,8 @@ def config_from_data(data: Any, path: Path) -> Config:
     return Config(path=path, mirrors=_mirrors(data.get("mirrors"), path),
                   envs_dir=_absolute_dir(data.get("envs_dir"), path, "envs_dir"),
                   site=_site(data.get("site"), path), manifests=_site(data.get("manifests"), path, "manifests"),
-                  cache_dir=_absolute_dir(data.get("cache_dir"), path, "cache_dir"))
+                  cache_dir=_absolute_dir(data.get("cache_dir"), path, "cache_dir"),
+                  shared=_absolute_dir(data.get("shared"), path, "shared"))
 
 
 def _mirrors(value: Any, path: Path) -> tuple[Mirror, ...]:

@@ -385,6 +385,18 @@ def _store_verify(record, reports, names, target: TargetOptions) -> None:
     from envkit.slurm.job_context import job_context
 
     dirs = user_dirs()
+    from envkit.shared.store import is_shared, save_own_check
+
+    if is_shared(record):  # the site's: the result is the user's, kept with the user, never in the shared directory
+        summary = verify_summary(reports[0], reports[1:], [n for group in names for n in group])
+        save_own_check(dirs.data, record, summary)
+        from envkit.shared.find import configured_layout
+        from envkit.shared.publish import record_admin_check
+
+        layout = configured_layout(os.environ, dirs)
+        if layout is not None and record_admin_check(layout, record, summary):  # an admin's: the site's last check
+            typer.echo(f"envkit: recorded as the site's last check of {record.name}", err=True)
+        return
     with name_lock(dirs.locks, record.name):
         current = records.load(dirs.records, record.name)
         if current is not None and current.created == record.created and current.prefix == record.prefix:

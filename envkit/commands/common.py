@@ -257,8 +257,15 @@ def find_record(name: str, settled: bool = True, held: bool = True):
     settles the run first and forgets an entry whose directory is not its environment, leaving the directory."""
     from envkit import ownership, records
     from envkit.errors import UnknownNameError
+    from envkit.shared.layout import shared_name
 
     dirs = user_dirs()
+    if shared_name(name) is not None:  # site:NAME, the site's shared environment (envkit.shared)
+        import os
+
+        from envkit.shared.find import find_shared
+
+        return find_shared(name, os.environ, dirs, held=held)
     if settled and plain_name(name):
         from envkit.create.journal import check_settled
 

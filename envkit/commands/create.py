@@ -74,6 +74,17 @@ def create(
                      "conda-lock): every file hash-checked, no solve. Refused when the lock was made for a machine "
                      "unlike the target.", show_default=False),
     ] = None,
+    shared: Annotated[
+        bool, typer.Option("--shared", help="Admins: publish it for every user of the site into the shared directory "
+                           "(config `shared:` or $ENVKIT_SHARED) as site:NAME (NAME: --name, else the manifest), a new "
+                           "version that is never changed, with its modulefiles; --force publishes a replacement "
+                           "(jobs running the old version keep it). See docs/shared-environments.md.")
+    ] = False,
+    group: Annotated[
+        Optional[str],
+        typer.Option("--group", metavar="GROUP", help="With --shared: readable by this group only (setgid "
+                     "directories), not by everyone.", show_default=False),
+    ] = None,
     target: TargetOptions = TargetOptions(),
 ) -> None:
     """Create an environment with the newest build of MANIFEST that runs on this machine, check it, record it.
@@ -131,6 +142,16 @@ def create(
         tables = catalog.tables
         request = parse_python_request(python, tables.python)
         the_manifest = catalog.manifests[manifest]
+        place = None
+        if group is not None and not shared:
+            from envkit.errors import BadInputError
+
+            raise BadInputError("--group names who may read a shared environment: add --shared")
+        if shared:  # who publishes where, checked before anything is planned (commands/publishing.py)
+            from envkit.commands.publishing import shared_target
+
+            place = shared_target(config, name, manifest, force, group, prefix, jupyter)
+            name, prefix = place.name, place.layout.prefix(place.name, "new")
         fleet = fleet_for(tables, target)
         profile, build_id, unused = build_for_target(the_manifest, fleet, tables, request, build, target, python)
         prepared = prepare(
@@ -140,9 +161,30 @@ def create(
         )
         fleet_pick = fleet.single is None and build is None  # the fleet's verdict on unused GPUs, not one machine's
         prepared = for_target(prepared, fleet, target, **({"gpu_unused": unused} if fleet_pick else {}))
-        make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
-             json_output=json_output, verbose=verbose, probe_timeout=probe_timeout, verify_on_node=verify_on_node,
-             cpu=cpu, listing=f"`{list_command(manifest, target_args(target, python))}`")
+        after = None
+        if place is not None:  # a new version beside the current one, published once made and checked
+            from envkit.commands.publishing import publisher, staging
+
+            prepared, dirs, version = staging(prepared, place, dirs)
+            after = publisher(place, version, dirs)
+        import contextlib
+
+        publishing = contextlib.nullcontext()
+        if place is not None and not dry_run:  # one publication of a name at a time (a second one says who has it)
+            from envkit.commands.publishing import publication_lock
+
+            publishing = publication_lock(place)
+        try:
+            with publishing:
+                make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
+                     json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
+                     verify_on_node=verify_on_node, cpu=cpu,
+                     listing=f"`{list_command(manifest, target_args(target, python))}`", after=after)
+        finally:
+            if place is not None:  # the run's own directory, unless a journal there still has something to undo
+                from envkit.commands.publishing import clean_staging
+
+                clean_staging(dirs, place.name)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,7 +17,11 @@ def list_envs(json_output: JsonOption = False) -> None:
     shows as "interrupted" until the next create, or `envkit remove NAME`, cleans up after it. A record that cannot be
     read shows as "unreadable", with the reason; `envkit remove NAME` forgets it. One whose directory is gone, or
     holds another environment or none, is marked beside its directory ("missing", "not NAME's"; in JSON the state "not
-    held", with the reason): envkit never runs it, and `envkit remove NAME` forgets it, leaving the directory alone."""
+    held", with the reason): envkit never runs it, and `envkit remove NAME` forgets it, leaving the directory alone.
+
+    The site's shared environments (when a shared directory is configured) follow, named site:NAME, with who
+    published them, for which machines, the admins' last check and yours; in JSON, beside yours, with "shared": true.
+    `envkit run site:NAME -- CMD` runs in one; `module load envkit/NAME` loads it."""
     with reported_errors():
         from envkit import records
         from envkit.create.journal import interrupted
@@ -27,10 +31,18 @@ def list_envs(json_output: JsonOption = False) -> None:
         found, broken = records.scan(dirs.records)
         runs = interrupted(dirs.locks)
         sizes, total = _sizes(found, runs, dirs)
+        layout, site = _site_envs(dirs)
         if json_output:
-            print_json(envs_json(found, runs, broken, sizes))
+            from envkit.shared.render import shared_json
+
+            # one object (schema_version first): the user's environments, then the site's shared ones
+            print_json({"environments": envs_json(found, runs, broken, sizes) + shared_json(layout, site, dirs.data)})
         else:
             echo_report(envs_text(found, runs, broken, sizes, total), table=True)
+            if layout is not None:
+                from envkit.shared.render import shared_text
+
+                echo_report("\n" + shared_text(layout, site, dirs.data), table=True)
 
 
 def _sizes(found, runs, dirs):
@@ -63,11 +75,25 @@ def _sizes(found, runs, dirs):
     return sizes, total
 
 
+def _site_envs(dirs):
+    """The site's shared directory (None when none is named) and the environments it publishes."""
+    import os
+
+    from envkit.shared.find import configured_layout
+    from envkit.shared.store import all_shared
+
+    layout = configured_layout(os.environ, dirs)
+    return layout, all_shared(layout)
+
+
 def remove(
     env: Annotated[str, typer.Argument(metavar="ENV", help="The environment to delete (`envkit envs` lists them).",
                                        autocompletion=completion.environment_names)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (needed without a terminal "
                                                           "to ask on).")] = False,
+    version: Annotated[Optional[str], typer.Option("--version", metavar="VERSION", help="Admins: with site:NAME, "
+                                                   "delete this old version of the shared environment (never the "
+                                                   "current one).", show_default=False)] = None,
 ) -> None:
     """Delete an environment envkit made: its directory, its Jupyter kernel and its record.
 
@@ -85,6 +111,11 @@ def remove(
         from envkit.errors import BadInputError
 
         dirs = user_dirs()
+        from envkit.shared.layout import shared_name
+
+        if shared_name(env) is not None or version is not None:
+            _retire(env, version, dirs, yes)
+            return
         journal = Journal.load(journal_path(dirs.locks, env)) if plain_name(env) else None
         broken = records.unreadable(dirs.records, env) if journal is None and plain_name(env) else None
         if journal is not None:
@@ -111,6 +142,43 @@ def remove(
             find_record(env, settled=False, held=False)  # gone meanwhile: says so, naming the ones there are
         for line in done or ():
             typer.echo(line)
+
+
+def _retire(env: str, version: Optional[str], dirs, yes: bool) -> None:
+    """`envkit remove site:NAME --version V`: an admin deletes an old version; anything else is refused (exit 2)."""
+    import os
+
+    from envkit.errors import BadInputError
+    from envkit.shared.access import is_admin
+    from envkit.shared.find import find_shared
+    from envkit.shared.layout import shared_name
+
+    if shared_name(env) is None:
+        raise BadInputError("--version names an old version of a shared environment: give ENV as site:NAME")
+    record = find_shared(env, os.environ, dirs, held=False)
+    from envkit.shared.find import configured_layout
+
+    layout = configured_layout(os.environ, dirs)
+    if not is_admin(layout.root):
+        raise BadInputError(f"{env} is the site's shared environment: only its admins remove or replace it",
+                            hint="`envkit envs` lists your own environments, which you can remove.")
+    if version is None:
+        raise BadInputError(f"{env} is published for every user: envkit removes old versions only, one at a time",
+                            hint=f"`envkit remove {env} --version VERSION` (`envkit envs --json` shows the current "
+                                 "one); the current one stays until a replacement is published.")
+    from envkit.shared.publish import check_retirable, retire
+
+    path = check_retirable(layout, record.name, version)
+    if not yes:
+        import sys
+
+        if not sys.stdin.isatty():
+            raise BadInputError(f"not removing {path} without confirmation", hint="Add --yes to remove it.")
+        if not typer.confirm(f"Delete version {version} of {env} ({path})? Jobs still running it would fail.",
+                             default=False, err=True):
+            typer.echo("envkit: nothing removed", err=True)
+            raise typer.Exit(1)
+    typer.echo(f"removed {retire(layout, record.name, version)}")
 
 
 def run(

@@ -45,9 +45,10 @@ def for_target(prepared, fleet, target: TargetOptions, **plan_changes: Any):
 
 def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bool, yes: bool, force: bool,
          json_output: bool, verbose: bool, probe_timeout: float, verify_on_node: bool, cpu: bool = False,
-         listing: str = "`envkit list`") -> NoReturn:
+         listing: str = "`envkit list`", after=None) -> NoReturn:
     """Show the plan (a dry run stops there), ask or refuse, make the environment, report it, and exit: 0 when made
-    and checked, 1 when making or a check failed. ``listing`` is the command that lists other builds."""
+    and checked, 1 when making or a check failed. ``listing`` is the command that lists other builds; ``after``, given
+    the outcome, returns it as reported (create --shared publishes it there)."""
     import os
     import sys
 
@@ -102,6 +103,8 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
         print_json(report_only_json(prepared, failed.report)) if json_output else \
             echo_report(report_text(failed.report))
         raise
+    if after is not None:  # create --shared: publish what was made (commands/publishing.py)
+        outcome = after(outcome)
     if json_output:
         from envkit.create.render import outcome_json
 

@@ -158,7 +158,8 @@ def job(
             raise BadInputError(f"--per-gpu starts one process per GPU with torchrun, which needs a PyTorch "
                                 f"environment; {env} has {framework or 'an unknown framework'}")
         spec = JobSpec(partition=partition, command=tuple(command), gpus=gpus, cpus=cpus, time=time,
-                       job_name=job_name if job_name is not None else env, output=output, per_gpu=per_gpu,
+                       job_name=job_name if job_name is not None else env.replace(":", "-"),  # site:NAME: site-NAME
+                       output=output, per_gpu=per_gpu,
                        activate=(sys.executable, "-m", "envkit", "run", env, "--"), node=node)
         script = sbatch_script(spec)
         if not submit:

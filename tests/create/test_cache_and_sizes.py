@@ -32,7 +32,7 @@ def test_envs_shows_each_size_counting_what_is_shared_once_and_the_total(home: H
         assert made.returncode == 0, made.stderr
     listed = home.envkit("envs", "--json")
     assert listed.returncode == 0, listed.stderr
-    disks = {entry["name"]: entry["disk"] for entry in json.loads(listed.stdout)}
+    disks = {entry["name"]: entry["disk"] for entry in json.loads(listed.stdout)["environments"]}
     for disk in disks.values():  # the 4 MB of each is the cache's, linked: counted with the cache
         assert 0 < disk["bytes"] < BIG / 2 and disk["files"] > 10
     text = home.envkit("envs").stdout

@@ -87,7 +87,7 @@ def test_auto_makes_a_legacy_gpu_build_with_the_embedded_engine_and_it_runs_acti
     lines = home.in_env(NAME, INSIDE).splitlines()
     assert lines == [str(prefix), str(prefix), str(prefix / SITE_PACKAGES / "tensorflow" / "__init__.py"), "2.4.1",
                      str(prefix / "cuda")]
-    envs = json.loads(home.envkit("envs", "--json").stdout)
+    envs = json.loads(home.envkit("envs", "--json").stdout)["environments"]
     assert [(e["name"], e["backend"], e["exists"]) for e in envs] == [(NAME, "rattler", True)]
     assert not home.sudo_log.exists()
 

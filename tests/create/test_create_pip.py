@@ -130,7 +130,7 @@ def test_force_whose_new_environment_fails_its_check_keeps_the_old_one(home: Hom
     assert (prefix / "my-notes.txt").read_text() == "mine" and home.record("torch-cu126")["run"] == old_run
     assert home.in_env("torch-cu126", VERSION).startswith("2.13.0+cu126")
     assert sorted(p.name for p in prefix.parent.iterdir()) == ["torch-cu126"]  # nothing set aside is left
-    [entry] = json.loads(home.envkit("envs", "--json").stdout)
+    [entry] = json.loads(home.envkit("envs", "--json").stdout)["environments"]
     assert entry["state"] == "ready" and entry["verify"]["ok"] is True
 
 

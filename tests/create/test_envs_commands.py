@@ -22,7 +22,7 @@ def test_envs_lists_what_envkit_made(created: Home):
     text = created.envkit("envs")
     assert text.returncode == 0
     assert "torch-cu126  torch-2.13-cu126  venv     " in text.stdout and str(created.prefix("torch-cu126")) in text.stdout
-    [entry] = json.loads(created.envkit("envs", "--json").stdout)
+    [entry] = json.loads(created.envkit("envs", "--json").stdout)["environments"]
     assert entry["name"] == "torch-cu126" and entry["exists"] is True and entry["verify"] is None
     assert entry["prefix"] == str(created.prefix("torch-cu126"))
 

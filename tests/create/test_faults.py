@@ -90,7 +90,7 @@ class Target:
     def envs(self) -> list[dict]:
         done = self.envkit("envs", "--json")
         assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+        return json.loads(done.stdout)["environments"]
 
 
 def _default_sigint() -> None:
@@ -239,7 +239,7 @@ def test_a_mirror_serving_a_plain_build_under_the_cuda_index_fails_the_run_and_l
     assert "served the wrong build: torch 2.13.1, not +cu126" in done.stderr
     assert "Checking that it works" not in done.stderr  # it stopped at the install, before any check or record
     assert not home.prefix("torch-cu126").exists() and home.record("torch-cu126") is None
-    assert json.loads(home.envkit("envs", "--json").stdout) == []
+    assert json.loads(home.envkit("envs", "--json").stdout)["environments"] == []
 
 
 def test_an_installer_a_killed_run_left_running_is_stopped_before_anything_touches_the_prefix(

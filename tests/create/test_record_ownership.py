@@ -78,7 +78,7 @@ def test_an_entry_pointing_at_another_environment_is_never_acted_on_and_remove_k
         _clean(refused)
     assert records.in_prefix(tiny).read_text(encoding="utf-8") == owned  # tiny-cpu's record is untouched
     assert not (two.root / "out.yml").exists()
-    listed = {entry["name"]: entry for entry in json.loads(two.envkit("envs", "--json").stdout)}
+    listed = {entry["name"]: entry for entry in json.loads(two.envkit("envs", "--json").stdout)["environments"]}
     assert listed["fl8"]["state"] == "not held" and "tiny-cpu" in listed["fl8"]["error"]  # what scripts read
     assert listed["tiny-cpu"]["state"] == "ready" and "error" not in listed["tiny-cpu"]
     listed = two.envkit("envs")
@@ -92,7 +92,7 @@ def test_an_entry_pointing_at_another_environment_is_never_acted_on_and_remove_k
            "'tiny-cpu')." in removed.stdout and "Forgot fl8." in removed.stdout
     assert tiny.is_dir() and ownership.owner(tiny) == "tiny-cpu" and two.record("fl8") is None
     assert two.in_env("tiny-cpu", "import sys; print(sys.prefix)") == str(tiny)
-    assert [e["name"] for e in json.loads(two.envkit("envs", "--json").stdout)] == ["tiny-cpu"]
+    assert [e["name"] for e in json.loads(two.envkit("envs", "--json").stdout)["environments"]] == ["tiny-cpu"]
 
 
 @pytest.mark.parametrize("command", ACTING, ids=[c[0] for c in ACTING])

@@ -73,7 +73,7 @@ def test_made_from_other_manifests_the_record_keeps_them_and_every_command_reads
     made = home.envkit("create", *LAB, "--manifests", str(lab))
     assert made.returncode == 0, made.stderr
     assert home.record("lab-torch-cu126")["manifests"] == str(lab.resolve())
-    [entry] = json.loads(home.envkit("envs", "--json").stdout)
+    [entry] = json.loads(home.envkit("envs", "--json").stdout)["environments"]
     assert entry["manifests"] == str(lab.resolve()) and entry["build"] == "lab-torch-2.13-cu126"
 
     # verify NAME, without --manifests: judged against the build it was made from, read from the recorded directory.

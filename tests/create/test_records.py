@@ -89,7 +89,7 @@ def test_envs_lists_a_corrupt_record_and_remove_cleans_it_up(home: Home):
     listed = home.envkit("envs")
     assert listed.returncode == 0, listed.stderr
     assert "half" in listed.stdout and "unreadable" in listed.stdout and "missing fields: backend" in listed.stdout
-    entries = json.loads(home.envkit("envs", "--json").stdout)
+    entries = json.loads(home.envkit("envs", "--json").stdout)["environments"]
     assert {e["name"]: e["state"] for e in entries} == {"half": "unreadable", "other": "unreadable"}
 
     used = home.envkit("run", "half", "--", "true")

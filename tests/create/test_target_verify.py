@@ -50,7 +50,7 @@ def test_verify_judges_against_the_recorded_target_and_updates_the_record(home: 
     assert after["target"]["options"] == ["--machine", lab]
     envs = home.envkit("envs")
     assert "FAIL*" in envs.stdout and "judged from the profiles" in envs.stdout
-    listed = json.loads(home.envkit("envs", "--json").stdout)
+    listed = json.loads(home.envkit("envs", "--json").stdout)["environments"]
     assert listed[0]["verify"]["machines"] == ["lab-07"]
     # Judged against lab-07 again (the target now): the build it advises is created for lab-07 when pasted here.
     again = home.envkit("verify", "torch-cu126")
@@ -83,7 +83,7 @@ def test_an_old_record_without_target_is_for_the_machine_it_was_made_on(home: Ho
     del old["target"]
     path.write_text(json.dumps(old))
     listed = home.envkit("envs", "--json")
-    assert listed.returncode == 0 and json.loads(listed.stdout)[0]["target"] is None
+    assert listed.returncode == 0 and json.loads(listed.stdout)["environments"][0]["target"] is None
     # Judged against this machine, which has no GPU, as before targets were recorded: no crash, a clear verdict.
     checked = home.envkit("verify", "torch-cu126")
     assert checked.returncode in (0, 1) and "Traceback" not in checked.stderr

@@ -1,0 +1,213 @@
+"""`envkit create --shared` by an admin (the test's own user, root or not: the shared directory is theirs), and what
+every user then does with it: `envkit envs`, `run site:NAME`, `verify site:NAME`, `module`, `remove` refused; and
+the bad input that publishes nothing. The same with two real Unix users and real module systems:
+tests/create/test_shared_users.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import CU126, Home
+from support.pypi_index import IndexServer
+
+
+@pytest.fixture
+def site(home: Home, tmp_path: Path) -> Path:
+    root = tmp_path / "shared"
+    root.mkdir(mode=0o755)
+    os.chmod(root, 0o755)
+    home.env["ENVKIT_SHARED"] = str(root)
+    home.env["MODULEPATH"] = str(root / "modulefiles")
+    return root
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+
+@pytest.fixture
+def published(home: Home, torch_index: IndexServer, site: Path) -> Home:
+    done = home.envkit("create", *CU126, "--shared", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "published site:torch" in done.stderr
+    return home
+
+
+def test_publish_makes_a_version_the_stable_name_a_record_and_modulefiles(published: Home, site: Path):
+    [version] = [p.name for p in (site / "envs" / "torch").iterdir() if p.name != "current"]
+    assert version.startswith("2.13-cu126-") and version.endswith("Z")
+    assert os.readlink(site / "envs" / "torch" / "current") == version
+    record = json.loads((site / "records" / "torch.json").read_text())
+    assert record["prefix"] == str(site / "envs" / "torch" / version)
+    assert record["extra"]["shared"]["version"] == version and record["extra"]["shared"]["publisher"]
+    tcl = (site / "modulefiles" / "envkit" / "torch").read_text()
+    lua = (site / "modulefiles" / "envkit" / "torch.lua").read_text()
+    assert tcl.startswith("#%Module") and f'prepend-path PATH "{record["prefix"]}/bin"' in tcl
+    assert 'family("envkit")' in lua and f'setenv("VIRTUAL_ENV", "{record["prefix"]}")' in lua
+    # readable by everyone, writable by none but its owner
+    for path in (site / "envs" / "torch" / version).rglob("*"):
+        mode = path.lstat().st_mode
+        if not path.is_symlink():
+            assert mode & 0o004 and not mode & 0o022, path
+    # the run's own journal and locks are gone; the lock of the name's publications stays (an empty file)
+    assert tree(site / "state") == ["locks", "locks/publish-torch.lock"]
+    assert published.record("torch") is None  # nothing in the admin's own records
+
+
+def test_every_user_lists_runs_and_checks_it_by_its_site_name(published: Home, site: Path):
+    listed = published.envkit("envs")
+    assert listed.returncode == 0 and "Shared by the site" in listed.stdout and "site:torch" in listed.stdout
+    [entry] = [e for e in json.loads(published.envkit("envs", "--json").stdout)["environments"] if e.get("shared")]
+    assert entry["name"] == "site:torch" and entry["prefix"].startswith(str(site / "envs" / "torch"))
+    assert entry["module"] == "envkit/torch" and entry["state"] == "ready"
+    done = published.envkit("run", "site:torch", "--", "python", "-c",
+                            "import os, torch, sys; print(os.environ['VIRTUAL_ENV'] == sys.prefix, torch.__file__)")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == "True" and done.stdout.split()[1].startswith(entry["prefix"])
+    checked = published.envkit("verify", "site:torch", "--json")
+    assert checked.returncode in (0, 1) and json.loads(checked.stdout)["installed_build"] == "torch-2.13-cu126"
+    mine = json.loads((published.data / "shared-checks" / "torch.json").read_text())
+    assert mine["prefix"] == entry["prefix"] and "ok" in mine["verify"]
+    again = [e for e in json.loads(published.envkit("envs", "--json").stdout)["environments"] if e.get("shared")][0]
+    assert again["your_check"] == mine["verify"]
+    # the test's user owns the shared directory, so it is an admin: its check is the site's last check too
+    shared = json.loads((site / "records" / "torch.json").read_text())
+    assert shared["verify"] == mine["verify"] and shared["prefix"] == entry["prefix"]
+    assert f"Last check: {'PASS' if mine['verify']['ok'] else 'FAIL'} {mine['verify']['time']}" in \
+        (site / "modulefiles" / "envkit" / "torch").read_text()
+
+
+def test_a_users_own_environment_of_the_same_name_is_never_shadowed(published: Home, site: Path):
+    done = published.envkit("create", *CU126, "--name", "torch", "--yes", "--no-verify")
+    assert done.returncode == 0, done.stderr
+    own = published.envkit("run", "torch", "--", "python", "-c", "import sys; print(sys.prefix)").stdout.strip()
+    shared = published.envkit("run", "site:torch", "--", "python", "-c", "import sys; print(sys.prefix)").stdout
+    assert own == str(published.prefix("torch")) and shared.strip().startswith(str(site))
+    names = [e["name"] for e in json.loads(published.envkit("envs", "--json").stdout)["environments"]]
+    assert names == ["torch", "site:torch"]
+
+
+def test_replacing_keeps_the_old_version_until_it_is_removed_explicitly(published: Home, site: Path):
+    old = json.loads((site / "records" / "torch.json").read_text())["prefix"]
+    refused = published.envkit("create", *CU126, "--shared", "--yes")
+    assert refused.returncode == 2 and "already publishes site:torch" in refused.stderr
+    done = published.envkit("create", *CU126, "--shared", "--yes", "--force")
+    assert done.returncode == 0, done.stderr
+    new = json.loads((site / "records" / "torch.json").read_text())["prefix"]
+    assert new != old and Path(old, "bin", "python").exists()
+    assert os.readlink(site / "envs" / "torch" / "current") == Path(new).name
+    current = published.envkit("remove", "site:torch", "--version", Path(new).name, "--yes")
+    assert current.returncode == 2 and "current version" in current.stderr
+    unknown = published.envkit("remove", "site:torch", "--version", "../../etc", "--yes")
+    assert unknown.returncode == 2 and "has no version" in unknown.stderr
+    asked = published.envkit("remove", "site:torch", "--version", Path(old).name)  # no terminal to ask on
+    assert asked.returncode == 2 and "--yes" in asked.stderr and Path(old).exists()
+    gone = published.envkit("remove", "site:torch", "--version", Path(old).name, "--yes")
+    assert gone.returncode == 0, gone.stderr
+    assert not Path(old).exists() and Path(new, "bin", "python").exists()
+    assert published.envkit("remove", "site:torch", "--yes").returncode == 2
+
+
+def test_module_prints_or_writes_a_modulefile_into_a_directory_on_modulepath(published: Home, tmp_path: Path):
+    lua = published.envkit("module", "site:torch", "--lmod")
+    assert lua.returncode == 0 and 'family("envkit")' in lua.stdout and "whatis(\"CUDA: 12.6\")" in lua.stdout
+    mine = tmp_path / "my modules $HOME"
+    mine.mkdir()
+    off_path = published.envkit("module", "site:torch", "--tcl", "-o", str(mine))
+    assert off_path.returncode == 2 and "module use" in off_path.stderr and list(mine.iterdir()) == []
+    done = published.envkit("module", "site:torch", "--tcl", "-o", str(mine),
+                            env={"MODULEPATH": f"/nowhere:{mine}"})
+    assert done.returncode == 0, done.stderr
+    assert (mine / "envkit" / "torch").read_text().startswith("#%Module")
+
+
+@pytest.mark.parametrize("case", ["missing", "everyone-writes", "no-such-group", "not-on-modulepath", "prefix",
+                                  "jupyter", "not-a-directory"])
+def test_bad_shared_input_is_one_line_exit_2_and_writes_nothing(home: Home, torch_index: IndexServer, site: Path,
+                                                                 case: str):
+    env = {}
+    args = ["create", *CU126, "--shared", "--yes", "--no-verify"]
+    if case == "missing":
+        env["ENVKIT_SHARED"] = str(site / "nowhere")
+    elif case == "everyone-writes":
+        os.chmod(site, 0o777)
+    elif case == "not-on-modulepath":
+        env["MODULEPATH"] = "/usr/share/modulefiles"
+    elif case == "prefix":
+        args += ["--prefix", str(site / "elsewhere")]
+    elif case == "jupyter":
+        args.append("--jupyter")
+    elif case == "not-a-directory":
+        env["ENVKIT_SHARED"] = str(site / "file")
+        (site / "file").write_text("")
+    else:
+        args += ["--group", "no-such-group-here"]
+    done = home.envkit(*args, env=env)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.splitlines()) <= 2, done.stderr  # the error, and a hint
+    assert done.stderr.startswith("envkit: error: ") and "Traceback" not in done.stderr
+    assert tree(site) == ([] if case != "not-a-directory" else ["file"])
+    assert "published" not in done.stderr
+
+
+def test_a_group_only_environment_is_readable_by_that_group_alone(home: Home, torch_index: IndexServer, site: Path):
+    import grp
+
+    group = grp.getgrgid(os.getegid())
+    done = home.envkit("create", *CU126, "--shared", "--yes", "--no-verify", "--group", group.gr_name)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((site / "records" / "torch.json").read_text())
+    prefix = Path(record["prefix"])
+    assert record["extra"]["shared"]["group"] == group.gr_name
+    assert (site / "records" / "torch.json").stat().st_mode & 0o777 == 0o640
+    assert prefix.stat().st_mode & 0o7777 == 0o2750
+    for path in [prefix, *prefix.rglob("*")]:
+        if not path.is_symlink():
+            info = path.lstat()
+            assert info.st_gid == group.gr_gid and not info.st_mode & 0o007, path
+            assert not path.is_dir() or info.st_mode & 0o2000, path
+
+
+def test_export_of_a_shared_environment_locks_it_as_installed(published: Home, tmp_path: Path):
+    out = tmp_path / "torch.conda-lock.yml"
+    done = published.envkit("export", "site:torch", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "torch" in out.read_text() and "2.13.0+cu126" in out.read_text()
+
+
+def test_a_replacement_that_fails_its_check_is_not_published(published: Home, torch_index: IndexServer, site: Path,
+                                                             tmp_path: Path):
+    from test_create_pip import torch_that_does_not_import
+
+    before = (site / "records" / "torch.json").read_text()
+    modulefile = (site / "modulefiles" / "envkit" / "torch.lua").read_text()
+    versions = sorted(p.name for p in (site / "envs" / "torch").iterdir())
+    torch_index.add_index("/broken/whl/cu126", torch_that_does_not_import(tmp_path / "w"))
+    published.write_config({"https://download.pytorch.org/whl": f"{torch_index.url}/broken/whl"})
+    failed = published.envkit("create", *CU126, "--shared", "--yes", "--force")
+    assert failed.returncode == 1 and "not published" in failed.stderr, failed.stderr
+    assert (site / "records" / "torch.json").read_text() == before
+    assert (site / "modulefiles" / "envkit" / "torch.lua").read_text() == modulefile
+    assert sorted(p.name for p in (site / "envs" / "torch").iterdir()) == versions
+
+
+def test_a_dry_run_of_a_publication_shows_the_version_and_writes_nothing(home: Home, torch_index: IndexServer,
+                                                                         site: Path):
+    done = home.envkit("create", *CU126, "--shared", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert str(site / "envs" / "torch" / "2.13-cu126-") in done.stdout
+    assert tree(site) == []
+
+
+def test_a_publication_of_a_name_another_admin_is_publishing_is_refused(home: Home, torch_index: IndexServer,
+                                                                        site: Path):
+    from envkit.create.lock import name_lock
+
+    with name_lock(site / "state" / "locks", "publish-torch"):  # held as a running publication holds it
+        done = home.envkit("create", *CU126, "--shared", "--yes", "--no-verify")
+    assert done.returncode == 1 and "publish-torch" in done.stderr, done.stderr
+    assert not (site / "envs").exists() and not (site / "records").exists()
