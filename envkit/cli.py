@@ -27,6 +27,8 @@ COMMAND_GROUPS = (
     ("envs", ("envs", "run", "remove")),
     ("site", ("site",)),
     ("slurm", ("survey", "job")),
+    ("shell", ("shell",)),  # on a node through Slurm: an interactive shell, a Jupyter server
+    ("jupyter", ("jupyter",)),
     ("manifests", ("manifests",)),  # a group of subcommands: `envkit manifests check|validate|...`
 )
 

@@ -1,0 +1,199 @@
+"""envkit jupyter on the test cluster: a real Jupyter server (jupyter_server from PyPI) in a stand-in environment,
+started by sbatch on a node, reached at the printed URL with its token; the token kept out of every argv, the job
+script and any file others can read; --list, --stop; and each way it can go wrong leaves nothing running."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from slurm_helpers import envkit, make_torch_env
+
+URL = re.compile(r"URL \(for you alone: it holds the token\): (\S+)")
+
+
+def make_jupyter_env(root: Path, env: dict[str, str], name: str, server: str | None = None) -> Path:
+    """The probe tests' stand-in PyTorch env with a real jupyter-server program: jupyter_server is the one this test
+    run installed (the README's test command), reached through a .pth file; ``server`` replaces the program with a
+    script of that text (a server that dies at start)."""
+    make_torch_env(root, env, name=name)
+    [site] = root.glob("lib/python*/site-packages")
+    (site / "test-jupyter.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    program = root / "bin" / "jupyter-server"
+    program.write_text(server or (f"#!{root / 'bin' / 'python'}\nimport sys\n"
+                                  "from jupyter_server.serverapp import main\nsys.exit(main())\n"), encoding="utf-8")
+    program.chmod(0o755)
+    return root
+
+
+@pytest.fixture(scope="module")
+def jupyter_user(cluster_user):
+    env, home = cluster_user
+    make_jupyter_env(home / "envs" / "jup-test", env, "jup-test")
+    return env, home
+
+
+def status(url: str, token: str | None) -> int | None:
+    parts = urlsplit(url)
+    query = f"?token={token}" if token is not None else ""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"{parts.scheme}://{parts.netloc}/api/status{query}", timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return None
+
+
+def gone(marker: str, within: float = 30.0) -> bool:
+    """Whether no process has ``marker`` in its argv, waiting at most ``within`` seconds for Slurm to reap them."""
+    deadline = time.monotonic() + within
+    while True:
+        args = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
+        alive = [line for line in args.splitlines() if marker in line and not line.lstrip().startswith("Z")]
+        if not alive:
+            return True
+        if time.monotonic() > deadline:
+            print(alive)
+            return False
+        time.sleep(0.2)
+
+
+def files_with(text: str, roots: list[Path]) -> list[tuple[Path, int]]:
+    """(path, mode) of every regular file under ``roots`` that holds ``text``."""
+    found = []
+    needle = text.encode()
+    for root in roots:
+        for directory, _, names in os.walk(root):
+            for name in names:
+                path = Path(directory) / name
+                try:
+                    info = path.lstat()
+                    if stat.S_ISREG(info.st_mode) and info.st_size < 50_000_000 and needle in path.read_bytes():
+                        found.append((path, stat.S_IMODE(info.st_mode)))
+                except OSError:
+                    continue
+    return found
+
+
+def test_jupyter_serves_with_its_token_keeps_it_secret_lists_and_stops(slurm_site, jupyter_user, tmp_path):
+    env, home = jupyter_user
+    done = envkit("jupyter", "jup-test", "-p", "part-a", "--gpus", "1", "--cpus", "1", "--time", "10",
+                  "--timeout", "60", "--server-timeout", "120", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [url] = URL.findall(done.stdout)
+    token = parse_qs(urlsplit(url).query)["token"][0]
+    assert len(token) >= 32 and urlsplit(url).hostname == "127.0.0.1"  # the node's NodeAddr in this cluster
+    job = re.search(r"Jupyter is running in job ([0-9]+) on node (gpu-a[12]) \(127\.0\.0\.1\), port ([0-9]+)\.",
+                    done.stdout)
+    assert job is not None, done.stdout
+    job_id, node, port = job.groups()
+    assert f"ssh -N -L {port}:127.0.0.1:{port} " in done.stdout
+    assert f"envkit jupyter --stop {job_id}" in done.stdout
+    assert f"The check on {node} passed:" in done.stdout and "PASS" in done.stdout  # above the URL
+    assert done.stdout.index("The check on") < done.stdout.index("URL (")
+    try:
+        assert status(url, token) == 200
+        assert status(url, None) == 403
+        assert status(url, "not-" + token) == 403
+        # The token in no argv of any process, not in the job script Slurm keeps, not in a file others can read.
+        args = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+        assert token not in args
+        script = slurm_site.cluster.query(["scontrol", "write", "batch_script", job_id, "-"])
+        assert script.returncode == 0 and "#SBATCH --job-name=envkit-jupyter" in script.stdout
+        assert token not in script.stdout
+        holders = files_with(token, [home, tmp_path, slurm_site.root])
+        assert holders, "the token file is there"
+        assert all(mode & 0o077 == 0 for _, mode in holders), holders
+        # --list shows it with its node and time left
+        listed = envkit("jupyter", "--list", env=env, cwd=tmp_path)
+        assert listed.returncode == 0, listed.stderr
+        row = next(line for line in listed.stdout.splitlines() if line.startswith(job_id))
+        assert node in row and port in row and "running" in row
+        as_json = json.loads(envkit("jupyter", "--list", "--json", env=env, cwd=tmp_path).stdout)
+        assert [(s["job"], s["node"], s["port"]) for s in as_json] == [(job_id, node, int(port))]
+        assert re.fullmatch(r"[0-9:-]+", as_json[0]["time_left"])
+    finally:
+        stopped = envkit("jupyter", "--stop", job_id, env=env, cwd=tmp_path)
+    assert stopped.returncode == 0, stopped.stderr
+    assert job_id not in slurm_site.cluster.jobs()
+    assert status(url, token) is None  # nothing answers on that port
+    assert gone(str(home / "envs" / "jup-test")), "the server's processes are still there after --stop"
+    assert envkit("jupyter", "--list", env=env, cwd=tmp_path).stdout.startswith("No Jupyter servers")
+    again = envkit("jupyter", "--stop", job_id, env=env, cwd=tmp_path)
+    assert again.returncode == 2 and f"job {job_id} is not a Jupyter server envkit started" in again.stderr
+
+
+def test_an_environment_without_jupyter_is_refused_with_the_command_that_adds_it(slurm_site, cluster_user):
+    env, home = cluster_user
+    done = envkit("jupyter", "torch-test", "-p", "part-a", env=env)
+    assert done.returncode == 1, done.stderr
+    assert "torch-test has no Jupyter" in done.stderr
+    python = home / "envs" / "torch-test" / "bin" / "python"
+    assert f"uv pip install --python {python} jupyterlab" in done.stderr
+    assert not (home / "envs" / "torch-test" / "bin" / "jupyter-lab").exists()  # never changed silently
+    assert slurm_site.cluster.jobs() == []
+
+
+@pytest.mark.parametrize("args,code,words", [
+    (["-p", "part-a", "--time", "1:2:3:4"], 2, "--time '1:2:3:4' is not a time limit sbatch reads"),
+    (["-p", "part-a", "--time", "-5"], 2, "cannot be passed to sbatch"),
+    (["-p", "part-v"], 1, "would not run on partition part-v"),
+    (["-p", "cpu"], 2, "cpu"),
+    (["-p", "part-a", "--gpus", "3"], 2, "3"),
+])
+def test_bad_input_is_one_error_before_any_job(slurm_site, jupyter_user, args, code, words):
+    env, _ = jupyter_user
+    done = envkit("jupyter", "jup-test", *args, env=env)
+    assert done.returncode == code, done.stderr
+    assert words in done.stderr and "Traceback" not in done.stderr
+    assert slurm_site.cluster.jobs() == []
+
+
+def test_a_server_that_dies_at_start_is_reported_and_its_job_is_gone(slurm_site, cluster_user, tmp_path):
+    env, home = cluster_user
+    make_jupyter_env(home / "envs" / "jup-dies", env, "jup-dies",
+                     server="#!/bin/sh\necho 'boom: the server cannot start' >&2\nexit 7\n")
+    done = envkit("jupyter", "jup-dies", "-p", "part-a", "--gpus", "1", "--timeout", "60", env=env, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "before its Jupyter server answered: boom: the server cannot start" in done.stderr
+    assert slurm_site.cluster.jobs() == []
+
+
+def test_a_job_pending_past_the_timeout_is_cancelled(slurm_site, jupyter_user, tmp_path):
+    env, _ = jupyter_user
+    hold = slurm_site.cluster.query(["sbatch", "--parsable", "-p", "part-a", "-N", "2", "--exclusive",
+                                     f"--chdir={tmp_path}", "--wrap", "sleep 300"])
+    assert hold.returncode == 0, hold.stderr
+    try:
+        done = envkit("jupyter", "jup-test", "-p", "part-a", "--gpus", "1", "--timeout", "3", env=env, cwd=tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert "did not start within 3 s (it is cancelled)" in done.stderr
+        jobs = slurm_site.cluster.jobs()
+        assert jobs == [hold.stdout.strip().split(";")[0]], jobs
+    finally:
+        slurm_site.cluster.query(["scancel", hold.stdout.strip().split(";")[0]])
+
+
+def test_stop_and_list_take_a_job_id_and_nothing_else(jupyter_user):
+    env, _ = jupyter_user
+    for args in (["--stop", "-1"], ["--stop", "12;rm"], ["--list", "jup-test"], ["--list", "--stop", "3"]):
+        done = envkit("jupyter", *args, env=env)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.startswith("envkit: error:") and "Traceback" not in done.stderr
+
+
+if sys.platform != "linux":  # pragma: no cover
+    pytestmark = pytest.mark.skip("Linux only")
