@@ -197,3 +197,43 @@ def test_stop_and_list_take_a_job_id_and_nothing_else(jupyter_user):
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("Linux only")
+
+
+def test_a_port_taken_between_choosing_and_binding_is_chosen_again(slurm_site, cluster_user, tmp_path):
+    # The stand-in's first start finds its port taken (another program bound it after the job chose it): Jupyter
+    # refuses it (port_retries=0), and the job chooses another port and says so in its connection file.
+    env, home = cluster_user
+    root = home / "envs" / "jup-race"
+    marker = tmp_path / "taken"
+    real = (f"{root / 'bin' / 'python'} -c 'import sys; from jupyter_server.serverapp import main; "
+            "sys.argv[0] = \"jupyter-server\"; sys.exit(main())'")
+    take = ("import socket, sys, time; s = socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(); "
+            "open(sys.argv[3], 'w').close(); time.sleep(600)")
+    server = "\n".join([
+        "#!/bin/bash",
+        'for a in "$@"; do case "$a" in --port=*) port="${a#--port=}";; --ip=*) ip="${a#--ip=}";; esac; done',
+        f"if [ ! -e {marker} ]; then",
+        f"    {sys.executable} -c \"{take}\" \"$ip\" \"$port\" {marker}.held &",
+        f"    while [ ! -e {marker}.held ]; do sleep 0.05; done; touch {marker}; echo \"$port\" > {marker}",
+        "fi",
+        f'exec {real} "$@"',
+        "",
+    ])
+    make_jupyter_env(root, env, "jup-race", server=server)
+    done = envkit("jupyter", "jup-race", "-p", "part-a", "--gpus", "1", "--timeout", "60", env=env, cwd=tmp_path)
+    job = re.search(r"in job ([0-9]+) on node \S+ \(127\.0\.0\.1\), port ([0-9]+)\.", done.stdout)
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert job is not None
+        taken = marker.read_text().strip()
+        assert taken.isdigit() and job.group(2) != taken
+        [url] = URL.findall(done.stdout)
+        assert status(url, parse_qs(urlsplit(url).query)["token"][0]) == 200
+        directory = next(path for path in (home / "data" / "envkit" / "jupyter").iterdir()
+                         if (path / "job").read_text().strip() == job.group(1))
+        assert "is already in use" in (directory / "server-1.log").read_text()
+        assert (directory / "connection").read_text().split()[3] == "2"
+    finally:
+        if job is not None:
+            assert envkit("jupyter", "--stop", job.group(1), env=env, cwd=tmp_path).returncode == 0
+    assert gone(str(marker)), "the program holding the port outlived the job"
