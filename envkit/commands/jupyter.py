@@ -84,7 +84,12 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
     prefix = Path(record.prefix)
     program = jj.server_program(prefix)
     if program is None:
-        adds = shlex.join(["uv", "pip", "install", "--python", str(prefix / "bin" / "python"), "jupyterlab"])
+        import shutil
+
+        from envkit.backends.tools import installed_uv
+
+        uv = shutil.which("uv") or str(installed_uv() or "uv")  # the user's uv, else the one installed with envkit
+        adds = shlex.join([uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "jupyterlab"])
         raise EnvkitError(f"{env} has no Jupyter (no jupyter-lab or jupyter-server in {prefix / 'bin'}); envkit does "
                           "not change an environment without being asked", hint=f"Add JupyterLab to it: {adds}")
     directory, token = new_directory(base)

@@ -40,8 +40,9 @@ def shell(
         record, spec, slurm = prepare(env, partition, gpus, cpus, time, manifests, JOB_NAME)
         spec = replace(spec, activate=(sys.executable, "-m", "envkit", "run", env, "--"))
         argv = shell_argv(slurm._program("srun"), spec, timeout, login_shell([os.environ.get("SHELL", "")]))
-        typer.echo(f"envkit: asking partition {spec.partition} for {spec.gpus} GPU(s) for {env}; the shell starts "
-                   "when the job does", err=True)
+        typer.echo(f"envkit: asking partition {spec.partition} for {spec.gpus} GPU(s) for {env}, waiting at most "
+                   f"{timeout:g} s for it to start (then srun withdraws the job); the shell starts when it does",
+                   err=True)
         sys.stdout.flush()
         sys.stderr.flush()
         os.execve(argv[0], argv, dict(os.environ))  # srun takes the terminal; leaving its shell ends the job

@@ -142,7 +142,7 @@ def test_an_environment_without_jupyter_is_refused_with_the_command_that_adds_it
     assert done.returncode == 1, done.stderr
     assert "torch-test has no Jupyter" in done.stderr
     python = home / "envs" / "torch-test" / "bin" / "python"
-    assert f"uv pip install --python {python} jupyterlab" in done.stderr
+    assert f" pip install --python {python} jupyterlab" in done.stderr
     assert not (home / "envs" / "torch-test" / "bin" / "jupyter-lab").exists()  # never changed silently
     assert slurm_site.cluster.jobs() == []
 

@@ -59,3 +59,21 @@ def test_shell_is_refused_with_reasons_where_the_build_does_not_run_and_for_bad_
     done = envkit("shell", "torch-test", "-p", "part-a", "--time", "soon", env=env)
     assert done.returncode == 2 and "--time 'soon' is not a time limit" in done.stderr, done.stderr
     assert slurm_site.cluster.jobs() == []
+
+
+def test_a_shell_whose_job_cannot_start_within_the_timeout_is_withdrawn(slurm_site, cluster_user, tmp_path):
+    env, _ = cluster_user
+    hold = slurm_site.cluster.query(["sbatch", "--parsable", "-p", "part-a", "-N", "2", "--exclusive",
+                                     f"--chdir={tmp_path}", "--wrap", "sleep 300"])
+    assert hold.returncode == 0, hold.stderr
+    held = hold.stdout.strip().split(";")[0]
+    try:
+        argv = [sys.executable, "-m", "envkit", "shell", "torch-test", "-p", "part-a", "--gpus", "1", "--timeout",
+                "2"]
+        code, text = drive(argv, {**env, "SHELL": "/bin/sh"}, [])
+        assert code != 0, text
+        assert "waiting at most 2 s for it to start" in text and "Traceback" not in text
+        assert "srun: error: Unable to allocate resources" in text  # Slurm's own word on it
+        assert slurm_site.cluster.jobs() == [held]
+    finally:
+        slurm_site.cluster.query(["scancel", held])
