@@ -77,7 +77,7 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
     from envkit.commands.on_node import prepare
     from envkit.errors import EnvkitError
     from envkit.slurm import jupyter_job as jj
-    from envkit.slurm.jupyter_server import cancel, new_directory, wait_for_server
+    from envkit.slurm.jupyter_server import cancel, forget, new_directory, servers, wait_for_server
     from envkit.slurm.script import directives, overriding_variables
 
     record, spec, slurm = prepare(env, partition_spec, gpus, cpus, time, manifests, jj.JOB_NAME)
@@ -92,23 +92,22 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
         adds = shlex.join([uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "jupyterlab"])
         raise EnvkitError(f"{env} has no Jupyter (no jupyter-lab or jupyter-server in {prefix / 'bin'}); envkit does "
                           "not change an environment without being asked", hint=f"Add JupyterLab to it: {adds}")
+    servers(slurm, base)  # the private directories of servers that ended go first, their tokens with them
     directory, token = new_directory(base)
-    spec = replace(spec, output=str(directory / jj.LOG_FILE))
     try:
+        spec = replace(spec, output=str(directory / jj.LOG_FILE))
         job = jj.JupyterJob(directives=tuple(directives(spec)), directory=directory,
                             envkit=(sys.executable, "-m", "envkit"), env=env, server=program,
                             root=os.geteuid() == 0)
         script = jj.jupyter_script(job)
+        mask = os.umask(0o077)  # sbatch passes it on (SLURM_UMASK): what the job writes is the user's alone
+        try:
+            job_id = slurm.submit(script, [name for name in overriding_variables(spec) if name in os.environ])
+        finally:
+            os.umask(mask)
     except BaseException:
-        from envkit.slurm.jupyter_server import forget
-
         forget(directory)
         raise
-    mask = os.umask(0o077)  # sbatch passes it on (SLURM_UMASK): what the job writes is the user's alone
-    try:
-        job_id = slurm.submit(script, [name for name in overriding_variables(spec) if name in os.environ])
-    finally:
-        os.umask(mask)
     (directory / jj.JOB_FILE).write_text(job_id + "\n", encoding="ascii")
     if not json_output:
         typer.echo(f"envkit: submitted job {job_id} to {spec.partition} ({spec.gpus} GPU(s)); waiting for it to start "

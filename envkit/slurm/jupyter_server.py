@@ -175,25 +175,42 @@ class Running:
     connection: Optional[Connection]
 
 
-def servers(slurm: Slurm, base: Path) -> list[Running]:
-    """The user's Jupyter servers that Slurm still runs or queues: the private directories under ``base`` whose job
-    is in the queue."""
-    if not base.is_dir():
-        return []
+def _directories(base: Path) -> dict[str, Path]:
+    """job id -> private directory, for each server envkit submitted (its ``job`` file written)."""
     jobs: dict[str, Path] = {}
-    for directory in sorted(base.iterdir()):
+    for directory in sorted(base.iterdir()) if base.is_dir() else ():
         job = _read(directory / JOB_FILE).strip()
         if job.isdigit():
             jobs[job] = directory
+    return jobs
+
+
+def _queued(slurm: Slurm) -> dict[str, list[str]]:
+    """job id -> [state, node, time left] of this user's Jupyter jobs that Slurm queues or runs."""
+    from envkit.slurm.jupyter_job import JOB_NAME
+
+    out = {}
+    for line in _squeue(slurm, ["--me", f"--name={JOB_NAME}", "-o", "%i|%T|%N|%L"]).splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4 and parts[1] in (*_WAITING, *_RUNNING):
+            out[parts[0]] = parts[1:]
+    return out
+
+
+def servers(slurm: Slurm, base: Path) -> list[Running]:
+    """The user's Jupyter servers that Slurm still runs or queues: the private directories under ``base`` whose job
+    is in the queue. The directories of jobs that ended are deleted (their tokens with them)."""
+    jobs = _directories(base)
     if not jobs:
         return []
+    queued = _queued(slurm)
     out = []
-    for line in _squeue(slurm, ["-j", ",".join(jobs), "-o", "%i|%T|%N|%L"]).splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 4 and parts[0] in jobs and parts[1] in (*_WAITING, *_RUNNING):
-            directory = jobs[parts[0]]
-            out.append(Running(parts[0], parts[2], parts[3], parts[1], directory,
-                               read_connection(_read(directory / CONNECTION_FILE))))
+    for job, directory in jobs.items():
+        if job not in queued:
+            forget(directory)
+            continue
+        state, node, left = queued[job]
+        out.append(Running(job, node, left, state, directory, read_connection(_read(directory / CONNECTION_FILE))))
     return out
 
 
