@@ -151,14 +151,32 @@ def test_an_environment_without_jupyter_is_refused_with_the_command_that_adds_it
     (["-p", "part-a", "--time", "1:2:3:4"], 2, "--time '1:2:3:4' is not a time limit sbatch reads"),
     (["-p", "part-a", "--time", "-5"], 2, "cannot be passed to sbatch"),
     (["-p", "part-v"], 1, "would not run on partition part-v"),
-    (["-p", "cpu"], 2, "cpu"),
-    (["-p", "part-a", "--gpus", "3"], 2, "3"),
+    (["-p", "cpu"], 2, "unknown partition 'cpu' in site file"),
+    (["-p", "part-a", "--gpus", "3"], 2, "--gpus 3: the nodes of partition part-a have at most 2 GPU(s)"),
+    (["-p", "part-a:gpu-v1"], 2, "gpu-v1"),
 ])
 def test_bad_input_is_one_error_before_any_job(slurm_site, jupyter_user, args, code, words):
     env, _ = jupyter_user
     done = envkit("jupyter", "jup-test", *args, env=env)
     assert done.returncode == code, done.stderr
     assert words in done.stderr and "Traceback" not in done.stderr
+    assert slurm_site.cluster.jobs() == []
+
+
+def test_a_partition_without_gpus_is_refused(slurm_site, jupyter_user, tmp_path):
+    # (survey takes GPU partitions only: a site file may still name one without, written by hand)
+    import yaml
+
+    env, home = jupyter_user
+    site = yaml.safe_load(Path(env["ENVKIT_SITE"]).read_text())
+    site["partitions"]["cpu"] = {"nodes": [{"node": "cpu-1", "count": 1, "profile": {"name": "cpu-1", "gpus": []}}]}
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    env = {**env, "ENVKIT_SITE": str(tmp_path / "site.yaml")}
+    for command in (["jupyter", "jup-test"], ["shell", "jup-test"]):
+        done = envkit(*command, "-p", "cpu", env=env, cwd=tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert "would not run on partition cpu: cpu-1: needs an NVIDIA GPU; the machine has none" in done.stderr
+        assert "Traceback" not in done.stderr
     assert slurm_site.cluster.jobs() == []
 
 
