@@ -143,7 +143,13 @@ def wait_for_server(slurm: Slurm, job: str, directory: Path, token: str, queue_t
                 if on_start is not None:
                     on_start(_node_of(slurm, job))
             connection = read_connection(_read(directory / CONNECTION_FILE)) or connection
-            if connection is not None and ask(connection, token) == 200:
+            answer = ask(connection, token) if connection is not None else None
+            if answer in (401, 403):
+                raise EnvkitError(f"the Jupyter server of job {job} refuses envkit's token (HTTP {answer}): a Jupyter "
+                                  "configuration of yours sets another token or password (the job is cancelled)",
+                                  hint="Take c.ServerApp.token / c.IdentityProvider.token and the password out of "
+                                       "your jupyter_server_config, then run this again.")
+            if connection is not None and answer == 200:
                 status = _read(directory / CHECK_STATUS_FILE).strip()
                 check = _read(directory / CHECK_FILE) if status else None
                 return Server(job, directory, connection, check, int(status) if status.isdigit() else None)

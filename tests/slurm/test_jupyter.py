@@ -298,3 +298,16 @@ def test_a_server_that_never_answers_or_a_ctrl_c_while_waiting_cancels_the_job(s
     listed = envkit("jupyter", "--list", env=env, cwd=tmp_path)
     assert listed.stdout.startswith("No Jupyter servers") and list((home / "data" / "envkit" / "jupyter").glob(
         "*/token")) == []  # no token is left behind by the servers that ended
+
+
+def test_a_jupyter_configuration_with_another_token_is_said_and_the_job_cancelled(slurm_site, jupyter_user, tmp_path):
+    env, home = jupyter_user
+    config = tmp_path / "jupyter-config"
+    config.mkdir()
+    (config / "jupyter_server_config.py").write_text("c.IdentityProvider.token = 'my-own-token'\n")
+    done = envkit("jupyter", "jup-test", "-p", "part-a", "--gpus", "1", env={**env, "JUPYTER_CONFIG_DIR": str(config)},
+                  cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "refuses envkit's token (HTTP 403): a Jupyter configuration of yours sets another token" in done.stderr
+    assert slurm_site.cluster.jobs() == []
+    assert gone(str(home / "envs" / "jup-test"))
