@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional
 
 JOB_NAME = "envkit-jupyter"
 PORT_ATTEMPTS = 5
@@ -118,7 +118,3 @@ def server_program(prefix: Path) -> Optional[str]:
 def last_lines(text: str, count: int = 3) -> list[str]:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-count:]
-
-
-def log_names(attempts: Sequence[int]) -> list[str]:
-    return [f"server-{attempt}.log" for attempt in attempts]
