@@ -43,12 +43,12 @@ def drive(argv: list[str], env: dict[str, str], lines: list[str], limit: float =
 
 def test_shell_runs_a_command_in_the_activated_environment_on_a_node_and_exit_ends_the_job(slurm_site, cluster_user):
     env, home = cluster_user
-    argv = [sys.executable, "-m", "envkit", "shell", "torch-test", "-p", "part-a", "--gpus", "1", "--cpus", "2",
-            "--time", "5"]
+    argv = [sys.executable, "-m", "envkit", "shell", "torch-test", "-p", "part-a:gpu-a1", "--gpus", "1", "--cpus",
+            "2", "--time", "5"]
     code, text = drive(argv, {**env, "SHELL": "/bin/sh"}, [SHOW, "exit"])
     assert code == 0, text
     assert f"IN {home / 'envs' / 'torch-test'} OMP 2" in text
-    assert "envkit: job " in text and " on node gpu-a" in text and "GPUs: 0" in text
+    assert "envkit: job " in text and " on node gpu-a1, GPUs: 0;" in text  # the node named, one GPU
     assert slurm_site.cluster.jobs() == []
 
 
