@@ -106,6 +106,9 @@ def test_jupyter_serves_with_its_token_keeps_it_secret_lists_and_stops(slurm_sit
     assert done.stdout.index("The check on") < done.stdout.index("URL (")
     try:
         assert status(url, token) == 200
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(url, timeout=5) as page:  # the printed URL itself, as a browser would follow it
+            assert page.status == 200
         assert status(url, None) == 403
         assert status(url, "not-" + token) == 403
         # The token in no argv of any process, not in the job script Slurm keeps, not in a file others can read.
