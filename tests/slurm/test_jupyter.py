@@ -268,17 +268,32 @@ def test_a_port_taken_between_choosing_and_binding_is_chosen_again(slurm_site, c
     assert gone(str(marker))
 
 
-def test_a_server_that_never_answers_or_a_ctrl_c_while_waiting_cancels_the_job(slurm_site, cluster_user, tmp_path):
+def _silent_env(home: Path, env: dict[str, str], marker: Path) -> str:
+    """An environment whose "Jupyter server" never answers (it sleeps, with ``marker`` in its argv): its name."""
+    sleeper = f"{sys.executable} -c 'import time; time.sleep(600)' {marker}"
+    if not (home / "envs" / "jup-silent").exists():
+        make_jupyter_env(home / "envs" / "jup-silent", env, "jup-silent", server=f"#!/bin/sh\nexec {sleeper}\n")
+    else:
+        (home / "envs" / "jup-silent" / "bin" / "jupyter-server").write_text(f"#!/bin/sh\nexec {sleeper}\n")
+    return "jup-silent"
+
+
+def test_a_server_that_never_answers_is_reported_and_its_job_cancelled(slurm_site, cluster_user, tmp_path):
     env, home = cluster_user
-    sleeper = f"{sys.executable} -c 'import time; time.sleep(600)' {tmp_path}/sleeper"
-    make_jupyter_env(home / "envs" / "jup-silent", env, "jup-silent", server=f"#!/bin/sh\nexec {sleeper}\n")
-    done = envkit("jupyter", "jup-silent", "-p", "part-a", "--gpus", "1", "--server-timeout", "3", env=env,
-                  cwd=tmp_path)
+    name = _silent_env(home, env, tmp_path / "sleeper")
+    done = envkit("jupyter", name, "-p", "part-a", "--gpus", "1", "--server-timeout", "3", env=env, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "did not answer within 3 s of the job's start (the job is cancelled)" in done.stderr
     assert slurm_site.cluster.jobs() == []
-    process = subprocess.Popen([sys.executable, "-m", "envkit", "jupyter", "jup-silent", "-p", "part-a", "--gpus",
-                                "1"], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert gone(f"{tmp_path}/sleeper")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["INT", "TERM", "HUP"])
+def test_a_signal_while_waiting_cancels_the_job(slurm_site, cluster_user, tmp_path, signum):
+    env, home = cluster_user
+    name = _silent_env(home, env, tmp_path / "sleeper")
+    process = subprocess.Popen([sys.executable, "-m", "envkit", "jupyter", name, "-p", "part-a", "--gpus", "1"],
+                               env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stderr is not None
         for line in process.stderr:  # until the job runs
@@ -289,13 +304,13 @@ def test_a_server_that_never_answers_or_a_ctrl_c_while_waiting_cancels_the_job(s
         while gone(f"{tmp_path}/sleeper", within=0) and time.monotonic() < deadline:  # until its "server" runs
             time.sleep(0.2)
         assert not gone(f"{tmp_path}/sleeper", within=0)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         _, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 130, err
+    assert process.returncode == 128 + signum, err
     assert slurm_site.cluster.jobs() == []
     assert gone(f"{tmp_path}/sleeper")
     listed = envkit("jupyter", "--list", env=env, cwd=tmp_path)
