@@ -241,15 +241,20 @@ def test_a_port_taken_between_choosing_and_binding_is_chosen_again(slurm_site, c
         "",
     ])
     make_jupyter_env(root, env, "jup-race", server=server)
-    done = envkit("jupyter", "jup-race", "-p", "part-a", "--gpus", "1", "--timeout", "60", env=env, cwd=tmp_path)
-    job = re.search(r"in job ([0-9]+) on node \S+ \(127\.0\.0\.1\), port ([0-9]+)\.", done.stdout)
+    done = envkit("jupyter", "jup-race", "-p", "part-a", "--gpus", "1", "--timeout", "60", "--json", env=env,
+                  cwd=tmp_path)
+    report = json.loads(done.stdout) if done.returncode == 0 else {}
+    job = re.fullmatch(r"([0-9]+)", report.get("job", ""))
     try:
         assert done.returncode == 0, done.stdout + done.stderr
-        assert job is not None
+        assert job is not None and done.stderr == ""  # --json: the report alone
         taken = marker.read_text().strip()
-        assert taken.isdigit() and job.group(2) != taken
-        [url] = URL.findall(done.stdout)
+        assert taken.isdigit() and report["port"] != int(taken)
+        url = report["url"]
+        assert urlsplit(url).port == report["port"] and report["address"] == "127.0.0.1"
         assert status(url, parse_qs(urlsplit(url).query)["token"][0]) == 200
+        assert report["tunnel"].startswith(f"ssh -N -L {report['port']}:127.0.0.1:{report['port']} ")
+        assert report["stop"] == f"envkit jupyter --stop {job.group(1)}" and report["check"]["status"] == 0
         directory = next(path for path in (home / "data" / "envkit" / "jupyter").iterdir()
                          if (path / "job").read_text().strip() == job.group(1))
         assert "is already in use" in (directory / "server-1.log").read_text()
