@@ -27,6 +27,8 @@ COMMAND_GROUPS = (
     ("envs", ("envs", "run", "remove")),
     ("site", ("site",)),
     ("slurm", ("survey", "job")),
+    ("shell", ("shell",)),  # on a node through Slurm: an interactive shell, a Jupyter server
+    ("jupyter", ("jupyter",)),
     ("manifests", ("manifests",)),  # a group of subcommands: `envkit manifests check|validate|...`
     ("cache", ("cache",)),  # `envkit cache` and `envkit cache clean`
     ("modules", ("module",)),  # modulefiles of environments (a site's shared ones: envkit.shared)
