@@ -24,10 +24,12 @@ CREATED_BY = "envkit"
 
 
 def is_pylock(path: Path) -> bool:
-    """Whether ``path`` is named as PEP 751 names lock files: pylock.toml or pylock.NAME.toml."""
-    from packaging.pylock import is_valid_pylock_path
+    """Whether ``path`` is named as PEP 751 names lock files: pylock.toml or pylock.NAME.toml (NAME without dots).
+    (packaging.pylock.is_valid_pylock_path says the same, but importing packaging.pylock costs the specifier and
+    tag parsers, which a conda-lock.yml of a known build never needs.)"""
+    import re
 
-    return is_valid_pylock_path(path)
+    return re.fullmatch(r"pylock(\.[^.]+)?\.toml", path.name) is not None
 
 
 class Read(NamedTuple):

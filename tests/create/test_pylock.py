@@ -170,3 +170,13 @@ def test_pylock_options_that_do_not_fit_are_refused(home: Home, index: dict):
     assert bad_name.returncode == 2 and "PEP 751 names lock files pylock.toml or pylock.NAME.toml" in bad_name.stderr
     unknown = home.envkit("export", "p4", "--format", "wheel-list")
     assert unknown.returncode == 2 and "'wheel-list' is not one of conda-lock, pylock" in unknown.stderr
+
+
+@pytest.mark.parametrize("name", ["pylock.toml", "pylock.dev.toml", "pylock.a.b.toml", "pylock.toml.bak",
+                                  "mylock.toml", "pylock..toml", "pylock.-x.toml"])
+def test_a_pylock_is_named_as_packaging_says(name):
+    from packaging.pylock import is_valid_pylock_path
+
+    from envkit.lockfile.pep751 import is_pylock
+
+    assert is_pylock(Path(name)) is is_valid_pylock_path(Path(name))
