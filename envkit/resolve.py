@@ -175,12 +175,9 @@ def _coverage(build: Build, gpus: Sequence[Gpu], sass_only: bool) -> list[tuple[
             out.append((group, "compute capability unknown; pass --gpu-arch X.Y", False))
             continue
         sass, ptx = sass_for(arch, capability), ptx_for(arch, capability)
-        too_new_for = [b for b in build.bundled if capability < b.min_compute_capability]
-        if too_new_for and (sass is not None or ptx is not None):
-            library = too_new_for[0]
-            out.append((group, (
-                f"the build has code for this GPU, but the {library.name} it bundles needs a GPU of compute "
-                f"capability {library.min_compute_capability} or newer"), False))
+        refusals = [why for why in (b.refuses(capability) for b in build.bundled) if why]
+        if refusals and (sass is not None or ptx is not None):
+            out.append((group, refusals[0], False))
         elif sass is not None:
             out.append((group, f"runs the build's {sass.sm} code", True))
         elif ptx is not None and sass_only:

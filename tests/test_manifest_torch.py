@@ -134,6 +134,13 @@ def test_torch_release_matches_its_sources(catalog, release):
         # cuDNN 9.1 (CC 5.0 and newer) in the 2.4-2.7 cu118 wheels, whose kernels still list sm_37
         cudnn9 = build.variant == "cu118" and release in ("2.4", "2.5", "2.6", "2.7")
         assert build.min_compute_capability == (ComputeCapability(5, 0) if cudnn9 else None), build.id
+        # [cudnn7] (2026-11-26) cuDNN 7.6 in the 1.4/1.5 wheels serves Kepler to Turing only (NVIDIA cuDNN 7.6
+        # support matrix; CUDNN_STATUS_EXECUTION_FAILED on RTX 30xx: VinAIResearch/CPM#9): their compute_37 PTX
+        # does not reach Ampere or newer.
+        cudnn7 = release in ("1.4", "1.5")
+        assert build.max_compute_capability == (ComputeCapability(7, 5) if cudnn7 else None), build.id
+        if cudnn7:
+            assert [b.name for b in build.bundled] == ["cuDNN 7.6"]
 
 
 def test_what_could_not_be_confirmed_is_marked(catalog):

@@ -140,3 +140,47 @@ def test_list_all_on_the_d2l_machine_picks_1_8_1_cu101_and_shows_what_is_unconfi
     assert "* torch-1.8-cu101" in text
     assert "unconfirmed: the +cuXXX wheels on download.pytorch.org" in text
     assert "unconfirmed:" not in envkit().stdout  # the everyday view stays short
+
+
+# --- issue 30: reports of 2026-11-26 -------------------------------------------------------------------------------
+
+def gpu_profile(name, cuda, driver, capability, gpu):
+    from envkit.machine import profile_from_dict
+
+    return profile_from_dict({"name": name, "cuda_driver": cuda, "driver_version": driver,
+                              "gpus": [{"name": gpu, "compute_capability": capability}]}, name)
+
+
+RTX3090_R550 = ("rtx3090", "12.4", "550.54.14", "8.6", "NVIDIA GeForce RTX 3090")
+
+
+@pytest.mark.parametrize("build_id", ["torch-1.4-cu101", "torch-1.4-cu100", "torch-1.5-cu102", "torch-1.5-cu101"])
+def test_torch_1_4_and_1_5_do_not_jit_onto_an_rtx_3090(catalog, build_id):
+    """VinAIResearch/CPM#9, zzhang1987/Factor-Graph-Neural-Network#4, niuchuangnn/SPICE#26: CUDA 10 builds on an
+    RTX 30xx fail with CUDNN_STATUS_EXECUTION_FAILED. torch 1.4/1.5 carry compute_37 PTX, which the R550 driver
+    could JIT for sm_86, but their cuDNN 7.6 supports compute capability 3.0-7.5 (NVIDIA's cuDNN 7.6 support
+    matrix): refused, with the library as the reason."""
+    from envkit.resolve import assess
+
+    build = next(b for b in catalog.manifests["torch"].builds if b.id == build_id)
+    verdict = assess(build, gpu_profile(*RTX3090_R550), catalog.tables)
+    assert not verdict.compatible
+    assert verdict.reasons == ("GPU 0, NVIDIA GeForce RTX 3090 (sm_86): cuDNN 7.6, bundled by this build, has no "
+                               "support for sm_86 (it serves compute capability 7.5 and older)",)
+
+
+def test_a_k80_and_an_rtx_3090_no_longer_share_torch_1_5_through_jit(catalog):
+    """The consequence: a K80 on R418 (CUDA 10.1) and an RTX 3090 on R550. Before, torch 1.5 cu101 fitted both
+    (sm_37 SASS for the K80, compute_37 PTX JIT-compiled for the 3090). Its cuDNN 7.6 has no Ampere support, so
+    no GPU build fits both: the K80 gets cu101's newest, 1.8.1 (sm_37 SASS, cuDNN 7.6 within its range), the 3090
+    the newest build for its driver, 2.14 cu126 (sm_86 SASS; the CUDA 13 builds need a newer driver)."""
+    from envkit.fleet import fleet_of, named
+    from envkit.fleet_resolve import resolve_fleet
+
+    k80 = gpu_profile("k80-r418", "10.1", "418.87.01", "3.7", "Tesla K80")
+    machines = fleet_of([named(k80, "k80-r418"), named(gpu_profile(*RTX3090_R550), "rtx3090")])
+    result = resolve_fleet(catalog.manifests["torch"], machines, catalog.tables)
+    assert not result.selected.build.is_gpu
+    assert {g.machines: g.selected.build.id for g in result.groups} == {
+        ("k80-r418",): "torch-1.8-cu101", ("rtx3090",): "torch-2.14-cu126"}
+    assert result.fails_on["torch-1.5-cu101"] == ("rtx3090",)
