@@ -184,3 +184,26 @@ def test_a_k80_and_an_rtx_3090_no_longer_share_torch_1_5_through_jit(catalog):
     assert {g.machines: g.selected.build.id for g in result.groups} == {
         ("k80-r418",): "torch-1.8-cu101", ("rtx3090",): "torch-2.14-cu126"}
     assert result.fails_on["torch-1.5-cu101"] == ("rtx3090",)
+
+
+@pytest.mark.parametrize("release", ["2.16", "2.17", "2.18", "2.19", "2.20", "2.21"])
+def test_tensorflow_2_16_to_2_21_do_not_run_on_an_rtx_5090(judge, release):
+    """tensorflow/tensorflow#89272, #97387, #99592, #101746, #103531, #111958, #112272: the pip builds fail on sm_120;
+    #111958: XLA says "PTX version 8.5 does not support target sm_120". On an RTX 5090 (R570, CUDA 12.8) each is
+    refused with XLA as the reason, though their compute_90 PTX would JIT. 2.14/2.15 (compute_80 PTX) carry the
+    same ceiling on the same cause (inferred, marked unconfirmed), so they do not take the newer ones' place, and the
+    legacy conda builds have no Blackwell code: the pick is the newest tensorflow-cpu, with the GPU unused."""
+    resolution, builds = judge("tensorflow", "rtx5090-cuda128")
+    assert resolution.selected.build.id == "tensorflow-2.21-cpu"
+    assert builds[f"tensorflow-{release}-cu12{'3' if release in ('2.16', '2.17') else '5'}"].reasons == (
+        "GPU 0, NVIDIA GeForce RTX 5090 (sm_120): XLA (PTX ISA 8.5 and older), bundled by this build, has no support "
+        "for sm_120 (it serves compute capability 10.3 and older)",)
+
+
+def test_tensorflow_on_a_b200_is_kept_and_marked_unconfirmed(judge):
+    """Whether TF 2.16-2.21 run on sm_100 is unsourced: B200 keeps the former judgement (compute_90 PTX, JIT) and the
+    pick carries the doubt for `list --all`."""
+    resolution, _ = judge("tensorflow", "b200-cuda130")
+    assert resolution.selected.build.id == "tensorflow-2.21-cu125"
+    assert "compute_90 PTX" in resolution.selected.reasons[-1]
+    assert "sm_100" in resolution.selected.build.unconfirmed
