@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple, Optional, Sequence
 from envkit.catalog.model import ArchSet, Build, Manifest, PythonTable, Tables
 from envkit.errors import BadInputError
 from envkit.machine import Gpu, MachineProfile
-from envkit.versions import ComputeCapability
+from envkit.versions import ComputeCapability, CudaVersion
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -111,6 +111,8 @@ def assess(build: Build, profile: MachineProfile, tables: Tables, request: Reque
         if python_problem:
             problems.append(python_problem)
         return Candidate(build, False, native, python, tuple(problems))
+    if not driver_ok:
+        driver_reason += beyond_last_driver(cuda=build.cuda, gpus=profile.gpus, tables=tables)
     problems = [] if driver_ok else [driver_reason]
     notes = [driver_reason] if driver_ok else []
     # Only a driver that runs the build through minor-version compatibility limits it to ready-made GPU code; a
@@ -160,6 +162,36 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Opti
         f"runs CUDA {cuda} on driver CUDA {have} through CUDA minor-version compatibility ({driver_text}, "
         f">= {floor}), which runs only GPU code compiled ahead of time"
     )
+
+
+def beyond_last_driver(cuda: CudaVersion, gpus: Sequence[Gpu], tables: Tables) -> str:
+    """Words to add where a driver for ``cuda`` is asked for but no driver for it drives one of the GPUs (a V100
+    after R580): "; no driver for CUDA 13.2 drives sm_70: R580 (CUDA 13.0) is the last ...", or ""."""
+    for gpu in gpus:
+        last = tables.cuda.last_driver_for(gpu.compute_capability) if gpu.compute_capability else None
+        if last is not None and cuda > last.cuda:
+            return f"; no driver for CUDA {cuda} drives {gpu.compute_capability.sm}: {last.describe()}"
+    return ""
+
+
+def impossible_driver(profile: MachineProfile, tables: Tables) -> tuple[str, ...]:
+    """What a profile claims that no driver does: a GPU on a driver branch newer than the last that drives it (a
+    hand-written profile of a V100 on R595). One sentence per GPU model."""
+    said: dict[str, str] = {}
+    for gpu in profile.gpus:
+        last = tables.cuda.last_driver_for(gpu.compute_capability) if gpu.compute_capability else None
+        if last is None or gpu.name in said:
+            continue
+        driver = profile.driver_version
+        if driver is not None and driver.branch > last.branch:
+            claim = f"driver {driver}"
+        elif driver is None and profile.cuda_driver is not None and profile.cuda_driver > last.cuda:
+            claim = f"a driver for CUDA {profile.cuda_driver}"
+        else:
+            continue
+        said[gpu.name] = (f"{gpu.label} cannot be on {claim}: {last.describe()}, so no newer driver drives it; the "
+                          f"profile is judged as it says, but check it")
+    return tuple(said.values())
 
 
 # --- the GPUs ----------------------------------------------------------------------------------------------------

@@ -307,7 +307,9 @@ def test_legacy_tensorflow_is_a_conda_build_with_its_cudatoolkit(catalog, load_p
 
 
 def test_tensorflow_jit_on_blackwell_is_said(catalog, load_profile):
-    selected = resolve(catalog.manifests["tensorflow"], load_profile("rtx5090-cuda128"), catalog.tables).selected
+    # On a B200 (sm_100): not on an RTX 5090 (sm_120), where XLA's PTX ISA stops TF 2.16-2.21 (issue 30,
+    # tests/test_resolve_reports.py); whether sm_100 runs them is unsourced, and kept as before.
+    selected = resolve(catalog.manifests["tensorflow"], load_profile("b200-cuda130"), catalog.tables).selected
     assert any("compiles the build's compute_90 PTX for it at first start" in reason for reason in selected.reasons)
 
 

@@ -117,6 +117,20 @@ def test_driver_too_old_reads_the_drivers_cuda_from_the_message_and_names_a_buil
     assert step.build.id in finding.advice
 
 
+def test_driver_too_old_never_advises_a_driver_that_cannot_drive_the_gpu(catalog):
+    """Issue 30: R470 is the last driver branch for Kepler (R580 for Maxwell, Pascal and Volta: envs/cuda.yaml). A
+    CUDA 12.8 build on a K80 cannot be cured by a driver for CUDA 12.8 (570.26): none drives a K80. The advice says
+    so, and which branch is the last, instead of asking for it; the build it names runs on the driver there is."""
+    k80 = MachineProfile(gpus=(Gpu(0, "Tesla K80", ComputeCapability(3, 7)),), cuda_driver=CudaVersion(11, 2))
+    report = judge("torch-2.10.0-cu128-driver-too-old", "", True, catalog, profile=k80)
+    [finding] = report.diagnosis
+    assert "570.26" not in finding.advice and "updated" not in finding.advice
+    assert ("No driver update can run it here: no driver for CUDA 12.8 drives the Tesla K80 (sm_37), R470 (CUDA "
+            "11.4) is the last driver branch for Kepler; no build for a newer CUDA than 11.4 will ever run on it."
+            ) in finding.advice
+    assert report.next_step.build.id == "torch-2.3-cu118"  # CUDA 11 minor-version compatibility; cuDNN 8.7
+
+
 def test_where_detection_found_no_driver_the_machine_is_the_one_the_framework_met(catalog):
     # No probe of envkit's could read the driver (no NVML library, no /proc, no nvidia-smi: a container, say), yet
     # torch ran CUDA 12.4 on an RTX 5090: the machine is judged as having that GPU and at least that CUDA.
