@@ -50,12 +50,16 @@ def test_r470_driver_refuses_cu121_and_takes_cu118_through_minor_version_compati
     assert "minor-version compatibility (driver 470.199.02, >= 450.80.02)" in resolution.selected.reasons[0]
 
 
-def test_rtx_5070_ti_on_a_570_driver_gets_2_11_cu128(judge):
+def test_rtx_5070_ti_on_a_570_driver_gets_2_14_cu129(judge):
     """sm_120 on R570 (CUDA 12.8): every CUDA 13 build needs a newer driver, the cu126 line has no Blackwell code
-    and no PTX; 2.11 is the newest release with a cu128 build (sm_120 SASS). Its cu129 twin would run only through
-    minor-version compatibility, so the native cu128 comes first. JAX: the CUDA 12 plugin (PTX from SM 5.2)."""
+    and no PTX; 2.11 is the newest release with a cu128 build (sm_120 SASS). Issue 30: 2.12-2.14 have cu129 builds
+    (rapidsai/rmm#2541 pins torch==2.14.0+cu129), which run on R570 through CUDA 12 minor-version compatibility from
+    their sm_120 SASS; the newest release ranks first, so 2.14 cu129 instead of 2.11 cu128. JAX: the CUDA 12
+    plugin (PTX from SM 5.2)."""
     resolution, builds = judge("torch", "rtx5070ti-cuda128")
-    assert resolution.selected.build.id == "torch-2.11-cu128" and resolution.selected.native is True
+    assert resolution.selected.build.id == "torch-2.14-cu129" and resolution.selected.native is False
+    assert "minor-version compatibility" in resolution.selected.reasons[0]
+    assert builds["torch-2.11-cu128"].compatible and builds["torch-2.11-cu128"].native is True
     assert builds["torch-2.11-cu129"].compatible and builds["torch-2.11-cu129"].native is False
     assert "no kernels for sm_120: this build has sm_50 to sm_90 and no PTX for newer GPUs" in \
         builds["torch-2.14-cu126"].reasons[0]
@@ -88,7 +92,8 @@ def test_k80_on_r470_gets_no_jax_gpu_build(judge):
     resolution, builds = judge("jax", "k80x2-cuda114")
     assert resolution.selected.build.id == "jax-0.12-cpu"
     assert builds["jax-0.12-cu12"].reasons == (
-        "needs driver CUDA >= 12.0, the driver has 11.4",
+        "needs driver CUDA >= 12.0, the driver has 11.4; no driver for CUDA 12.0 drives sm_37: R470 (CUDA 11.4) is "
+        "the last driver branch for Kepler",
         "GPUs 0-1, Tesla K80 (sm_37): no kernels for sm_37: this build has sm_52 and newer",
     )
 
@@ -173,7 +178,8 @@ def test_a_k80_and_an_rtx_3090_no_longer_share_torch_1_5_through_jit(catalog):
     """The consequence: a K80 on R418 (CUDA 10.1) and an RTX 3090 on R550. Before, torch 1.5 cu101 fitted both
     (sm_37 SASS for the K80, compute_37 PTX JIT-compiled for the 3090). Its cuDNN 7.6 has no Ampere support, so
     no GPU build fits both: the K80 gets cu101's newest, 1.8.1 (sm_37 SASS, cuDNN 7.6 within its range), the 3090
-    the newest build for its driver, 2.14 cu126 (sm_86 SASS; the CUDA 13 builds need a newer driver)."""
+    the newest build for its driver, 2.14 cu129 (sm_86 SASS, through CUDA 12 minor-version compatibility; the
+    CUDA 13 builds need a newer driver)."""
     from envkit.fleet import fleet_of, named
     from envkit.fleet_resolve import resolve_fleet
 
@@ -182,7 +188,7 @@ def test_a_k80_and_an_rtx_3090_no_longer_share_torch_1_5_through_jit(catalog):
     result = resolve_fleet(catalog.manifests["torch"], machines, catalog.tables)
     assert not result.selected.build.is_gpu
     assert {g.machines: g.selected.build.id for g in result.groups} == {
-        ("k80-r418",): "torch-1.8-cu101", ("rtx3090",): "torch-2.14-cu126"}
+        ("k80-r418",): "torch-1.8-cu101", ("rtx3090",): "torch-2.14-cu129"}
     assert result.fails_on["torch-1.5-cu101"] == ("rtx3090",)
 
 

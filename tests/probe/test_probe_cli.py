@@ -117,9 +117,9 @@ def test_text_output_says_what_is_installed_and_what_to_run(fake_env, this_machi
     assert "GPU 0: NVIDIA GeForce RTX 5090, compute capability 12.0: FAIL" in out
     assert "FAIL: torch 2.6.0+cu124 does not work on this machine." in out
     assert "this build has no kernels for GPU 0, NVIDIA GeForce RTX 5090 (sm_120)" in out
-    # 12.8 and 12.9 both run only through minor-version compatibility here: the newer CUDA ranks first (2.9-2.11
-    # have cu129 builds since the corrections of 2026-11-22).
-    assert "To get a build that fits: envkit create torch --build torch-2.11-cu129" in out
+    # 12.8 and 12.9 both run only through minor-version compatibility here: the newest release, then the newer CUDA,
+    # ranks first (2.9-2.11 have cu129 builds since the corrections of 2026-11-22, 2.12-2.14 since issue 30).
+    assert "To get a build that fits: envkit create torch --build torch-2.14-cu129" in out
     assert "sm_120 is not compatible with the current PyTorch installation" in out  # the captured warning
 
 

@@ -140,8 +140,9 @@ def test_where_detection_found_no_driver_the_machine_is_the_one_the_framework_me
     assert machine.cuda_driver == CudaVersion(12, 4)
     assert machine.sources["gpus"] == "the probe"
     assert machine.sources["cuda_driver"] == "at least the CUDA 12.4 that torch started here"
-    # 12.8 and 12.9 both run there only through minor-version compatibility: the newer CUDA ranks first.
-    assert report.next_step is not None and report.next_step.build.id == "torch-2.11-cu129"
+    # 12.8 and 12.9 both run there only through minor-version compatibility: the newest release (2.14 has a cu129
+    # build: issue 30), then the newer CUDA, ranks first.
+    assert report.next_step is not None and report.next_step.build.id == "torch-2.14-cu129"
     # Judged for another machine (a login node's check), the profile stands as it is.
     assert judge("torch-2.6.0-cu124-rtx5090-no-kernels", "no-gpu", False, catalog).machine.gpus == ()
 
