@@ -213,3 +213,26 @@ def test_tensorflow_on_a_b200_is_kept_and_marked_unconfirmed(judge):
     assert resolution.selected.build.id == "tensorflow-2.21-cu125"
     assert "compute_90 PTX" in resolution.selected.reasons[-1]
     assert "sm_100" in resolution.selected.build.unconfirmed
+
+
+def test_python_3_15_picks_torch_2_15_and_its_install_leaves_torchaudio_out(catalog, load_profile):
+    """torch 2.15 claims 3.11-3.15, its cu130/cpu builds pin torchaudio 2.11, which has no cp315 wheel (`pip index
+    versions torchaudio --python-version 3.15 --only-binary=:all:` finds none; pytorch/test-infra#8214, #8241).
+    With --python 3.15 on an H100 with R580 (CUDA 13.0), the pick is 2.15 cu130 (native; cu132 would need minor-
+    version compatibility), and what pip is given installs there: torchaudio's marker leaves it out on 3.15 only."""
+    from packaging.requirements import Requirement
+
+    from envkit.resolve import parse_python_request
+
+    request = parse_python_request("3.15", catalog.tables.python)
+    resolution = resolve(catalog.manifests["torch"], load_profile("h100-cuda130"), catalog.tables, request)
+    selected = resolution.selected
+    assert selected.build.id == "torch-2.15-cu130" and str(selected.python) == "3.15"
+
+    def installed(python):
+        return [Requirement(p).name for p in selected.build.pip.packages
+                if Requirement(p).marker is None or Requirement(p).marker.evaluate({"python_version": python})]
+
+    assert installed("3.15") == ["torch"]
+    assert installed("3.14") == ["torch", "torchaudio"]
+    assert "no torchaudio either" in selected.build.notes
