@@ -52,6 +52,7 @@ def pythons(catalog, build) -> str:
 
 def test_every_release_is_in_the_table(catalog):
     assert {str(b.version) for b in catalog.manifests["tensorflow"].builds} == set(GPU_BUILDS)
+    assert "2.22" not in GPU_BUILDS  # [2026-11-26] only 2.22.0rc0 is on PyPI: no build yet
 
 
 @pytest.mark.parametrize("release", list(GPU_BUILDS))
