@@ -437,3 +437,17 @@ def test_advice_for_another_machine_names_it_in_the_commands(catalog):
     assert report.next_step is None
     assert ("no build of the torch manifest fits that machine: "
             "`envkit list torch --all --machine 'my profiles/v100.yaml'`") in report.diagnosis[0].advice
+
+
+@pytest.mark.parametrize("version, cuda, expected", [
+    ("2.15.0", "13.2", "torch-2.15-cu132"),  # PyPI's own 2.15.0 is the CUDA 13.2 build (issue 30)
+    ("2.14.1", "13.0", "torch-2.14-cu130"),  # and 2.14.x the CUDA 13.0 one
+    ("2.14.1+cu126", "12.6", "torch-2.14-cu126"),
+])
+def test_a_plain_pypi_torch_is_named_by_the_cuda_it_reports(catalog, version, cuda, expected):
+    """What `pip install torch` gives carries no local version: the CUDA torch reports names the build."""
+    from envkit.probe.result import ProbeResult
+
+    probe = ProbeResult(python_executable="python", exit_code=0, elapsed=0.1, framework="torch", imported=True,
+                        version=version, gpu_build=True, cuda=cuda)
+    assert installed_build(catalog.manifests["torch"], probe).id == expected
