@@ -236,3 +236,58 @@ def test_python_3_15_picks_torch_2_15_and_its_install_leaves_torchaudio_out(cata
     assert installed("3.15") == ["torch"]
     assert installed("3.14") == ["torch", "torchaudio"]
     assert "no torchaudio either" in selected.build.notes
+
+
+def test_an_r610_rtx_2080_super_read_through_nvidia_smi_gets_the_cuda_13_2_build(catalog):
+    """utkuozdemir/nvidia_gpu_exporter's R610 capture (tests/detect/data/real/): the banner says "KMD Version:
+    610.57.04" and "CUDA UMD Version: 13.3", which the fallback parser missed before. Read right, CUDA 13.3 runs
+    torch 2.15 cu132 natively (13.2 <= 13.3), the 2080 SUPER (sm_75) from its sm_75 SASS; cu132 before cu130 (the
+    newer CUDA, both native). Without the CUDA (the old parser), every GPU build was refused."""
+    from pathlib import Path
+
+    from envkit.detect.smi import parse_header
+    from envkit.machine import Gpu, MachineProfile
+    from envkit.versions import ComputeCapability
+
+    real = Path(__file__).parent / "detect" / "data" / "real" / "smi"
+    header = parse_header((real / "exporter-geforce-rtx-2080-super-r610.57.04.txt").read_text())
+    profile = MachineProfile(gpus=(Gpu(0, "NVIDIA GeForce RTX 2080 SUPER", ComputeCapability(7, 5)),),
+                             cuda_driver=header.cuda_driver, driver_version=header.driver_version)
+    resolution = resolve(catalog.manifests["torch"], profile, catalog.tables)
+    assert resolution.selected.build.id == "torch-2.15-cu132" and resolution.selected.native is True
+    # /proc alone (driver 610.57.04, no CUDA): 13.3 from cuda.yaml's new row, the same pick
+    assert catalog.tables.cuda.cuda_for_driver(header.driver_version) == header.cuda_driver
+
+
+def test_a_pascal_gpu_on_its_last_driver_and_a_profile_that_claims_a_newer_one(catalog):
+    """NixOS/nixos-hardware#1880: the 595 driver "will ignore this GPU" (Pascal): R580 is the last for Maxwell,
+    Pascal and Volta. A GTX 1080 on 580.95.05 (CUDA 13.0) gets torch 2.14 cu126 (sm_60 code; 2.15 is cu130/cu132
+    only, sm_75 and newer). The same GPU in a hand-written profile on 595.45.04 is warned about."""
+    from envkit.machine import profile_from_dict
+    from envkit.resolve import impossible_driver
+
+    def gtx1080(driver, cuda):
+        return profile_from_dict({"name": "pascal", "driver_version": driver, "cuda_driver": cuda,
+                                  "gpus": [{"name": "NVIDIA GeForce GTX 1080", "compute_capability": "6.1"}]}, "p")
+
+    resolution = resolve(catalog.manifests["torch"], gtx1080("580.95.05", "13.0"), catalog.tables)
+    assert resolution.selected.build.id == "torch-2.14-cu126"
+    assert impossible_driver(gtx1080("580.95.05", "13.0"), catalog.tables) == ()
+    [warning] = impossible_driver(gtx1080("595.45.04", "13.2"), catalog.tables)
+    assert "R580 (CUDA 13.0) is the last driver branch for Maxwell, Pascal and Volta" in warning
+
+
+def test_a_gtx_960m_laptop_known_only_by_its_name_gets_cu126(catalog):
+    """A GeForce GTX 960M (notebook Maxwell, 5.0: NVIDIA's list), seen through /proc (a name, no compute
+    capability), on R550 (CUDA 12.4). Before issue 30 its name matched no key ("GTX 960" is a whole word only), so
+    every GPU build was refused as of unknown compute capability. Now 5.0: torch 2.14 cu126 (sm_50 SASS) through
+    CUDA 12 minor-version compatibility; cu129 has no sm_50."""
+    from envkit.detect.sources import gpu_from_name
+    from envkit.machine import MachineProfile
+    from envkit.versions import CudaVersion, DriverVersion
+
+    gpu = gpu_from_name(0, "NVIDIA GeForce GTX 960M", catalog.tables.gpu_names, "/proc/driver/nvidia/gpus")
+    assert str(gpu.compute_capability) == "5.0"
+    profile = MachineProfile(gpus=(gpu,), cuda_driver=CudaVersion(12, 4), driver_version=DriverVersion.parse("550.54.14"))
+    resolution = resolve(catalog.manifests["torch"], profile, catalog.tables)
+    assert resolution.selected.build.id == "torch-2.14-cu126" and resolution.selected.native is False
