@@ -107,3 +107,24 @@ def test_a_driver_branch_table_that_contradicts_min_driver_is_refused_with_file_
     assert (f"{path}:{line}: field 'last_driver_branch[0].cuda': R580 supports CUDA 13.0 at most by min_driver "
             "(13.1's minimum driver is 590.44.01): the two tables disagree") in done.stdout
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("row, field, words", [
+    ('{gpus: "Fermi", below_compute_capability: "3.0", branch: "R390", cuda: "9.1"}', "last_driver_branch[2].cuda",
+     "CUDA 9.1 is not in min_driver"),
+    ('{gpus: "Fermi", below_compute_capability: "3.0", branch: "R390", cuda: "9.2"}', "last_driver_branch[2].branch",
+     "older than every driver in min_driver"),
+    ('{gpus: "Fermi", below_compute_capability: "3.0", branch: "390.xx", cuda: "9.2"}',
+     "last_driver_branch[2].branch", "not a driver branch like 'R580'"),
+    ('{gpus: "Fermi", below_compute_capability: "3.0", branch: "R390", cuda: "9.2", until: "2022"}',
+     "last_driver_branch[2].until", "unknown key"),
+])
+def test_a_broken_last_driver_row_names_its_field(envs_copy, row, field, words):
+    from envkit.catalog.load import load_tables
+    from envkit.errors import ManifestError
+
+    path = envs_copy / "cuda.yaml"
+    path.write_text(path.read_text() + f"  - {row}\n")
+    with pytest.raises(ManifestError) as caught:
+        load_tables(envs_copy)
+    assert caught.value.field == field and words in caught.value.problem

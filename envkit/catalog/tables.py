@@ -58,6 +58,8 @@ def _last_drivers(node: Node, min_driver: dict[CudaVersion, DriverVersion]) -> t
         if cuda not in min_driver:
             entry.fail(f"CUDA {cuda} is not in min_driver", "cuda")
         highest = max((version for version, driver in min_driver.items() if driver.branch <= branch), default=None)
+        if highest is None:
+            entry.fail(f"R{branch} is older than every driver in min_driver: it supports none of its CUDA", "branch")
         if highest != cuda:
             entry.fail(f"R{branch} supports CUDA {highest} at most by min_driver ({cuda}'s minimum driver is "
                        f"{min_driver[cuda]}): the two tables disagree", "cuda")
