@@ -201,9 +201,16 @@ def _companion_pythons(requirement: str, package: str, line: str, published: Any
     if not lacking:
         return None
     which = ", ".join(str(v) for v in lacking)
+    served = [v for v in claimed if v not in lacking]
+    pin = requirement.split(";")[0].strip()
+    if served and min(lacking) > max(served):
+        marker_text = f"'{pin} ; python_version < \"{min(lacking)}\"'"
+    elif served and max(lacking) < min(served):
+        marker_text = f"'{pin} ; python_version >= \"{min(served)}\"'"
+    else:
+        marker_text = "on python_version"
     return (f"{package} {line} has no wheel for Python {which}, which {build.id} claims: leave it out there with an "
-            f"environment marker ('{requirement.split(';')[0].strip()} ; python_version < \"{lacking[0]}\"', and say "
-            f"so in the build's notes) or narrow the build's python")
+            f"environment marker ({marker_text}, and say so in the build's notes) or narrow the build's python")
 
 
 def _parse_rules(raw: Any, source: Optional[SourceFile]

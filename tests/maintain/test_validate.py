@@ -269,3 +269,12 @@ def test_manifests_validate_exits_2_on_a_companion_without_a_wheel(envs_copy, tm
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "torch.yaml:" in done.stdout and "field 'releases[0].pip.packages[1]': torchaudio 2.11 has no wheel" \
         in done.stdout
+
+
+def test_the_marker_validate_suggests_leaves_out_the_pythons_that_lack_the_companion(envs_copy):
+    """A companion missing at the bottom of a build's range gets the marker that keeps the top, not '<'."""
+    edit(envs_copy, "torch.yaml", lambda d: d["companions"]["torchaudio"][0].update(python=">=3.12,<3.16"))
+    messages = [p.message for p in validate_directory(envs_copy).problems if "torch-2.14-cu130" in p.message]
+    assert messages == ["torchaudio 2.11 has no wheel for Python 3.10, 3.11, which torch-2.14-cu130 claims: leave it "
+                        "out there with an environment marker ('torchaudio==2.11.* ; python_version >= \"3.12\"', "
+                        "and say so in the build's notes) or narrow the build's python"]
