@@ -57,7 +57,9 @@ def torch_version_file():
         return None
     facts = {}
     for key in ("__version__", "cuda"):
-        found = re.search(r"^%s(?:\s*:[^=\n]*)?\s*=\s*['\"]([^'\"]{1,40})['\"]" % re.escape(key), text, re.M)
+        # (a version's characters only: nothing a terminal would take as a control sequence)
+        found = re.search(r"^%s(?:\s*:[^=\n]*)?\s*=\s*['\"]([A-Za-z0-9.+_-]{1,40})['\"]" % re.escape(key), text,
+                          re.M)
         facts["version" if key == "__version__" else key] = found.group(1) if found else None
     return facts
 
