@@ -86,8 +86,11 @@ def resolve(manifest: Manifest, profile: MachineProfile, tables: Tables, request
 def rank(candidates: Iterable[Candidate], has_gpus: bool) -> list[Candidate]:
     """Compatible before incompatible; on a machine with GPUs every GPU build before every CPU build; then the newest
     framework version; then a build the driver runs natively before one needing minor-version compatibility; then
-    the newest CUDA. Stable sorts, least important key first."""
+    one whose facts the manifest's authors could confirm before one with an ``unconfirmed`` note (torch 2.14 cu126
+    before the reported, unlisted cu129 where both run); then the newest CUDA. Stable sorts, least important key
+    first."""
     ordered = sorted(candidates, key=lambda c: c.build.cuda or (0, 0), reverse=True)
+    ordered.sort(key=lambda c: c.build.unconfirmed is not None)
     ordered.sort(key=lambda c: c.native is False)
     ordered.sort(key=lambda c: c.build.version, reverse=True)
     ordered.sort(key=lambda c: has_gpus and not c.build.is_gpu)

@@ -33,8 +33,9 @@ TORCH_SELECTIONS = [
     # cu126 through CUDA 12 minor-version compatibility (535 >= 525.60.13), SASS for both sm_70 and sm_80.
     ("v100-a100-cuda122", "torch-2.14-cu126", False),
     ("no-gpu", "torch-2.15-cpu", None),
-    # Both 2.14 cu126 and cu129 (issue 30) run there through CUDA 12 minor-version compatibility: the newer CUDA.
-    ("rtx2070-cuda124", "torch-2.14-cu129", False),
+    # Both 2.14 cu126 and cu129 (issue 30) run there through CUDA 12 minor-version compatibility: cu126, whose facts
+    # are confirmed, before the cu129 build that is reported but not listed (its `unconfirmed`).
+    ("rtx2070-cuda124", "torch-2.14-cu126", False),
     # 11.2 driver: no CUDA 12 build; cu118 through CUDA 11 minor-version compat, sm_61 runs the sm_60 code.
     ("gtx1080ti-cuda112", "torch-2.7-cu118", False),
     ("h100-cuda128", "torch-2.14-cu126", True),

@@ -178,8 +178,8 @@ def test_a_k80_and_an_rtx_3090_no_longer_share_torch_1_5_through_jit(catalog):
     """The consequence: a K80 on R418 (CUDA 10.1) and an RTX 3090 on R550. Before, torch 1.5 cu101 fitted both
     (sm_37 SASS for the K80, compute_37 PTX JIT-compiled for the 3090). Its cuDNN 7.6 has no Ampere support, so
     no GPU build fits both: the K80 gets cu101's newest, 1.8.1 (sm_37 SASS, cuDNN 7.6 within its range), the 3090
-    the newest build for its driver, 2.14 cu129 (sm_86 SASS, through CUDA 12 minor-version compatibility; the
-    CUDA 13 builds need a newer driver)."""
+    the newest build for its driver, 2.14 cu126 (sm_86 SASS, through CUDA 12 minor-version compatibility, before
+    the unconfirmed cu129 that would run the same way; the CUDA 13 builds need a newer driver)."""
     from envkit.fleet import fleet_of, named
     from envkit.fleet_resolve import resolve_fleet
 
@@ -188,7 +188,7 @@ def test_a_k80_and_an_rtx_3090_no_longer_share_torch_1_5_through_jit(catalog):
     result = resolve_fleet(catalog.manifests["torch"], machines, catalog.tables)
     assert not result.selected.build.is_gpu
     assert {g.machines: g.selected.build.id for g in result.groups} == {
-        ("k80-r418",): "torch-1.8-cu101", ("rtx3090",): "torch-2.14-cu129"}
+        ("k80-r418",): "torch-1.8-cu101", ("rtx3090",): "torch-2.14-cu126"}
     assert result.fails_on["torch-1.5-cu101"] == ("rtx3090",)
 
 
