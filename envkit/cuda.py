@@ -7,6 +7,19 @@ from typing import Mapping, NamedTuple, Optional
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 
+class LastDriver(NamedTuple):
+    """The last driver branch for the GPUs below a compute capability: no newer branch drives them, so no build for
+    a newer CUDA than the branch's (minor-version compatibility aside) will ever run on them."""
+
+    below: ComputeCapability  # the GPUs of a lower compute capability
+    branch: int  # R580
+    cuda: CudaVersion  # the highest CUDA that branch supports
+    gpus: str  # the generations, as users know them: "Maxwell, Pascal and Volta"
+
+    def describe(self) -> str:
+        return f"R{self.branch} (CUDA {self.cuda}) is the last driver branch for {self.gpus}"
+
+
 class CudaTable(NamedTuple):
     """cuda.yaml: which driver each CUDA release needs, and the floors of minor-version compatibility."""
 
@@ -17,6 +30,13 @@ class CudaTable(NamedTuple):
     minor_compat_floor: Mapping[int, DriverVersion]
     # Oldest GPU architecture each toolkit major can compile for.
     min_compute_capability: Mapping[int, ComputeCapability]
+    # The last driver branch of GPU generations that newer branches no longer drive.
+    last_drivers: tuple[LastDriver, ...] = ()
+
+    def last_driver_for(self, capability: ComputeCapability) -> Optional[LastDriver]:
+        """The last driver branch that drives a GPU of this compute capability, or None when newer ones still do."""
+        return min((last for last in self.last_drivers if capability < last.below), key=lambda last: last.branch,
+                   default=None)
 
     def cuda_for_driver(self, driver: DriverVersion) -> Optional[CudaVersion]:
         """The highest CUDA a driver supports: the newest toolkit whose minimum driver it meets."""

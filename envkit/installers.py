@@ -97,11 +97,15 @@ def wrong_builds(prefix: Path, step: PipPart) -> list[str]:
     from packaging.utils import canonicalize_name
 
     installed = _installed(prefix)
+    python = _python_of(prefix)
     out = []
     for text in step.packages:
         requirement = Requirement(text)
         if any(spec.operator in ("==", "===") and "*" not in spec.version for spec in requirement.specifier):
             continue
+        if requirement.marker is not None and (python is None or not requirement.marker.evaluate(
+                {"python_version": python, "python_full_version": f"{python}.0"})):
+            continue  # left out for this Python by its marker (torchaudio on 3.15), or the Python is not known
         name = canonicalize_name(requirement.name)
         version = installed.get(name)
         wanted = f"+{step.local}" if step.local else "a plain version"
@@ -110,6 +114,15 @@ def wrong_builds(prefix: Path, step: PipPart) -> list[str]:
         elif (version.local or "") != step.local:
             out.append(f"{name} {version}, not {wanted}")
     return out
+
+
+def _python_of(prefix: Path) -> Optional[str]:
+    """The X.Y of the environment's Python, from its lib/pythonX.Y/site-packages, or None."""
+    import re
+
+    found = [m[1] for p in prefix.glob("lib/python*/site-packages") if (m := re.fullmatch(r"python(3\.[0-9]+)",
+                                                                                          p.parent.name))]
+    return found[0] if len(found) == 1 else None
 
 
 def _installed(prefix: Path) -> dict[str, Version]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple, Optional, Sequence
 from envkit.catalog.model import ArchSet, Build, Manifest, PythonTable, Tables
 from envkit.errors import BadInputError
 from envkit.machine import Gpu, MachineProfile
-from envkit.versions import ComputeCapability
+from envkit.versions import ComputeCapability, CudaVersion
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -86,8 +86,11 @@ def resolve(manifest: Manifest, profile: MachineProfile, tables: Tables, request
 def rank(candidates: Iterable[Candidate], has_gpus: bool) -> list[Candidate]:
     """Compatible before incompatible; on a machine with GPUs every GPU build before every CPU build; then the newest
     framework version; then a build the driver runs natively before one needing minor-version compatibility; then
-    the newest CUDA. Stable sorts, least important key first."""
+    one whose facts the manifest's authors could confirm before one with an ``unconfirmed`` note (torch 2.14 cu126
+    before the reported, unlisted cu129 where both run); then the newest CUDA. Stable sorts, least important key
+    first."""
     ordered = sorted(candidates, key=lambda c: c.build.cuda or (0, 0), reverse=True)
+    ordered.sort(key=lambda c: c.build.unconfirmed is not None)
     ordered.sort(key=lambda c: c.native is False)
     ordered.sort(key=lambda c: c.build.version, reverse=True)
     ordered.sort(key=lambda c: has_gpus and not c.build.is_gpu)
@@ -111,6 +114,8 @@ def assess(build: Build, profile: MachineProfile, tables: Tables, request: Reque
         if python_problem:
             problems.append(python_problem)
         return Candidate(build, False, native, python, tuple(problems))
+    if not driver_ok:
+        driver_reason += beyond_last_driver(cuda=build.cuda, gpus=profile.gpus, tables=tables)
     problems = [] if driver_ok else [driver_reason]
     notes = [driver_reason] if driver_ok else []
     # Only a driver that runs the build through minor-version compatibility limits it to ready-made GPU code; a
@@ -162,6 +167,36 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Opti
     )
 
 
+def beyond_last_driver(cuda: CudaVersion, gpus: Sequence[Gpu], tables: Tables) -> str:
+    """Words to add where a driver for ``cuda`` is asked for but no driver for it drives one of the GPUs (a V100
+    after R580): "; no driver for CUDA 13.2 drives sm_70: R580 (CUDA 13.0) is the last ...", or ""."""
+    for gpu in gpus:
+        last = tables.cuda.last_driver_for(gpu.compute_capability) if gpu.compute_capability else None
+        if last is not None and cuda > last.cuda:
+            return f"; no driver for CUDA {cuda} drives {gpu.compute_capability.sm}: {last.describe()}"
+    return ""
+
+
+def impossible_driver(profile: MachineProfile, tables: Tables) -> tuple[str, ...]:
+    """What a profile claims that no driver does: a GPU on a driver branch newer than the last that drives it (a
+    hand-written profile of a V100 on R595). One sentence per GPU model."""
+    said: dict[str, str] = {}
+    for gpu in profile.gpus:
+        last = tables.cuda.last_driver_for(gpu.compute_capability) if gpu.compute_capability else None
+        if last is None or gpu.name in said:
+            continue
+        driver = profile.driver_version
+        if driver is not None and driver.branch > last.branch:
+            claim = f"driver {driver}"
+        elif driver is None and profile.cuda_driver is not None and profile.cuda_driver > last.cuda:
+            claim = f"a driver for CUDA {profile.cuda_driver}"
+        else:
+            continue
+        said[gpu.name] = (f"{gpu.label} cannot be on {claim}: {last.describe()}, so no newer driver drives it; the "
+                          f"profile is judged as it says, but check it")
+    return tuple(said.values())
+
+
 # --- the GPUs ----------------------------------------------------------------------------------------------------
 
 def _coverage(build: Build, gpus: Sequence[Gpu], sass_only: bool) -> list[tuple[list[Gpu], str, bool]]:
@@ -175,12 +210,9 @@ def _coverage(build: Build, gpus: Sequence[Gpu], sass_only: bool) -> list[tuple[
             out.append((group, "compute capability unknown; pass --gpu-arch X.Y", False))
             continue
         sass, ptx = sass_for(arch, capability), ptx_for(arch, capability)
-        too_new_for = [b for b in build.bundled if capability < b.min_compute_capability]
-        if too_new_for and (sass is not None or ptx is not None):
-            library = too_new_for[0]
-            out.append((group, (
-                f"the build has code for this GPU, but the {library.name} it bundles needs a GPU of compute "
-                f"capability {library.min_compute_capability} or newer"), False))
+        refusals = [why for why in (b.refuses(capability) for b in build.bundled) if why]
+        if refusals and (sass is not None or ptx is not None):
+            out.append((group, refusals[0], False))
         elif sass is not None:
             out.append((group, f"runs the build's {sass.sm} code", True))
         elif ptx is not None and sass_only:

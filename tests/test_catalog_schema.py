@@ -341,3 +341,61 @@ def test_unconfirmed_is_kept_from_the_build_or_its_release(manifests):
 def test_every_catalog_module_stays_under_450_lines():
     for path in (REPO / "envkit" / "catalog").glob("*.py"):
         assert len(path.read_text().splitlines()) < 450, path.name
+
+
+# --- bundled libraries: ceilings (issue 30) ----------------------------------------------------------------------
+
+CEILING = """\
+      - variant: cu101
+        cuda: "10.1"
+        arch: {sass: ["3.7", "5.0", "7.5"], ptx: ["3.7"]}
+        bundled: [{name: "cuDNN 7.6", max_compute_capability: "7.5"}]
+        pip: {packages: ["torch==1.0.*"]}
+"""
+
+
+def test_a_bundled_library_ceiling_refuses_the_jit_path_with_the_library_as_the_reason(manifests, catalog):
+    """cuDNN 7.6 serves Kepler to Turing: the build's compute_37 PTX would JIT on an RTX 5090, but its cuDNN would
+    not run there."""
+    build = load_demo(manifests, CEILING).builds[0]
+    assert build.max_compute_capability == ComputeCapability(7, 5) and build.min_compute_capability is None
+    blackwell = assess(build, profile("12.0"), catalog.tables)
+    assert not blackwell.compatible
+    assert blackwell.reasons[-1].endswith("cuDNN 7.6, bundled by this build, has no support for sm_120 (it serves "
+                                          "compute capability 7.5 and older)")
+    assert assess(build, profile("7.5"), catalog.tables).compatible  # its own SASS, within the ceiling
+    assert assess(build, profile("6.1"), catalog.tables).compatible  # sm_50 SASS
+    without = load_demo(manifests, CEILING.replace(
+        '        bundled: [{name: "cuDNN 7.6", max_compute_capability: "7.5"}]\n', "")).builds[0]
+    assert assess(without, profile("12.0"), catalog.tables).compatible  # the PTX alone would have let it through
+
+
+def test_a_floor_and_a_ceiling_together(manifests, catalog):
+    build = load_demo(manifests, CEILING.replace(
+        'max_compute_capability: "7.5"', 'min_compute_capability: "5.0", max_compute_capability: "7.5"')).builds[0]
+    verdicts = {cc: assess(build, profile(cc), catalog.tables).compatible for cc in ("3.7", "5.2", "7.5", "8.0")}
+    assert verdicts == {"3.7": False, "5.2": True, "7.5": True, "8.0": False}
+
+
+@pytest.mark.parametrize("bundled, field, words", [
+    ('[{name: "cuDNN 7.6", min_compute_capability: "8.0", max_compute_capability: "7.5"}]',
+     "bundled[0].max_compute_capability", "below the library's own floor"),
+    ('[{name: "cuDNN 7.6", max_compute_capability: "7.5"}, {name: "cuDNN 9.1", min_compute_capability: "8.0"}]',
+     "bundled[0].max_compute_capability", "no GPU runs this build"),
+    ('[{name: "cuDNN 7.6", max_compute_capability: "sm75"}]', "bundled[0].max_compute_capability", ""),
+    ('[{name: "cuDNN 7.6"}]', "bundled[0].min_compute_capability", "max_compute_capability"),
+])
+def test_a_ceiling_that_cannot_be_is_refused_naming_its_field(manifests, bundled, field, words):
+    error = refused(manifests, CEILING.replace('[{name: "cuDNN 7.6", max_compute_capability: "7.5"}]', bundled))
+    assert error.build == "demo-1.0-cu101" and error.field == field and words in error.problem
+
+
+def test_manifests_validate_names_file_line_build_and_field_of_a_ceiling_below_its_floor(manifests):
+    (manifests / "demo.yaml").write_text(HEAD + CEILING.replace(
+        'max_compute_capability: "7.5"', 'min_compute_capability: "8.0", max_compute_capability: "7.5"'))
+    done = subprocess.run([sys.executable, "-m", "envkit", "manifests", "validate", str(manifests)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (f"{manifests / 'demo.yaml'}:11: build demo-1.0-cu101, field 'bundled[0].max_compute_capability': 7.5 is "
+            "below the library's own floor, 8.0") in done.stdout
+    assert "Traceback" not in done.stderr

@@ -117,7 +117,7 @@ def test_list_text_marks_the_selected_build_and_hides_incompatible_ones():
     lines = result.stdout.splitlines()
     assert lines[0].startswith("Machine: blackwell-desk: driver 570.133.07, CUDA 12.8")
     selected = [line for line in lines if line.startswith("  * ")]
-    assert len(selected) == 1 and "torch-2.11-cu128" in selected[0]
+    assert len(selected) == 1 and "torch-2.14-cu129" in selected[0]  # CUDA 12 minor-version compat (issue 30)
     assert "torch-2.14-cu130" not in result.stdout
     # The next step judges the same machine when pasted.
     machine = str(PROFILES / "rtx5090-cuda128.yaml")

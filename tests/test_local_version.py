@@ -71,3 +71,17 @@ def test_each_package_must_carry_the_local_version(tmp_path: Path):
     assert wrong_builds(tmp_path, PipPart("p", ("torch==2.13.*",), "http://x", local="")) == []
     assert wrong_builds(tmp_path, PipPart("p", ("torchvision",), "http://x", local="")) == \
         ["torchvision 0.28.0+cu126, not a plain version"]  # a manifest that says none means none
+
+
+@pytest.mark.parametrize("python, expected", [
+    ("3.15", []),  # left out by its marker: not missing
+    ("3.14", ["torchaudio is not installed"]),  # the marker holds: it should be there
+])
+def test_a_package_its_marker_leaves_out_for_this_python_is_not_asked_for(tmp_path: Path, python, expected):
+    """Issue 30: torch 2.15 pins 'torchaudio==2.11.* ; python_version < "3.15"'; an environment of Python 3.15 gets
+    torch alone, and the check after installing must not call that a wrong build."""
+    info = tmp_path / "lib" / f"python{python}" / "site-packages" / "torch-2.15.0+cu130.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.15.0+cu130\n\n")
+    step = PipPart("p", ("torch==2.15.*", 'torchaudio==2.11.* ; python_version < "3.15"'), "http://x", local="cu130")
+    assert wrong_builds(tmp_path, step) == expected

@@ -50,3 +50,16 @@ def test_the_plugins_driver_floors_are_the_documented_ones(catalog):
     table = catalog.tables.cuda
     assert DriverVersion.parse("525") <= table.min_driver[CudaVersion(12, 0)] < DriverVersion.parse("526")
     assert DriverVersion.parse("580") <= table.min_driver[CudaVersion(13, 0)] < DriverVersion.parse("581")
+
+
+@pytest.mark.parametrize("release", ["0.11", "0.12"])
+def test_the_cudnn_cap_still_meets_the_newer_plugins_floor(catalog, release):
+    """[2026-11-26] The 0.11.1+ CUDA 12 plugins ask nvidia-cudnn-cu12>=9.10.2.21,<10.0: with the build's cap below
+    9.11 (cuDNN 9.11 dropped sm_50-sm_70) the two still meet, at 9.10.x (9.10.2.21 holds sm_50 to sm_120)."""
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    build = next(b for b in catalog.manifests["jax"].builds if str(b.version) == release and b.variant == "cu12")
+    [cap] = [Requirement(p).specifier for p in build.pip.packages if p.startswith("nvidia-cudnn-cu12")]
+    both = cap & SpecifierSet(">=9.10.2.21,<10.0")
+    assert both.contains("9.10.2.21") and not both.contains("9.11.0.98") and not both.contains("9.8.0.87")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from envkit.versions import ComputeCapability
+
 ANACONDA = ("https://repo.anaconda.com/pkgs/main",)
 CONDA_CU10 = ("3.5", "5.2", "6.0", "6.1", "7.0", "7.5")  # the recipe's list for cudatoolkit 10.*
 CONDA_CU11 = (*CONDA_CU10, "8.0")  # and for 11.*
@@ -50,6 +52,7 @@ def pythons(catalog, build) -> str:
 
 def test_every_release_is_in_the_table(catalog):
     assert {str(b.version) for b in catalog.manifests["tensorflow"].builds} == set(GPU_BUILDS)
+    assert "2.22" not in GPU_BUILDS  # [2026-11-26] only 2.22.0rc0 is on PyPI: no build yet
 
 
 @pytest.mark.parametrize("release", list(GPU_BUILDS))
@@ -61,9 +64,22 @@ def test_gpu_build_matches_its_sources(catalog, release):
     assert (pythons(catalog, build), build.variant, str(build.cuda)) == (python, variant, cuda)
     assert tuple(str(a) for a in build.arch.sass) == sass
     assert tuple(str(a) for a in build.arch.ptx) == ptx
-    assert build.bundled == ()  # no bundled-library floor: the cuDNN each build installs covers its SASS
-    if "9.0" in ptx:  # compat-data's corrections: tensorflow#89272, compute_90 PTX failing to JIT on sm_120
-        assert "89272" in build.notes and "sm_120" in build.notes
+    if variant == "cu113":  # [2026-11-26] cuDNN 8.2 (the legacy conda builds): Ampere and Ada, no Hopper or newer
+        assert [(b.name, str(b.max_compute_capability)) for b in build.bundled] == [("cuDNN 8.2", "8.9")]
+        assert "cuDNN 8.2's ceiling" in build.unconfirmed
+    elif release in ("2.14", "2.15"):  # the same ceiling, inferred from #111958's cause; no report of their own
+        assert [(b.name, str(b.max_compute_capability)) for b in build.bundled] == [
+            ("XLA (PTX ISA 8.5 and older)", "10.3")]
+        assert "inferred" in build.unconfirmed and "111958" in build.unconfirmed
+    elif "9.0" in ptx:
+        # [2026-11-26] 2.16-2.21 do not run on compute capability 12.x: tensorflow#89272, #97387, #99592, #101746,
+        # #103531, #111958 ("PTX version 8.5 does not support target sm_120", from XLA), #112272. A ceiling on XLA;
+        # sm_100/sm_103 unsourced (kept as before: their compute_90 PTX), and said so.
+        assert [(b.name, str(b.max_compute_capability), b.min_compute_capability) for b in build.bundled] == [
+            ("XLA (PTX ISA 8.5 and older)", "10.3", None)]
+        assert "sm_100" in build.unconfirmed
+    else:
+        assert build.bundled == ()  # no bundled-library limit: the cuDNN each build installs covers its SASS
     if isinstance(install, tuple):  # a conda build: the Anaconda defaults channel, Python from conda as well
         assert build.conda.channels == ANACONDA and build.conda.packages == install
         assert build.pip is None
@@ -105,5 +121,9 @@ def test_what_could_not_be_confirmed_is_marked(catalog, release):
     for build in builds:
         if release in UNCONFIRMED:
             assert build.unconfirmed and all(words in build.unconfirmed for words in UNCONFIRMED[release]), build.id
+        elif build.is_gpu and release in ("2.14", "2.15"):
+            assert "sm_100" in build.unconfirmed, build.id
+        elif build.is_gpu and build.arch.ptx == (ComputeCapability(9, 0),):  # 2.16-2.21: B200 unsourced
+            assert build.unconfirmed.startswith("whether it runs on sm_100/sm_103 (B200, B300)"), build.id
         else:  # the pip releases: read from PyPI and the wheels themselves
             assert build.unconfirmed is None, build.id

@@ -12,7 +12,8 @@ STABLE = "https://download.pytorch.org/whl/torch_stable.html"
 
 # release -> (Pythons, CUDA variants, patch pinned before 2.0 (None: a release line), torchvision, torchaudio).
 # 2.x: compat-data's PyTorch table with the corrections (2.15 added: cu130/cu132 only, Python 3.11-3.15; 2.13/2.14
-# stop at 3.14; 2.2/2.3 reach 3.12, 2.5 3.13; cu129 for 2.9-2.11). 1.x: the "previous versions" variants and
+# stop at 3.14; 2.2/2.3 reach 3.12, 2.5 3.13; cu129 for 2.9-2.11, and [2026-11-26] for 2.12-2.14 as reported
+# installed from whl/cu129: rapidsai/rmm#2541 torch==2.14.0+cu129, pytorch/pytorch#187834). 1.x: the "previous versions" variants and
 # pairings; Pythons: 1.4-1.6 3.6-3.8, 1.7-1.10 3.6-3.9, 1.11-1.12 3.7-3.10, 1.13 3.7-3.11.
 TORCH_RELEASES = {
     "1.4": ("3.6-3.8", {"cu92", "cu100", "cu101"}, "1.4.0", "0.5.0", "0.4.0"),
@@ -37,9 +38,9 @@ TORCH_RELEASES = {
     "2.9": ("3.10-3.14", {"cu126", "cu128", "cu129", "cu130", "cpu"}, None, "0.24", "2.9"),
     "2.10": ("3.10-3.14", {"cu126", "cu128", "cu129", "cu130", "cpu"}, None, "0.25", "2.10"),
     "2.11": ("3.10-3.14", {"cu126", "cu128", "cu129", "cu130", "cpu"}, None, "0.26", "2.11"),
-    "2.12": ("3.10-3.14", {"cu126", "cu130", "cu132", "cpu"}, None, "0.27", "2.11"),
-    "2.13": ("3.10-3.14", {"cu126", "cu130", "cu132", "cpu"}, None, "0.28", "2.11"),
-    "2.14": ("3.10-3.14", {"cu126", "cu130", "cu132", "cpu"}, None, "0.29", "2.11"),
+    "2.12": ("3.10-3.14", {"cu126", "cu129", "cu130", "cu132", "cpu"}, None, "0.27", "2.11"),
+    "2.13": ("3.10-3.14", {"cu126", "cu129", "cu130", "cu132", "cpu"}, None, "0.28", "2.11"),
+    "2.14": ("3.10-3.14", {"cu126", "cu129", "cu130", "cu132", "cpu"}, None, "0.29", "2.11"),
     "2.15": ("3.11-3.15", {"cu130", "cu132", "cpu"}, None, None, "2.11"),  # no torchvision 0.30 on PyPI
 }
 # The builds PyPI serves without a local version (PyTorch's page installed these variants from PyPI).
@@ -75,7 +76,7 @@ def torch_arch(release: str, variant: str) -> tuple[tuple[str, ...], tuple[str, 
     if variant in ("cu128", "cu129"):  # cu129: as the release's cu128, no PTX claimed (RELEASE.md's is nightlies')
         if minor == 7:
             return TURING_TO_BLACKWELL, ("12.0",)  # compute_120 PTX, removed in 2.8 (#157516)
-        return (TURING_TO_BLACKWELL if minor == 11 else VOLTA_TO_BLACKWELL), ()
+        return (TURING_TO_BLACKWELL if minor >= 11 else VOLTA_TO_BLACKWELL), ()  # 2.12-2.14 cu129: as 2.11's
     # cu130/cu132 release wheels: no PTX (#175567, #188914), except 2.13.0 (12.0+PTX by accident)
     return TURING_TO_BLACKWELL, (("12.0",) if minor == 13 else ())
 
@@ -108,7 +109,10 @@ def test_torch_release_matches_its_sources(catalog, release):
             if torchvision:  # 2.15 has none yet
                 expected.append(f"torchvision=={torchvision}.*")
             if build.variant != "cu132":  # torchaudio is unconfirmed on the stable cu132 index: left out there
-                expected.append(f"torchaudio=={torchaudio}.*")
+                # [cp315] torchaudio 2.11 has no cp315 wheel (pip index versions, 2026-11-26; pytorch/test-infra
+                # #8214, #8241): 2.15, which claims 3.15, leaves it out there with a marker
+                marker = ' ; python_version < "3.15"' if release == "2.15" else ""
+                expected.append(f"torchaudio=={torchaudio}.*{marker}")
             assert list(packages) == expected, build.id
         else:
             local = "" if pypi else f"+{build.variant}"
@@ -134,6 +138,13 @@ def test_torch_release_matches_its_sources(catalog, release):
         # cuDNN 9.1 (CC 5.0 and newer) in the 2.4-2.7 cu118 wheels, whose kernels still list sm_37
         cudnn9 = build.variant == "cu118" and release in ("2.4", "2.5", "2.6", "2.7")
         assert build.min_compute_capability == (ComputeCapability(5, 0) if cudnn9 else None), build.id
+        # [cudnn7] (2026-11-26) cuDNN 7.6 in the 1.4/1.5 wheels serves Kepler to Turing only (NVIDIA cuDNN 7.6
+        # support matrix; CUDNN_STATUS_EXECUTION_FAILED on RTX 30xx: VinAIResearch/CPM#9): their compute_37 PTX
+        # does not reach Ampere or newer.
+        cudnn7 = release in ("1.4", "1.5")
+        assert build.max_compute_capability == (ComputeCapability(7, 5) if cudnn7 else None), build.id
+        if cudnn7:
+            assert [b.name for b in build.bundled] == ["cuDNN 7.6"]
 
 
 def test_what_could_not_be_confirmed_is_marked(catalog):
@@ -143,6 +154,9 @@ def test_what_could_not_be_confirmed_is_marked(catalog):
     assert "cu130 index" in builds["torch-2.15-cu130"].unconfirmed
     assert "PTX" in builds["torch-2.8-cu129"].unconfirmed
     for release in ("2.9", "2.10", "2.11"):
+        assert "arch list" in builds[f"torch-{release}-cu129"].unconfirmed
+    for release in ("2.12", "2.13", "2.14"):  # reported installed; the index listing would settle them
+        assert "whl/cu129" in builds[f"torch-{release}-cu129"].unconfirmed
         assert "arch list" in builds[f"torch-{release}-cu129"].unconfirmed
     assert "main branch" in builds["torch-1.4-cu92"].unconfirmed
     assert builds["torch-2.14-cu126"].unconfirmed is None
@@ -157,3 +171,12 @@ def test_the_newest_build_per_old_cuda_variant(catalog):
     expected = {"cu92": "1.7", "cu100": "1.4", "cu101": "1.8", "cu102": "1.12", "cu110": "1.7", "cu111": "1.10",
                 "cu113": "1.12", "cu115": "1.11", "cu116": "1.13"}
     assert {v: str(newest[v]) for v in expected} == expected
+
+
+def test_companions_say_which_pythons_their_lines_publish(envs_dir):
+    """[cp315] torchaudio 2.11 publishes cp310-cp314: the companions rule says so, for validate to check the pins."""
+    import yaml
+
+    data = yaml.safe_load((envs_dir / "torch.yaml").read_text())
+    assert data["companions"]["torchaudio"][0] == {"framework": ">=2.11", "version": "2.11",
+                                                   "python": ">=3.10,<3.15"}

@@ -50,12 +50,16 @@ def test_r470_driver_refuses_cu121_and_takes_cu118_through_minor_version_compati
     assert "minor-version compatibility (driver 470.199.02, >= 450.80.02)" in resolution.selected.reasons[0]
 
 
-def test_rtx_5070_ti_on_a_570_driver_gets_2_11_cu128(judge):
+def test_rtx_5070_ti_on_a_570_driver_gets_2_14_cu129(judge):
     """sm_120 on R570 (CUDA 12.8): every CUDA 13 build needs a newer driver, the cu126 line has no Blackwell code
-    and no PTX; 2.11 is the newest release with a cu128 build (sm_120 SASS). Its cu129 twin would run only through
-    minor-version compatibility, so the native cu128 comes first. JAX: the CUDA 12 plugin (PTX from SM 5.2)."""
+    and no PTX; 2.11 is the newest release with a cu128 build (sm_120 SASS). Issue 30: 2.12-2.14 have cu129 builds
+    (rapidsai/rmm#2541 pins torch==2.14.0+cu129), which run on R570 through CUDA 12 minor-version compatibility from
+    their sm_120 SASS; the newest release ranks first, so 2.14 cu129 instead of 2.11 cu128. JAX: the CUDA 12
+    plugin (PTX from SM 5.2)."""
     resolution, builds = judge("torch", "rtx5070ti-cuda128")
-    assert resolution.selected.build.id == "torch-2.11-cu128" and resolution.selected.native is True
+    assert resolution.selected.build.id == "torch-2.14-cu129" and resolution.selected.native is False
+    assert "minor-version compatibility" in resolution.selected.reasons[0]
+    assert builds["torch-2.11-cu128"].compatible and builds["torch-2.11-cu128"].native is True
     assert builds["torch-2.11-cu129"].compatible and builds["torch-2.11-cu129"].native is False
     assert "no kernels for sm_120: this build has sm_50 to sm_90 and no PTX for newer GPUs" in \
         builds["torch-2.14-cu126"].reasons[0]
@@ -88,7 +92,8 @@ def test_k80_on_r470_gets_no_jax_gpu_build(judge):
     resolution, builds = judge("jax", "k80x2-cuda114")
     assert resolution.selected.build.id == "jax-0.12-cpu"
     assert builds["jax-0.12-cu12"].reasons == (
-        "needs driver CUDA >= 12.0, the driver has 11.4",
+        "needs driver CUDA >= 12.0, the driver has 11.4; no driver for CUDA 12.0 drives sm_37: R470 (CUDA 11.4) is "
+        "the last driver branch for Kepler",
         "GPUs 0-1, Tesla K80 (sm_37): no kernels for sm_37: this build has sm_52 and newer",
     )
 
@@ -140,3 +145,149 @@ def test_list_all_on_the_d2l_machine_picks_1_8_1_cu101_and_shows_what_is_unconfi
     assert "* torch-1.8-cu101" in text
     assert "unconfirmed: the +cuXXX wheels on download.pytorch.org" in text
     assert "unconfirmed:" not in envkit().stdout  # the everyday view stays short
+
+
+# --- issue 30: reports of 2026-11-26 -------------------------------------------------------------------------------
+
+def gpu_profile(name, cuda, driver, capability, gpu):
+    from envkit.machine import profile_from_dict
+
+    return profile_from_dict({"name": name, "cuda_driver": cuda, "driver_version": driver,
+                              "gpus": [{"name": gpu, "compute_capability": capability}]}, name)
+
+
+RTX3090_R550 = ("rtx3090", "12.4", "550.54.14", "8.6", "NVIDIA GeForce RTX 3090")
+
+
+@pytest.mark.parametrize("build_id", ["torch-1.4-cu101", "torch-1.4-cu100", "torch-1.5-cu102", "torch-1.5-cu101"])
+def test_torch_1_4_and_1_5_do_not_jit_onto_an_rtx_3090(catalog, build_id):
+    """VinAIResearch/CPM#9, zzhang1987/Factor-Graph-Neural-Network#4, niuchuangnn/SPICE#26: CUDA 10 builds on an
+    RTX 30xx fail with CUDNN_STATUS_EXECUTION_FAILED. torch 1.4/1.5 carry compute_37 PTX, which the R550 driver
+    could JIT for sm_86, but their cuDNN 7.6 supports compute capability 3.0-7.5 (NVIDIA's cuDNN 7.6 support
+    matrix): refused, with the library as the reason."""
+    from envkit.resolve import assess
+
+    build = next(b for b in catalog.manifests["torch"].builds if b.id == build_id)
+    verdict = assess(build, gpu_profile(*RTX3090_R550), catalog.tables)
+    assert not verdict.compatible
+    assert verdict.reasons == ("GPU 0, NVIDIA GeForce RTX 3090 (sm_86): cuDNN 7.6, bundled by this build, has no "
+                               "support for sm_86 (it serves compute capability 7.5 and older)",)
+
+
+def test_a_k80_and_an_rtx_3090_no_longer_share_torch_1_5_through_jit(catalog):
+    """The consequence: a K80 on R418 (CUDA 10.1) and an RTX 3090 on R550. Before, torch 1.5 cu101 fitted both
+    (sm_37 SASS for the K80, compute_37 PTX JIT-compiled for the 3090). Its cuDNN 7.6 has no Ampere support, so
+    no GPU build fits both: the K80 gets cu101's newest, 1.8.1 (sm_37 SASS, cuDNN 7.6 within its range), the 3090
+    the newest build for its driver, 2.14 cu126 (sm_86 SASS, through CUDA 12 minor-version compatibility, before
+    the unconfirmed cu129 that would run the same way; the CUDA 13 builds need a newer driver)."""
+    from envkit.fleet import fleet_of, named
+    from envkit.fleet_resolve import resolve_fleet
+
+    k80 = gpu_profile("k80-r418", "10.1", "418.87.01", "3.7", "Tesla K80")
+    machines = fleet_of([named(k80, "k80-r418"), named(gpu_profile(*RTX3090_R550), "rtx3090")])
+    result = resolve_fleet(catalog.manifests["torch"], machines, catalog.tables)
+    assert not result.selected.build.is_gpu
+    assert {g.machines: g.selected.build.id for g in result.groups} == {
+        ("k80-r418",): "torch-1.8-cu101", ("rtx3090",): "torch-2.14-cu126"}
+    assert result.fails_on["torch-1.5-cu101"] == ("rtx3090",)
+
+
+@pytest.mark.parametrize("release", ["2.16", "2.17", "2.18", "2.19", "2.20", "2.21"])
+def test_tensorflow_2_16_to_2_21_do_not_run_on_an_rtx_5090(judge, release):
+    """tensorflow/tensorflow#89272, #97387, #99592, #101746, #103531, #111958, #112272: the pip builds fail on sm_120;
+    #111958: XLA says "PTX version 8.5 does not support target sm_120". On an RTX 5090 (R570, CUDA 12.8) each is
+    refused with XLA as the reason, though their compute_90 PTX would JIT. 2.14/2.15 (compute_80 PTX) carry the
+    same ceiling on the same cause (inferred, marked unconfirmed), so they do not take the newer ones' place, and the
+    legacy conda builds have no Blackwell code: the pick is the newest tensorflow-cpu, with the GPU unused."""
+    resolution, builds = judge("tensorflow", "rtx5090-cuda128")
+    assert resolution.selected.build.id == "tensorflow-2.21-cpu"
+    assert builds[f"tensorflow-{release}-cu12{'3' if release in ('2.16', '2.17') else '5'}"].reasons == (
+        "GPU 0, NVIDIA GeForce RTX 5090 (sm_120): XLA (PTX ISA 8.5 and older), bundled by this build, has no support "
+        "for sm_120 (it serves compute capability 10.3 and older)",)
+
+
+def test_tensorflow_on_a_b200_is_kept_and_marked_unconfirmed(judge):
+    """Whether TF 2.16-2.21 run on sm_100 is unsourced: B200 keeps the former judgement (compute_90 PTX, JIT) and the
+    pick carries the doubt for `list --all`."""
+    resolution, _ = judge("tensorflow", "b200-cuda130")
+    assert resolution.selected.build.id == "tensorflow-2.21-cu125"
+    assert "compute_90 PTX" in resolution.selected.reasons[-1]
+    assert "sm_100" in resolution.selected.build.unconfirmed
+
+
+def test_python_3_15_picks_torch_2_15_and_its_install_leaves_torchaudio_out(catalog, load_profile):
+    """torch 2.15 claims 3.11-3.15, its cu130/cpu builds pin torchaudio 2.11, which has no cp315 wheel (`pip index
+    versions torchaudio --python-version 3.15 --only-binary=:all:` finds none; pytorch/test-infra#8214, #8241).
+    With --python 3.15 on an H100 with R580 (CUDA 13.0), the pick is 2.15 cu130 (native; cu132 would need minor-
+    version compatibility), and what pip is given installs there: torchaudio's marker leaves it out on 3.15 only."""
+    from packaging.requirements import Requirement
+
+    from envkit.resolve import parse_python_request
+
+    request = parse_python_request("3.15", catalog.tables.python)
+    resolution = resolve(catalog.manifests["torch"], load_profile("h100-cuda130"), catalog.tables, request)
+    selected = resolution.selected
+    assert selected.build.id == "torch-2.15-cu130" and str(selected.python) == "3.15"
+
+    def installed(python):
+        return [Requirement(p).name for p in selected.build.pip.packages
+                if Requirement(p).marker is None or Requirement(p).marker.evaluate({"python_version": python})]
+
+    assert installed("3.15") == ["torch"]
+    assert installed("3.14") == ["torch", "torchaudio"]
+    assert "no torchaudio either" in selected.build.notes
+
+
+def test_an_r610_rtx_2080_super_read_through_nvidia_smi_gets_the_cuda_13_2_build(catalog):
+    """utkuozdemir/nvidia_gpu_exporter's R610 capture (tests/detect/data/real/): the banner says "KMD Version:
+    610.57.04" and "CUDA UMD Version: 13.3", which the fallback parser missed before. Read right, CUDA 13.3 runs
+    torch 2.15 cu132 natively (13.2 <= 13.3), the 2080 SUPER (sm_75) from its sm_75 SASS; cu132 before cu130 (the
+    newer CUDA, both native). Without the CUDA (the old parser), every GPU build was refused."""
+    from pathlib import Path
+
+    from envkit.detect.smi import parse_header
+    from envkit.machine import Gpu, MachineProfile
+    from envkit.versions import ComputeCapability
+
+    real = Path(__file__).parent / "detect" / "data" / "real" / "smi"
+    header = parse_header((real / "exporter-geforce-rtx-2080-super-r610.57.04.txt").read_text())
+    profile = MachineProfile(gpus=(Gpu(0, "NVIDIA GeForce RTX 2080 SUPER", ComputeCapability(7, 5)),),
+                             cuda_driver=header.cuda_driver, driver_version=header.driver_version)
+    resolution = resolve(catalog.manifests["torch"], profile, catalog.tables)
+    assert resolution.selected.build.id == "torch-2.15-cu132" and resolution.selected.native is True
+    # /proc alone (driver 610.57.04, no CUDA): 13.3 from cuda.yaml's new row, the same pick
+    assert catalog.tables.cuda.cuda_for_driver(header.driver_version) == header.cuda_driver
+
+
+def test_a_pascal_gpu_on_its_last_driver_and_a_profile_that_claims_a_newer_one(catalog):
+    """NixOS/nixos-hardware#1880: the 595 driver "will ignore this GPU" (Pascal): R580 is the last for Maxwell,
+    Pascal and Volta. A GTX 1080 on 580.95.05 (CUDA 13.0) gets torch 2.14 cu126 (sm_60 code; 2.15 is cu130/cu132
+    only, sm_75 and newer). The same GPU in a hand-written profile on 595.45.04 is warned about."""
+    from envkit.machine import profile_from_dict
+    from envkit.resolve import impossible_driver
+
+    def gtx1080(driver, cuda):
+        return profile_from_dict({"name": "pascal", "driver_version": driver, "cuda_driver": cuda,
+                                  "gpus": [{"name": "NVIDIA GeForce GTX 1080", "compute_capability": "6.1"}]}, "p")
+
+    resolution = resolve(catalog.manifests["torch"], gtx1080("580.95.05", "13.0"), catalog.tables)
+    assert resolution.selected.build.id == "torch-2.14-cu126"
+    assert impossible_driver(gtx1080("580.95.05", "13.0"), catalog.tables) == ()
+    [warning] = impossible_driver(gtx1080("595.45.04", "13.2"), catalog.tables)
+    assert "R580 (CUDA 13.0) is the last driver branch for Maxwell, Pascal and Volta" in warning
+
+
+def test_a_gtx_960m_laptop_known_only_by_its_name_gets_cu126(catalog):
+    """A GeForce GTX 960M (notebook Maxwell, 5.0: NVIDIA's list), seen through /proc (a name, no compute
+    capability), on R550 (CUDA 12.4). Before issue 30 its name matched no key ("GTX 960" is a whole word only), so
+    every GPU build was refused as of unknown compute capability. Now 5.0: torch 2.14 cu126 (sm_50 SASS) through
+    CUDA 12 minor-version compatibility; cu129 has no sm_50."""
+    from envkit.detect.sources import gpu_from_name
+    from envkit.machine import MachineProfile
+    from envkit.versions import CudaVersion, DriverVersion
+
+    gpu = gpu_from_name(0, "NVIDIA GeForce GTX 960M", catalog.tables.gpu_names, "/proc/driver/nvidia/gpus")
+    assert str(gpu.compute_capability) == "5.0"
+    profile = MachineProfile(gpus=(gpu,), cuda_driver=CudaVersion(12, 4), driver_version=DriverVersion.parse("550.54.14"))
+    resolution = resolve(catalog.manifests["torch"], profile, catalog.tables)
+    assert resolution.selected.build.id == "torch-2.14-cu126" and resolution.selected.native is False

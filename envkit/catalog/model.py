@@ -50,11 +50,24 @@ class PipInstall(NamedTuple):
 
 class BundledLibrary(NamedTuple):
     """A library a build ships whose GPU support is narrower than the build's own kernels: the cuDNN 9 in torch
-    2.4-2.7 cu118 needs compute capability 5.0 though the wheel carries sm_37 code. A GPU below the floor cannot
-    run the build, whatever its arch list says."""
+    2.4-2.7 cu118 needs compute capability 5.0 though the wheel carries sm_37 code (a floor); the cuDNN 7.6 in torch
+    1.4/1.5 serves nothing newer than Turing though the wheel carries compute_37 PTX that the driver could JIT for
+    any newer GPU (a ceiling). A GPU below the floor or above the ceiling cannot run the build, whatever its arch
+    list says. At least one of the two is set."""
 
     name: str  # as a user knows it, with its version: "cuDNN 9.1"
-    min_compute_capability: ComputeCapability
+    min_compute_capability: Optional[ComputeCapability] = None  # the oldest GPU it serves
+    max_compute_capability: Optional[ComputeCapability] = None  # the newest GPU it serves
+
+    def refuses(self, capability: ComputeCapability) -> Optional[str]:
+        """Why this library cannot serve a GPU of ``capability``, or None when it can."""
+        if self.min_compute_capability is not None and capability < self.min_compute_capability:
+            return (f"the build has code for this GPU, but the {self.name} it bundles needs a GPU of compute "
+                    f"capability {self.min_compute_capability} or newer")
+        if self.max_compute_capability is not None and capability > self.max_compute_capability:
+            return (f"{self.name}, bundled by this build, has no support for {capability.sm} (it serves compute "
+                    f"capability {self.max_compute_capability} and older)")
+        return None
 
 
 class CondaInstall(NamedTuple):
@@ -130,7 +143,14 @@ class Build(NamedTuple):
     @property
     def min_compute_capability(self) -> Optional[ComputeCapability]:
         """The oldest GPU every bundled library supports (None: no floor beyond the arch list)."""
-        return max((b.min_compute_capability for b in self.bundled), default=None)
+        return max((b.min_compute_capability for b in self.bundled if b.min_compute_capability is not None),
+                   default=None)
+
+    @property
+    def max_compute_capability(self) -> Optional[ComputeCapability]:
+        """The newest GPU every bundled library supports (None: no ceiling beyond the arch list)."""
+        return min((b.max_compute_capability for b in self.bundled if b.max_compute_capability is not None),
+                   default=None)
 
     @property
     def is_gpu(self) -> bool:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
+from envkit.catalog.bundled import parse_bundled
 from envkit.catalog.entries import conda_spec_problem, https_url_problem, pip_requirement_problem
 from envkit.catalog.model import (
     CPU,
     FRAMEWORKS,
     ArchSet,
     Build,
-    BundledLibrary,
     CondaInstall,
     Manifest,
     PipInstall,
@@ -23,7 +23,7 @@ from envkit.catalog.model import (
     Tables,
     valid_id,
 )
-from envkit.catalog.node import Node, kind
+from envkit.catalog.node import Node
 from envkit.cuda import CudaTable
 from envkit.errors import ManifestError
 from envkit.versions import ComputeCapability, CudaVersion
@@ -41,7 +41,6 @@ _BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda
 _PIP_KEYS = {"index_url", "find_links", "packages", "local_version"}
 _CONDA_KEYS = {"channels", "packages"}
 _ARCH_KEYS = {"sass", "ptx"}
-_BUNDLED_KEYS = {"name", "min_compute_capability"}
 
 
 def parse_manifest(
@@ -228,7 +227,7 @@ def _parse_build(
         if "pip" not in install and "conda" not in install:
             step(lambda: node.fail("a build needs pip packages or conda packages to install", "pip"))
     notes = step(lambda: node.text("notes", required=False) or release.text("notes", False))
-    bundled = step(lambda: _bundled(node, release, arch)) if arch is not _FAILED else _FAILED
+    bundled = step(lambda: parse_bundled(node, release, arch)) if arch is not _FAILED else _FAILED
     unconfirmed = step(lambda: node.text("unconfirmed", required=False) or release.text("unconfirmed", False))
     if failed:
         return None
@@ -373,24 +372,3 @@ def _each(node: Node, key: str, entries: Sequence[str], problem_of: Callable[[st
         problem = problem_of(entry)
         if problem:
             node.fail(problem, f"{key}[{position}]")
-
-
-def _bundled(node: Node, release: Node, arch: Optional[ArchSet]) -> tuple[BundledLibrary, ...]:
-    """The libraries a GPU build bundles whose GPU floor is above some of its kernels (the build's own list, else
-    its release's)."""
-    owner = node if node.has("bundled") else release
-    if not owner.has("bundled"):
-        return ()
-    if arch is None:
-        owner.fail("only a GPU build bundles GPU libraries", "bundled")
-    raw = owner.data["bundled"]
-    if not isinstance(raw, list) or not raw:
-        owner.fail(f"expected a list of {{name, min_compute_capability}}, got {kind(raw)}", "bundled")
-    out = []
-    for position, item in enumerate(raw):
-        entry = Node(item, owner.path, owner.build, f"{owner.prefix}bundled[{position}].")
-        entry.only(_BUNDLED_KEYS)
-        out.append(BundledLibrary(name=entry.text("name"),
-                                  min_compute_capability=entry.parsed("min_compute_capability",
-                                                                      ComputeCapability.parse)))
-    return tuple(out)

@@ -9,13 +9,13 @@ from typing import Any, Callable
 from envkit.catalog.entries import https_url_problem
 from envkit.catalog.model import PythonTable
 from envkit.catalog.node import Node
-from envkit.cuda import CudaTable
+from envkit.cuda import CudaTable, LastDriver
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 
 def parse_cuda_table(data: Any, path: str) -> CudaTable:
     node = Node(data, path)
-    node.only({"min_driver", "minor_version_compatibility", "min_compute_capability"})
+    node.only({"min_driver", "minor_version_compatibility", "min_compute_capability", "last_driver_branch"})
 
     def table(key: str, parse_key: Callable[[str], Any], parse_value: Callable[[str], Any]) -> dict[Any, Any]:
         sub = node.child(key)
@@ -31,11 +31,41 @@ def parse_cuda_table(data: Any, path: str) -> CudaTable:
             out[parsed_key] = sub.parsed(raw_key, parse_value)
         return out
 
+    min_driver = table("min_driver", CudaVersion.parse, DriverVersion.parse)
     return CudaTable(
-        min_driver=table("min_driver", CudaVersion.parse, DriverVersion.parse),
+        min_driver=min_driver,
         minor_compat_floor=table("minor_version_compatibility", _major, DriverVersion.parse),
         min_compute_capability=table("min_compute_capability", _major, ComputeCapability.parse),
+        last_drivers=_last_drivers(node, min_driver) if node.has("last_driver_branch") else (),
     )
+
+
+def _last_drivers(node: Node, min_driver: dict[CudaVersion, DriverVersion]) -> tuple[LastDriver, ...]:
+    """last_driver_branch: each entry's CUDA must be what cuda.yaml's min_driver says the branch supports at most
+    (its minimum driver in the branch or older, the next CUDA's newer than the branch)."""
+    raw = node.data["last_driver_branch"]
+    if not isinstance(raw, list):
+        node.fail("expected a list of {gpus, below_compute_capability, branch, cuda}", "last_driver_branch")
+    out = []
+    for position, item in enumerate(raw):
+        entry = Node(item, node.path, prefix=f"last_driver_branch[{position}].")
+        entry.only({"gpus", "below_compute_capability", "branch", "cuda"})
+        branch_text = entry.text("branch")
+        if not re.fullmatch(r"R?[0-9]{3}", branch_text):
+            entry.fail(f"{branch_text!r} is not a driver branch like 'R580'", "branch")
+        branch = int(branch_text.lstrip("R"))
+        cuda = entry.parsed("cuda", CudaVersion.parse)
+        if cuda not in min_driver:
+            entry.fail(f"CUDA {cuda} is not in min_driver", "cuda")
+        highest = max((version for version, driver in min_driver.items() if driver.branch <= branch), default=None)
+        if highest is None:
+            entry.fail(f"R{branch} is older than every driver in min_driver: it supports none of its CUDA", "branch")
+        if highest != cuda:
+            entry.fail(f"R{branch} supports CUDA {highest} at most by min_driver ({cuda}'s minimum driver is "
+                       f"{min_driver[cuda]}): the two tables disagree", "cuda")
+        out.append(LastDriver(below=entry.parsed("below_compute_capability", ComputeCapability.parse),
+                              branch=branch, cuda=cuda, gpus=entry.text("gpus")))
+    return tuple(out)
 
 
 def _major(text: str) -> int:

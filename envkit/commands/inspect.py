@@ -112,14 +112,31 @@ def listing_of(request: ListingRequest, fleet, catalog) -> str:
     python, target = request.python, request.target
     parsed = parse_python_request(python, catalog.tables.python)
     results = [resolve_fleet(m, fleet, catalog.tables, parsed) for m in catalog.manifests.values()]
+    warnings = _profile_warnings(fleet, catalog.tables)
     if request.json_output:
         from envkit.render_fleet import fleet_listing_json
 
-        return json_text(fleet_listing_json(fleet, results), request.indented)
+        data = fleet_listing_json(fleet, results)
+        data["warnings"] = list(warnings)
+        return json_text(data, request.indented)
     from envkit.render_fleet import fleet_listing_text
 
-    return fleet_listing_text(fleet, results, request.show_all, target_args(target, python),
+    text = fleet_listing_text(fleet, results, request.show_all, target_args(target, python),
                               lambda name, group: group_command(fleet, target, name, group, python))
+    if not warnings:
+        return text
+    head, _, rest = text.partition("\n\n")  # after the machines, before the first manifest
+    return "\n".join([head, *(f"Warning: {warning}." for warning in warnings)]) + "\n\n" + rest
+
+
+def _profile_warnings(fleet, tables) -> tuple[str, ...]:
+    """What the machines' profiles claim that no driver does (a GPU on a branch past the last that drives it)."""
+    from envkit.fleet import names_text
+    from envkit.resolve import impossible_driver
+
+    configs = fleet.configs()
+    return tuple(warning if len(configs) == 1 else f"{names_text(config.names)}: {warning}"
+                 for config in configs for warning in impossible_driver(config.profile, tables))
 
 
 def register(app: typer.Typer) -> None:

@@ -27,17 +27,30 @@ def parse_driver_version(text: str) -> Optional[DriverVersion]:
     The "NVRM version:" line differs by kernel module flavour and architecture, e.g.
     ``NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 ...`` and
     ``NVIDIA UNIX Open Kernel Module for aarch64  570.124.06  Release Build  (dvs-builder@...)  Wed ...``;
-    the version is the first word on it shaped like one (the date's "18:56:32" and "x86_64" are not).
+    the version is the first word on it shaped like one (the date's "18:56:32" and "x86_64" are not). On a Jetson
+    the word is the L4T release (``... Open Kernel Module for aarch64  35.3.1  Release Build ...``, nixGL#139),
+    not a driver version: None (see ``l4t_release``).
     """
+    word = _version_word(text)
+    if word is None or l4t_release(text) is not None:
+        return None
+    try:
+        return DriverVersion.parse(word)
+    except ValueError:  # shaped like a version, numbered unlike NVIDIA's drivers
+        return None
+
+
+def l4t_release(text: str) -> Optional[str]:
+    """The L4T (Jetson Linux) release a Jetson's /proc/driver/nvidia/version names where a driver names its version
+    ("35.3.1"), or None. Every NVIDIA driver that runs CUDA is numbered from 169 up; L4T releases are 21 to 39."""
+    word = _version_word(text)
+    return word if word is not None and int(word.split(".")[0]) < 100 else None
+
+
+def _version_word(text: str) -> Optional[str]:
     for line in text.splitlines():
         if line.strip().startswith("NVRM version:"):
-            for word in line.split()[2:]:
-                if re.match(_VERSION_TOKEN, word):
-                    try:
-                        return DriverVersion.parse(word)
-                    except ValueError:  # shaped like a version, numbered unlike NVIDIA's drivers
-                        return None
-            return None
+            return next((word for word in line.split()[2:] if re.match(_VERSION_TOKEN, word)), None)
     return None
 
 
@@ -64,6 +77,12 @@ def probe_proc(proc_root: Path, gpu_names: GpuNameTable) -> MachineProfile:
         return MachineProfile(notes=(f"{PROC_VERSION}: not present (no NVIDIA kernel module loaded)",))
     except OSError as exc:
         return MachineProfile(notes=(f"{PROC_VERSION}: cannot be read: {exc.strerror or exc}",))
+    release = l4t_release(version_text)
+    if release is not None:
+        return MachineProfile(notes=(f"{PROC_VERSION}: names L4T release {release}, not a driver version: this is an "
+                                     "NVIDIA Jetson, whose integrated GPU envkit's builds are not for (they are for "
+                                     "discrete NVIDIA GPUs), so it is judged as having none (for its GPU, use NVIDIA's "
+                                     "JetPack builds)",))
     notes = []
     sources = {}
     driver_version = parse_driver_version(version_text)

@@ -24,8 +24,14 @@ QUERY_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version"
 LEGACY_QUERY_FIELDS = tuple(field for field in QUERY_FIELDS if field != "compute_cap")
 NO_DEVICES = "No devices were found"
 
-_CUDA_VERSION = re.compile(r"CUDA Version\s*:\s*([0-9]+\.[0-9]+)")
-_DRIVER_VERSION = re.compile(r"Driver Version\s*:\s*([0-9]+(?:\.[0-9]+)+)")
+# From R610 the banner says "KMD Version" and "CUDA UMD Version" where it said "Driver Version" and "CUDA Version"
+# (nvidia-smi's documentation; sgl-project/sglang#27487); `nvidia-smi -q` prints both, the old ones marked
+# deprecated. Either is read; a value that is not a version ("N/A", WSL2's "ERR!") is none.
+_CUDA_VERSION = re.compile(r"CUDA (?:UMD )?Version\s*:\s*([0-9]+\.[0-9]+)")
+_DRIVER_VERSION = re.compile(r"(?:Driver|KMD) Version\s*:\s*([0-9]+(?:\.[0-9]+)+)")
+# What nvidia-smi prints for a GPU that has fallen off the bus ("... GPU is lost. Reboot the system to recover this
+# GPU", or "... Unknown Error"), in place of its row.
+_LOST = "Unable to determine the device handle"
 _LEADING_NUMBER = re.compile(r"^\s*([0-9]+)")
 
 T = TypeVar("T")
@@ -37,6 +43,7 @@ class SmiQuery:
 
     gpus: tuple[Gpu, ...]  # compute_capability None where the query had no compute_cap (or it was "[N/A]")
     driver_version: Optional[DriverVersion]
+    lost: tuple[str, ...] = ()  # what nvidia-smi said of each GPU it could not reach (fallen off the bus)
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,11 @@ def parse_query(text: str, fields: Sequence[str] = QUERY_FIELDS) -> SmiQuery:
         return SmiQuery(gpus=(), driver_version=None)
     gpus = []
     drivers = []
+    lost = []
     for number, line in enumerate(text.splitlines(), start=1):
+        if _LOST in line:
+            lost.append(line.strip())
+            continue
         if not _LEADING_NUMBER.match(line):
             continue  # blank, or what nvidia-smi says besides ("WARNING: infoROM is corrupted at gpu 0000:...")
         values = [value.strip() for value in line.split(",")]
@@ -83,14 +94,18 @@ def parse_query(text: str, fields: Sequence[str] = QUERY_FIELDS) -> SmiQuery:
         )
         drivers.append(_parsed(DriverVersion.parse, row.get("driver_version")))
     if not gpus:
-        raise ValueError("no output")
-    return SmiQuery(gpus=tuple(gpus), driver_version=next((d for d in drivers if d is not None), None))
+        raise ValueError(f"a GPU is lost: {lost[0]}" if lost else "no output")
+    return SmiQuery(gpus=tuple(gpus), driver_version=next((d for d in drivers if d is not None), None),
+                    lost=tuple(lost))
 
 
 def parse_header(text: str) -> SmiHeader:
     """Parse the banner of plain ``nvidia-smi``.
 
-    ``| NVIDIA-SMI 550.54.14              Driver Version: 550.54.14      CUDA Version: 12.4     |``
+    ``| NVIDIA-SMI 550.54.14              Driver Version: 550.54.14      CUDA Version: 12.4     |``, from R610
+    ``| NVIDIA-SMI 610.43.02              KMD Version: 610.43.02     CUDA UMD Version: 13.3     |``; before R410 it
+    has no CUDA at all. Under WSL2 the driver is the Windows one (``Driver Version: 555.99``, not the NVIDIA-SMI
+    version before it).
     """
     driver = _DRIVER_VERSION.search(text)
     cuda = _CUDA_VERSION.search(text)
@@ -158,6 +173,8 @@ def probe_smi(
             query = _query(executable, LEGACY_QUERY_FIELDS, deadline)
     except (ProbeTimeout, SmiError) as exc:
         return MachineProfile(notes=(*notes, failure(exc)))
+    notes.extend(f"{SMI}: {line} (a GPU that has fallen off the bus: it is not counted; reboot to recover it)"
+                 for line in query.lost)
     gpus = tuple(
         gpu
         if gpu.compute_capability is not None

@@ -109,12 +109,17 @@ def judge_pip(need: PipNeed, page: Optional[Page]) -> list[Finding]:
     candidates = matching(files, requirement.specifier)
     if not candidates:
         return [Finding(MISSING, f"{build}: {need.requirement} has no file on {need.index}", build, need.index)]
-    without = [v for v in need.pythons if not matching(candidates, requirement.specifier, v)]
+    without = [v for v in need.pythons if not matching(candidates, requirement.specifier, v)
+               and (requirement.marker is None or requirement.marker.evaluate(
+                   {"python_version": str(v), "python_full_version": f"{v}.0"}))]  # a marker may leave v out
     if not without:
         return []
     listed = ", ".join(str(v) for v in without)
+    companion = ("; it is not the build's framework but a companion of it: leave it out for those Pythons with an "
+                 "environment marker (python_version) and give its line a python range in the manifest's companions, "
+                 "or narrow the build's python") if need.requirement != need.build.pip.packages[0] else ""
     return [Finding(MISSING, f"{build}: no {requirement.name} wheel for Python {listed} ({need.requirement} on "
-                             f"{need.index})", build, need.index)]
+                             f"{need.index}){companion}", build, need.index)]
 
 
 def check_builds(

@@ -34,7 +34,7 @@ def check_consistency(
     for manifest in manifests.values():
         source = sources.get(f"{manifest.name}.yaml")
         problems += _python_ranges(manifest, tables, source)
-        problems += _companions(manifest, source)
+        problems += _companions(manifest, source, tables.python.versions)
     return problems
 
 
@@ -153,10 +153,12 @@ def _at(data: Any, where: str) -> Any:
 
 # --- companion packages -------------------------------------------------------------------------------------------
 
-def _companions(manifest: Manifest, source: Optional[SourceFile]) -> list[Problem]:
+def _companions(manifest: Manifest, source: Optional[SourceFile], pythons: Iterable[Any] = ()) -> list[Problem]:
     """Each build's companion pins against the manifest's rule: ``companions: {package: [rule, ...]}``, each rule
     ``{framework: "<range>", version: "X.Y"}`` or ``{framework: "<range>", major: M, minor_offset: K}`` (the
-    companion's line is M.(framework minor + K))."""
+    companion's line is M.(framework minor + K)), with an optional ``python: "<range>"``, the Pythons that line
+    publishes wheels for: a build claiming a Python of python.yaml (``pythons``) outside it must leave the companion
+    out there (an environment marker on its pin), so that whatever Python is asked, the build installs."""
     data = source.data if source is not None else None
     raw = data.get("companions") if isinstance(data, dict) else None
     if raw is None:
@@ -167,17 +169,52 @@ def _companions(manifest: Manifest, source: Optional[SourceFile]) -> list[Proble
             package, line = _pinned_line(requirement)
             if package not in rules or line is None:
                 continue
-            expected = _expected(rules[package], build)
+            owner, field = _written_at(build, source, "pip", "packages")
+            rule = _rule_for(rules[package], build)
+            expected = _target(rule, build) if rule is not None else None
             if expected is not None and expected != line:
-                owner, field = _written_at(build, source, "pip", "packages")
                 problems.append(_problem(
                     source, manifest.name, owner, f"{field}[{position}]",
                     f"{requirement!r} does not pair with {manifest.name} {build.version}: the companions rule "
                     f"gives {package} {expected}"))
+            elif rule is not None and rule[2] is not None:
+                problem = _companion_pythons(requirement, package, line, rule[2], build, pythons)
+                if problem:
+                    problems.append(_problem(source, manifest.name, owner, f"{field}[{position}]", problem))
     return problems
 
 
-def _parse_rules(raw: Any, source: Optional[SourceFile]) -> tuple[dict[str, list[tuple[Any, str]]], list[Problem]]:
+def _companion_pythons(requirement: str, package: str, line: str, published: Any, build: Build,
+                       pythons: Iterable[Any]) -> Optional[str]:
+    """Why a companion pin cannot install for a Python its build claims, or None. ``published``: the Pythons the
+    companion's line has wheels for (its rule's ``python``). A pin whose environment marker leaves those Pythons
+    out (``torchaudio==2.11.* ; python_version < "3.15"``) installs without the companion there."""
+    from packaging.requirements import Requirement
+
+    claimed = [v for v in pythons if build.python.contains(v)]
+    if claimed and not any(published.contains(v) for v in claimed):
+        return (f"{package} {line} publishes Python {published}, none of the Pythons {build.id} claims "
+                f"({', '.join(str(v) for v in claimed)}): the companions rule's python range excludes them all")
+    marker = Requirement(requirement).marker
+    lacking = [v for v in claimed if not published.contains(v)
+               and (marker is None or marker.evaluate({"python_version": str(v), "python_full_version": f"{v}.0"}))]
+    if not lacking:
+        return None
+    which = ", ".join(str(v) for v in lacking)
+    served = [v for v in claimed if v not in lacking]
+    pin = requirement.split(";")[0].strip()
+    if served and min(lacking) > max(served):
+        marker_text = f"'{pin} ; python_version < \"{min(lacking)}\"'"
+    elif served and max(lacking) < min(served):
+        marker_text = f"'{pin} ; python_version >= \"{min(served)}\"'"
+    else:
+        marker_text = "on python_version"
+    return (f"{package} {line} has no wheel for Python {which}, which {build.id} claims: leave it out there with an "
+            f"environment marker ({marker_text}, and say so in the build's notes) or narrow the build's python")
+
+
+def _parse_rules(raw: Any, source: Optional[SourceFile]
+                 ) -> tuple[dict[str, list[tuple[Any, str, Any]]], list[Problem]]:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     def bad(field: str, message: str) -> Problem:
@@ -185,7 +222,7 @@ def _parse_rules(raw: Any, source: Optional[SourceFile]) -> tuple[dict[str, list
 
     if not isinstance(raw, dict):
         return {}, [bad("companions", "expected a mapping of package name -> list of rules")]
-    rules: dict[str, list[tuple[Any, str]]] = {}
+    rules: dict[str, list[tuple[Any, str, Any]]] = {}
     problems = []
     for package, entries in raw.items():
         if not isinstance(entries, list):
@@ -193,32 +230,45 @@ def _parse_rules(raw: Any, source: Optional[SourceFile]) -> tuple[dict[str, list
             continue
         for position, entry in enumerate(entries):
             field = f"companions.{package}[{position}]"
-            if not isinstance(entry, dict) or set(entry) - {"framework", "version", "major", "minor_offset"}:
+            if not isinstance(entry, dict) or set(entry) - {"framework", "version", "major", "minor_offset", "python"}:
                 problems.append(bad(field, "a rule is {framework: RANGE, version: X.Y} or "
-                                           "{framework: RANGE, major: M, minor_offset: K}"))
+                                           "{framework: RANGE, major: M, minor_offset: K}, and may add python: RANGE"))
                 continue
             try:
                 when = SpecifierSet(str(entry.get("framework", "")))
             except InvalidSpecifier:
                 problems.append(bad(f"{field}.framework", f"{entry.get('framework')!r} is not a version range"))
                 continue
+            published = None
+            if "python" in entry:
+                try:
+                    published = SpecifierSet(str(entry["python"]))
+                except InvalidSpecifier:
+                    problems.append(bad(f"{field}.python", f"{entry['python']!r} is not a Python range like "
+                                                           "'>=3.10,<3.15'"))
+                    continue
             if isinstance(entry.get("version"), str) and re.fullmatch(r"[0-9]+\.[0-9]+", entry["version"]):
-                rules.setdefault(str(package), []).append((when, entry["version"]))
+                rules.setdefault(str(package), []).append((when, entry["version"], published))
             elif isinstance(entry.get("major"), int) and isinstance(entry.get("minor_offset"), int):
-                rules.setdefault(str(package), []).append((when, f"{entry['major']}+{entry['minor_offset']}"))
+                rules.setdefault(str(package), []).append((when, f"{entry['major']}+{entry['minor_offset']}",
+                                                           published))
             else:
                 problems.append(bad(field, "give version: \"X.Y\" (quoted), or major and minor_offset (numbers)"))
     return rules, problems
 
 
-def _expected(rules: Iterable[tuple[Any, str]], build: Build) -> Optional[str]:
-    for when, target in rules:
-        if when.contains(build.version, prereleases=True):
-            if "+" not in target:
-                return target
-            major, offset = target.split("+")
-            return f"{major}.{build.version.minor + int(offset)}"
-    return None
+def _rule_for(rules: Iterable[tuple[Any, str, Any]], build: Build) -> Optional[tuple[Any, str, Any]]:
+    """The first rule whose framework range holds the build's version."""
+    return next((rule for rule in rules if rule[0].contains(build.version, prereleases=True)), None)
+
+
+def _target(rule: tuple[Any, str, Any], build: Build) -> str:
+    """The companion line a rule gives the build: its fixed X.Y, or M.(framework minor + K)."""
+    target = rule[1]
+    if "+" not in target:
+        return target
+    major, offset = target.split("+")
+    return f"{major}.{build.version.minor + int(offset)}"
 
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([0-9]+)\.([0-9]+)(?:[.*+].*)?$")

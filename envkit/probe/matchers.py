@@ -142,12 +142,30 @@ def driver_too_old(f: Facts) -> Iterable[Mapping[str, Any]]:
     have = f.driver_cuda or (f.profile.cuda_driver if f.on_target else None)
     need = parse_cuda(f.probe.cuda)
     floor = f.tables.cuda.min_driver.get(need) if f.tables is not None and need is not None else None
+    update = f" Or have the NVIDIA driver updated to {floor} or newer (the first for CUDA {need})." if floor \
+        else " Or have the NVIDIA driver updated."
+    last = _last_driver(f, need)
+    if last is not None:  # no driver for that CUDA drives this GPU: never advise one
+        gpu, driver = last
+        update = (f" No driver update can run it here: no driver for CUDA {need} drives the {gpu.description}, "
+                  f"{driver.describe()}; no build for a newer CUDA than {driver.cuda} will ever run on it.")
     yield {
         "have": f"CUDA {have}" if have else "an older CUDA",
         "need": f"CUDA {need}" if need else "a newer CUDA",
-        "update": f" Or have the NVIDIA driver updated to {floor} or newer (the first for CUDA {need})."
-        if floor else " Or have the NVIDIA driver updated.",
+        "update": update,
     }
+
+
+def _last_driver(f: Facts, need: Any) -> Any:
+    """(a GPU of the machine, the last driver branch that drives it) when that branch is older than CUDA ``need``;
+    else None."""
+    if f.tables is None or need is None:
+        return None
+    for gpu in f.profile.gpus:
+        last = f.tables.cuda.last_driver_for(gpu.compute_capability) if gpu.compute_capability else None
+        if last is not None and need > last.cuda:
+            return gpu, last
+    return None
 
 
 def cpu_build(f: Facts) -> Iterable[Mapping[str, Any]]:

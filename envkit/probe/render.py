@@ -51,6 +51,8 @@ def _probe_json(probe: ProbeResult) -> dict[str, Any]:
         "exit_code": probe.exit_code,
         "seconds": round(probe.elapsed, 3),
         "installed": list(probe.installed),
+        "package": ({"version": probe.package_version, "cuda": probe.package_cuda}
+                    if probe.package_version or probe.package_cuda else None),  # a framework that cannot be imported
         "gpu_build": probe.gpu_build,
         "cudnn": probe.cudnn,
         "gpu_available": probe.gpu_available,
@@ -100,6 +102,14 @@ def _bench_json(bench: Optional[Bench]) -> Optional[dict[str, Any]]:
                       "error": _error_json(r.error)} for r in bench.runs]}
 
 
+def _unimported(probe: Any) -> str:
+    """" 2.15.0 (CUDA 13.2, by its version.py)" for a framework that cannot be imported, from its own files."""
+    if not probe.package_version:
+        return ""
+    cuda = f"CUDA {probe.package_cuda}" if probe.package_cuda else "CPU only"
+    return f" {probe.package_version} ({cuda}, by its version.py)"
+
+
 def report_text(report: Report) -> str:
     probe = report.probe
     lines = [f"Python: {probe.python_executable}" + (f" ({probe.python})" if probe.python else "")]
@@ -108,7 +118,7 @@ def report_text(report: Report) -> str:
         built = f"; the {report.installed_build.id} build" if report.installed_build else ""
         lines.append(f"Installed: {report.framework} {report.version} ({kind}{built})")
     elif probe.framework and probe.framework in probe.installed:
-        lines.append(f"Installed: {probe.framework}, which cannot be imported")
+        lines.append(f"Installed: {probe.framework}{_unimported(probe)}, which cannot be imported")
     elif probe.framework:
         lines.append(f"Installed: no {probe.framework}")
     elif probe.reported:

@@ -118,6 +118,9 @@ class ProbeResult:
     imported: bool = False
     import_error: Optional[ErrorText] = None
     version: Optional[str] = None
+    # What the framework's files say when it cannot be imported (torch/version.py): its version and CUDA
+    package_version: Optional[str] = None
+    package_cuda: Optional[str] = None
     gpu_build: Optional[bool] = None
     cuda: Optional[str] = None
     cudnn: Optional[str] = None
@@ -200,6 +203,7 @@ def _from_report(data: Mapping[str, Any], base: dict[str, Any]) -> ProbeResult:
     if not isinstance(environment, Mapping):
         raise ValueError("environment is not a mapping")
     cpu = data.get("cpu") or {}
+    package = data.get("package") if isinstance(data.get("package"), Mapping) else {}
     return ProbeResult(
         **base,
         python=_opt_str(data.get("python")),
@@ -209,6 +213,8 @@ def _from_report(data: Mapping[str, Any], base: dict[str, Any]) -> ProbeResult:
         imported=bool(data.get("imported")),
         import_error=_error(data.get("import_error")),
         version=_opt_str(data.get("version")),
+        package_version=_opt_str(package.get("version")),
+        package_cuda=_opt_str(package.get("cuda")),
         gpu_build=_opt_bool(data.get("gpu_build")),
         cuda=_opt_str(data.get("cuda")),
         cudnn=_opt_str(data.get("cudnn")),

@@ -134,3 +134,50 @@ def test_parse_rejects_bad_tables_naming_file_and_field(data, field, problem):
     assert caught.value.path == "envs/gpus.yaml"
     assert caught.value.field == field
     assert problem in caught.value.problem
+
+
+# Issue 30: models seen in real reports that the table missed, and more from NVIDIA's CUDA GPUs list (the copy read
+# is named in gpus.yaml's header): notebook GeForce ("M" models are other chips than the desktop ones), mobile Quadro,
+# Kepler. RTX A4500 and GT 710 come from the reports (the copy of the list read predates or lacks them).
+@pytest.mark.parametrize("name, expected", [
+    ("NVIDIA GeForce GTX 960M", "5.0"),  # not the desktop GTX 960's 5.2
+    ("NVIDIA GeForce GTX 960", "5.2"),
+    ("NVIDIA GeForce GT 710", "3.5"),
+    ("Quadro P1000", "6.1"),
+    ("Quadro T2000", "7.5"),
+    ("Quadro T2000 with Max-Q Design", "7.5"),
+    ("NVIDIA RTX A4500", "8.6"),
+    ("NVIDIA GeForce GTX 980M", "5.2"),
+    ("NVIDIA GeForce 940M", "5.0"),
+    ("Quadro M1200", "5.0"),
+    ("Quadro K2200", "5.0"),
+    ("NVIDIA GeForce GTX 780 Ti", "3.5"),
+    ("GeForce GTX 680", "3.0"),
+    ("Tesla K10.G1.8GB", "3.0"),
+    ("Quadro RTX 6000", "7.5"),  # not the RTX 6000 Ada's 8.9
+    ("NVIDIA RTX 6000 Ada Generation", "8.9"),
+    ("NVIDIA GeForce RTX 5090", "12.0"),  # the compilation read says 10.0; NVIDIA's list says 12.0
+])
+def test_models_added_from_nvidias_list_and_the_reports(gpu_names, name, expected):
+    assert gpu_names.lookup(name) == ComputeCapability.parse(expected)
+
+
+def test_an_unknown_model_is_never_guessed_and_every_gpu_build_says_why(tables):
+    """What an unknown name gets: no compute capability (the 940MX is not on the list read), and every GPU build is
+    refused with the way out; a CPU build is picked, with the warning that the GPU goes unused."""
+    from envkit.catalog.load import load_catalog
+    from envkit.cpu_fallback import gpu_unused
+    from envkit.detect.sources import gpu_from_name
+    from envkit.machine import MachineProfile
+    from envkit.resolve import resolve
+    from envkit.versions import CudaVersion, DriverVersion
+
+    gpu = gpu_from_name(0, "NVIDIA GeForce 940MX", tables.gpu_names, "/proc/driver/nvidia/gpus")
+    assert gpu.compute_capability is None
+    profile = MachineProfile(gpus=(gpu,), cuda_driver=CudaVersion(12, 4), driver_version=DriverVersion.parse("550.54.14"))
+    catalog = load_catalog(REPO / "envs", ["torch"])
+    resolution = resolve(catalog.manifests["torch"], profile, catalog.tables)
+    assert not resolution.selected.build.is_gpu
+    refused = next(c for c in resolution.candidates if c.build.id == "torch-2.14-cu126")
+    assert refused.reasons[-1].endswith("compute capability unknown; pass --gpu-arch X.Y")
+    assert "compute capability unknown" in gpu_unused(resolution, profile)

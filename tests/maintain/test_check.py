@@ -92,9 +92,10 @@ def test_requires_python_on_the_index_is_respected(manifests, index):
     pure = "torchaudio-2.11.0-py3-none-any.whl"
     index.add("/whl/cu130", [*wheels("torch", "2.14.0+cu130"), *wheels("torchvision", "0.29.1+cu130"), pure],
               requires_python={pure: ">=3.12"})
-    assert messages(run(manifests, mirrored(index)), MISSING) == [
-        "torch-2.14-cu130: no torchaudio wheel for Python 3.11 (torchaudio==2.11.* on "
-        "https://download.pytorch.org/whl/cu130)"]
+    [message] = messages(run(manifests, mirrored(index)), MISSING)
+    assert message.startswith("torch-2.14-cu130: no torchaudio wheel for Python 3.11 (torchaudio==2.11.* on "
+                              "https://download.pytorch.org/whl/cu130); it is not the build's framework but a "
+                              "companion of it")
 
 
 def test_pep_691_json_pages_are_used_where_offered(manifests, index):
@@ -274,3 +275,46 @@ def test_a_build_id_two_manifests_use_is_bad_input_not_one_of_them_checked(manif
                                             "give one of them an id of its own"):
         run(manifests, mirrored(index), build_ids=build_ids)
     assert index.count("/whl/cpu/torch/") == 0  # nothing was asked
+
+
+# --- issue 30: a companion without a wheel for a Python its build claims ------------------------------------------
+
+TORCH_215 = """
+name: torch
+summary: "torch 2.15 as shipped, Python 3.11-3.15, torchaudio 2.11 (cp310-cp314 only) left out on 3.15"
+framework: torch
+pip:
+  index_url: "https://download.pytorch.org/whl/{variant}"
+releases:
+  - version: "2.15"
+    python: ">=3.11,<3.16"
+    pip:
+      packages: ["torch==2.15.*", PIN]
+    builds:
+      - {variant: cpu}
+"""
+
+
+@pytest.mark.parametrize("pin, missing", [
+    ('"torchaudio==2.11.*"', True),
+    ("'torchaudio==2.11.* ; python_version < \"3.15\"'", False),
+])
+def test_a_companion_missing_for_a_claimed_python_is_reported_unless_its_marker_leaves_it_out(
+        envs_dir, tmp_path, index, pin, missing):
+    """`pip index versions torchaudio --python-version 3.15 --only-binary=:all:` finds nothing (issue 30): on an index
+    where torchaudio 2.11 has cp311-cp314 wheels and torch 2.15 cp311-cp315, a 2.15 build pinning torchaudio for
+    every Python it claims is reported, as a companion; with the marker that leaves it out on 3.15, it passes."""
+    from maintain_helpers import manifests_dir_with
+
+    directory = manifests_dir_with(envs_dir, tmp_path / "m", "torch", TORCH_215.replace("PIN", pin))
+    index.add("/whl/cpu", [*wheels("torch", "2.15.0+cpu", pythons=("311", "312", "313", "314", "315")),
+                           *wheels("torchaudio", "2.11.0+cpu", pythons=("311", "312", "313", "314"))])
+    report = run(directory, mirrored(index))
+    assert report.pythons["torch-2.15-cpu"] == ("3.11", "3.12", "3.13", "3.14", "3.15")
+    if missing:
+        [message] = messages(report, MISSING)
+        assert message.startswith("torch-2.15-cpu: no torchaudio wheel for Python 3.15 (torchaudio==2.11.* on "
+                                  "https://download.pytorch.org/whl/cpu); it is not the build's framework but a "
+                                  "companion of it")
+    else:
+        assert report.ok and messages(report, MISSING) == []

@@ -225,3 +225,56 @@ def test_a_typo_in_a_release_s_pip_settings_is_one_problem_not_one_per_build_tha
     problems = validate_directory(envs_copy).problems
     assert [(p.build, p.field) for p in problems] == [(None, f"{at('2.14')}.pip.pakages"),
                                                        ("torch-2.13-cu126", "pip.index_ur")], [str(p) for p in problems]
+
+
+# --- issue 30: companions' Python ranges --------------------------------------------------------------------------
+
+def test_a_companion_pinned_for_a_python_it_has_no_wheel_for_is_reported_with_its_line(envs_copy):
+    """torchaudio 2.11 has no cp315 wheel; torch 2.15 claims 3.15. Without the marker that leaves it out there, the
+    pick for `--python 3.15` would not install: each 2.15 build that pins it is named, at the pin's line."""
+    def drop_marker(data):
+        packages = release(data, "2.15")["pip"]["packages"]
+        packages[1] = packages[1].split(";")[0].strip()
+    edit(envs_copy, "torch.yaml", drop_marker)
+    problems = validate_directory(envs_copy).problems
+    assert [(p.field, Path(p.file).name) for p in problems] == [(f"{at('2.15')}.pip.packages[1]", "torch.yaml")] * 2
+    assert [p.message.split(", which ")[1].split(" claims")[0] for p in problems] == ["torch-2.15-cu130",
+                                                                                       "torch-2.15-cpu"]
+    assert problems[0].message.startswith("torchaudio 2.11 has no wheel for Python 3.15")
+    assert "torchaudio" in line_text(problems[0])
+
+
+def test_a_companion_range_that_excludes_every_python_of_its_release_is_reported(envs_copy):
+    edit(envs_copy, "torch.yaml", lambda d: d["companions"]["torchaudio"][0].update(python=">=3.16"))
+    problems = validate_directory(envs_copy).problems
+    assert problems and all("publishes Python >=3.16, none of the Pythons" in p.message for p in problems)
+    assert {p.message.split("none of the Pythons ")[1].split(" claims")[0] for p in problems} >= {
+        "torch-2.14-cu130", "torch-2.11-cu126"}
+
+
+def test_a_companion_python_range_that_is_not_one_is_named(envs_copy):
+    edit(envs_copy, "torch.yaml", lambda d: d["companions"]["torchaudio"][0].update(python="3.15+"))
+    problems = validate_directory(envs_copy).problems
+    assert [p.field for p in problems] == ["companions.torchaudio[0].python"]
+
+
+def test_manifests_validate_exits_2_on_a_companion_without_a_wheel(envs_copy, tmp_path):
+    import subprocess
+    import sys
+
+    edit(envs_copy, "torch.yaml", lambda d: release(d, "2.15")["pip"].update(
+        packages=["torch==2.15.*", "torchaudio==2.11.*"]))
+    done = subprocess.run([sys.executable, "-m", "envkit", "manifests", "validate", str(envs_copy)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "torch.yaml:" in done.stdout and "field 'releases[0].pip.packages[1]': torchaudio 2.11 has no wheel" \
+        in done.stdout
+
+
+def test_the_marker_validate_suggests_leaves_out_the_pythons_that_lack_the_companion(envs_copy):
+    """A companion missing at the bottom of a build's range gets the marker that keeps the top, not '<'."""
+    edit(envs_copy, "torch.yaml", lambda d: d["companions"]["torchaudio"][0].update(python=">=3.12,<3.16"))
+    messages = [p.message for p in validate_directory(envs_copy).problems if "torch-2.14-cu130" in p.message]
+    assert messages == ["torchaudio 2.11 has no wheel for Python 3.10, 3.11, which torch-2.14-cu130 claims: leave it "
+                        "out there with an environment marker ('torchaudio==2.11.* ; python_version >= \"3.12\"', "
+                        "and say so in the build's notes) or narrow the build's python"]

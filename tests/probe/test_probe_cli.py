@@ -117,9 +117,9 @@ def test_text_output_says_what_is_installed_and_what_to_run(fake_env, this_machi
     assert "GPU 0: NVIDIA GeForce RTX 5090, compute capability 12.0: FAIL" in out
     assert "FAIL: torch 2.6.0+cu124 does not work on this machine." in out
     assert "this build has no kernels for GPU 0, NVIDIA GeForce RTX 5090 (sm_120)" in out
-    # 12.8 and 12.9 both run only through minor-version compatibility here: the newer CUDA ranks first (2.9-2.11
-    # have cu129 builds since the corrections of 2026-11-22).
-    assert "To get a build that fits: envkit create torch --build torch-2.11-cu129" in out
+    # 12.8 and 12.9 both run only through minor-version compatibility here: the newest release, then the newer CUDA,
+    # ranks first (2.9-2.11 have cu129 builds since the corrections of 2026-11-22, 2.12-2.14 since issue 30).
+    assert "To get a build that fits: envkit create torch --build torch-2.14-cu129" in out
     assert "sm_120 is not compatible with the current PyTorch installation" in out  # the captured warning
 
 
@@ -251,3 +251,21 @@ def test_text_output_for_a_missing_and_a_broken_framework(fake_env):
     result = envkit("doctor", "--python", str(broken.python))
     assert result.returncode == 1 and "Installed: torch, which cannot be imported" in result.stdout
     assert "torch cannot load libcudnn.so.9: a library this build needs is not installed" in result.stdout
+
+
+def test_a_plain_pypi_torch_that_cannot_be_imported_is_named_with_its_cuda(fake_env):
+    """Issue 30: PyPI's own torch 2.15.0 is the CUDA 13.2 build, and its version names no CUDA. When it cannot even
+    be imported, doctor reads torch/version.py (as a wheel of 2.15 writes it) and names both."""
+    broken = fake_env({"torch": {"import_error": "missing-library"}})
+    (broken.site / "torch" / "version.py").write_text(
+        "from typing import Optional\n\n__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip']\n"
+        "__version__ = '2.15.0'\ndebug = False\ncuda: Optional[str] = '13.2'\ngit_version = 'abc'\n"
+        "hip: Optional[str] = None\n")
+    result = envkit("doctor", "--python", str(broken.python))
+    assert result.returncode == 1
+    assert "Installed: torch 2.15.0 (CUDA 13.2, by its version.py), which cannot be imported" in result.stdout
+    data = json.loads(envkit("doctor", "--python", str(broken.python), "--json").stdout)
+    assert data["probe"]["package"] == {"version": "2.15.0", "cuda": "13.2"}
+    # without the file (or for a framework other than torch): as before
+    (broken.site / "torch" / "version.py").unlink()
+    assert "Installed: torch, which cannot be imported" in envkit("doctor", "--python", str(broken.python)).stdout

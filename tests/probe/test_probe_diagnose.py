@@ -117,6 +117,20 @@ def test_driver_too_old_reads_the_drivers_cuda_from_the_message_and_names_a_buil
     assert step.build.id in finding.advice
 
 
+def test_driver_too_old_never_advises_a_driver_that_cannot_drive_the_gpu(catalog):
+    """Issue 30: R470 is the last driver branch for Kepler (R580 for Maxwell, Pascal and Volta: envs/cuda.yaml). A
+    CUDA 12.8 build on a K80 cannot be cured by a driver for CUDA 12.8 (570.26): none drives a K80. The advice says
+    so, and which branch is the last, instead of asking for it; the build it names runs on the driver there is."""
+    k80 = MachineProfile(gpus=(Gpu(0, "Tesla K80", ComputeCapability(3, 7)),), cuda_driver=CudaVersion(11, 2))
+    report = judge("torch-2.10.0-cu128-driver-too-old", "", True, catalog, profile=k80)
+    [finding] = report.diagnosis
+    assert "570.26" not in finding.advice and "updated" not in finding.advice
+    assert ("No driver update can run it here: no driver for CUDA 12.8 drives the Tesla K80 (sm_37), R470 (CUDA "
+            "11.4) is the last driver branch for Kepler; no build for a newer CUDA than 11.4 will ever run on it."
+            ) in finding.advice
+    assert report.next_step.build.id == "torch-2.3-cu118"  # CUDA 11 minor-version compatibility; cuDNN 8.7
+
+
 def test_where_detection_found_no_driver_the_machine_is_the_one_the_framework_met(catalog):
     # No probe of envkit's could read the driver (no NVML library, no /proc, no nvidia-smi: a container, say), yet
     # torch ran CUDA 12.4 on an RTX 5090: the machine is judged as having that GPU and at least that CUDA.
@@ -126,8 +140,9 @@ def test_where_detection_found_no_driver_the_machine_is_the_one_the_framework_me
     assert machine.cuda_driver == CudaVersion(12, 4)
     assert machine.sources["gpus"] == "the probe"
     assert machine.sources["cuda_driver"] == "at least the CUDA 12.4 that torch started here"
-    # 12.8 and 12.9 both run there only through minor-version compatibility: the newer CUDA ranks first.
-    assert report.next_step is not None and report.next_step.build.id == "torch-2.11-cu129"
+    # 12.8 and 12.9 both run there only through minor-version compatibility: the newest release (2.14 has a cu129
+    # build: issue 30), then the newer CUDA, ranks first.
+    assert report.next_step is not None and report.next_step.build.id == "torch-2.14-cu129"
     # Judged for another machine (a login node's check), the profile stands as it is.
     assert judge("torch-2.6.0-cu124-rtx5090-no-kernels", "no-gpu", False, catalog).machine.gpus == ()
 
@@ -422,3 +437,17 @@ def test_advice_for_another_machine_names_it_in_the_commands(catalog):
     assert report.next_step is None
     assert ("no build of the torch manifest fits that machine: "
             "`envkit list torch --all --machine 'my profiles/v100.yaml'`") in report.diagnosis[0].advice
+
+
+@pytest.mark.parametrize("version, cuda, expected", [
+    ("2.15.0", "13.2", "torch-2.15-cu132"),  # PyPI's own 2.15.0 is the CUDA 13.2 build (issue 30)
+    ("2.14.1", "13.0", "torch-2.14-cu130"),  # and 2.14.x the CUDA 13.0 one
+    ("2.14.1+cu126", "12.6", "torch-2.14-cu126"),
+])
+def test_a_plain_pypi_torch_is_named_by_the_cuda_it_reports(catalog, version, cuda, expected):
+    """What `pip install torch` gives carries no local version: the CUDA torch reports names the build."""
+    from envkit.probe.result import ProbeResult
+
+    probe = ProbeResult(python_executable="python", exit_code=0, elapsed=0.1, framework="torch", imported=True,
+                        version=version, gpu_build=True, cuda=cuda)
+    assert installed_build(catalog.manifests["torch"], probe).id == expected

@@ -56,11 +56,14 @@ def pasted(command: str) -> dict:
 
 def test_a_failed_check_for_a_fleet_advises_a_build_for_every_machine_that_works_when_pasted(fake_env, tmp_path,
                                                                                             tables):
+    # (Until issue 30 a K80 and a B200 shared torch 1.5 through its compute_37 PTX; its cuDNN 7.6 serves nothing
+    # after Turing, so they split now. Here: a V100 + A100 node on R535 (CUDA 12.2) alone gets 2.14 cu126, which has
+    # no sm_120; with an RTX 5090 on R570, both get 2.10 cu128 (sm_70 to sm_120).)
     fleet2 = fleet_dir(tmp_path / "fleet2", {name: (PROFILES / name).read_text()
-                                             for name in ("k80x2-cuda114.yaml", "b200-cuda130.yaml")})
+                                             for name in ("v100-a100-cuda122.yaml", "rtx5090-cuda128.yaml")})
     fleet, for_fleet = fleet_target(fleet2, tmp_path)
     planned = fleet.planning_profile()
-    assert planned.name == "kepler"  # create checks the environment against the K80 machine
+    assert planned.name == "mixed"  # create checks the environment against the V100 + A100 machine
     torch = manifest("torch", tables)
     cpu = next(build for build in torch.builds if build.id == "torch-2.13-cpu")  # what was made: it fits both
     env = fake_env({"torch": {"version": "2.13.0+cpu", "cuda": None, "import_error": "missing-library"}})
@@ -70,16 +73,16 @@ def test_a_failed_check_for_a_fleet_advises_a_build_for_every_machine_that_works
     assert not report.ok
     step = report.next_step
     assert shlex.split(step.command)[-2:] == ["--machine", str(fleet2)] and step.others == ()
-    assert set(step.machines) == {"kepler", "b200"}
+    assert set(step.machines) == {"mixed", "blackwell-desk"}
     plan = pasted(step.command)
-    assert plan["build"] == step.build.id and sorted(plan["target"]["machines"]) == ["b200", "kepler"]
-    # Without the fleet, the build picked for the K80 machine alone does not fit the B200 one.
+    assert plan["build"] == step.build.id and sorted(plan["target"]["machines"]) == ["blackwell-desk", "mixed"]
+    # Without the fleet, the build picked for the V100 + A100 machine alone does not fit the RTX 5090 one.
     alone = next_step(torch, planned, tables, ("--machine", str(fleet2)))
     assert alone.build.id != step.build.id
     refused = envkit(*shlex.split(alone.command)[1:], "--dry-run")
-    assert refused.returncode == 1 and "does not fit every machine: b200" in refused.stderr
+    assert refused.returncode == 1 and "does not fit every machine: blackwell-desk" in refused.stderr
     # The report says it, in text and JSON, with the machines it is for.
-    assert f"fits every machine (b200, kepler): `{step.command}`" in report_text(report)
+    assert f"fits every machine (blackwell-desk, mixed): `{step.command}`" in report_text(report)
     assert report_json(report)["next"]["commands"] == [step.command]
 
 

@@ -42,6 +42,28 @@ def installed_frameworks():
     return found
 
 
+def torch_version_file():
+    """What torch/version.py says (its __version__ and cuda), read as text, for a torch that cannot be imported: a
+    plain `pip install torch` names no CUDA in its version (PyPI's 2.15.0 is the CUDA 13.2 build), version.py does.
+    None when it cannot be read."""
+    import re
+    try:
+        from importlib.util import find_spec
+        spec = find_spec("torch")
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        with open(os.path.join(locations[0], "version.py")) as handle:
+            text = handle.read(65536)
+    except Exception:
+        return None
+    facts = {}
+    for key in ("__version__", "cuda"):
+        # (a version's characters only: nothing a terminal would take as a control sequence)
+        found = re.search(r"^%s(?:\s*:[^=\n]*)?\s*=\s*['\"]([A-Za-z0-9.+_-]{1,40})['\"]" % re.escape(key), text,
+                          re.M)
+        facts["version" if key == "__version__" else key] = found.group(1) if found else None
+    return facts
+
+
 def new_report(framework, options):
     return {
         "probe_format": PROBE_FORMAT,
@@ -100,6 +122,8 @@ def run(report, argv):
         report["import_seconds"] = round(time.time() - started, 3)
         if isinstance(exc, KeyboardInterrupt):
             raise
+        if framework == "torch":
+            report["package"] = torch_version_file()
         return
     report["import_seconds"] = round(time.time() - started, 3)
     report["imported"] = True
