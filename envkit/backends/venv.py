@@ -8,6 +8,7 @@ from envkit.backends.base import Context, OnLine, command_text, run_step
 from envkit.plan import Plan
 from envkit.errors import InstallError
 from envkit.installers import uses_uv
+from envkit.launch import python_module
 
 
 class VenvBackend:
@@ -20,7 +21,7 @@ class VenvBackend:
                                hint="Use --backend rattler: it brings its own Python.")
         if uses_uv(context.tools.uv, plan.python):
             return [str(context.tools.uv), "venv", "--quiet", "--python", str(python), str(plan.prefix)]
-        return [str(python), "-m", "venv", str(plan.prefix)]  # with pip: it installs into this one
+        return python_module(python, "venv", str(plan.prefix))  # with pip: it installs into this one
 
     def describe(self, plan: Plan, context: Context) -> list[str]:
         return [command_text(self._argv(plan, context))]
