@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from envkit import ownership, records
-from envkit.backends.base import python_of, run_step
+from envkit.backends.base import check_python, python_of, run_step
 from envkit.create.journal import Journal, empty_directory, recover, recover_others, unstamp
 from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.plan import Plan
@@ -130,6 +130,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
     with progress.step(f"Creating the environment at {plan.prefix} ({plan.backend}, Python {plan.python})") as out:
         with _pausing_at_start("inside-backend"):
             backend.make_prefix(plan, context, out)
+        check_python(plan.prefix, context.environ, plan.backend)
         pause_at("backend")
         journal.mark_stamped(plan.prefix)
     pause_at("stamped")
