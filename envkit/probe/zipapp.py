@@ -85,14 +85,16 @@ def probe_program(cache_dir: Path, source: Path = SOURCE) -> Iterator[Path]:
     if cached is not None:
         yield cached
         return
-    import tempfile
+    from envkit.scratch import scratch_dir
 
+    scratch = scratch_dir("probe")
     try:
-        scratch = tempfile.TemporaryDirectory(prefix="envkit-probe-")
+        directory = scratch.__enter__()
     except OSError as exc:
         raise _cannot_assemble(exc) from None
-    with scratch:
-        path = Path(scratch.name) / "probe.pyz"
+    with contextlib.ExitStack() as leaving:
+        leaving.push(scratch)
+        path = directory / "probe.pyz"
         try:
             path.write_bytes(archive_bytes(program_files(source)))
         except OSError as exc:
