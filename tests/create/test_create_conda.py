@@ -337,6 +337,7 @@ def test_a_micromamba_that_hangs_silent_is_stopped_and_leaves_nothing(
     bad = create(conda_home, conda_manifests, *LEGACY_BUILD, *GTX1080TI, "--yes",
                  env={"FAKE_MAMBA_MODE": "hang", "ENVKIT_INSTALL_TIMEOUT": "soon"})
     assert bad.returncode == 2 and "ENVKIT_INSTALL_TIMEOUT='soon' is not a positive number of seconds" in bad.stderr
+    assert len(micromamba.creates()) == 1  # refused before anything was started or made
     assert not (micromamba.envs / NAME).exists() and conda_home.record(NAME) is None
 
 
