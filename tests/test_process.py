@@ -101,3 +101,18 @@ def test_input_is_written_in_full_and_a_reader_that_stops_early_is_no_error():
 def test_a_missing_program_is_127_with_the_reason():
     done = run_streamed(["/nonexistent/installer"], ENV)
     assert done.returncode == 127 and "No such file" in done.tail[0]
+
+
+def test_an_nvidia_smi_that_prints_without_end_costs_a_bounded_buffer(tmp_path: Path):
+    # It took 12 GB before its 10 s limit. Through the real detect fallback, with a fake nvidia-smi.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nexec yes 'GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-0)'\n")
+    smi.chmod(0o755)
+    result = _in_a_fresh_python(f"""
+        from envkit.detect.smi import probe_smi
+        from envkit.gpu_names import GpuNameTable
+        profile = probe_smi(GpuNameTable({{}}), command={str(smi)!r}, timeout=3)
+        result = {{"notes": list(profile.notes), "gpus": len(profile.gpus)}}
+    """)
+    assert result["notes"] == ["nvidia-smi: timed out after 3 s"] and result["gpus"] == 0, result
+    assert result["peak_mib"] < 200, result
