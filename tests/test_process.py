@@ -17,14 +17,15 @@ from envkit.process import MAX_LINE, run_captured, run_streamed
 ENV = {"PATH": os.environ.get("PATH", os.defpath)}
 
 
-def _in_a_fresh_python(code: str) -> dict:
-    """Run ``code`` (which binds ``result``) in a new interpreter; ``result`` plus its peak memory in MiB."""
+def _in_a_fresh_python(code: str, hang: float = 300) -> dict:
+    """Run ``code`` (which binds ``result``) in a new interpreter; ``result`` plus its peak memory in MiB. Past
+    ``hang`` seconds it is a hang: a failure, not a wait for the sleeps below."""
     program = textwrap.dedent(code) + textwrap.dedent("""
         import json, resource
         result["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(json.dumps(result))
     """)
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=hang,
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -64,12 +65,15 @@ def test_output_without_end_is_cut_off_at_the_time_limit_with_a_bounded_buffer()
     assert result["peak_mib"] < 200, result  # (nvidia-smi printing without end took 12 GB)
 
 
-def test_an_installer_that_exits_leaving_a_child_on_its_output_ends_with_its_child(tmp_path: Path):
-    script = "sleep 3600 & echo $!; echo 'failed'; exit 1"
-    done = run_streamed(["sh", "-c", script], ENV, timeout=120)
-    assert done.returncode == 1 and done.tail[-1] == "failed"
-    child = int(done.tail[0])
-    assert not _alive(child)  # its whole process group ended with it
+def test_an_installer_that_exits_leaving_a_child_on_its_output_ends_with_its_child():
+    result = _in_a_fresh_python("""
+        from envkit.process import run_streamed
+        done = run_streamed(["sh", "-c", "sleep 3600 & echo $!; echo failed; exit 1"], {"PATH": "/usr/bin:/bin"},
+                            timeout=120)
+        result = {"returncode": done.returncode, "tail": list(done.tail)}
+    """, hang=100)  # (it hung envkit until the child ended)
+    assert result["returncode"] == 1 and result["tail"][-1] == "failed"
+    assert not _alive(int(result["tail"][0]))  # its whole process group ended with it
 
 
 def test_a_program_that_exits_0_leaving_a_worker_gets_its_worker_ended_too():
