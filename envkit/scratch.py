@@ -55,15 +55,25 @@ def sweep(base: Optional[Path] = None) -> list[Path]:
     return removed
 
 
-@contextlib.contextmanager
-def scratch_dir(purpose: str) -> Iterator[Path]:
-    """A new private directory in $TMPDIR for the block (``purpose``: a lowercase word), removed after it; the
+def make_scratch(purpose: str) -> Path:
+    """A new private directory in $TMPDIR (``purpose``: a lowercase word) for the caller to remove (``remove``); the
     leftovers of dead runs are removed first. OSError when it cannot be made."""
     if not purpose.isalpha() or not purpose.islower():
         raise ValueError(f"not a purpose word: {purpose!r}")
     sweep()
-    path = Path(tempfile.mkdtemp(prefix=f"envkit-{purpose}-{_owner_name()}-"))
+    return Path(tempfile.mkdtemp(prefix=f"envkit-{purpose}-{_owner_name()}-"))
+
+
+def remove(path: Optional[Path]) -> None:
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scratch_dir(purpose: str) -> Iterator[Path]:
+    """make_scratch for the block, removed after it."""
+    path = make_scratch(purpose)
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        remove(path)

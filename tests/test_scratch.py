@@ -67,3 +67,21 @@ def test_a_purpose_is_a_word():
     with pytest.raises(ValueError):
         with scratch_dir("../x"):
             pass
+
+
+def test_what_a_probe_cut_off_at_its_limit_left_in_tmpdir_goes_with_it(tmp_path: Path, monkeypatch):
+    # The probe's multi-GPU check makes envkit-nccl-* in $TMPDIR; a probe stopped at its time limit (SIGTERM, then
+    # SIGKILL) never removed it. It now runs with a $TMPDIR of envkit's, removed after it.
+    import tempfile
+
+    from envkit.probe.runner import ProbeOptions, run_probe
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    program = tmp_path.parent / f"{tmp_path.name}-probe.py"
+    program.write_text("import tempfile, time\ntempfile.mkdtemp(prefix='envkit-nccl-')\nprint('made', flush=True)\n"
+                       "time.sleep(600)\n")
+    result = run_probe(Path(sys.executable), ProbeOptions(framework="torch", timeout=2), dict(os.environ),
+                       script=program)
+    assert result.exit_code is None and result.failure is not None  # cut off
+    assert list(tmp_path.iterdir()) == []

@@ -85,21 +85,21 @@ def probe_program(cache_dir: Path, source: Path = SOURCE) -> Iterator[Path]:
     if cached is not None:
         yield cached
         return
-    from envkit.scratch import scratch_dir
+    from envkit.scratch import make_scratch, remove
 
-    scratch = scratch_dir("probe")
     try:
-        directory = scratch.__enter__()
+        directory = make_scratch("probe")
     except OSError as exc:
         raise _cannot_assemble(exc) from None
-    with contextlib.ExitStack() as leaving:
-        leaving.push(scratch)
+    try:
         path = directory / "probe.pyz"
         try:
             path.write_bytes(archive_bytes(program_files(source)))
         except OSError as exc:
             raise _cannot_assemble(exc) from None
         yield path
+    finally:
+        remove(directory)
 
 
 def _cannot_assemble(exc: OSError) -> EnvkitError:
