@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from packaging.version import Version
 
+from envkit.launch import python_module
 from envkit.plan import PipPart
 from envkit.userdirs import UserDirs
 
@@ -71,13 +72,13 @@ def pip_command(step: PipPart, python: Path, uv: Optional[Path], version: Versio
         pinned = ["--require-hashes", "--no-deps", *source, "-r", str(step.requirements)]
         if uses_uv(uv, version):
             return [str(uv), "pip", "install", "--python", str(python), *pinned]
-        return [str(python), "-m", "pip", "install", *pinned, *_trusted(step.index_url, step.find_links),
-                "--progress-bar", "off"]
+        return python_module(python, "pip", "install", *pinned, *_trusted(step.index_url, step.find_links),
+                             "--progress-bar", "off")
     if uses_uv(uv, version):
         return [str(uv), "pip", "install", "--python", str(python), "--index-url", step.index_url, *links,
                 *step.packages]
-    return [str(python), "-m", "pip", "install", "--index-url", step.index_url, *links,
-            *_trusted(step.index_url, step.find_links), "--progress-bar", "off", *step.packages]
+    return python_module(python, "pip", "install", "--index-url", step.index_url, *links,
+                         *_trusted(step.index_url, step.find_links), "--progress-bar", "off", *step.packages)
 
 
 def _trusted(*urls: Optional[str]) -> list[str]:

@@ -8,14 +8,16 @@ import shutil
 from pathlib import Path
 from typing import Mapping, Optional
 
+from envkit.launch import python_module
+
 
 def kernel_name(env_name: str) -> str:
     return env_name.lower()  # Jupyter's kernelspec names are lower case
 
 
 def install_argv(python: Path, env_name: str) -> list[str]:
-    return [str(python), "-m", "ipykernel", "install", "--user", "--name", kernel_name(env_name),
-            "--display-name", f"{env_name} (envkit)"]
+    return python_module(python, "ipykernel", "install", "--user", "--name", kernel_name(env_name),
+                         "--display-name", f"{env_name} (envkit)")
 
 
 def kernels_dir(environ: Mapping[str, str]) -> Path:

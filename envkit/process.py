@@ -1,5 +1,10 @@
 """Running other programs (installers, conda, the environment's Python): argv lists, never a shell.
 
+Every child has a time limit, and what it prints is read in chunks into bounded buffers that keep the tail (the
+last words are the ones that explain a failure): a program that prints without end, or one 300 MiB line, costs
+envkit a few MiB at most. When the program itself has exited, what it started is ended with it (its whole process
+group), so a worker that still holds its output pipe cannot keep envkit waiting.
+
 Every child runs in its own session, so a Ctrl-C at the terminal reaches envkit alone; envkit then stops the child's
 whole process group (installers start workers) before it cleans up. A SIGKILL gives envkit no such chance: whoever
 watches (``watching``, create's journal) learns each child's process group as it starts, so that the next run can
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import time
@@ -20,13 +26,18 @@ from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 _AFTER_KILL = 5.0  # seconds to wait for the pipes to close after SIGKILL
+LINGER = 2.0  # seconds the pipes may stay open (held by what the program started) after the program has exited
+MAX_OUTPUT = 8 << 20  # bytes of each output stream kept by run_captured (the last ones)
+MAX_LINE = 16 << 10  # bytes of one output line kept by run_streamed (the last ones)
+_CHUNK = 64 << 10
 
 
 @dataclass(frozen=True)
 class Finished:
-    returncode: int
+    returncode: Optional[int]  # None: cut off at its time limit, or silent too long (its process group stopped)
     tail: tuple[str, ...]  # the last lines the program printed (stdout and stderr together)
     elapsed: float
+    silent: bool = False  # cut off because it printed nothing for its ``silence`` seconds
 
 
 @dataclass(frozen=True)
@@ -98,50 +109,214 @@ def stop_leftovers(pgid: int, since: int, wait: float = 10.0) -> bool:
         time.sleep(0.05)
 
 
-def stop_group(process: subprocess.Popen, grace: float = GRACE) -> tuple[bytes, bytes]:
-    """Stop a child's whole process group (it may have started workers): SIGTERM, then after ``grace`` seconds
-    SIGKILL (at once when ``grace`` is 0). Returns what was left in its pipes."""
-    steps = ((signal.SIGTERM, grace), (signal.SIGKILL, _AFTER_KILL)) if grace > 0 else ((signal.SIGKILL, _AFTER_KILL),)
-    out: Optional[tuple[bytes, bytes]] = None
-    for sig, wait in steps:
-        try:
+class _Tail:
+    """The last ``limit`` bytes of a stream."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.data = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.data += chunk
+        if len(self.data) > self.limit:
+            del self.data[:len(self.data) - self.limit]
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace")
+
+
+class _Lines:
+    """A stream cut into lines for ``on_line``, each kept to its last MAX_LINE bytes; the last ``keep`` lines kept."""
+
+    def __init__(self, on_line: Optional[Callable[[str], None]], keep: int) -> None:
+        self.on_line = on_line
+        self.tail: deque[str] = deque(maxlen=keep)
+        self.pending = bytearray()
+        self.cut = False
+
+    def add(self, chunk: bytes) -> None:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                self._grow(chunk[start:])
+                return
+            self._grow(chunk[start:end])
+            self._emit()
+            start = end + 1
+
+    def close(self) -> None:
+        if self.pending or self.cut:
+            self._emit()
+
+    def _grow(self, piece: bytes) -> None:
+        self.pending += piece
+        if len(self.pending) > MAX_LINE:
+            del self.pending[:len(self.pending) - MAX_LINE]
+            self.cut = True
+
+    def _emit(self) -> None:
+        line = self.pending.decode("utf-8", "replace").rstrip("\r")
+        if self.cut:
+            line = "[...] " + line  # only the end of a line longer than MAX_LINE bytes
+        self.pending, self.cut = bytearray(), False
+        self.tail.append(line)
+        if self.on_line is not None:
+            self.on_line(line)
+
+
+Sinks = Mapping[int, Callable[[bytes], None]]  # output pipe's file descriptor -> where its bytes go
+
+
+def _exited(process: subprocess.Popen) -> bool:
+    """Whether the child has exited, without reaping it: its pid, so its process group id, stays taken (a later
+    killpg cannot reach an unrelated group that reuses the number)."""
+    if process.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _wait_exited(process: subprocess.Popen, deadline: float) -> bool:
+    while not _exited(process):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _killpg(process: subprocess.Popen, sig: int) -> None:
+    if process.returncode is None:  # not reaped: the group id is still this child's
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            out = process.communicate(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue  # after SIGKILL too: stuck in the kernel (a hung driver), nothing more can be done
-    try:  # the leader is gone; stragglers of its group that ignored SIGTERM
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    return out if out is not None and out[0] is not None else (b"", b"")
+
+
+def _end_group(process: subprocess.Popen) -> None:
+    """SIGKILL what is left of the (exited, not yet reaped) child's process group, and wait until it is gone."""
+    since = start_time(process.pid)
+    _killpg(process, signal.SIGKILL)
+    if since is not None:
+        deadline = time.monotonic() + _AFTER_KILL
+        while _group_members(process.pid, since) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def _pump(process: subprocess.Popen, sinks: Sinks, deadline: float, silence: Optional[float] = None,
+          feed: Optional[bytes] = None) -> str:
+    """Move the child's output into ``sinks`` (and ``feed`` into its stdin) until its pipes close ("closed"), the
+    ``deadline`` passes ("deadline"), it prints nothing for ``silence`` seconds ("silence"), or it has exited and
+    what it started still holds the pipes LINGER seconds later ("held")."""
+    selector = selectors.DefaultSelector()
+    reading = 0
+    try:
+        for fd, sink in sinks.items():
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ, sink)
+            reading += 1
+        data = memoryview(feed or b"")
+        if process.stdin is not None and not process.stdin.closed:
+            if data:
+                os.set_blocking(process.stdin.fileno(), False)
+                selector.register(process.stdin.fileno(), selectors.EVENT_WRITE, None)
+            else:
+                process.stdin.close()
+        heard = time.monotonic()
+        exited_at: Optional[float] = None
+        while reading:
+            now = time.monotonic()
+            if exited_at is None and _exited(process):
+                exited_at = now
+            if exited_at is not None and now >= exited_at + LINGER:
+                return "held"
+            if now >= deadline:
+                return "deadline"
+            if silence is not None and now >= heard + silence:
+                return "silence"
+            for key, _ in selector.select(timeout=min(0.2, deadline - now)):
+                if key.data is None:  # its stdin
+                    try:
+                        data = data[os.write(key.fd, data[:_CHUNK]):]
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # it stopped reading (closed its stdin, or exited)
+                        data = memoryview(b"")
+                    if not data:
+                        selector.unregister(key.fd)
+                        process.stdin.close()  # type: ignore[union-attr]
+                    continue
+                try:
+                    chunk = os.read(key.fd, _CHUNK)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    selector.unregister(key.fd)
+                    reading -= 1
+                    continue
+                heard = now
+                key.data(chunk)
+        return "closed"
+    finally:
+        selector.close()
+
+
+def _stop(process: subprocess.Popen, sinks: Sinks, grace: float) -> None:
+    """Stop the child's whole process group: SIGTERM, then after ``grace`` seconds SIGKILL (at once when ``grace``
+    is 0), reading its output (bounded) meanwhile; then reap it."""
+    steps = ((signal.SIGTERM, grace), (signal.SIGKILL, _AFTER_KILL)) if grace > 0 else ((signal.SIGKILL, _AFTER_KILL),)
+    for sig, wait in steps:
+        _killpg(process, sig)
+        deadline = time.monotonic() + wait
+        _pump(process, sinks, deadline)
+        if _wait_exited(process, deadline):
+            break  # (after SIGKILL too, it may not have: stuck in the kernel, a hung driver; nothing more to do)
+    if _exited(process):
+        _end_group(process)  # the leader is gone; stragglers of its group that ignored SIGTERM
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=_AFTER_KILL)
+
+
+def _supervise(process: subprocess.Popen, sinks: Sinks, timeout: Optional[float], grace: float,
+               silence: Optional[float] = None, feed: Optional[bytes] = None) -> tuple[Optional[int], str]:
+    """Run the child to its end, within ``timeout`` seconds: (its exit status, how it ended). The status is None when
+    it was stopped ("deadline", "silence"). What it started is ended with it in every case."""
+    deadline = time.monotonic() + timeout if timeout is not None else float("inf")
+    try:
+        _started(process)
+        ended = _pump(process, sinks, deadline, silence, feed)
+        if ended == "closed" and not _wait_exited(process, deadline):
+            ended = "deadline"  # it closed its output but kept running
+        if ended in ("deadline", "silence"):
+            _stop(process, sinks, grace)
+            return None, ended
+        _end_group(process)  # it has exited: what it started (holding its pipes or not) goes with it
+        return process.wait(), ended
+    except BaseException:  # Ctrl-C above all: its process group first, then up
+        _stop(process, sinks, grace)
+        raise
+    finally:
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def run_captured(argv: Sequence[str], env: Mapping[str, str], timeout: float, grace: float = GRACE,
-                 input_text: Optional[str] = None) -> Captured:
-    """Run ``argv`` to completion or ``timeout`` seconds, capturing its output. OSError when it cannot start.
-    ``input_text`` is written to its stdin (else it reads nothing).
+                 input_text: Optional[str] = None, max_output: int = MAX_OUTPUT) -> Captured:
+    """Run ``argv`` to completion or ``timeout`` seconds, capturing the last ``max_output`` bytes of each of its
+    outputs. OSError when it cannot start. ``input_text`` is written to its stdin (else it reads nothing).
 
     Past the time limit, or on any exception while waiting (Ctrl-C), its whole process group is stopped."""
     started = time.monotonic()
     stdin = subprocess.DEVNULL if input_text is None else subprocess.PIPE
     process = subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        _started(process)
-        data = None if input_text is None else input_text.encode("utf-8")
-        stdout, stderr = process.communicate(input=data, timeout=timeout)
-        returncode: Optional[int] = process.returncode
-    except subprocess.TimeoutExpired:
-        stdout, stderr = stop_group(process, grace)
-        returncode = None
-    except BaseException:
-        stop_group(process, grace)
-        raise
-    return Captured(returncode, _text(stdout), _text(stderr), time.monotonic() - started)
+    assert process.stdout is not None and process.stderr is not None
+    out, err = _Tail(max_output), _Tail(max_output)
+    feed = None if input_text is None else input_text.encode("utf-8")
+    returncode, _ = _supervise(process, {process.stdout.fileno(): out.add, process.stderr.fileno(): err.add},
+                               timeout, grace, feed=feed)
+    return Captured(returncode, out.text(), err.text(), time.monotonic() - started)
 
 
 def query(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> Optional[str]:
@@ -153,24 +328,23 @@ def query(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> Option
     return done.stdout if done.returncode == 0 else None
 
 
-def _text(data: Optional[bytes]) -> str:
-    return (data or b"").decode("utf-8", "replace")
-
-
 def run_streamed(
     argv: Sequence[str],
     env: Mapping[str, str],
     on_line: Optional[Callable[[str], None]] = None,
     cwd: Optional[Path] = None,
     tail_lines: int = 25,
+    timeout: Optional[float] = None,
+    silence: Optional[float] = None,
 ) -> Finished:
     """Run ``argv`` to completion, handing each output line to ``on_line`` and keeping the last ``tail_lines``.
 
-    A missing program is a Finished with returncode 127 and the reason as its tail. An exception while it runs
-    (KeyboardInterrupt above all) stops the child's process group first, then propagates.
+    It is stopped (returncode None) past ``timeout`` seconds, or after ``silence`` seconds without a byte of output
+    (``silent``). A missing program is a Finished with returncode 127 and the reason as its tail. An exception while
+    it runs (KeyboardInterrupt above all) stops the child's process group first, then propagates.
     """
     started = time.monotonic()
-    tail: deque[str] = deque(maxlen=tail_lines)
+    lines = _Lines(on_line, tail_lines)
     try:
         process = subprocess.Popen(
             list(argv), env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -178,19 +352,9 @@ def run_streamed(
         )
     except OSError as error:
         return Finished(127, (f"{argv[0]}: {error.strerror or error}",), 0.0)
+    assert process.stdout is not None
     try:
-        _started(process)
-        assert process.stdout is not None
-        for raw in process.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            tail.append(line)
-            if on_line is not None:
-                on_line(line)
-        returncode = process.wait()
-    except BaseException:
-        stop_group(process)
-        raise
+        returncode, ended = _supervise(process, {process.stdout.fileno(): lines.add}, timeout, GRACE, silence)
     finally:
-        if process.stdout is not None:
-            process.stdout.close()
-    return Finished(returncode, tuple(tail), time.monotonic() - started)
+        lines.close()
+    return Finished(returncode, tuple(lines.tail), time.monotonic() - started, silent=ended == "silence")

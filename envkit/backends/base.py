@@ -3,6 +3,8 @@ and the plan's conda packages. The pip steps that follow are the same for all of
 
 from __future__ import annotations
 
+import math
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,10 +12,17 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 from envkit.backends.tools import Tools
 from envkit.plan import Plan
-from envkit.errors import InstallError
-from envkit.process import run_streamed
+from envkit.errors import BadInputError, InstallError
+from envkit.process import run_captured, run_streamed
 
 OnLine = Callable[[str], None]
+
+# How long one installer command may run, and may stay silent (no byte of output), before envkit stops it (its
+# whole process group) and undoes the run: a `micromamba create` that hangs must not hang envkit with it. Silence is
+# generous: uv says nothing while it downloads a 3 GB wheel over a slow link. Both can be changed per run.
+INSTALL_TIMEOUT = 6 * 3600.0
+INSTALL_SILENCE = 3600.0
+TIMEOUT_VARIABLE, SILENCE_VARIABLE = "ENVKIT_INSTALL_TIMEOUT", "ENVKIT_INSTALL_SILENCE"
 
 
 @dataclass(frozen=True)
@@ -39,12 +48,64 @@ def python_of(prefix: Path) -> Path:
     return prefix / "bin" / "python"
 
 
+PYTHON_CHECK_TIMEOUT = 120.0  # seconds for the new Python to start and say its version (a cold NFS home is slow)
+
+
+def check_python(prefix: Path, environ: Mapping[str, str], installer: str) -> None:
+    """An installer's "success" is checked before anything is recorded: ``prefix`` must hold a Python that starts.
+    InstallError naming what is wrong otherwise (an installer that exits 0 having made an empty prefix)."""
+    python = python_of(prefix)
+    code = "import sys; print('%d.%d' % sys.version_info[:2])"
+    why = None
+    if not os.path.lexists(python):
+        why = f"there is no {python}"
+    else:
+        try:
+            done = run_captured([str(python), "-I", "-c", code], environ, PYTHON_CHECK_TIMEOUT, max_output=1 << 16)
+        except OSError as error:
+            done, why = None, f"{python} cannot run: {error.strerror or error}"
+        if done is not None and done.returncode is None:
+            why = f"{python} did not answer within {PYTHON_CHECK_TIMEOUT:g} s"
+        elif done is not None and (done.returncode != 0 or not done.stdout.strip()):
+            last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            why = f"{python} does not run: {last}"
+    if why is not None:
+        raise InstallError(f"{installer} reported success, but the environment at {prefix} holds no working Python "
+                           f"({why})", hint="What this run made was removed. The installer's lines above may say "
+                                            "why; try again, or another --backend.")
+
+
 def command_text(argv: Sequence[str]) -> str:
     return shlex.join(str(a) for a in argv)
 
 
+def install_limits(environ: Mapping[str, str]) -> tuple[float, float]:
+    """(time limit, silence limit) in seconds for one installer command: the defaults, or what the environment's
+    ENVKIT_INSTALL_TIMEOUT and ENVKIT_INSTALL_SILENCE say. BadInputError (exit 2) for a value that is not a
+    positive number of seconds."""
+    out = []
+    for variable, default in ((TIMEOUT_VARIABLE, INSTALL_TIMEOUT), (SILENCE_VARIABLE, INSTALL_SILENCE)):
+        text = environ.get(variable, "").strip()
+        try:
+            value = float(text) if text else default
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise BadInputError(f"{variable}={text!r} is not a positive number of seconds",
+                                hint=f"Unset it for the default ({default:g} s), or give seconds: {variable}=7200")
+        out.append(value)
+    return out[0], out[1]
+
+
 def run_step(argv: Sequence[str], environ: Mapping[str, str], on_line: OnLine, failure: str, hint: str) -> None:
-    """Run one installer command; when it fails, an InstallError with its last lines."""
-    finished = run_streamed(argv, environ, on_line)
+    """Run one installer command within its limits (install_limits); when it fails or is stopped, an InstallError
+    with its last lines."""
+    timeout, silence = install_limits(environ)
+    finished = run_streamed(argv, environ, on_line, timeout=timeout, silence=silence)
+    if finished.returncode is None:
+        why = (f"it printed nothing for {silence:g} s" if finished.silent else f"it ran for {timeout:g} s")
+        variable = SILENCE_VARIABLE if finished.silent else TIMEOUT_VARIABLE
+        raise InstallError(f"{failure}: {why} and was stopped (with everything it started)", tail=finished.tail,
+                           hint=f"What this run made was removed. If it was only slow, allow it more: {variable}=SECONDS.")
     if finished.returncode != 0:
         raise InstallError(f"{failure} (exit code {finished.returncode})", hint=hint, tail=finished.tail)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import tempfile
-
 from envkit.backends.base import Context, OnLine, command_text, run_step
 from envkit.plan import Plan
 from envkit.errors import InstallError
 from envkit.installers import uses_uv
+from envkit.launch import python_module
+from envkit.scratch import scratch_dir
 
 
 class VenvBackend:
@@ -20,7 +20,7 @@ class VenvBackend:
                                hint="Use --backend rattler: it brings its own Python.")
         if uses_uv(context.tools.uv, plan.python):
             return [str(context.tools.uv), "venv", "--quiet", "--python", str(python), str(plan.prefix)]
-        return [str(python), "-m", "venv", str(plan.prefix)]  # with pip: it installs into this one
+        return python_module(python, "venv", str(plan.prefix))  # with pip: it installs into this one
 
     def describe(self, plan: Plan, context: Context) -> list[str]:
         return [command_text(self._argv(plan, context))]
@@ -29,6 +29,6 @@ class VenvBackend:
         argv = self._argv(plan, context)
         # `-m venv` runs ensurepip, whose bundled pip (Python 3.7 and 3.8's) copies its CA bundle out of the wheel
         # into $TMPDIR and never deletes it: 270 KB left in /tmp by every venv. It gets a directory of its own.
-        with tempfile.TemporaryDirectory(prefix="envkit-venv-") as scratch:
-            run_step(argv, {**context.environ, "TMPDIR": scratch}, on_line, f"making the venv at {plan.prefix} failed",
+        with scratch_dir("venv") as scratch:
+            run_step(argv, {**context.environ, "TMPDIR": str(scratch)}, on_line, f"making the venv at {plan.prefix} failed",
                      hint="The lines above are the installer's; fix what they say, or try --backend rattler.")

@@ -135,6 +135,7 @@ def job(
         import sys
 
         from envkit.errors import BadInputError
+        from envkit.launch import python_module
         from envkit.slurm.script import JobSpec, job_name as check_job_name, sbatch_script
 
         import shlex
@@ -160,7 +161,7 @@ def job(
         spec = JobSpec(partition=partition, command=tuple(command), gpus=gpus, cpus=cpus, time=time,
                        job_name=job_name if job_name is not None else env.replace(":", "-"),  # site:NAME: site-NAME
                        output=output, per_gpu=per_gpu,
-                       activate=(sys.executable, "-m", "envkit", "run", env, "--"), node=node)
+                       activate=(*python_module(sys.executable, "envkit", "run", env), "--"), node=node)
         script = sbatch_script(spec)
         if not submit:
             typer.echo(script, nl=False)

@@ -15,14 +15,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from envkit import ownership, records
-from envkit.backends.base import python_of, run_step
+from envkit.backends.base import check_python, python_of, run_step
 from envkit.create.journal import Journal, empty_directory, recover, recover_others, unstamp
 from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.plan import Plan
@@ -33,6 +32,7 @@ from envkit.errors import EnvkitError, InstallError, Interrupted
 from envkit.installers import pip_command, uses_uv, wrong_builds
 from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
 from envkit.process import watching
+from envkit.scratch import scratch_dir, sweep
 from envkit.testpause import pause_at
 from envkit.userdirs import UserDirs
 
@@ -75,6 +75,7 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
             notes = recover(journal_path(dirs.locks, plan.name), dirs.records)
             for note in notes + recover_others(dirs.locks, dirs.records, plan.name):
                 progress.note(note)
+            sweep()  # what a dead run's installers had in $TMPDIR (envkit.scratch)
             old = records.load(dirs.records, plan.name)
             replaced = to_replace(plan, old, force, environ)
             spec = kernels_dir(environ) / kernel_name(plan.name) if plan.jupyter else None
@@ -133,6 +134,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
     with progress.step(f"Creating the environment at {plan.prefix} ({plan.backend}, Python {plan.python})") as out:
         with _pausing_at_start("inside-backend"):
             backend.make_prefix(plan, context, out)
+        check_python(plan.prefix, context.environ, plan.backend)
         pause_at("backend")
         journal.mark_stamped(plan.prefix)
     pause_at("stamped")
@@ -152,10 +154,10 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
     if plan.jupyter:
         kernel = kernel_name(plan.name)
         with progress.step(f"Registering the Jupyter kernel {kernel!r}") as out, \
-                tempfile.TemporaryDirectory(prefix="envkit-kernel-") as scratch:
+                scratch_dir("kernel") as scratch:
             # ipykernel's installer writes the kernelspec into a temporary directory of its own and leaves it
             # behind: under a TMPDIR of envkit's, which is removed, the user's temporary directory stays clean.
-            run_step(install_argv(python, plan.name), {**context.environ, "TMPDIR": scratch}, out,
+            run_step(install_argv(python, plan.name), {**context.environ, "TMPDIR": str(scratch)}, out,
                      "registering the Jupyter kernel failed", hint="The lines above are ipykernel's.")
     report = None
     if plan.verify:

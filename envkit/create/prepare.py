@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional
 
-from envkit.backends.base import Backend, Context
+from envkit.backends.base import Backend, Context, install_limits
 from envkit.backends.choose import backend_for, choose_backend
 from envkit.backends.tools import Tools, find_conda, find_python, find_uv
 from envkit.catalog.model import Manifest, Tables
@@ -101,6 +101,7 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
                 verify=request.verify, profile=profile, on_target=on_target,
                 in_conda_envs=backend_name == "conda" and request.prefix is None,
                 gpu_unused=None if request.build_id else gpu_unused(resolution, profile))
+    install_limits(environ)  # a bad ENVKIT_INSTALL_TIMEOUT is exit 2 here, before anything is made
     context, storage = storage_context(plan, tools, config, dirs, environ)
     return Prepared(plan=plan, backend=backend_for(backend_name, tools), context=context, storage=storage)
 

@@ -17,7 +17,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from envkit.backends.base import Backend, Context, OnLine
+from envkit.backends.base import Backend, Context, OnLine, install_limits
 from envkit.backends.tools import Tools, find_python, find_uv
 from envkit.catalog.model import Build, Manifest, Tables
 from envkit.config import Config
@@ -158,6 +158,7 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
                 backend_reason=f"installs {request.path.name} exactly: every file hash-checked, no solve",
                 conda=conda_plan, pip=steps, jupyter=False, verify=verify, profile=target.profile,
                 on_target=target.on_target, unchecked=unchecked)
+    install_limits(environ)  # a bad ENVKIT_INSTALL_TIMEOUT is exit 2 here, before anything is made
     context, storage = storage_context(plan, tools, config, dirs, environ)
     return Prepared(plan=plan, backend=backend, context=context, storage=storage), manifest
 

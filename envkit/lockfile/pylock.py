@@ -5,7 +5,6 @@ installs, with its URL and sha256."""
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -26,8 +25,9 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
     """Resolve ``packages`` from ``index_url`` (already mirrored) only, plus the ``find_links`` page of the builds
     that have one, for CPython ``python`` (X.Y) on linux-64."""
     from envkit.process import run_captured
+    from envkit.scratch import scratch_dir
 
-    with tempfile.TemporaryDirectory(prefix="envkit-lock-") as scratch:
+    with scratch_dir("lock") as scratch:
         requirements = Path(scratch) / "requirements.in"
         requirements.write_text("".join(f"{p}\n" for p in packages), encoding="utf-8")
         output = Path(scratch) / "pylock.toml"

@@ -5,12 +5,12 @@ file:// channels alike), through the user's mirrors, into a temporary cache.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build
 from envkit.maintain.findings import MISSING, UNREADABLE, Finding
+from envkit.scratch import scratch_dir
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -29,7 +29,7 @@ def check_conda(builds: Sequence[Build], pythons: Mapping[str, Sequence[Version]
     groups: dict[tuple[str, ...], list[Build]] = {}
     for build in conda_builds:
         groups.setdefault(tuple(config.mirrored(c) for c in build.conda.channels), []).append(build)
-    with tempfile.TemporaryDirectory(prefix="envkit-check-") as scratch:
+    with scratch_dir("check") as scratch:
         cache = cache_dir or Path(scratch)
         findings: list[Finding] = []
         for channels, members in groups.items():

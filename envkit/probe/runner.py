@@ -129,11 +129,20 @@ def run_probe(
 def _run(python: Path, program: Path, options: ProbeOptions, environ: Mapping[str, str]) -> ProbeResult:
     argv = [str(python), "-I", str(program), options.framework]
     argv += ["--multi-gpu"] * options.multi_gpu + ["--bench"] * options.bench
+    from envkit.scratch import make_scratch, remove
+
+    try:  # what the probe (and the framework) put in $TMPDIR goes with it, even when it is cut off (envkit.scratch)
+        tmpdir = make_scratch("check")
+    except OSError:  # $TMPDIR not writable: the probe gets it as it is
+        tmpdir = None
+    settings = {"TMPDIR": str(tmpdir)} if tmpdir is not None else {}
     try:
-        done = run_captured(argv, probe_environment(environ), options.timeout)
+        done = run_captured(argv, {**probe_environment(environ), **settings}, options.timeout)
     except OSError as exc:
         raise BadInputError(f"cannot run {python}: {exc.strerror or exc}",
                             hint="Pass the path of a Python interpreter with --python.") from None
+    finally:
+        remove(tmpdir)
     if done.returncode is None:
         return cut_off(str(python), options.timeout, done.elapsed, done.stdout, done.stderr)
     return parse_output(str(python), done.returncode, done.elapsed, done.stdout, done.stderr)

@@ -85,19 +85,21 @@ def probe_program(cache_dir: Path, source: Path = SOURCE) -> Iterator[Path]:
     if cached is not None:
         yield cached
         return
-    import tempfile
+    from envkit.scratch import make_scratch, remove
 
     try:
-        scratch = tempfile.TemporaryDirectory(prefix="envkit-probe-")
+        directory = make_scratch("probe")
     except OSError as exc:
         raise _cannot_assemble(exc) from None
-    with scratch:
-        path = Path(scratch.name) / "probe.pyz"
+    try:
+        path = directory / "probe.pyz"
         try:
             path.write_bytes(archive_bytes(program_files(source)))
         except OSError as exc:
             raise _cannot_assemble(exc) from None
         yield path
+    finally:
+        remove(directory)
 
 
 def _cannot_assemble(exc: OSError) -> EnvkitError:

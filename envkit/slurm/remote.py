@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from envkit.errors import UnknownNameError
+from envkit.launch import python_module
 from envkit.slurm.client import Slurm
 from envkit.slurm.sinfo import PartitionInfo
 from envkit.slurm.survey import gpu_partitions
@@ -51,7 +52,7 @@ def node_gpus(info: PartitionInfo, node: Optional[str] = None) -> int:
 
 
 def envkit_argv(args: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "envkit", *args]
+    return python_module(sys.executable, "envkit", *args)  # never the working directory's envkit
 
 
 def check_on_node(slurm: Slurm, partition: str, args: Sequence[str], gpus: Optional[int], start_timeout: float,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from envkit.errors import BadInputError, ProfileError, UnknownNameError
+from envkit.launch import python_module
 from envkit.machine import MachineProfile, profile_from_dict
 from envkit.site import Partition, SiteNode
 from envkit.slurm.client import Slurm, StepResult
@@ -40,7 +41,7 @@ class PartitionOutcome:
 
 def envkit_on_node() -> list[str]:
     """The argv that runs this envkit on a node: the same interpreter path (a cluster's shared home)."""
-    return [sys.executable, "-m", "envkit", "detect", "--json"]
+    return python_module(sys.executable, "envkit", "detect", "--json")  # not the working directory's
 
 
 def gpu_partitions(slurm: Slurm, wanted: Sequence[str] = ()) -> list[PartitionInfo]:

@@ -173,7 +173,8 @@ def test_the_conda_backend_without_a_conda_is_bad_input_pointing_at_rattler(cond
 _MICROMAMBA = """#!{python}
 \"\"\"A stand-in micromamba: records each call, answers `info --json`, and makes `create --prefix P
 --override-channels -c C... SPECS` with envkit's embedded engine, seeing __cuda as micromamba does (from
-CONDA_OVERRIDE_CUDA). With $FAKE_MAMBA_FAIL set, `create` starts the prefix, prints a few lines and fails.\"\"\"
+CONDA_OVERRIDE_CUDA). With $FAKE_MAMBA_FAIL set, `create` starts the prefix, prints a few lines and fails; with
+$FAKE_MAMBA_MODE hang, held or empty it hangs, fails leaving a child on its output, or succeeds with an empty prefix.\"\"\"
 import json, os, sys
 from pathlib import Path
 
@@ -210,6 +211,19 @@ def main(argv):
         print("Transaction starting")
         print("critical libmamba Download error (28) Timeout was reached", file=sys.stderr)
         return 1
+    mode = os.environ.get("FAKE_MAMBA_MODE", "")
+    if mode:  # the installers the fault campaign met
+        prefix.mkdir(parents=True)
+        print("Transaction starting", flush=True)
+        if mode == "hang":  # never ends, says nothing more
+            import time
+            time.sleep(3600)
+        if mode == "held":  # fails, leaving a child that holds its output open
+            import subprocess
+            child = subprocess.Popen(["sleep", "3600"])
+            (LOG.parent / "held-child.pid").write_text(str(child.pid))
+            return 1
+        return 0  # "empty": success, and an empty prefix
     from envkit.conda_engine import CondaSolveRequest, create_prefix
     from envkit.errors import InstallError
 
@@ -301,6 +315,53 @@ def test_a_failing_micromamba_is_shown_and_leaves_nothing(
     assert len(micromamba.creates()) == 1
     assert not (micromamba.envs / NAME).exists() and conda_home.record(NAME) is None
     assert not micromamba.envs.exists() or list(micromamba.envs.iterdir()) == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_micromamba_that_hangs_silent_is_stopped_and_leaves_nothing(
+        conda_home: Home, micromamba: Micromamba, conda_manifests: Path):
+    # It was never timed out (killed from outside after 90 s).
+    done = create(conda_home, conda_manifests, *LEGACY_BUILD, *GTX1080TI, "--yes",
+                  env={"FAKE_MAMBA_MODE": "hang", "ENVKIT_INSTALL_SILENCE": "2"})
+    assert done.returncode == 1, done.stderr
+    assert ("envkit: error: micromamba could not create the environment: it printed nothing for 2 s and was stopped"
+            in done.stderr) and "ENVKIT_INSTALL_SILENCE=SECONDS" in done.stderr
+    assert "  | Transaction starting" in done.stderr and "Traceback" not in done.stderr
+    assert not (micromamba.envs / NAME).exists() and conda_home.record(NAME) is None
+    bad = create(conda_home, conda_manifests, *LEGACY_BUILD, *GTX1080TI, "--yes",
+                 env={"FAKE_MAMBA_MODE": "hang", "ENVKIT_INSTALL_TIMEOUT": "soon"})
+    assert bad.returncode == 2 and "ENVKIT_INSTALL_TIMEOUT='soon' is not a positive number of seconds" in bad.stderr
+    assert len(micromamba.creates()) == 1  # refused before anything was started or made
+    assert not (micromamba.envs / NAME).exists() and conda_home.record(NAME) is None
+
+
+def test_a_micromamba_that_fails_leaving_a_child_on_its_output_does_not_hang_envkit(
+        conda_home: Home, micromamba: Micromamba, conda_manifests: Path):
+    done = create(conda_home, conda_manifests, *LEGACY_BUILD, *GTX1080TI, "--yes", env={"FAKE_MAMBA_MODE": "held"})
+    assert done.returncode == 1, done.stderr
+    assert "envkit: error: micromamba could not create the environment (exit code 1)" in done.stderr
+    assert not _alive(int((micromamba.log.parent / "held-child.pid").read_text()))  # ended with its installer
+    assert not (micromamba.envs / NAME).exists() and conda_home.record(NAME) is None
+
+
+@pytest.mark.parametrize("check", ["--no-verify", "--verify"])
+def test_a_micromamba_that_succeeds_with_an_empty_prefix_records_nothing(
+        conda_home: Home, micromamba: Micromamba, conda_manifests: Path, check: str):
+    # It was recorded as a created environment (--no-verify), and the check's error blamed --python.
+    args = (*LEGACY_BUILD, *GTX1080TI, "--yes") + ((check,) if check == "--no-verify" else ())
+    done = create(conda_home, conda_manifests, *args, env={"FAKE_MAMBA_MODE": "empty"})
+    assert done.returncode == 1, done.stderr
+    prefix = micromamba.envs / NAME
+    assert (f"envkit: error: conda reported success, but the environment at {prefix} holds no working Python "
+            f"(there is no {prefix}/bin/python)") in done.stderr, done.stderr
+    assert "--python" not in done.stderr and "Traceback" not in done.stderr
+    assert not prefix.exists() and conda_home.record(NAME) is None
 
 
 def test_a_conda_environment_outside_its_envs_directories_is_activated_by_its_path(

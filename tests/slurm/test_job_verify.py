@@ -65,7 +65,7 @@ def test_print_shows_the_script_with_directives_and_quoted_command(cluster_user)
     lines = done.stdout.splitlines()
     assert "#SBATCH --partition=part-a" in lines and "#SBATCH --gpus-per-node=2" in lines  # a node's GPUs
     assert "#SBATCH --job-name=a.b+c" in lines
-    assert lines[-1].endswith("-m envkit run torch-test -- torchrun --standalone --nproc-per-node=2 train.py "
+    assert lines[-1].endswith(" envkit run torch-test -- torchrun --standalone --nproc-per-node=2 train.py "
                               "'it'\"'\"'s'")
 
 
