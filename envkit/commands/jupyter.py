@@ -100,6 +100,7 @@ def _submit_and_wait(env: str, program: str, spec, slurm, base: Path, timeout: f
 
     from envkit.slurm import jupyter_job as jj
     from envkit.slurm.jupyter_server import cancel, forget, new_directory, servers, wait_for_server
+    from envkit.launch import python_module
     from envkit.slurm.script import directives, overriding_variables
 
     servers(slurm, base)  # the private directories of servers that ended go first, their tokens with them
@@ -107,7 +108,7 @@ def _submit_and_wait(env: str, program: str, spec, slurm, base: Path, timeout: f
     try:
         spec = replace(spec, output=str(directory / jj.LOG_FILE))
         job = jj.JupyterJob(directives=tuple(directives(spec)), directory=directory,
-                            envkit=(sys.executable, "-m", "envkit"), env=env, server=program,
+                            envkit=tuple(python_module(sys.executable, "envkit")), env=env, server=program,
                             root=os.geteuid() == 0)
         script = jj.jupyter_script(job)
         mask = os.umask(0o077)  # sbatch passes it on (SLURM_UMASK): what the job writes is the user's alone

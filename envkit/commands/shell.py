@@ -36,9 +36,10 @@ def shell(
 
         from envkit.commands.on_node import prepare
         from envkit.slurm.interactive import JOB_NAME, login_shell, shell_argv
+        from envkit.launch import python_module
 
         record, spec, slurm = prepare(env, partition, gpus, cpus, time, manifests, JOB_NAME)
-        spec = replace(spec, activate=(sys.executable, "-m", "envkit", "run", env, "--"))
+        spec = replace(spec, activate=(*python_module(sys.executable, "envkit", "run", env), "--"))
         argv = shell_argv(slurm._program("srun"), spec, timeout, login_shell([os.environ.get("SHELL", "")]))
         typer.echo(f"envkit: asking partition {spec.partition} for {spec.gpus} GPU(s) for {env}, waiting at most "
                    f"{timeout:g} s for it to start (then srun withdraws the job); the shell starts when it does",

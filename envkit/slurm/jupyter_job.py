@@ -26,7 +26,10 @@ LOG_FILE = "job.log"  # the job's own output (sbatch --output)
 PORT_IN_USE = "is already in use"  # Jupyter's words when it cannot bind its port
 
 # The stdlib-only program that finds a port free on the given address (the kernel's choice for port 0).
-_FREE_PORT = "import socket,sys; s=socket.socket(); s.bind((sys.argv[1],0)); print(s.getsockname()[1]); s.close()"
+# The working directory's entry leaves sys.path first (python -c puts it there): a socket.py where the job starts
+# must not run (envkit.launch).
+_FREE_PORT = ("import sys; sys.path[:] = [p for p in sys.path if p]; import socket; s = socket.socket(); "
+              "s.bind((sys.argv[1], 0)); print(s.getsockname()[1]); s.close()")
 # NodeAddr of the node this job runs on, from scontrol; the host's first address when Slurm does not say.
 _NODE_ADDRESS = ('addr="$(scontrol show node -o "$SLURMD_NODENAME" 2>/dev/null | tr " " "\\n" '
                  '| sed -n "s/^NodeAddr=//p" | head -n 1)"')

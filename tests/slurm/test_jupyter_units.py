@@ -94,3 +94,18 @@ def test_values_that_could_be_read_as_options_are_refused(field, value):
 def test_login_shell_takes_an_absolute_path_only():
     assert login_shell(["/bin/zsh"]) == "/bin/zsh"
     assert login_shell(["zsh", ""]) == "/bin/bash"
+
+
+def test_the_free_port_finder_runs_no_socket_py_of_the_directory_the_job_starts_in(tmp_path):
+    """The job finds its port with `python -c`, which puts the working directory first on sys.path: a socket.py
+    there (a user's, a planted one) must not run."""
+    import subprocess
+    import sys
+
+    from envkit.slurm.jupyter_job import _FREE_PORT
+
+    marker = tmp_path / "ran"
+    (tmp_path / "socket.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit(7)\n")
+    done = subprocess.run([sys.executable, "-c", _FREE_PORT, "127.0.0.1"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and 0 < int(done.stdout) < 65536 and not marker.exists(), done
