@@ -385,24 +385,32 @@ def _store_verify(record, reports, names, target: TargetOptions) -> None:
     from envkit.slurm.job_context import job_context
 
     dirs = user_dirs()
-    with name_lock(dirs.locks, record.name):
-        current = records.load(dirs.records, record.name)
-        if current is not None and current.created == record.created and current.prefix == record.prefix:
-            summary = verify_summary(reports[0], reports[1:], [n for group in names for n in group])
-            context = job_context(os.environ)
-            if context.in_job:  # checked on a Slurm node: which one, in which job
-                summary.update(node=context.node, job=context.job_id,
-                               partition=os.environ.get("SLURM_JOB_PARTITION"))
-            updated = records.with_verify(current, summary)
-            if target.elsewhere:
-                import dataclasses
+    try:
+        with name_lock(dirs.locks, record.name):
+            current = records.load(dirs.records, record.name)
+            if current is not None and current.created == record.created and current.prefix == record.prefix:
+                summary = verify_summary(reports[0], reports[1:], [n for group in names for n in group])
+                context = job_context(os.environ)
+                if context.in_job:  # checked on a Slurm node: which one, in which job
+                    summary.update(node=context.node, job=context.job_id,
+                                   partition=os.environ.get("SLURM_JOB_PARTITION"))
+                updated = records.with_verify(current, summary)
+                if target.elsewhere:
+                    import dataclasses
 
-                from envkit.target import target_dict
+                    from envkit.target import target_dict
 
-                fleet = fleet_for(None, target)
-                updated = dataclasses.replace(updated, target=target_dict(
-                    fleet, target_argv(target, absolute=True, manifests=False)))
-            ownership.update(updated, dirs.records)  # never into a directory that no longer holds it
+                    fleet = fleet_for(None, target)
+                    updated = dataclasses.replace(updated, target=target_dict(
+                        fleet, target_argv(target, absolute=True, manifests=False)))
+                ownership.update(updated, dirs.records)  # never into a directory that no longer holds it
+    except OSError as error:  # a read-only or full data directory: the check ran, its result cannot be kept
+        from envkit.errors import EnvkitError
+
+        raise EnvkitError(f"the check's result could not be kept: {error.filename or dirs.locks}: "
+                          f"{error.strerror or error}",
+                          hint="envkit keeps it in its data directory: make it writable (or give it room), then "
+                               "verify again.") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -116,6 +116,9 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
             try:
                 for note in journal.commit():
                     progress.note(note)
+            except EnvkitError as error:  # the journal could not say so: the next run sees the record and finishes
+                progress.note(f"{plan.name} is complete and ready to use; {error.message}: the next `envkit create` "
+                              "deletes what it replaced")
             except KeyboardInterrupt:
                 left = ", ".join(aside for _, aside in journal.set_aside)
                 progress.note(f"{plan.name} is complete and ready to use; deleting what it replaced ({left}) was "

@@ -183,9 +183,9 @@ class Journal:
             return True
         if not self.making_prefix or self.stamped or _inside_record(prefix) is not None:
             return False
-        if self.made is not None:  # the one the backend made, not one put there after the run died
-            status = os.lstat(prefix)
-            return [status.st_dev, status.st_ino] == self.made
+        if self.made is not None:  # the one the backend made, not one put there after the run died (a number
+            status = os.lstat(prefix)  # freed is taken again: what it holds must be a backend's too)
+            return [status.st_dev, status.st_ino] == self.made and backend_made(prefix, marked=True)
         return backend_made(prefix)
 
     def undo(self, records_dir: Path, made_prefix: Optional[bool] = None) -> list[str]:
@@ -222,6 +222,8 @@ class Journal:
             self._put_back_record(records_dir, prefix)
         except EnvkitError as error:
             failed.append(error.message)
+        except OSError as error:
+            failed.append(f"cannot write {error.filename}: {error.strerror or error}")
         if failed:  # the journal stays: the next envkit run of this name does the rest
             return notes + [f"{line}; the next `envkit create` or `envkit remove` of {self.name} tries again"
                             for line in failed]

@@ -23,13 +23,17 @@ _BACKEND_NAMES = frozenset(("bin", "lib", "lib64", "include", "share", "etc", "c
                             "info", "doc", "docs", "licenses", ".nonadmin"))
 
 
-def backend_made(prefix: Path) -> bool:
-    """Whether a directory the journal did not note holds only what a backend makes (or nothing): files the user
-    put there after the run died are not deleted."""
+def backend_made(prefix: Path, marked: bool = False) -> bool:
+    """Whether a directory at a dead run's prefix holds only what a backend makes there (or nothing), or, with
+    ``marked`` (it is the directory the journal noted), a venv's or conda's own mark (whose packages may add any
+    name): files the user put there after the run died are not deleted."""
     try:
-        return os.path.isdir(prefix) and not os.path.islink(prefix) and set(os.listdir(prefix)) <= _BACKEND_NAMES
+        if not os.path.isdir(prefix) or os.path.islink(prefix):
+            return False
+        names = set(os.listdir(prefix))
     except OSError:
         return False
+    return names <= _BACKEND_NAMES or (marked and bool(names & {"pyvenv.cfg", "conda-meta"}))
 
 
 def stop_marked(run: str, wait: float = 10.0) -> bool:
