@@ -337,13 +337,19 @@ def verify(
         if target.partition is not None:
             from envkit.commands.node_check import QUEUE_TIMEOUT, slurm_here, verify_on_node
 
+            from envkit.slurm.client import SlurmUnreachable
+
+            why = "no Slurm here (sinfo is not on PATH)"
             if slurm_here():
                 waiting = QUEUE_TIMEOUT if queue_timeout is None else queue_timeout
-                raise typer.Exit(verify_on_node(env, prefix, gpus, waiting, check, target, json_output))
+                try:
+                    raise typer.Exit(verify_on_node(env, prefix, gpus, waiting, check, target, json_output))
+                except SlurmUnreachable as error:  # asked before anything was queued: judge as without Slurm
+                    why = f"Slurm does not answer here ({error.message})"
             unused = f" (without a job, {' and '.join(job_options)} {'are' if len(job_options) > 1 else 'is'} not " \
                      "used)" if job_options else ""
-            typer.echo("envkit: no Slurm here (sinfo is not on PATH): judging the build from the site file's node "
-                       f"profiles; the GPU part needs a node of the partition{unused}", err=True)
+            typer.echo(f"envkit: {why}: judging the build from the site file's node profiles; the GPU part needs a "
+                       f"node of the partition{unused}", err=True)
         record = None
         expected = None
         if env is not None:
