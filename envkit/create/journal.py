@@ -275,7 +275,10 @@ class Journal:
         """The new environment is complete: delete what it replaced. Interrupted, or refused by the system, the
         next run finishes it (the journal stays until it is done); what could not be deleted, one line each."""
         self.committed = True
-        self.save("commit")
+        try:
+            self.save("commit")
+        except EnvkitError:  # (a full disk): the record inside the prefix, this run's, tells the next run as much
+            pass
         pause_at("committed")
         left = []
         for _, aside in self.set_aside:
