@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors
+from support.pypi_index import IndexServer
+from test_create_conda import no_conda
 from test_faults import Target, rattler_target, venv_target  # noqa: F401 (fixtures)
 
 ERRNOS = ("ENOSPC", "EDQUOT", "EACCES", "EROFS", "EXDEV")
@@ -136,3 +139,50 @@ def test_a_fault_while_undoing_keeps_the_journal_for_the_next_run(venv_target: T
     assert not journal.exists() and venv_target.home.record(venv_target.name)["run"] == old_run
     assert (venv_target.prefix / ".envkit" / "record.json").is_file()
 
+
+
+@pytest.fixture
+def venv_lock_target(home: Home, torch_index: IndexServer) -> Target:
+    lock = home.root / "torch.conda-lock.yml"
+    done = home.envkit("lock", *CU126, "-o", str(lock))
+    assert done.returncode == 0, done.stderr
+    return Target(home, "venv", ("--from-lock", str(lock), "--machine", CU126[-1], "--name", "locked"), {}, "locked")
+
+
+@pytest.fixture
+def rattler_lock_target(home: Home, legacy_channel: Path, conda_manifests: Path) -> Target:
+    home.write_config(conda_mirrors(legacy_channel))
+    lock = home.root / "tf.conda-lock.yml"
+    done = home.envkit("lock", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(conda_manifests), "-o", str(lock))
+    assert done.returncode == 0, done.stderr
+    args = ("--from-lock", str(lock), *GTX1080TI, "--manifests", str(conda_manifests), "--name", "tf-locked")
+    return Target(home, "rattler", args, no_conda(home), "tf-locked")
+
+
+LOCK_CASES = [(backend, mode, point, "EXDEV" if point == "aside-rename" else ERRNOS[(number + shift) % len(ERRNOS)])
+              for shift, backend in enumerate(("venv", "rattler"))
+              for mode, points in (("fresh", ("journal", "room-dir", "begun", "stamp", "record")),
+                                   ("force", ("aside-rename", "stamped", "unstamp")))
+              for number, point in enumerate(points)]
+
+
+@pytest.mark.parametrize("backend,mode,point,cause", LOCK_CASES,
+                         ids=[f"{b}-{m}-{p}-{c}" for b, m, p, c in LOCK_CASES])
+def test_a_fault_at_each_write_of_create_from_a_lock(request, backend: str, mode: str, point: str, cause: str):
+    target: Target = request.getfixturevalue(f"{backend}_lock_target")
+    if mode == "force":
+        seeded = target.create("--no-verify")
+        assert seeded.returncode == 0, seeded.stderr
+        (target.prefix / "my-notes.txt").write_text("mine")
+    old = target.home.record(target.name)
+    done = _faulted(target, point, cause, "create", *target.args, "--yes", "--no-verify",
+                    *(("--force",) if mode == "force" else ()))
+    assert done.returncode == 1, done.stdout + done.stderr
+    _one_error_line(done.stderr, cause)
+    _clean(target)
+    assert target.home.record(target.name) == old
+    if mode == "fresh":
+        assert not target.prefix.exists() and target.envs() == []
+    else:
+        assert (target.prefix / "my-notes.txt").read_text() == "mine"
+        assert [e["state"] for e in target.envs()] == ["ready"]
