@@ -28,7 +28,9 @@ def lock_path(path: Path) -> Path:
 
 @contextlib.contextmanager
 def holding(path: Path, what: str, wait: float = WAIT) -> Iterator[None]:
-    """Hold the lock of ``path`` (``what`` names it in the error after ``wait`` seconds)."""
+    """Hold the lock of ``path`` (``what`` names it in the error after ``wait`` seconds). A symbolic link is
+    followed: every link to one shared file takes the same lock, beside the file itself."""
+    path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
