@@ -1,6 +1,7 @@
 """Filesystem faults from real filesystems, as root: the data directory on a tmpfs out of inodes at each write of a
 create, a read-only data directory when `verify` keeps its result, the cache on a full disk for `create --from-lock`,
-a PYENV_ROOT the user may not read. One line naming the path and the cause, exit 1, nothing half-made."""
+a PYENV_ROOT the user may not read, the environments' disk too small for a venv or filling while the installer
+writes. One line naming the path and the cause (or the installer's words), exit 1, nothing half-made."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,67 @@ def test_a_pyenv_root_the_user_may_not_read_gives_no_python_and_no_traceback(tmp
                           cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_read_only_data_directory_refuses_create_in_one_line(home: Home, torch_index: IndexServer):
+    prefix = home.root / "envs" / "t"
+    with tmpfs(home.data) as data:
+        (data / "locks").mkdir()
+        read_only(data)
+        try:
+            done = home.envkit("create", *CU126, "--name", "t", "--prefix", str(prefix), "--yes", "--no-verify")
+        finally:
+            read_only(data, on=False)
+        assert list(data.iterdir()) == [data / "locks"] and not list((data / "locks").iterdir())
+    assert done.returncode == 1, done.stderr
+    _one_line(done.stderr, "Read-only file system")
+    assert not prefix.exists()
+
+
+def _fill(directory: Path) -> None:
+    with open(directory / ".filler", "wb", buffering=0) as filler:  # until the disk is full
+        try:
+            while True:
+                filler.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+def test_a_disk_too_small_for_the_venv_leaves_nothing(home: Home, torch_index: IndexServer):
+    with tmpfs(home.root / "envs", size="16k") as envs:
+        done = home.envkit("create", *CU126, "--name", "t", "--prefix", str(envs / "t"), "--yes", "--no-verify")
+        left = sorted(p.name for p in envs.iterdir())
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    assert left == [] and home.record("t") is None
+
+
+def test_a_disk_that_fills_while_the_installer_writes_leaves_nothing(home: Home, torch_index: IndexServer):
+    """The environments' disk fills once the venv is made (another user's job writing there): the installer fails
+    with its own words, the run is undone, the prefix is gone, nothing is recorded."""
+    marker = home.root / "paused"
+    with tmpfs(home.root / "envs", size="8m") as envs:
+        run = subprocess.Popen([sys.executable, "-m", "envkit", "create", *CU126, "--name", "t", "--prefix",
+                                str(envs / "t"), "--yes", "--no-verify"], cwd=home.root, text=True,
+                               env={**home.env, "ENVKIT_TEST_PAUSE_AT": "stamped",
+                                    "ENVKIT_TEST_PAUSE_FILE": str(marker)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 120
+            while not marker.exists():
+                assert run.poll() is None, run.communicate()
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            _fill(envs)
+            marker.unlink()  # go on: uv installs into a full disk
+            _, err = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+        left = sorted(p.name for p in envs.iterdir())
+    assert run.returncode == 1, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert "No space left on device" in err or "os error 28" in err, err
+    assert left == [".filler"] and home.record("t") is None
+    assert json.loads(home.envkit("envs", "--json").stdout) == []
