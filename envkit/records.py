@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from envkit.errors import BadInputError, EnvkitError
 from envkit.files import write_atomic
+from envkit.testpause import fault_at
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 SCHEMA = 1
@@ -320,6 +321,7 @@ def forget(records_dir: Path, name: str) -> None:
     if not os.path.islink(path) and not _entry_exists(records_dir, name):
         return
     try:
+        fault_at("forget", path)
         path.unlink()
     except FileNotFoundError:
         pass

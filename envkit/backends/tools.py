@@ -100,8 +100,11 @@ def _python_candidates(version: Version, environ: Mapping[str, str]) -> list[Pat
     if on_path:
         out.append(Path(on_path))
     pyenv = Path(environ.get("PYENV_ROOT") or Path(environ.get("HOME", "~")).expanduser() / ".pyenv")
-    installs = sorted(pyenv.glob(f"versions/{version}.*/bin/python{version}"),
-                      key=lambda p: _patch(p.parent.parent.name), reverse=True)
+    try:
+        found = list(pyenv.glob(f"versions/{version}.*/bin/python{version}"))
+    except OSError:  # a PYENV_ROOT this user may not read: no Python from there
+        found = []
+    installs = sorted(found, key=lambda p: _patch(p.parent.parent.name), reverse=True)
     return out + installs
 
 

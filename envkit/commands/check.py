@@ -337,13 +337,19 @@ def verify(
         if target.partition is not None:
             from envkit.commands.node_check import QUEUE_TIMEOUT, slurm_here, verify_on_node
 
+            from envkit.slurm.client import SlurmUnreachable
+
+            why = "no Slurm here (sinfo is not on PATH)"
             if slurm_here():
                 waiting = QUEUE_TIMEOUT if queue_timeout is None else queue_timeout
-                raise typer.Exit(verify_on_node(env, prefix, gpus, waiting, check, target, json_output))
+                try:
+                    raise typer.Exit(verify_on_node(env, prefix, gpus, waiting, check, target, json_output))
+                except SlurmUnreachable as error:  # asked before anything was queued: judge as without Slurm
+                    why = f"Slurm does not answer here ({error.message})"
             unused = f" (without a job, {' and '.join(job_options)} {'are' if len(job_options) > 1 else 'is'} not " \
                      "used)" if job_options else ""
-            typer.echo("envkit: no Slurm here (sinfo is not on PATH): judging the build from the site file's node "
-                       f"profiles; the GPU part needs a node of the partition{unused}", err=True)
+            typer.echo(f"envkit: {why}: judging the build from the site file's node profiles; the GPU part needs a "
+                       f"node of the partition{unused}", err=True)
         record = None
         expected = None
         if env is not None:
@@ -397,24 +403,32 @@ def _store_verify(record, reports, names, target: TargetOptions) -> None:
         if layout is not None and record_admin_check(layout, record, summary):  # an admin's: the site's last check
             typer.echo(f"envkit: recorded as the site's last check of {record.name}", err=True)
         return
-    with name_lock(dirs.locks, record.name):
-        current = records.load(dirs.records, record.name)
-        if current is not None and current.created == record.created and current.prefix == record.prefix:
-            summary = verify_summary(reports[0], reports[1:], [n for group in names for n in group])
-            context = job_context(os.environ)
-            if context.in_job:  # checked on a Slurm node: which one, in which job
-                summary.update(node=context.node, job=context.job_id,
-                               partition=os.environ.get("SLURM_JOB_PARTITION"))
-            updated = records.with_verify(current, summary)
-            if target.elsewhere:
-                import dataclasses
+    try:
+        with name_lock(dirs.locks, record.name):
+            current = records.load(dirs.records, record.name)
+            if current is not None and current.created == record.created and current.prefix == record.prefix:
+                summary = verify_summary(reports[0], reports[1:], [n for group in names for n in group])
+                context = job_context(os.environ)
+                if context.in_job:  # checked on a Slurm node: which one, in which job
+                    summary.update(node=context.node, job=context.job_id,
+                                   partition=os.environ.get("SLURM_JOB_PARTITION"))
+                updated = records.with_verify(current, summary)
+                if target.elsewhere:
+                    import dataclasses
 
-                from envkit.target import target_dict
+                    from envkit.target import target_dict
 
-                fleet = fleet_for(None, target)
-                updated = dataclasses.replace(updated, target=target_dict(
-                    fleet, target_argv(target, absolute=True, manifests=False)))
-            ownership.update(updated, dirs.records)  # never into a directory that no longer holds it
+                    fleet = fleet_for(None, target)
+                    updated = dataclasses.replace(updated, target=target_dict(
+                        fleet, target_argv(target, absolute=True, manifests=False)))
+                ownership.update(updated, dirs.records)  # never into a directory that no longer holds it
+    except OSError as error:  # a read-only or full data directory: the check ran, its result cannot be kept
+        from envkit.errors import EnvkitError
+
+        raise EnvkitError(f"the check's result could not be kept: {error.filename or dirs.locks}: "
+                          f"{error.strerror or error}",
+                          hint="envkit keeps it in its data directory: make it writable (or give it room), then "
+                               "verify again.") from None
 
 
 def register(app: typer.Typer) -> None:

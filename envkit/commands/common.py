@@ -59,6 +59,13 @@ def reported_errors() -> Iterator[None]:
         raise
     except BrokenPipeError:  # the reader of the output went away (`envkit list | head`): stop, quietly
         raise typer.Exit(closed_output()) from None
+    except OSError as error:  # the system refused a file (full, read-only, not allowed): a fault, not a bug
+        if Settings.debug:
+            raise
+        where = f"{error.filename}: " if error.filename else ""
+        typer.echo(f"envkit: error: {where}{error.strerror or error}", err=True)
+        typer.echo("  Check that you can write there and that its disk has room (space and inodes).", err=True)
+        raise typer.Exit(1) from None
     except Exception as error:  # a bug in envkit: never a bare traceback unless asked for
         if Settings.debug:
             raise

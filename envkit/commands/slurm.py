@@ -67,13 +67,19 @@ def survey(
             typer.echo(f"{name}: {message}", err=True)
 
         outcomes = run_survey(slurm, chosen, all_nodes=all_nodes, timeout=timeout, progress=progress)
-        for outcome in outcomes:
-            if outcome.partition is not None:
-                site = with_partition(site, outcome.partition)
-            elif outcome.name not in site.partitions:  # a new partition: say why it has no nodes
-                site = with_partition(site, Partition(name=outcome.name, unreachable=outcome.unreachable,
-                                                      error=outcome.error))
-        save_site(site, path)
+        from envkit.sharedlock import holding
+        from envkit.testpause import pause_at
+
+        pause_at("surveyed")
+        with holding(path, f"the site file {path}"):  # read again under the lock: another survey's partitions stay
+            site = current_site()
+            for outcome in outcomes:
+                if outcome.partition is not None:
+                    site = with_partition(site, outcome.partition)
+                elif outcome.name not in site.partitions:  # a new partition: say why it has no nodes
+                    site = with_partition(site, Partition(name=outcome.name, unreachable=outcome.unreachable,
+                                                          error=outcome.error))
+            save_site(site, path)
         if json_output:
             print_json({"site": str(path), "partitions": [
                 {"name": o.name, "ok": o.ok, "error": o.error, "nodes": [

@@ -15,7 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 from envkit import ownership, records
 from envkit.backends.base import check_python, python_of, run_step
 from envkit.create.journal import Journal, empty_directory, recover, recover_others, unstamp
+from envkit.create.leftovers import MARK
 from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.plan import Plan
 from envkit.create.prepare import Prepared, elsewhere_hint
@@ -33,7 +35,7 @@ from envkit.installers import pip_command, uses_uv, wrong_builds
 from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
 from envkit.process import watching
 from envkit.scratch import scratch_dir, sweep
-from envkit.testpause import pause_at
+from envkit.testpause import fault_at, pause_at
 from envkit.userdirs import UserDirs
 
 if TYPE_CHECKING:
@@ -94,15 +96,18 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
                 building = True
                 journal.begin_prefix()
                 pause_at("begun")
+                marked = replace(prepared, context=replace(prepared.context, environ={
+                    **prepared.context.environ, MARK: journal.run}))  # each installer's: a dead run's are found
                 with watching(journal.add_process), _cache_in_use(prepared), \
                         room_said(prepared.storage, plan.prefix):
-                    record, report = _build(prepared, progress, checker, journal, manifests)
+                    record, report = _build(marked, progress, checker, journal, manifests)
                 if report is not None and not report.ok and old is not None and Path(old.prefix) in replaced:
                     raise ReplacementFailed(
                         f"the new {plan.name} failed its post-install check, so it replaced nothing: the "
                         f"environment at {old.prefix} is kept as it was", report=report,
                         hint="The report above says why. Without --force, create it under another --name to keep "
                              "and inspect the new one.")
+                fault_at("record", records.index_path(dirs.records, plan.name))
                 records.save(record, dirs.records)
                 _measure(prepared, dirs)
                 pause_at("recorded")
@@ -113,7 +118,11 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
                     progress.note(note)
                 raise
             try:
-                journal.commit()
+                for note in journal.commit():
+                    progress.note(note)
+            except EnvkitError as error:  # the journal could not say so: the next run sees the record and finishes
+                progress.note(f"{plan.name} is complete and ready to use; {error.message}: the next `envkit create` "
+                              "deletes what it replaced")
             except KeyboardInterrupt:
                 left = ", ".join(aside for _, aside in journal.set_aside)
                 progress.note(f"{plan.name} is complete and ready to use; deleting what it replaced ({left}) was "
@@ -132,9 +141,10 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
            manifests: Optional[str] = None) -> tuple[records.Record, Optional["Report"]]:
     plan, backend, context = prepared.plan, prepared.backend, prepared.context
     with progress.step(f"Creating the environment at {plan.prefix} ({plan.backend}, Python {plan.python})") as out:
-        with _pausing_at_start("inside-backend"):
+        with _pausing_at_start("inside-backend"), _noting_prefix(journal, plan.prefix):
             backend.make_prefix(plan, context, out)
         check_python(plan.prefix, context.environ, plan.backend)
+        journal.note_prefix(plan.prefix)
         pause_at("backend")
         journal.mark_stamped(plan.prefix)
     pause_at("stamped")
@@ -188,6 +198,29 @@ def _check_builds(prefix: Path, step) -> None:
         raise InstallError(f"{step.index_url} served the wrong build: {'; '.join(wrong)}",
                            hint="Check that index (a mirror in envkit's config?): it must serve the build's own "
                                 "wheels. What this run made was removed.")
+
+
+@contextlib.contextmanager
+def _noting_prefix(journal: Journal, prefix: Path) -> Iterator[None]:
+    """While the backend makes the prefix, write down which directory it made as soon as it is there (a thread
+    looking every 20 ms): a run that dies then is undone by deleting that directory only."""
+    done = threading.Event()
+
+    def look() -> None:
+        while not done.wait(0.02):
+            try:
+                if journal.note_prefix(prefix):
+                    return
+            except EnvkitError:  # the journal cannot be written now: the backend's step says so, or the next one
+                return
+
+    watcher = threading.Thread(target=look, name="envkit-prefix-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def _pausing_at_start(point: str) -> contextlib.AbstractContextManager[None]:

@@ -20,26 +20,30 @@ import json
 import os
 import shutil
 import stat as stat_
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from envkit import ownership, records
+from envkit.create.leftovers import backend_made, stop_marked
 from envkit.create.lock import Busy, journal_path, name_lock, prefix_lock
 from envkit.errors import EnvkitError
 from envkit.jupyter import runs_in
 from envkit.process import start_time, stop_leftovers
-from envkit.testpause import pause_at
+from envkit.testpause import fault_at, pause_at
 
 STAMP = "incomplete"
 
 
 def stamp(prefix: Path) -> None:
+    fault_at("stamp", prefix / records.RECORD_DIR / STAMP)
     (prefix / records.RECORD_DIR).mkdir(exist_ok=True)
     (prefix / records.RECORD_DIR / STAMP).write_text(str(os.getpid()), encoding="utf-8")
 
 
 def unstamp(prefix: Path) -> None:
+    fault_at("unstamp", prefix / records.RECORD_DIR / STAMP)
     (prefix / records.RECORD_DIR / STAMP).unlink(missing_ok=True)
 
 
@@ -74,11 +78,21 @@ class Journal:
     set_aside: list[list[str]] = field(default_factory=list)  # [original, aside]
     made_dirs: list[str] = field(default_factory=list)  # the directories made above the prefix, outermost first
     empty_prefix: Optional[list[int]] = None  # [mode, uid, gid] of the empty directory removed from the prefix
+    made: Optional[list[int]] = None  # [st_dev, st_ino] of the prefix the backend made, once seen
     committed: bool = False
 
-    def save(self) -> None:
-        data = {k: v for k, v in asdict(self).items() if k != "path"}
-        records.write_json_atomic(self.path, data)
+    def save(self, point: str = "journal") -> None:
+        """Write the journal (``point``: the step, for the test-only fault point); EnvkitError naming it when the
+        system refuses."""
+        with _SAVING:  # the prefix's watcher saves from its thread: each save writes all that was set before it
+            data = {k: v for k, v in asdict(self).items() if k != "path"}
+            try:
+                fault_at(point, self.path)
+            except OSError as error:
+                raise EnvkitError(f"cannot write {self.path}: {error.strerror}",
+                                  hint="envkit keeps its journal there: check that it can write there (permissions, "
+                                       "free space and inodes).") from None
+            records.write_json_atomic(self.path, data)
 
     @classmethod
     def load(cls, path: Path) -> Optional[Journal]:
@@ -93,7 +107,8 @@ class Journal:
     def move_aside(self, path: Path) -> None:
         aside = aside_path(path)
         self.set_aside.append([str(path), str(aside)])
-        self.save()  # first: a crash after the rename still finds it
+        self.save("aside")  # first: a crash after the rename still finds it
+        fault_at("aside-rename", path)
         os.rename(path, aside)
 
     def make_room(self, prefix: Path) -> None:
@@ -102,7 +117,8 @@ class Journal:
         if empty_directory(prefix):
             status = os.stat(prefix)
             self.empty_prefix = [stat_.S_IMODE(status.st_mode), status.st_uid, status.st_gid]
-            self.save()
+            self.save("room")
+            fault_at("room-dir", prefix)
             os.rmdir(prefix)
             return
         missing = []
@@ -112,8 +128,9 @@ class Journal:
             missing.append(parent)
         for directory in reversed(missing):
             self.made_dirs.append(str(directory))
-            self.save()
+            self.save("room")
             try:
+                fault_at("room-dir", directory)
                 os.mkdir(directory)
             except FileExistsError:  # made meanwhile by someone else: theirs
                 self.made_dirs.pop()
@@ -122,24 +139,41 @@ class Journal:
     def begin_prefix(self) -> None:
         """Said before the backend starts: from here on, what is at the prefix is this run's."""
         self.making_prefix = True
-        self.save()
+        self.save("begun")
 
     def mark_stamped(self, prefix: Path) -> None:
         stamp(prefix)
         self.stamped = True
-        self.save()
+        self.save("stamped")
 
     def add_process(self, pgid: int) -> None:
         started = start_time(pgid)
         if started is not None:
             self.processes.append([pgid, started])
-            self.save()
+            self.save("process")
 
     def stop_processes(self) -> list[str]:
         """Stop what the run's installers left running (they run in their own sessions: a SIGKILL of envkit does
-        not reach them), before anything touches the prefix they write to."""
-        return [f"process group {pgid} of the last run of {self.name} would not stop"
-                for pgid, started in self.processes if not stop_leftovers(pgid, started)]
+        not reach them), before anything touches the prefix they write to: the process groups in the journal, and
+        any process carrying the run's mark (``ENVKIT_RUN``, in every installer's environment), which finds one
+        that started in the instant before the journal could name it."""
+        stuck = [f"process group {pgid} of the last run of {self.name} would not stop"
+                 for pgid, started in self.processes if not stop_leftovers(pgid, started)]
+        if self.run and not stop_marked(self.run):
+            stuck.append(f"an installer of the last run of {self.name} would not stop")
+        return stuck
+
+    def note_prefix(self, prefix: Path) -> bool:
+        """Write down which directory the backend made at the prefix (its device and inode): a dead run's undo
+        then deletes that one only, never one put there after it died. False while there is none yet."""
+        try:
+            status = os.lstat(prefix)
+        except OSError:
+            return False
+        if self.made is None:
+            self.made = [status.st_dev, status.st_ino]
+            self.save("begun")
+        return True
 
     def _ours(self, prefix: Path) -> bool:
         """Whether what is at ``prefix`` is this run's: stamped, or the backend's unfinished work (begun, never
@@ -147,7 +181,12 @@ class Journal:
         made after the run died, is never deleted."""
         if is_stamped(prefix):
             return True
-        return self.making_prefix and not self.stamped and _inside_record(prefix) is None
+        if not self.making_prefix or self.stamped or _inside_record(prefix) is not None:
+            return False
+        if self.made is not None:  # the one the backend made, not one put there after the run died (a number
+            status = os.lstat(prefix)  # freed is taken again: what it holds must be a backend's too)
+            return [status.st_dev, status.st_ino] == self.made and backend_made(prefix, marked=True)
+        return backend_made(prefix)
 
     def undo(self, records_dir: Path, made_prefix: Optional[bool] = None) -> list[str]:
         """Remove what the run made and put back what it set aside; returns what it could not do, one line each.
@@ -167,23 +206,48 @@ class Journal:
             spec = Path(self.kernelspec)
             if runs_in(spec, prefix):
                 remove_tree(spec)
+        failed = []
         for original, aside in reversed(self.set_aside):
             if not Path(aside).exists():
                 continue
             if Path(original).exists():
                 notes.append(f"{original} is back in use, so what envkit set aside from there stays at {aside}")
                 continue
-            os.rename(aside, original)
+            try:
+                os.rename(aside, original)
+            except OSError as error:
+                failed.append(f"{aside} could not be put back at {original}: {error.strerror or error}")
         notes += self._put_back(prefix)
-        if self.name:
-            if self.old_record is not None:
-                records.write_json_atomic(records.index_path(records_dir, self.name), self.old_record)
-            elif prefix is not None:
-                current = records.load_quietly(records_dir, self.name)
-                if current is not None and current.prefix == self.prefix:
-                    records.forget(records_dir, self.name)
+        try:
+            self._put_back_record(records_dir, prefix)
+        except EnvkitError as error:
+            failed.append(error.message)
+        except OSError as error:
+            failed.append(f"cannot write {error.filename}: {error.strerror or error}")
+        if failed:  # the journal stays: the next envkit run of this name does the rest
+            return notes + [f"{line}; the next `envkit create` or `envkit remove` of {self.name} tries again"
+                            for line in failed]
         self.path.unlink(missing_ok=True)
         return notes
+
+    def _put_back_record(self, records_dir: Path, prefix: Optional[Path]) -> None:
+        """The index entry as it was before the run: written again only when the run had changed it (a disk that
+        is full now could not take it again, and need not)."""
+        if not self.name:
+            return
+        if self.old_record is not None:
+            path = records.index_path(records_dir, self.name)
+            try:
+                same = json.loads(path.read_text(encoding="utf-8")) == self.old_record
+            except (OSError, ValueError):
+                same = False
+            if not same:
+                fault_at("undo-record", path)
+                records.write_json_atomic(path, self.old_record)
+        elif prefix is not None:
+            current = records.load_quietly(records_dir, self.name)
+            if current is not None and current.prefix == self.prefix:
+                records.forget(records_dir, self.name)
 
     def _put_back(self, prefix: Optional[Path]) -> list[str]:
         """The empty directory that was at the prefix, as it was; the directories made above it gone (if empty)."""
@@ -207,16 +271,32 @@ class Journal:
                 pass
         return notes
 
-    def commit(self) -> None:
-        """The new environment is complete: delete what it replaced. Interrupted, the next run finishes it."""
+    def commit(self) -> list[str]:
+        """The new environment is complete: delete what it replaced. Interrupted, or refused by the system, the
+        next run finishes it (the journal stays until it is done); what could not be deleted, one line each."""
         self.committed = True
-        self.save()
+        try:
+            self.save("commit")
+        except EnvkitError:  # (a full disk): the record inside the prefix, this run's, tells the next run as much
+            pass
         pause_at("committed")
+        left = []
         for _, aside in self.set_aside:
-            remove_tree(Path(aside))
+            try:
+                fault_at("commit-delete", aside)
+                remove_tree(Path(aside))
+            except OSError as error:
+                left.append(f"{aside}: {error.strerror or error}")
+            if os.path.lexists(aside) and not left:
+                left.append(f"{aside}: it could not be deleted")
+        if left:
+            return [f"what the new {self.name} replaced could not all be deleted ({'; '.join(left)}): the next "
+                    f"`envkit create` or `envkit remove` of {self.name} tries again"]
         self.path.unlink(missing_ok=True)
+        return []
 
 
+_SAVING = threading.Lock()
 def empty_directory(path: Path) -> bool:
     """Whether ``path`` is a directory (not a link to one) with nothing in it."""
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())

@@ -17,6 +17,7 @@ from envkit.create.lock import name_lock
 from envkit.errors import EnvkitError
 from envkit.jupyter import kernels_dir, remove_kernel
 from envkit.records import in_prefix
+from envkit.testpause import fault_at
 from envkit.userdirs import UserDirs
 
 
@@ -77,6 +78,7 @@ def _delete_tree(root: Path) -> None:
     """``root`` and all it holds; the record that says it is envkit's environment last, so that a deletion that
     fails part-way leaves a directory `envkit remove` still knows as the environment, to finish it."""
     keep = in_prefix(root).parent
+    fault_at("remove", root)
     with os.scandir(root) as entries:
         for entry in entries:
             if entry.path == str(keep):

@@ -22,7 +22,7 @@ from envkit.backends.tools import Tools, find_python, find_uv
 from envkit.catalog.model import Build, Manifest, Tables
 from envkit.config import Config
 from envkit.create.prepare import Prepared, name_for, storage_context, usable_prefix
-from envkit.errors import InstallError
+from envkit.errors import EnvkitError, InstallError
 from envkit.files import write_atomic
 from envkit.fleet import names_text
 from envkit.lockfile import model
@@ -268,5 +268,11 @@ def requirements_file(packages: Sequence[LockedPackage], sources: Sequence[str],
     lines = requirements_lines(packages, sources, from_index)
     path = cache / "locks" / f"{hashlib.sha256(lines.encode()).hexdigest()[:32]}.txt"
     if not path.exists():
-        write_atomic(path, lines.encode("utf-8"))
+        try:
+            write_atomic(path, lines.encode("utf-8"))
+        except OSError as error:
+            raise EnvkitError(f"cannot write the locked requirements to {error.filename or path}: "
+                              f"{error.strerror or error}",
+                              hint="envkit keeps them in its cache: make room there, or point XDG_CACHE_HOME (or the "
+                                   "config's cache_dir) at a disk with room. Nothing was created.") from None
     return path

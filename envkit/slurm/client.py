@@ -30,6 +30,10 @@ class SlurmError(EnvkitError):
     """A Slurm program failed or is missing: carries Slurm's own message."""
 
 
+class SlurmUnreachable(SlurmError):
+    """sinfo is here but does not answer (no controller, no configuration): nothing was queued."""
+
+
 @dataclass(frozen=True)
 class StepResult:
     """One ``srun`` run: what it printed, and whether the job ever started on a node."""
@@ -109,10 +113,10 @@ class Slurm:
             argv += ["-p", ",".join(partitions)]
         done = self._run(argv, self.query_timeout)
         if done.returncode is None:
-            raise SlurmError(f"sinfo did not answer within {self.query_timeout:g} s: the Slurm controller is not "
+            raise SlurmUnreachable(f"sinfo did not answer within {self.query_timeout:g} s: the Slurm controller is not "
                              "reachable", hint="Try again later, or ask the cluster's admins.")
         if done.returncode != 0:
-            raise SlurmError(f"sinfo failed: {last_words(done.stderr, done.returncode)}",
+            raise SlurmUnreachable(f"sinfo failed: {last_words(done.stderr, done.returncode)}",
                              hint="Check that `sinfo` works on its own here (Slurm's configuration, $SLURM_CONF), "
                                   "or ask the cluster's admins.")
         return done.stdout

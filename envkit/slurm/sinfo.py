@@ -101,9 +101,11 @@ def _split_gres(gres: str) -> list[str]:
 def partitions(rows: list[NodeRow]) -> dict[str, PartitionInfo]:
     """Rows grouped by partition, in the order sinfo lists them; each node once per partition."""
     grouped: dict[str, list[NodeRow]] = {}
+    seen: set[tuple[str, str]] = set()  # (partition, node): one look-up per row, not a scan of the members so far
     for row in rows:
         members = grouped.setdefault(row.partition, [])
-        if all(member.node != row.node for member in members):
+        if (row.partition, row.node) not in seen:
+            seen.add((row.partition, row.node))
             members.append(row)
     return {name: PartitionInfo(name, members[0].available, tuple(members)) for name, members in grouped.items()}
 

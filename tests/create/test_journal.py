@@ -139,10 +139,11 @@ def test_an_installer_the_dead_run_left_running_is_stopped_before_the_prefix_is_
     prefix, index = tmp_path / "envs" / "t", tmp_path / "records"
     journal = _journal(tmp_path, prefix, None)
     journal.begin_prefix()
-    prefix.mkdir(parents=True)
+    (prefix / "lib").mkdir(parents=True)
+    assert journal.note_prefix(prefix)  # as the run's watcher does once the backend made it
     # An installer in its own session, with a worker, writing into the prefix (as uv does after envkit is killed).
     code = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-            f"[(open({str(prefix / 'written')!r}, 'a').write('x'), time.sleep(0.02)) for _ in range(3000)]")
+            f"[(open({str(prefix / 'lib' / 'written')!r}, 'a').write('x'), time.sleep(0.02)) for _ in range(3000)]")
     installer = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     try:
         journal.add_process(installer.pid)

@@ -357,3 +357,20 @@ def test_verify_on_a_node_named_as_site_shows_it_runs_on_its_slurm_node(slurm_si
         done = envkit("verify", "torch-test", "--partition", f"part-a:{node}", env=mine)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "PASS" in done.stdout and _record(env).verify["node"] == "gpu-a2"
+
+
+def test_a_broken_slurm_client_judges_from_the_site_file(tmp_path):
+    """sinfo is here but Slurm does not answer (no controller, no configuration): verify --partition judges from the
+    site file's profiles, as without Slurm, instead of failing (exit 1) before anything was queued."""
+    env = _bare_env(tmp_path)
+    make_torch_env(tmp_path / "envs" / "torch-test", env)
+    profile = Path(__file__).resolve().parents[1] / "profiles" / "h100-cuda128.yaml"
+    Path(env["ENVKIT_SITE"]).write_text(f"version: 1\npartitions:\n  gpu: {{nodes: [{{profile_file: {profile}}}]}}\n")
+    path = _slurm_bin(tmp_path, ("sinfo",), {"srun": "#!/bin/sh\necho srun ran >> \"$0.log\"\nexit 1\n"})
+    conf = tmp_path / "slurm.conf"  # a client configuration naming no cluster: sinfo fails at once
+    conf.write_text("# left half-written by a broken install\n")
+    done = envkit("verify", "torch-test", "--partition", "gpu", env={**env, "PATH": path, "SLURM_CONF": str(conf)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Slurm does not answer here (sinfo failed" in done.stderr, done.stderr
+    assert "judging the build from the site file's node profiles" in done.stderr
+    assert not (tmp_path / "slurm-bin" / "srun.log").exists()  # nothing was queued

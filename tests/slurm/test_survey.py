@@ -208,3 +208,44 @@ def test_what_a_node_said_when_surveyed_is_shown_by_site(slurm_site, tmp_path):
     text = envkit("site", env=env).stdout
     assert re.search(r"\n  gpu-v1 \(1 node\): [^\n]*\n    note from gpu-v1: inside Slurm job \d+ on node gpu-v1: ",
                      text), text
+
+
+def test_two_surveys_at_once_keep_both_partitions(slurm_site, tmp_path):
+    """One survey per partition at the same time: the one that writes last reads the site file again under its
+    lock, so the other's partition stays (each used to write the file as it had read it before its jobs ran)."""
+    env = user_env(slurm_site, tmp_path)
+    marker = tmp_path / "paused"
+    held = subprocess.Popen([sys.executable, "-m", "envkit", "survey", "--partition", "part-a"],
+                            env={**env, "ENVKIT_TEST_PAUSE_AT": "surveyed", "ENVKIT_TEST_PAUSE_FILE": str(marker)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():  # part-a detected, its site file read, not yet written
+            assert held.poll() is None, held.communicate()
+            assert time.monotonic() < deadline, "the first survey never finished its jobs"
+            time.sleep(0.05)
+        other = envkit("survey", "--partition", "part-v", env=env)
+        assert other.returncode == 0, other.stderr
+        assert set(load_site(tmp_path / "site.yaml").partitions) == {"part-v"}
+        marker.unlink()  # the first one goes on
+        out, err = held.communicate(timeout=120)
+    finally:
+        if held.poll() is None:
+            held.kill()
+            held.communicate()
+    assert held.returncode == 0, err
+    site = load_site(tmp_path / "site.yaml")
+    assert set(site.partitions) == {"part-a", "part-v"}
+    assert [n.node for n in site.partitions["part-v"].nodes] == ["gpu-v1"]
+    assert not list(tmp_path.glob(".site.yaml.*[!k]"))  # no temporary file left beside it (the lock file stays)
+
+
+def test_sinfo_rows_of_a_large_partition_are_grouped_once_each():
+    """40,000 rows of one partition, each node twice (sinfo lists a node once per state line): one row per node,
+    in order (grouped with a set: linear; bench/survey_scale.py measures it)."""
+    from envkit.slurm.sinfo import distinct_configurations, parse_sinfo, partitions
+
+    text = "".join(f"gpu|up|n{i:05d}|gpu:a100:4|a100|idle\n" for i in range(20000) for _ in range(2))
+    found = partitions(parse_sinfo(text))
+    assert [row.node for row in found["gpu"].nodes] == [f"n{i:05d}" for i in range(20000)]
+    assert [(row.node, count) for row, count in distinct_configurations(found["gpu"])] == [("n00000", 20000)]
