@@ -1,6 +1,9 @@
 """The README's two newcomer commands stay true: CI runs the test command verbatim. And every `envkit ...` command
-line that the README, docs/ and envs/README.md show, or a command's --help gives as an example, is one envkit takes:
-options spelled as the code spells them, on the command that has them; concrete examples parse as they stand."""
+line that the README, docs/ (subdirectories included) and envs/README.md show, inline or in a fenced code block, or a
+command's --help gives as an example, is one envkit takes: options spelled as the code spells them, on the command
+that has them; concrete examples parse as they stand. The side-effect-free ones also run (see
+test_the_side_effect_free_commands_the_docs_show_run); every relative link leads to a file (and heading) that exists;
+every option of every command is named on its reference page."""
 
 from __future__ import annotations
 
@@ -40,14 +43,60 @@ def test_ci_runs_it_in_a_fresh_venv_as_a_newcomer_would_and_on_the_machine_pytho
     assert len(runs) == 2 and made < activated < runs[0] < left < runs[1]
 
 
-DOCS = ("README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md")), "envs/README.md")
+DOCS = ("README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md")), "envs/README.md")
 SYNOPSIS = re.compile(r"[\[\]|]|\.\.\.")  # `envkit list [MANIFEST...] [--all]`: a synopsis, not a command line
 
 
 def quoted_commands(text: str) -> list[str]:
     """The `envkit ...` spans of a text (markdown or help), each on one line, fenced code blocks left out."""
     text = re.sub(r"```.*?```", "", text, flags=re.S)
-    return [" ".join(span.replace("\\|", "|").split()) for span in re.findall(r"`(envkit [^`]+)`", text)]
+    spans = [" ".join(span.replace("\\|", "|").split()) for span in re.findall(r"`(envkit [^`]+)`", text)]
+    return [span if SYNOPSIS.search(span) else shell_words_of(span) for span in spans]
+
+
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```", re.S | re.M)
+OUTPUT_BLOCKS = ("text",)  # a ```text block is what envkit prints, not commands to type
+
+
+def fenced_commands(text: str) -> list[str]:
+    """The `envkit ...` lines of a text's fenced code blocks (``$ `` prompts taken off), each cut where the shell
+    takes over (a redirection, a pipe, `&&`, `;`, a comment): `envkit detect --json > a100-node.yaml` is
+    `envkit detect --json`. Blocks marked ```text are output and left out."""
+    lines = []
+    for info, body in FENCE.findall(text):
+        if info.strip() in OUTPUT_BLOCKS:
+            continue
+        for line in body.splitlines():
+            line = line.strip()
+            line = line[2:] if line.startswith("$ envkit ") else line
+            if line.startswith("envkit "):
+                lines.append(shell_words_of(line))
+    return lines
+
+
+def shell_words_of(line: str) -> str:
+    """The command line up to where the shell takes over, its words as the shell splits them, joined again."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words = []
+    for word in lexer:
+        if word and set(word) <= set("|&;<>()"):
+            break
+        words.append(word)
+    return shlex.join(words)
+
+
+def documented_commands(doc: str) -> list[str]:
+    text = (REPO / doc).read_text(encoding="utf-8")
+    return quoted_commands(text) + fenced_commands(text)
+
+
+def test_fenced_commands_are_the_envkit_lines_of_code_blocks_cut_where_the_shell_takes_over():
+    text = ("```\nenvkit detect --json > a100-node.yaml\n$ envkit list torch  # why\nmodule load x\n```\n"
+            "```text\nenvkit 0.1.0 (envkit-gpu, ...)\n```\n```sh\npython3 -m pip install . && envkit create torch\n```\n"
+            "```\nenvkit run site:torch -- python -c \"import torch; print(1)\"\n```\n")
+    assert fenced_commands(text) == ["envkit detect --json", "envkit list torch",
+                                     "envkit run site:torch -- python -c 'import torch; print(1)'"]
 
 
 def envkit_command():
@@ -77,11 +126,16 @@ def option_names(command) -> set[str]:
             if name.startswith("-")} | {"-h", "--help"}
 
 
+def takes_a_value(command, name: str) -> bool:
+    return any(name in (*param.opts, *param.secondary_opts) and not getattr(param, "is_flag", False)
+               and not getattr(param, "count", False) for param in command.params)
+
+
 def problems_of(line: str, root) -> list[str]:
     """What is wrong with a command line (or a synopsis) for envkit: an unknown command, an option its command
     does not take, or (for a concrete command line) whatever the parser refuses."""
     words = shlex.split(line)[1:]
-    command, path, at = root, ["envkit"], 0
+    command, path, at, after_command = root, ["envkit"], 0, 0
     while at < len(words) and words[at] != "--":
         word = words[at]
         at += 1
@@ -90,14 +144,18 @@ def problems_of(line: str, root) -> list[str]:
                 return [f"`{' '.join(path)}` has no command {word!r}"]
             command = command.commands[word]
             path.append(word)
+            after_command = at  # `envkit --debug create torch`: what follows `create` is create's
             continue
+        if hasattr(command, "commands") and word.startswith("-") and "=" not in word and at < len(words) \
+                and takes_a_value(command, word):
+            at += 1  # `envkit --color always list`: `always` is --color's, not a command
         for piece in word.split("|"):  # `[--print|--submit]`, `FILE...|--partition`
             name = piece.strip("[]").split("=")[0].rstrip(".]")
             if name.startswith("-") and name not in option_names(command):
                 return [f"`{' '.join(path)}` takes no option {name}"]
     if SYNOPSIS.search(line) or hasattr(command, "commands") or len(path) == len(words) + 1:
         return []  # a synopsis, a group, or a command named in passing (`envkit lock`): its words are checked
-    rest = words[len(path) - 1:]
+    rest = words[after_command:]
     while rest and rest[0].startswith("-") and len(path) == 1:
         rest = rest[1:]
     try:
@@ -117,12 +175,14 @@ def test_problems_of_finds_a_misspelt_option_a_wrong_command_and_a_refused_value
     assert problems_of("envkit manifests chek DIR", root) == ["`envkit manifests` has no command 'chek'"]
     assert problems_of("envkit lock --machine a.yaml", root)[0].startswith("MissingParameter")
     assert problems_of("envkit verify x --gpus 0", root)[0].startswith("BadParameter")
+    assert problems_of("envkit --color always --debug list torch --all", root) == []
+    assert problems_of("envkit --color always lst", root) == ["`envkit` has no command 'lst'"]
 
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_every_envkit_command_line_in_the_docs_is_one_envkit_takes(doc):
     root = envkit_command()
-    lines = quoted_commands((REPO / doc).read_text(encoding="utf-8"))
+    lines = documented_commands(doc)
     assert lines or doc.startswith("docs/")
     wrong = {line: problems for line in lines if (problems := problems_of(line, root))}
     assert not wrong, wrong
