@@ -302,6 +302,11 @@ def verify(
         bool, typer.Option("--on-node", hidden=True, help="(Passed by `verify --partition` to the envkit its job "
                            "runs.) Check this machine for real, whatever machines the environment was made for.")
     ] = False,
+    nodes: Annotated[Optional[int], typer.Option("--nodes", metavar="N", show_default=False, help="With "
+                     "--partition: check N nodes at once in one srun (each node's own check, then an all-reduce "
+                     "across them: NCCL on GPUs, gloo on CPU builds). P:NODE,... names them.")] = None,
+    across_nodes: Annotated[bool, typer.Option("--across-nodes", hidden=True, help="(Passed by `verify --nodes` to "
+                            "the envkit of each node.) Take part in the all-reduce across the job's nodes.")] = False,
     check: CheckOptions = CheckOptions(),
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -325,20 +330,26 @@ def verify(
         if (env is None) == (prefix is None):
             raise BadInputError("give an environment name or --prefix PATH (one of them)",
                                 hint="`envkit envs` lists the environments envkit made.")
-        job_options = [option for option, value in (("--gpus", gpus), ("--queue-timeout", queue_timeout))
-                       if value is not None]
+        job_options = [option for option, value in (("--gpus", gpus), ("--queue-timeout", queue_timeout),
+                                                    ("--nodes", nodes)) if value is not None]
         if target.partition is None and job_options:
             raise BadInputError(f"{' and '.join(job_options)} only {'apply' if len(job_options) > 1 else 'applies'} "
                                 "with --partition (to the job that runs the check on a node of a Slurm partition)",
                                 hint=f"Add --partition P, or leave out {' and '.join(job_options)}.")
+        if across_nodes:  # first, whatever fails next: the login node names this task's node by it
+            print_json({"envkit_node": os.environ.get("SLURMD_NODENAME")})
         if on_node and not target.on_target:
             raise BadInputError("--on-node checks the machine it runs on: leave out --machine, --partition, --cuda "
                                 "and --gpu-arch")
         if target.partition is not None:
             from envkit.commands.node_check import QUEUE_TIMEOUT, slurm_here, verify_on_node
 
+            waiting = QUEUE_TIMEOUT if queue_timeout is None else queue_timeout
+            if nodes is not None:
+                from envkit.commands.nodes_check import verify_across_nodes
+
+                raise typer.Exit(verify_across_nodes(env, prefix, nodes, gpus, waiting, check, target, json_output))
             if slurm_here():
-                waiting = QUEUE_TIMEOUT if queue_timeout is None else queue_timeout
                 raise typer.Exit(verify_on_node(env, prefix, gpus, waiting, check, target, json_output))
             unused = f" (without a job, {' and '.join(job_options)} {'are' if len(job_options) > 1 else 'is'} not " \
                      "used)" if job_options else ""
@@ -360,6 +371,10 @@ def verify(
             from envkit.activation import activated_environ
 
             environ = activated_environ(prefix, record.kind, record.name, os.environ)
+        if across_nodes:  # this node's rank of the all-reduce first: the nodes meet at the rendezvous together
+            from envkit.commands.nodes_check import collective_here
+
+            print_json({"cross_node": collective_here(python, check.probe_timeout, environ)})
         ok, reports, names, outside = check_environment(python, check, target, json_output, expected=expected,
                                                         environ=environ, record=record, this_machine=on_node)
         # Stored unless it would hide a real result: a check that ran on the machines the environment is for, or

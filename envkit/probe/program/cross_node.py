@@ -1,0 +1,94 @@
+"""--nodes: one rank of the all-reduce across nodes (this program in --cross-node-worker mode, one process per node,
+started by envkit verify on each node of a Slurm job): a TCP rendezvous at the first node's address, the sum checked,
+then its bus bandwidth timed. NCCL on GPUs, gloo on CPU builds. Which local address and interface reach the
+rendezvous is recorded: it is the first thing to know when the rendezvous times out."""
+
+import os
+import socket
+import struct
+import time
+
+from .collective import MULTI_GPU_CHECK_ELEMENTS, first_wrong
+from .record import error_record
+
+SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
+
+
+def local_route(address):
+    """(the local address this node reaches ``address`` from, the interface that holds it); None for what cannot be
+    told. No packet is sent: a UDP socket's connect() only asks the kernel for the route."""
+    local = interface = None
+    try:
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            probe.connect((address, 9))
+            local = probe.getsockname()[0]
+            import fcntl
+
+            for _, name in socket.if_nameindex():
+                try:
+                    packed = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, struct.pack("256s", name[:15].encode()))
+                except OSError:
+                    continue
+                if socket.inet_ntoa(packed[20:24]) == local:
+                    interface = name
+                    break
+        finally:
+            probe.close()
+    except Exception:
+        pass
+    return local, interface
+
+
+def cross_node_worker(rank, world, address, port, timeout, nbytes, iterations):
+    """This node's rank of the all-reduce, as a dict (see the keys below); never raises."""
+    local, interface = local_route(address)
+    out = {"rank": rank, "world_size": world, "address": address, "port": port, "timeout": timeout,
+           "local_address": local, "interface": interface, "backend": None, "phase": "import", "ok": False,
+           "correct": None, "expected": world * (world + 1) / 2.0, "got": None, "bytes": nbytes,
+           "seconds_per_op": None, "error": None,
+           "variables": dict((k, os.environ.get(k)) for k in ("MASTER_ADDR", "MASTER_PORT", "NCCL_SOCKET_IFNAME",
+                                                              "GLOO_SOCKET_IFNAME"))}
+    try:
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+
+        gpu = bool(torch.cuda.is_available() and dist.is_nccl_available())
+        out["backend"] = "nccl" if gpu else "gloo"
+        device = "cuda" if gpu else "cpu"
+        if gpu:
+            torch.cuda.set_device(0)  # the job gives each node's task its GPUs: the first carries the collective
+        out["phase"] = "rendezvous"
+        started = time.time()
+        dist.init_process_group(out["backend"], init_method="tcp://%s:%d" % (address, port), rank=rank,
+                                world_size=world, timeout=datetime.timedelta(seconds=timeout))
+        out["rendezvous_seconds"] = round(time.time() - started, 3)
+        try:
+            out["phase"] = "all_reduce"
+            check = torch.full((MULTI_GPU_CHECK_ELEMENTS,), float(rank + 1), device=device)
+            dist.all_reduce(check)
+            values = check.cpu().tolist()
+            wrong = first_wrong(values, out["expected"], MULTI_GPU_CHECK_ELEMENTS)
+            out["correct"] = wrong is None
+            out["got"] = values[0] if values else None
+            if wrong is not None:
+                out["error"] = {"where": "all_reduce", "type": "WrongResult", "traceback": "",
+                                "message": "the all-reduce sum is wrong on rank %d: every value should be %g, got %r"
+                                % (rank, out["expected"], wrong)}
+            buffer = torch.zeros(nbytes // 4, dtype=torch.float32, device=device)
+            dist.all_reduce(buffer)  # warm-up: connections and buffers set up
+            dist.barrier()
+            started = time.perf_counter()
+            for _ in range(iterations):
+                dist.all_reduce(buffer)
+            if gpu:
+                torch.cuda.synchronize()
+            out["seconds_per_op"] = (time.perf_counter() - started) / iterations
+            out["ok"] = bool(out["correct"])
+        finally:
+            dist.destroy_process_group()
+    except BaseException as exc:  # recorded, never raised, as everywhere in the probe
+        out["error"] = error_record(out["phase"], exc)
+    return out
