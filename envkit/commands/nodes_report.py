@@ -7,17 +7,22 @@ from typing import Any, Optional
 import typer
 
 
-def _json_lines(lines: list[str]) -> list[dict[str, Any]]:
-    found = []
-    for line in lines:
-        text = line.strip()
-        if text.startswith("{"):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                found.append(value)
+def _json_documents(lines: list[str]) -> list[dict[str, Any]]:
+    """The JSON objects a task printed. srun --label cuts a long line into pieces, each labelled: the pieces are
+    joined again (a JSON document has no raw newline inside, so nothing is lost) and read one document after the
+    other."""
+    text = "".join(lines)
+    decoder = json.JSONDecoder()
+    found, at = [], text.find("{")
+    while at != -1:
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except ValueError:
+            at = text.find("{", at + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        at = text.find("{", end)
     return found
 
 
@@ -30,7 +35,7 @@ def read_tasks(stdout: str, stderr: str, nodes: int, partition: str) -> dict[str
     summaries: list[dict[str, Any]] = []
     results: list[Optional[dict[str, Any]]] = []
     for task in range(nodes):
-        documents = _json_lines(out.get(task, []))
+        documents = _json_documents(out.get(task, []))
         hello = next((d for d in documents if "envkit_node" in d), {})
         collective = next((d["cross_node"] for d in documents if isinstance(d.get("cross_node"), dict)), None)
         report = next((d for d in documents if "framework" in d and "ok" in d), None)
