@@ -28,7 +28,7 @@ def _json_documents(lines: list[str]) -> list[dict[str, Any]]:
 
 def read_tasks(stdout: str, stderr: str, nodes: int, partition: str) -> dict[str, Any]:
     """The outcome: ``{"ok", "partition", "nodes": [per node], "all_reduce": {...}, "diagnosis": [...]}``."""
-    from envkit.probe.cross_node import CROSS_NODE_BYTES, bandwidth, diagnose
+    from envkit.probe.cross_node import CROSS_NODE_BYTES, bandwidth, diagnose, differences
     from envkit.slurm.multinode import labelled_lines
 
     out, err = labelled_lines(stdout), labelled_lines(stderr)
@@ -64,7 +64,8 @@ def read_tasks(stdout: str, stderr: str, nodes: int, partition: str) -> dict[str
                   "busbw_gbs": busbw, "ranks": done}
     ok = all(s["ok"] for s in summaries) and all_reduce["ok"]
     diagnosis = [] if ok else diagnose(summaries, results)
-    return {"ok": ok, "partition": partition, "nodes": summaries, "all_reduce": all_reduce, "diagnosis": diagnosis}
+    return {"ok": ok, "partition": partition, "nodes": summaries, "all_reduce": all_reduce, "diagnosis": diagnosis,
+            "notes": differences(summaries)}
 
 
 def render(outcome: dict[str, Any], json_output: bool) -> None:
@@ -92,6 +93,8 @@ def render(outcome: dict[str, Any], json_output: bool) -> None:
                      f"{ar['address']}:{ar['port']}): FAILED")
     for item in outcome["diagnosis"]:
         lines += [f"  - {item['cause']}", f"    Next: {item['advice']}"]
+    for item in outcome["notes"]:
+        lines += [f"Note: {item['cause']}", f"  {item['advice']}"]
     lines.append("PASS: every node passed and the all-reduce across them is right" if outcome["ok"] else
                  "FAIL: " + ", ".join(n["node"] for n in nodes if not n["ok"]) + (" failed" if any(
                      not n["ok"] for n in nodes) else "every node passed") + (

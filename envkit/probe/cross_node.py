@@ -22,7 +22,8 @@ from envkit.userdirs import user_dirs
 
 CROSS_NODE_BYTES = 16 * 2 ** 20  # what each node contributes to the timed all-reduce
 CROSS_NODE_ITERATIONS = 5
-WORKER_GRACE = 60.0  # seconds on top of the rendezvous limit for the worker to import the framework and finish
+WORKER_GRACE = 30.0  # seconds on top of the rendezvous limit for the worker to import the framework and finish
+_WAITING = re.compile(r"^envkit-cross-node: rendezvous \S+ from (?P<local>\S+) on (?P<interface>\S+)$", re.MULTILINE)
 # Passed to the worker besides the probe's own: what picks the rendezvous and the network.
 _NETWORK_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "SLURM_PROCID",
                       "SLURM_LOCALID", "SLURMD_NODENAME")
@@ -62,8 +63,15 @@ def run_rank(python: Path, rank: int, world: int, address: str, port: int, timeo
             return _no_result(rank, world, address, port, timeout, "NotStarted",
                               f"{python} could not be started: {exc.strerror or exc}", "")
     if done.returncode is None:
-        return _no_result(rank, world, address, port, timeout, "Timeout",
-                          f"the worker did not finish within {timeout + WORKER_GRACE:g} s", done.stderr)
+        result = _no_result(rank, world, address, port, timeout, "Timeout",
+                            f"the worker did not finish within {timeout + WORKER_GRACE:g} s", done.stderr)
+        waiting = _WAITING.findall(done.stderr)
+        if waiting:  # it got as far as the rendezvous, and hung there (a port that answers and never talks back)
+            local, interface = waiting[-1]
+            result.update(phase="rendezvous", local_address=None if local == "None" else local,
+                          interface=None if interface == "None" else interface)
+            result["error"]["where"] = "rendezvous"
+        return result
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     try:
         result = json.loads(lines[-1])
@@ -96,8 +104,7 @@ def bandwidth(results: Sequence[Mapping[str, Any]]) -> tuple[Optional[float], Op
 
 def diagnose(nodes: Sequence[Mapping[str, Any]], results: Sequence[Optional[Mapping[str, Any]]]) -> list[dict[str, str]]:
     """The causes of a cross-node check that failed, each ``{"rule", "cause", "advice"}``. ``nodes``: each node's
-    summary (``node``, ``ok``, ``version``, ``cuda``, ``driver``, ``why``); ``results``: each rank's all-reduce
-    result (None for a node whose envkit gave none)."""
+    summary (``node``, ``ok``); ``results``: each rank's all-reduce result (None for a node whose envkit gave none)."""
     found: list[dict[str, str]] = []
     missing = [n["node"] for n, r in zip(nodes, results) if r is None or (r.get("error") or {}).get("where") == "start"]
     if missing:
@@ -105,20 +112,9 @@ def diagnose(nodes: Sequence[Mapping[str, Any]], results: Sequence[Optional[Mapp
                       "all-reduce (its check could not start the framework there)",
                       "advice": "See that node's report: the environment must work on every node (the same path, "
                       "on a file system every node mounts)."})
-    builds = {(n.get("version"), n.get("cuda")) for n in nodes if n.get("version")}
-    if len(builds) > 1:
-        found.append({"rule": "builds-differ", "cause": "the nodes run different builds: " + "; ".join(
-            f"{n['node']}: {n.get('version')} (CUDA {n.get('cuda') or 'none'})" for n in nodes if n.get("version")),
-            "advice": "Run every node from the same environment (one prefix on a shared file system)."})
-    drivers = {n.get("driver") for n in nodes if n.get("driver")}
-    if len(drivers) > 1:
-        found.append({"rule": "drivers-differ", "cause": "the nodes' NVIDIA drivers differ: " + "; ".join(
-            f"{n['node']}: {n.get('driver')}" for n in nodes if n.get("driver")),
-            "advice": "Ask for nodes of one configuration (a partition of identical nodes, or P:NODE,... naming "
-            "them); a build must fit the oldest driver."})
     for node, result in zip(nodes, results):
-        if result is None or result.get("ok"):
-            continue
+        if result is None or result.get("ok") or (missing and result.get("phase") == "rendezvous"):
+            continue  # (the nodes that waited at the rendezvous for one that never came: that one is the cause)
         error = result.get("error") or {}
         text = f"{error.get('type', '')}: {error.get('message', '')}"
         if error.get("where") == "start":
@@ -129,6 +125,24 @@ def diagnose(nodes: Sequence[Mapping[str, Any]], results: Sequence[Optional[Mapp
         if item not in unique:
             unique.append(item)
     return unique
+
+
+def differences(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """What differs between the nodes where it should not (the build, the NVIDIA driver), each ``{"rule", "cause",
+    "advice"}``: said even when the check passes, since the next job may get other nodes."""
+    notes: list[dict[str, str]] = []
+    builds = {(n.get("version"), n.get("cuda")) for n in nodes if n.get("version")}
+    if len(builds) > 1:
+        notes.append({"rule": "builds-differ", "cause": "the nodes run different builds: " + "; ".join(
+            f"{n['node']}: {n.get('version')} (CUDA {n.get('cuda') or 'none'})" for n in nodes if n.get("version")),
+            "advice": "Run every node from the same environment (one prefix on a shared file system)."})
+    drivers = {n.get("driver") for n in nodes if n.get("driver")}
+    if len(drivers) > 1:
+        notes.append({"rule": "drivers-differ", "cause": "the nodes' NVIDIA drivers differ: " + "; ".join(
+            f"{n['node']}: {n.get('driver')}" for n in nodes if n.get("driver")),
+            "advice": "Ask for nodes of one configuration (a partition of identical nodes, or P:NODE,... naming "
+            "them); a build must fit the oldest driver."})
+    return notes
 
 
 def _network_causes(node: str, result: Mapping[str, Any], text: str) -> list[dict[str, str]]:

@@ -107,7 +107,9 @@ def launch_lines(framework: Optional[str], activate: Sequence[str], command: Seq
     elif framework == "jax":
         lines += [
             "# jax.distributed.initialize() reads Slurm's variables itself (one process per node, task 0 the "
-            "coordinator).",
+            "coordinator),",
+            "# and the coordinator's address from JAX_COORDINATOR_ADDRESS: the first node's NodeAddr, not its name.",
+            'export JAX_COORDINATOR_ADDRESS="${JAX_COORDINATOR_ADDRESS:-$MASTER_ADDR:$MASTER_PORT}"',
             f"{srun} {run} {user}",
         ]
     else:

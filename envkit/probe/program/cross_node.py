@@ -6,6 +6,7 @@ rendezvous is recorded: it is the first thing to know when the rendezvous times 
 import os
 import socket
 import struct
+import sys
 import time
 
 from .collective import MULTI_GPU_CHECK_ELEMENTS, first_wrong
@@ -61,6 +62,9 @@ def cross_node_worker(rank, world, address, port, timeout, nbytes, iterations):
         if gpu:
             torch.cuda.set_device(0)  # the job gives each node's task its GPUs: the first carries the collective
         out["phase"] = "rendezvous"
+        # Said before waiting, for a worker cut off while it waits: where it was, and by which route.
+        sys.stderr.write("envkit-cross-node: rendezvous %s:%d from %s on %s\n" % (address, port, local, interface))
+        sys.stderr.flush()
         started = time.time()
         dist.init_process_group(out["backend"], init_method="tcp://%s:%d" % (address, port), rank=rank,
                                 world_size=world, timeout=datetime.timedelta(seconds=timeout))
