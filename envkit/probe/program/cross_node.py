@@ -4,8 +4,6 @@ then its bus bandwidth timed. NCCL on GPUs, gloo on CPU builds. Which local addr
 rendezvous is recorded: it is the first thing to know when the rendezvous times out."""
 
 import os
-import socket
-import struct
 import sys
 import time
 
@@ -18,6 +16,9 @@ SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
 def local_route(address):
     """(the local address this node reaches ``address`` from, the interface that holds it); None for what cannot be
     told. No packet is sent: a UDP socket's connect() only asks the kernel for the route."""
+    import socket
+    import struct
+
     local = interface = None
     try:
         probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
