@@ -371,12 +371,11 @@ def verify(
             from envkit.activation import activated_environ
 
             environ = activated_environ(prefix, record.kind, record.name, os.environ)
-        if across_nodes:  # this node's rank of the all-reduce first: the nodes meet at the rendezvous together
-            from envkit.commands.nodes_check import collective_here
+        from envkit.commands.nodes_check import collective_alongside
 
-            print_json({"cross_node": collective_here(python, check.probe_timeout, environ)})
-        ok, reports, names, outside = check_environment(python, check, target, json_output, expected=expected,
-                                                        environ=environ, record=record, this_machine=on_node)
+        with collective_alongside(across_nodes, python, check.probe_timeout, environ):  # this node's rank, if asked
+            ok, reports, names, outside = check_environment(python, check, target, json_output, expected=expected,
+                                                            environ=environ, record=record, this_machine=on_node)
         # Stored unless it would hide a real result: a check that ran on the machines the environment is for, or
         # one for the machines named, always; one judged from their profiles only where no real one is recorded.
         # A check on a node the environment was not made for (verify --partition of another partition) is not

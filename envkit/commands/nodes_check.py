@@ -6,8 +6,9 @@ which prints a line naming its node, its rank's all-reduce result, then its own 
 login node reads them back by task (srun --label), and reports every node, the all-reduce and the diagnosis.
 """
 
+import contextlib
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 
@@ -43,6 +44,36 @@ def _partition_size(slurm, partition: str) -> int:
 
     [info] = gpu_partitions(slurm, [partition])
     return len(info.node_names)
+
+
+@contextlib.contextmanager
+def collective_alongside(wanted: bool, python: Path, probe_timeout: float, environ) -> Iterator[None]:
+    """With ``wanted`` (verify --across-nodes, on a node of a ``verify --nodes`` job): this node's rank of the
+    all-reduce, run in a thread while the node's own check runs (the two cost about as much as the check alone),
+    its result printed as JSON once both are done, also when the check stopped with an error."""
+    if not wanted:
+        yield
+        return
+    import threading
+
+    from envkit.commands.common import print_json
+
+    box: dict[str, Any] = {}
+
+    def rank() -> None:
+        try:
+            box["result"] = collective_here(python, probe_timeout, environ)
+        except Exception as exc:  # said in the result, where the login node reads it
+            box["result"] = {"ok": False, "phase": "start", "error": {"where": "start", "type": type(exc).__name__,
+                                                                      "message": str(exc), "traceback": ""}}
+
+    thread = threading.Thread(target=rank, name="envkit-cross-node", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+        print_json({"cross_node": box["result"]})
 
 
 def collective_here(python: Path, probe_timeout: float, environ) -> dict[str, Any]:
