@@ -49,7 +49,7 @@ def make_env(root: Path, env: dict[str, str]) -> None:
 
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=120)
     subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "-q", "torch==2.13.0"], check=True,
-                   timeout=900)
+                   capture_output=True, timeout=900)
     records.save(records.Record(
         name=NAME, prefix=str(root), kind="venv", backend="venv", manifest="torch", build="torch-2.13-cpu",
         python=f"{sys.version_info[0]}.{sys.version_info[1]}",
