@@ -162,3 +162,49 @@ def test_bad_node_counts_are_exit_2_before_any_job(slurm_site, cluster_user, arg
         assert words in done.stderr and "Traceback" not in done.stderr
         assert len([line for line in done.stderr.splitlines() if line.startswith("envkit: error")]) == 1
     assert slurm_site.cluster.jobs() == []
+
+
+@pytest.fixture(scope="module")
+def jax_env(cluster_user):
+    """A venv with the real JAX CPU wheels (`pip install jax==0.10.*`, from the index this machine's pip reads),
+    recorded as jax-0.10-cpu of envs/jax.yaml: (the user's environment, the prefix)."""
+    env, home = cluster_user
+    root = home / "envs" / "jax-cpu"
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=120)
+    done = subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "-q", "jax==0.10.*"],
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        pytest.skip(f"pip could not install jax==0.10.* here: {done.stderr.strip()[-300:]}")
+    record = records.Record(
+        name="jax-cpu", prefix=str(root), kind="venv", backend="venv", manifest="jax", build="jax-0.10-cpu",
+        python=f"{sys.version_info[0]}.{sys.version_info[1]}",
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine={}, on_target=False)
+    records.save(record, user_dirs(env).records)
+    return env, root
+
+
+def test_a_jax_job_on_two_nodes_initializes_jax_distributed_from_slurms_variables(slurm_site, jax_env, tmp_path):
+    env, _ = jax_env
+    program = tmp_path / "procs.py"
+    program.write_text(
+        "import os, jax\n"
+        "jax.distributed.initialize()\n"
+        "from jax.experimental import multihost_utils\n"
+        "multihost_utils.sync_global_devices('envkit')  # every process meets the others\n"
+        "print('process', jax.process_index(), 'of', jax.process_count(), 'node', os.environ['SLURMD_NODENAME'],\n"
+        "      'coordinator', os.environ['JAX_COORDINATOR_ADDRESS'], flush=True)\n"
+        "jax.distributed.shutdown()\n")
+    refused = envkit("job", "jax-cpu", "-p", "part-a", "--nodes", "2", "--per-gpu", "--", "python", str(program),
+                     env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "--per-gpu starts one process per GPU with torchrun" in refused.stderr
+    done = envkit("job", "jax-cpu", "-p", "part-a", "--nodes", "2", "--time", "5", "--submit", "--",
+                  "python", str(program), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    wait_done(slurm_site, job, timeout=300)
+    output = (tmp_path / f"slurm-{job}.out").read_text()
+    lines = sorted(line.split() for line in output.splitlines() if line.startswith("process "))
+    assert [words[:4] for words in lines] == [["process", "0", "of", "2"], ["process", "1", "of", "2"]], output
+    assert [words[5] for words in lines] == ["gpu-a1", "gpu-a2"]
+    port = 20000 + int(job) % 10000
+    assert {words[7] for words in lines} == {f"127.0.0.1:{port}"}  # gpu-a1's NodeAddr and the job's port
