@@ -45,13 +45,14 @@ def torch_env(cluster_user):
     return env, home, root
 
 
-def _verify(env, *extra: str, name: str = NAME):
-    return envkit("verify", name, "--partition", "part-a", "--nodes", "2", "--probe-timeout", "60", *extra,
+def _verify(env, *extra: str, name: str = NAME, prefix=None):
+    which = [name] if prefix is None else ["--prefix", str(prefix)]
+    return envkit("verify", *which, "--partition", "part-a", "--nodes", "2", "--probe-timeout", "60", *extra,
                   env=env, timeout=400)
 
 
 def test_verify_on_two_nodes_runs_a_real_gloo_all_reduce_between_them_and_passes(slurm_site, torch_env):
-    env, _, _ = torch_env
+    env, _, root = torch_env
     done = _verify(env, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     outcome = json.loads(done.stdout)
@@ -74,6 +75,14 @@ def test_verify_on_two_nodes_runs_a_real_gloo_all_reduce_between_them_and_passes
     assert "gpu-a2: PASS (2.13.0+cpu" in text.stdout
     assert "All-reduce across 2 nodes (gloo, 16 MiB per node" in text.stdout and "bus bandwidth" in text.stdout
     assert text.stdout.rstrip().endswith("PASS: every node passed and the all-reduce across them is right")
+
+    # Given by its directory, as verify takes it on one node: with no recorded build to judge by, a CPU-only build
+    # on nodes with GPUs fails on each node, as it does on one; the all-reduce across them still ran, and is right.
+    bare = _verify(env, prefix=root)
+    assert bare.returncode == 1, bare.stdout + bare.stderr
+    for node in ("gpu-a1", "gpu-a2"):
+        assert f"{node}: FAIL (2.13.0+cpu, CUDA none): torch 2.13.0+cpu is a CPU-only build" in bare.stdout
+    assert "(expected 3): right" in bare.stdout and "FAIL: gpu-a1, gpu-a2 failed" in bare.stdout
 
 
 def test_a_node_whose_python_is_missing_there_fails_with_that_node_named(slurm_site, torch_env, tmp_path):
