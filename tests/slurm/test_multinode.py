@@ -217,3 +217,22 @@ def test_a_jax_job_on_two_nodes_initializes_jax_distributed_from_slurms_variable
     assert [words[5] for words in lines] == ["gpu-a1", "gpu-a2"]
     port = 20000 + int(job) % 10000
     assert {words[7] for words in lines} == {f"127.0.0.1:{port}"}  # gpu-a1's NodeAddr and the job's port
+
+
+def test_a_check_across_nodes_that_cannot_start_is_not_run_and_its_job_cancelled(slurm_site, cluster_user):
+    # Both nodes are needed at once: one of them busy with another job, the check's job cannot start in time.
+    env, _ = cluster_user
+    busy = slurm_site.cluster.query(["sbatch", "--parsable", "-p", "part-a", "-w", "gpu-a2", "--gpus-per-node=2",
+                                     "-o", "/dev/null", "--wrap", "sleep 120"])
+    assert busy.returncode == 0, busy.stderr
+    try:
+        before = records.load(user_dirs(env).records, "torch-test").verify
+        done = envkit("verify", "torch-test", "--partition", "part-a", "--nodes", "2", "--queue-timeout", "2",
+                      env=env)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert done.stdout.startswith("NOT RUN on 2 nodes of part-a: the job did not start within 2 s (cancelled)")
+        assert "PASS" not in done.stdout and "FAIL" not in done.stdout
+        assert records.load(user_dirs(env).records, "torch-test").verify == before
+        assert slurm_site.cluster.jobs() == [busy.stdout.strip()]  # the sleeper only: the check's job is gone
+    finally:
+        slurm_site.cluster.query(["scancel", busy.stdout.strip()])
