@@ -317,7 +317,8 @@ def verify(
     `envkit doctor --python PREFIX/bin/python` would. With --partition on a Slurm login node, the check runs on a
     node of that partition through srun (the node runs this same envkit: a shared home) and the record keeps the
     node's name; a check whose job cannot start is NOT RUN (neither PASS nor FAIL) and its job is cancelled.
-    Without Slurm, --partition judges the build from the site file's node profiles.
+    Without Slurm, --partition judges the build from the site file's node profiles. With --nodes N, N nodes are
+    checked at once, then an all-reduce runs across them: PASS only when every node passed and its sum is right.
 
     Exit codes: 0 PASS, 1 FAIL or not run, 2 bad input. Examples: `envkit verify torch-cu126`,
     `envkit verify torch-cu126 --partition gpu-4-a100 --multi-gpu`.

@@ -131,7 +131,9 @@ def job(
     OMP_NUM_THREADS from SLURM_CPUS_PER_TASK, and runs CMD inside ENV activated as `envkit run` does. envkit first
     checks the environment's build against every node configuration of the partition (or the node) in the site
     file, and refuses (exit 1, with the reasons) when it would not run there. PyTorch uses one GPU unless the
-    program distributes: --per-gpu starts one process per GPU (torchrun).
+    program distributes: --per-gpu starts one process per GPU (torchrun). With --nodes N, srun starts one task per
+    node and each starts the framework's own distributed launch, the rendezvous on the allocation's first node
+    (docs/multi-node.md).
 
     Example: `envkit job torch-cu126 -p gpu-4-a100 --gpus 2 --cpus 6 --time 1:00:00 --submit -- python train.py`.
     """

@@ -102,7 +102,8 @@ def bandwidth(results: Sequence[Mapping[str, Any]]) -> tuple[Optional[float], Op
     return round(algbw, 3), round(algbw * 2.0 * (world - 1) / world, 3)
 
 
-def diagnose(nodes: Sequence[Mapping[str, Any]], results: Sequence[Optional[Mapping[str, Any]]]) -> list[dict[str, str]]:
+def diagnose(nodes: Sequence[Mapping[str, Any]],
+             results: Sequence[Optional[Mapping[str, Any]]]) -> list[dict[str, str]]:
     """The causes of a cross-node check that failed, each ``{"rule", "cause", "advice"}``. ``nodes``: each node's
     summary (``node``, ``ok``); ``results``: each rank's all-reduce result (None for a node whose envkit gave none)."""
     found: list[dict[str, str]] = []

@@ -78,8 +78,8 @@ def launch_lines(framework: Optional[str], activate: Sequence[str], command: Seq
     run = " ".join(shlex.quote(part) for part in activate)
     user = " ".join(shlex.quote(part) for part in command)
     srun = f"srun --nodes={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1"
-    lines = ["", f"# {nodes} nodes, one task per node (srun). The rendezvous: the allocation's first node at the address "
-                 "Slurm has for it",
+    lines = ["", f"# {nodes} nodes, one task per node (srun). The rendezvous: the allocation's first node at the "
+                 "address Slurm has for it",
              "# (NodeAddr), on a port derived from the job id. MASTER_ADDR and MASTER_PORT set before sbatch win;",
              "# NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME pick the network the frameworks use.",
              *RENDEZVOUS_LINES]

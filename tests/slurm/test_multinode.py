@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 from slurm_helpers import envkit, wait_done
