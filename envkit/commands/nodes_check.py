@@ -43,7 +43,7 @@ def _partition_size(slurm, partition: str) -> int:
     from envkit.slurm.survey import gpu_partitions
 
     [info] = gpu_partitions(slurm, [partition])
-    return len(info.node_names)
+    return len(set(info.node_names))
 
 
 @contextlib.contextmanager
@@ -74,6 +74,13 @@ def collective_alongside(wanted: bool, python: Path, probe_timeout: float, envir
     finally:
         thread.join()
         print_json({"cross_node": box["result"]})
+
+
+def _fewest_gpus(slurm, partition: str) -> int:
+    from envkit.slurm.survey import gpu_partitions
+
+    [info] = gpu_partitions(slurm, [partition])
+    return min(row.gpus for row in info.nodes)
 
 
 def collective_here(python: Path, probe_timeout: float, environ) -> dict[str, Any]:
@@ -125,8 +132,9 @@ def verify_across_nodes(env: Optional[str], prefix: Optional[Path], nodes: int, 
     if named:
         site = current_site()
         nodelist = ",".join(slurm_target(site, partition, name, slurm) for name in named)
+    # Every node of the job is asked for the same GPUs: the fewest any of them (or of the partition's nodes) has.
     most = min(partition_gpus(slurm, partition, name) for name in nodelist.split(",")) if nodelist else \
-        partition_gpus(slurm, partition)
+        _fewest_gpus(slurm, partition)
     if gpus is not None and gpus > most:
         raise too_many_gpus(gpus, most, partition, nodelist)
     wanted = gpus if gpus is not None else most

@@ -28,7 +28,7 @@ def _json_documents(lines: list[str]) -> list[dict[str, Any]]:
 
 def read_tasks(stdout: str, stderr: str, nodes: int, partition: str) -> dict[str, Any]:
     """The outcome: ``{"ok", "partition", "nodes": [per node], "all_reduce": {...}, "diagnosis": [...]}``."""
-    from envkit.probe.cross_node import CROSS_NODE_BYTES, bandwidth, diagnose, differences
+    from envkit.probe.cross_node import CROSS_NODE_BYTES, bandwidth, diagnose, differences, pair_bandwidths
     from envkit.slurm.multinode import labelled_lines
 
     out, err = labelled_lines(stdout), labelled_lines(stderr)
@@ -61,11 +61,12 @@ def read_tasks(stdout: str, stderr: str, nodes: int, partition: str) -> dict[str
                   "expected": first.get("expected"), "results": [r.get("got") for r in done],
                   "correct": len(done) == nodes and all(r.get("correct") is True for r in done),
                   "address": first.get("address"), "port": first.get("port"), "algbw_gbs": algbw,
-                  "busbw_gbs": busbw, "ranks": done}
+                  "busbw_gbs": busbw, "ranks": done,
+                  "pairs": pair_bandwidths([s["node"] for s in summaries], done) if len(done) == nodes else []}
     ok = all(s["ok"] for s in summaries) and all_reduce["ok"]
     diagnosis = [] if ok else diagnose(summaries, results)
     return {"ok": ok, "partition": partition, "nodes": summaries, "all_reduce": all_reduce, "diagnosis": diagnosis,
-            "notes": differences(summaries)}
+            "notes": differences(summaries, all_reduce["pairs"])}
 
 
 def render(outcome: dict[str, Any], json_output: bool) -> None:
@@ -91,6 +92,9 @@ def render(outcome: dict[str, Any], json_output: bool) -> None:
     else:
         lines.append(f"All-reduce across {ar['nodes']} nodes ({ar['backend'] or 'not started'}, {size}, rendezvous "
                      f"{ar['address']}:{ar['port']}): FAILED")
+    if ar["pairs"]:
+        lines.append("  pairs: " + ", ".join(f"{' and '.join(p['nodes'])} {p['busbw_gbs']:g} GB/s"
+                                             f"{' (slow)' if p['slow'] else ''}" for p in ar["pairs"]))
     for item in outcome["diagnosis"]:
         lines += [f"  - {item['cause']}", f"    Next: {item['advice']}"]
     for item in outcome["notes"]:

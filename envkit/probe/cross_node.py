@@ -102,6 +102,31 @@ def bandwidth(results: Sequence[Mapping[str, Any]]) -> tuple[Optional[float], Op
     return round(algbw, 3), round(algbw * 2.0 * (world - 1) / world, 3)
 
 
+SLOW_PAIR = 0.5  # a pair below this share of the median pair's bandwidth is slow
+
+
+def pair_bandwidths(names: Sequence[str], results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each pair of nodes with its bandwidth in GB/s (for two nodes the bus bandwidth is the algorithm bandwidth),
+    from the slower of its two ranks, and whether it is slow (below :data:`SLOW_PAIR` of the median pair's)."""
+    seconds: dict[str, float] = {}
+    for result in results:
+        for pair, value in (result.get("pairs") or {}).items():
+            if isinstance(value, (int, float)) and value > 0:
+                seconds[pair] = max(seconds.get(pair, 0.0), value)
+    pairs = []
+    for pair, value in sorted(seconds.items(), key=lambda item: [int(part) for part in item[0].split("-")]):
+        first, second = (int(part) for part in pair.split("-"))
+        if max(first, second) >= len(names):
+            continue
+        nbytes = next((r.get("pair_bytes") for r in results if r.get("pair_bytes")), 4 * 2 ** 20)
+        pairs.append({"nodes": [names[first], names[second]], "busbw_gbs": round(nbytes / value / 1e9, 3)})
+    if pairs:
+        median = sorted(p["busbw_gbs"] for p in pairs)[len(pairs) // 2]
+        for pair in pairs:
+            pair["slow"] = pair["busbw_gbs"] < SLOW_PAIR * median
+    return pairs
+
+
 def diagnose(nodes: Sequence[Mapping[str, Any]],
              results: Sequence[Optional[Mapping[str, Any]]]) -> list[dict[str, str]]:
     """The causes of a cross-node check that failed, each ``{"rule", "cause", "advice"}``. ``nodes``: each node's
@@ -128,10 +153,17 @@ def diagnose(nodes: Sequence[Mapping[str, Any]],
     return unique
 
 
-def differences(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """What differs between the nodes where it should not (the build, the NVIDIA driver), each ``{"rule", "cause",
-    "advice"}``: said even when the check passes, since the next job may get other nodes."""
+def differences(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, str]]:
+    """What differs between the nodes where it should not (the build, the NVIDIA driver, the speed of a pair's link),
+    each ``{"rule", "cause", "advice"}``: said even when the check passes, since the next job may get other nodes."""
     notes: list[dict[str, str]] = []
+    slow = [p for p in pairs if p.get("slow")]
+    if slow:
+        median = sorted(p["busbw_gbs"] for p in pairs)[len(pairs) // 2]
+        notes.append({"rule": "slow-pair", "cause": "the link between " + "; ".join(
+            f"{' and '.join(p['nodes'])} ({p['busbw_gbs']:g} GB/s)" for p in slow) + f" is slow: the median pair "
+            f"carries {median:g} GB/s", "advice": "Check that network path: NCCL_DEBUG=INFO shows the interface each "
+            "connection uses (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME pick it)."})
     builds = {(n.get("version"), n.get("cuda")) for n in nodes if n.get("version")}
     if len(builds) > 1:
         notes.append({"rule": "builds-differ", "cause": "the nodes run different builds: " + "; ".join(

@@ -84,6 +84,25 @@ def test_verify_on_two_nodes_runs_a_real_gloo_all_reduce_between_them_and_passes
     assert "(expected 3): right" in bare.stdout and "FAIL: gpu-a1, gpu-a2 failed" in bare.stdout
 
 
+def test_three_nodes_of_a_mixed_partition_give_each_pair_its_bandwidth_and_the_drivers_that_differ(slurm_site,
+                                                                                                     torch_env):
+    # mixed: gpu-a1 and gpu-a2 (two A100, driver 535) and gpu-v1 (one V100, driver 470): one GPU per node is asked
+    # (the fewest any node has), and the check says that the drivers differ, though the CPU build passes on all.
+    env, _, _ = torch_env
+    done = envkit("verify", NAME, "--partition", "mixed", "--nodes", "3", "--probe-timeout", "60", "--json",
+                  env=env, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    outcome = json.loads(done.stdout)
+    assert [n["node"] for n in outcome["nodes"]] == ["gpu-a1", "gpu-a2", "gpu-v1"] and outcome["ok"]
+    reduce = outcome["all_reduce"]
+    assert reduce["results"] == [6.0, 6.0, 6.0] and reduce["backend"] == "gloo"
+    assert [p["nodes"] for p in reduce["pairs"]] == [["gpu-a1", "gpu-a2"], ["gpu-a1", "gpu-v1"],
+                                                     ["gpu-a2", "gpu-v1"]]
+    assert all(p["busbw_gbs"] > 0 for p in reduce["pairs"])
+    [drivers] = [n for n in outcome["notes"] if n["rule"] == "drivers-differ"]
+    assert "gpu-a1: 535.129.03; gpu-a2: 535.129.03; gpu-v1: 470.82.01" in drivers["cause"]
+
+
 def test_a_node_whose_python_is_missing_there_fails_with_that_node_named(slurm_site, torch_env, tmp_path):
     env, home, root = torch_env
     # A stand-in for a node that does not mount the environment: its python answers "not found" on gpu-a2 alone

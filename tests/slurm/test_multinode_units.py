@@ -184,3 +184,21 @@ def test_a_node_that_printed_no_report_is_named_and_fails_the_whole_check():
     assert [n["node"] for n in outcome["nodes"]] == ["n1", "n2"] and outcome["ok"] is False
     assert outcome["nodes"][1]["why"] == ["envkit: error: no such environment here"]
     assert outcome["diagnosis"][0]["rule"] == "node-did-not-join" and "n2" in outcome["diagnosis"][0]["cause"]
+
+
+def test_each_pair_of_nodes_gets_its_bandwidth_and_a_slow_one_is_named():
+    from envkit.probe.cross_node import pair_bandwidths
+
+    mib = 4 * 2 ** 20
+    times = {"0-1": 0.001, "0-2": 0.001, "1-2": 0.004}  # the link between n2 and n3 is four times slower
+    ranks = [_rank(r, pair_bytes=mib, pairs={k: v for k, v in times.items() if str(r) in k.split("-")})
+             for r in range(3)]
+    ranks[2]["pairs"]["1-2"] = 0.005  # the slower rank of a pair counts
+    pairs = pair_bandwidths(["n1", "n2", "n3"], ranks)
+    assert [(p["nodes"], p["slow"]) for p in pairs] == [(["n1", "n2"], False), (["n1", "n3"], False),
+                                                        (["n2", "n3"], True)]
+    assert pairs[2]["busbw_gbs"] == round(mib / 0.005 / 1e9, 3)
+    [note] = differences([{**n, "node": name} for n, name in zip(NODES * 2, ["n1", "n2", "n3"])], pairs)
+    assert note["rule"] == "slow-pair" and note["cause"].startswith("the link between n2 and n3 (0.839 GB/s) is slow")
+    assert "NCCL_SOCKET_IFNAME" in note["advice"]
+    assert differences(NODES, pairs[:2]) == []

@@ -42,13 +42,38 @@ def local_route(address):
     return local, interface
 
 
+PAIR_BYTES = 4 * 2 ** 20  # what each node of a pair contributes to the pair's timed all-reduce
+PAIR_ITERATIONS = 3
+MAX_PAIR_NODES = 16  # past that, the pairs (n (n - 1) / 2 of them) would take longer than the check
+
+
+def _pairs(torch, dist, rank, world, device, gpu):
+    """Seconds per all-reduce of each pair of ranks this rank is in, ``{"I-J": seconds}``: one pair after the other,
+    so that a slow link between two nodes shows where the all-reduce of all of them only looks slow."""
+    buffer = torch.zeros(PAIR_BYTES // 4, dtype=torch.float32, device=device)
+    times = {}
+    for first in range(world):
+        for second in range(first + 1, world):
+            group = dist.new_group([first, second])  # every rank creates every group, in the same order
+            if rank not in (first, second):
+                continue
+            dist.all_reduce(buffer, group=group)
+            started = time.perf_counter()
+            for _ in range(PAIR_ITERATIONS):
+                dist.all_reduce(buffer, group=group)
+            if gpu:
+                torch.cuda.synchronize()
+            times["%d-%d" % (first, second)] = (time.perf_counter() - started) / PAIR_ITERATIONS
+    return times
+
+
 def cross_node_worker(rank, world, address, port, timeout, nbytes, iterations):
     """This node's rank of the all-reduce, as a dict (see the keys below); never raises."""
     local, interface = local_route(address)
     out = {"rank": rank, "world_size": world, "address": address, "port": port, "timeout": timeout,
            "local_address": local, "interface": interface, "backend": None, "phase": "import", "ok": False,
            "correct": None, "expected": world * (world + 1) / 2.0, "got": None, "bytes": nbytes,
-           "seconds_per_op": None, "error": None,
+           "seconds_per_op": None, "pair_bytes": PAIR_BYTES, "pairs": None, "error": None,
            "variables": dict((k, os.environ.get(k)) for k in ("MASTER_ADDR", "MASTER_PORT", "NCCL_SOCKET_IFNAME",
                                                               "GLOO_SOCKET_IFNAME"))}
     try:
@@ -92,6 +117,9 @@ def cross_node_worker(rank, world, address, port, timeout, nbytes, iterations):
                 torch.cuda.synchronize()
             out["seconds_per_op"] = (time.perf_counter() - started) / iterations
             out["ok"] = bool(out["correct"])
+            if 2 < world <= MAX_PAIR_NODES:
+                out["phase"] = "pairs"
+                out["pairs"] = _pairs(torch, dist, rank, world, device, gpu)
         finally:
             dist.destroy_process_group()
     except BaseException as exc:  # recorded, never raised, as everywhere in the probe
