@@ -30,19 +30,43 @@ def job_nodes(site, partition: str, named: Optional[str], nodes: int, framework:
                             f"{framework or 'an unknown framework'}", hint="Leave out --nodes to run on one node.")
     slurm = Slurm()
     names = named.split(",") if named else []
-    if slurm.present:
-        check_nodes(nodes, names, _partition_size(slurm, partition), partition)
     if not names:
+        if slurm.present:
+            check_nodes(nodes, names, _partition_size(slurm, partition), partition)
         return None
     from envkit.commands.node_check import slurm_target
 
-    return ",".join(slurm_target(site, partition, name, slurm) for name in names)
+    targets = [slurm_target(site, partition, name, slurm) for name in names]
+    if slurm.present:
+        check_nodes(nodes, targets, _partition_size(slurm, partition, targets), partition)
+    return ",".join(targets)
 
 
-def _partition_size(slurm, partition: str) -> int:
+def site_listed(site, partition: str, names) -> bool:
+    """Whether the site file lists every one of ``names`` in ``partition`` (a survey keeps one node per
+    configuration: the others of a job across nodes are Slurm's nodes, checked by sinfo, and the fit is then
+    checked against every configuration of the partition)."""
+    from envkit.errors import UnknownNameError
+    from envkit.site import partition_profiles
+
+    try:
+        partition_profiles(site, partition, list(names))
+    except UnknownNameError:
+        return False
+    return True
+
+
+def _partition_size(slurm, partition: str, names=()) -> int:
+    """How many nodes sinfo lists in ``partition``; UnknownNameError (exit 2) for one of ``names`` it does not."""
+    from envkit.errors import UnknownNameError
     from envkit.slurm.survey import gpu_partitions
 
     [info] = gpu_partitions(slurm, [partition])
+    unknown = [name for name in names if name not in info.node_names]
+    if unknown:
+        raise UnknownNameError(f"partition {partition!r} has no node {unknown[0]!r}; its nodes are: "
+                               f"{', '.join(dict.fromkeys(info.node_names))}",
+                               hint=f"`sinfo -N -p {partition}` lists them.")
     return len(set(info.node_names))
 
 
@@ -132,6 +156,7 @@ def verify_across_nodes(env: Optional[str], prefix: Optional[Path], nodes: int, 
     if named:
         site = current_site()
         nodelist = ",".join(slurm_target(site, partition, name, slurm) for name in named)
+        _partition_size(slurm, partition, nodelist.split(","))  # exit 2 for a node sinfo does not list
     # Every node of the job is asked for the same GPUs: the fewest any of them (or of the partition's nodes) has.
     most = min(partition_gpus(slurm, partition, name) for name in nodelist.split(",")) if nodelist else \
         _fewest_gpus(slurm, partition)

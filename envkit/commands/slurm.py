@@ -162,7 +162,12 @@ def job(
                 ["envkit", "job", env, "--partition", partition_spec, "--", "python", "train.py"]))
         record = find_record(env)
         site = current_site()
-        framework, gpus = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), node)
+        fit = node
+        if nodes is not None and node is not None:  # nodes the site file does not list: every configuration of P
+            from envkit.commands.nodes_check import site_listed
+
+            fit = node if site_listed(site, partition, node.split(",")) else None
+        framework, gpus = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), fit)
         if per_gpu and framework != "torch":
             raise BadInputError(f"--per-gpu starts one process per GPU with torchrun, which needs a PyTorch "
                                 f"environment; {env} has {framework or 'an unknown framework'}")

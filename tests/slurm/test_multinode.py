@@ -254,3 +254,18 @@ def test_a_check_across_nodes_that_cannot_start_is_not_run_and_its_job_cancelled
         assert slurm_site.cluster.jobs() == [busy.stdout.strip()]  # the sleeper only: the check's job is gone
     finally:
         slurm_site.cluster.query(["scancel", busy.stdout.strip()])
+
+
+def test_a_job_on_named_nodes_asks_for_those_nodes(cluster_user):
+    env, _ = cluster_user
+    done = envkit("job", "torch-test", "-p", "part-a:gpu-a1,gpu-a2", "--nodes", "2", "--", "python", "train.py",
+                  env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "#SBATCH --nodelist=gpu-a1,gpu-a2\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n" in done.stdout
+    assert "#SBATCH --gpus-per-node=2\n" in done.stdout  # all of a node's GPUs: part-a's nodes have two each
+    assert done.stdout.rstrip().endswith("--rdzv-id=\"envkit-$SLURM_JOB_ID\" train.py")
+    for command in (["job", "torch-test", "-p", "part-a:gpu-a1,gpu-zz", "--nodes", "2", "--", "true"],
+                    ["verify", "torch-test", "-p", "part-a:gpu-a1,gpu-zz", "--nodes", "2"]):
+        unknown = envkit(*command, env=env)
+        assert unknown.returncode == 2, unknown.stdout + unknown.stderr
+        assert "partition 'part-a' has no node 'gpu-zz'" in unknown.stderr and unknown.stdout == ""
