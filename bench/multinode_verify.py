@@ -5,7 +5,7 @@ the same environment. Goal: the cross-node check within 1.5x of the single-node 
 
 Starts the tests' Slurm cluster on localhost (tests/support/slurm_cluster.py: needs the Debian packages slurmctld,
 slurmd, slurm-client and munge, and root to run the daemons as), two nodes in one partition, and makes a venv with
-the real PyTorch CPU wheel (`pip install torch==2.13.0`, which this kind of machine finds on disk). The two checks
+the real PyTorch CPU wheel (torch 2.13.0+cpu, which this kind of machine keeps on disk for pip). The two checks
 run interleaved, several times; the medians give the ratio. A report, not a test: it exits 0 whether the goal is met
 or not (1 when a check fails).
 
@@ -48,7 +48,12 @@ def make_env(root: Path, env: dict[str, str]) -> None:
     from envkit.userdirs import user_dirs
 
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=120)
-    subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "-q", "torch==2.13.0"], check=True,
+    from support.local_wheels import find_torch_cpu_wheel
+
+    wheel = find_torch_cpu_wheel()
+    if wheel is None:
+        raise SystemExit("no PyTorch CPU wheel for this Python on this machine (pip's find-links)")
+    subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], check=True,
                    capture_output=True, timeout=900)
     records.save(records.Record(
         name=NAME, prefix=str(root), kind="venv", backend="venv", manifest="torch", build="torch-2.13-cpu",

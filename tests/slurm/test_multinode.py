@@ -16,8 +16,6 @@ from slurm_helpers import envkit, wait_done
 from envkit import records
 from envkit.userdirs import user_dirs
 
-pytestmark = pytest.mark.real_torch
-
 NAME = "torch-cpu"
 
 
@@ -27,12 +25,13 @@ def torch_env(cluster_user):
     if `envkit create torch --build torch-2.13-cpu` had made it: (the user's environment, its home, the prefix)."""
     from support.local_wheels import find_torch_cpu_wheel
 
-    if find_torch_cpu_wheel() is None:
+    wheel = find_torch_cpu_wheel()  # torch==2.13.0 as pip finds it here, named so that no other build is fetched
+    if wheel is None:
         pytest.skip("no PyTorch CPU wheel for this Python on this machine (pip's find-links)")
     env, home = cluster_user
     root = home / "envs" / NAME
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=120)
-    done = subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "-q", "torch==2.13.0"],
+    done = subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         pytest.skip(f"pip could not install torch==2.13.0 here: {done.stderr.strip()[-300:]}")
@@ -50,6 +49,7 @@ def _verify(env, *extra: str, name: str = NAME, prefix=None):
                   env=env, timeout=400)
 
 
+@pytest.mark.real_torch
 def test_verify_on_two_nodes_runs_a_real_gloo_all_reduce_between_them_and_passes(slurm_site, torch_env):
     env, _, root = torch_env
     done = _verify(env, "--json")
@@ -84,6 +84,7 @@ def test_verify_on_two_nodes_runs_a_real_gloo_all_reduce_between_them_and_passes
     assert "(expected 3): right" in bare.stdout and "FAIL: gpu-a1, gpu-a2 failed" in bare.stdout
 
 
+@pytest.mark.real_torch
 def test_three_nodes_of_a_mixed_partition_give_each_pair_its_bandwidth_and_the_drivers_that_differ(slurm_site,
                                                                                                      torch_env):
     # mixed: gpu-a1 and gpu-a2 (two A100, driver 535) and gpu-v1 (one V100, driver 470): one GPU per node is asked
@@ -103,6 +104,7 @@ def test_three_nodes_of_a_mixed_partition_give_each_pair_its_bandwidth_and_the_d
     assert "gpu-a1: 535.129.03; gpu-a2: 535.129.03; gpu-v1: 470.82.01" in drivers["cause"]
 
 
+@pytest.mark.real_torch
 def test_a_node_whose_python_is_missing_there_fails_with_that_node_named(slurm_site, torch_env, tmp_path):
     env, home, root = torch_env
     # A stand-in for a node that does not mount the environment: its python answers "not found" on gpu-a2 alone
@@ -134,6 +136,7 @@ def test_a_node_whose_python_is_missing_there_fails_with_that_node_named(slurm_s
     assert verify["ok"] is False and verify["nodes"] == ["gpu-a1", "gpu-a2"]
 
 
+@pytest.mark.real_torch
 def test_a_blocked_rendezvous_port_gives_the_rendezvous_diagnosis(slurm_site, torch_env):
     env, _, _ = torch_env
     with socket.socket() as blocker:  # something else holds the port: no rendezvous can happen there
@@ -152,6 +155,7 @@ def test_a_blocked_rendezvous_port_gives_the_rendezvous_diagnosis(slurm_site, to
     assert "MASTER_PORT" in words
 
 
+@pytest.mark.real_torch
 def test_job_on_two_nodes_runs_a_real_torchrun_on_each_and_every_rank_sees_the_world(slurm_site, torch_env,
                                                                                       tmp_path):
     env, _, _ = torch_env
