@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -202,3 +203,20 @@ def test_each_pair_of_nodes_gets_its_bandwidth_and_a_slow_one_is_named():
     assert note["rule"] == "slow-pair" and note["cause"].startswith("the link between n2 and n3 (0.839 GB/s) is slow")
     assert "NCCL_SOCKET_IFNAME" in note["advice"]
     assert differences(NODES, pairs[:2]) == []
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_what_the_worker_printed_on_a_real_h100_is_read_and_diagnosed():
+    # Captured on one H100 (torch 2.11.0+cu130): rank 0 of 1 over NCCL; rank 1 of 2 alone, whose first node never
+    # came (the client socket's own words on a timed-out rendezvous).
+    alone = json.loads((DATA / "cross-node-h100-nccl-world1.json").read_text())
+    assert alone["backend"] == "nccl" and alone["ok"] and alone["got"] == alone["expected"] == 1.0
+    assert bandwidth([alone])[0] > 0
+    waiting = json.loads((DATA / "cross-node-h100-nccl-rendezvous-timeout.json").read_text())
+    [found] = diagnose(NODES, [_rank(0), waiting])
+    assert found["rule"] == "rendezvous-timeout"
+    assert found["cause"].startswith("the rendezvous at 127.0.0.1:29556 (the first node, at the address Slurm has "
+                                     "for it) did not complete within 10 s: n2 reached it from 127.0.0.1 on "
+                                     "interface lo")
