@@ -244,6 +244,9 @@ def doctor(
         ),
     ] = None,
     json_output: JsonOption = False,
+    nodes: Annotated[Optional[int], typer.Option("--nodes", metavar="N", show_default=False, help="With "
+                     "--partition on a Slurm login node: check N nodes at once, then an all-reduce across them, as "
+                     "verify does.")] = None,
     check: CheckOptions = CheckOptions(),
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -264,6 +267,10 @@ def doctor(
         from envkit.probe.runner import default_python, locate_python
 
         located = locate_python(python, os.environ) if python is not None else default_python(os.environ)
+        if nodes is not None:  # the environment's directory, checked on N nodes as `verify --prefix` does
+            from envkit.commands.nodes_check import doctor_across_nodes
+
+            raise typer.Exit(doctor_across_nodes(located, nodes, check, target, json_output))
         ok, _, _, _ = check_environment(located, check, target, json_output)
         raise typer.Exit(0 if ok else 1)
 

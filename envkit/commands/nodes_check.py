@@ -191,6 +191,20 @@ def verify_across_nodes(env: Optional[str], prefix: Optional[Path], nodes: int, 
     return 0 if outcome["ok"] else 1
 
 
+def doctor_across_nodes(python: Path, nodes: int, check, target, json_output: bool) -> int:
+    """``envkit doctor --python PREFIX/bin/python --partition P --nodes N``: the environment's directory, checked on N
+    nodes as ``verify --prefix PREFIX`` checks it; exit 2 without --partition, or for a Python outside a bin/."""
+    from envkit.commands.node_check import QUEUE_TIMEOUT
+    from envkit.errors import BadInputError
+
+    if target.partition is None:
+        raise BadInputError("--nodes checks nodes of a Slurm partition: add --partition P")
+    if python.parent.name != "bin":
+        raise BadInputError(f"--nodes checks an environment's directory on each node: {python} is not in one's "
+                            "bin/", hint="Pass PREFIX/bin/python, or use `envkit verify --prefix PREFIX`.")
+    return verify_across_nodes(None, python.parent.parent, nodes, None, QUEUE_TIMEOUT, check, target, json_output)
+
+
 def _not_run(step, queue_timeout: float, run_timeout: float) -> Optional[str]:
     """Why the check did not run at all (never started, cut off, envkit missing on the nodes); None when it ran."""
     if not step.started:

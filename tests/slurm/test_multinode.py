@@ -83,6 +83,16 @@ def test_verify_on_two_nodes_runs_a_real_gloo_all_reduce_between_them_and_passes
         assert f"{node}: FAIL (2.13.0+cpu, CUDA none): torch 2.13.0+cpu is a CPU-only build" in bare.stdout
     assert "(expected 3): right" in bare.stdout and "FAIL: gpu-a1, gpu-a2 failed" in bare.stdout
 
+    # doctor, of an environment envkit did not make: the same check across the nodes, by its Python.
+    doctor = envkit("doctor", "--python", str(root / "bin" / "python"), "-p", "part-a", "--nodes", "2",
+                    "--probe-timeout", "60", "--json", env=env, timeout=400)
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    outcome = json.loads(doctor.stdout)
+    assert [n["node"] for n in outcome["nodes"]] == ["gpu-a1", "gpu-a2"] and not any(n["ok"] for n in outcome["nodes"])
+    assert outcome["all_reduce"]["ok"] and outcome["all_reduce"]["results"] == [3.0, 3.0]
+    alone = envkit("doctor", "--python", str(root / "bin" / "python"), "--nodes", "2", env=env)
+    assert alone.returncode == 2 and "--nodes checks nodes of a Slurm partition: add --partition P" in alone.stderr
+
 
 @pytest.mark.real_torch
 def test_three_nodes_of_a_mixed_partition_give_each_pair_its_bandwidth_and_the_drivers_that_differ(slurm_site,
