@@ -7,7 +7,7 @@ import typer
 
 from envkit.commands.common import (current_site, echo_report, environment_python, fleet_for, find_record,
                                     manifests_dir, print_json, recorded_build, recorded_manifests, reported_errors,
-                                    target_argv, user_dirs)
+                                    target_argv)
 from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, program_value,
                                      seconds_between, with_options)
 
