@@ -106,7 +106,7 @@ def load_config(environ: Mapping[str, str], dirs: UserDirs) -> Config:
 
     def parse() -> Any:
         try:
-            text = read_text_file(path)
+            text = read_text_file(path, "config file")
         except FileNotFoundError:
             raise ConfigError(f"config file {path} (from ${CONFIG_VARIABLE}) does not exist") from None
         except ValueError as error:

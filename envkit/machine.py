@@ -238,6 +238,10 @@ def _gpu_from_dict(entry: Any, position: int, origin: str, key: str = "gpus") ->
                source=f"file {origin}")
 
 
+_SAVE_HINT = ("Save a machine's profile with `envkit detect --json > FILE` on it, and give that FILE (or a directory "
+              "of them).")
+
+
 def read_profile(path: Path, cache_dir: Optional[Path] = None) -> MachineProfile:
     """Read a machine profile file (YAML or JSON: the output of ``envkit detect --json`` works as is); its parsed
     text from ``cache_dir`` (envkit.filecache) when the file has not changed."""
@@ -246,14 +250,14 @@ def read_profile(path: Path, cache_dir: Optional[Path] = None) -> MachineProfile
     def parse() -> Any:
         from envkit.yamltext import parse_yaml
 
+        from envkit.files import read_text_file
+
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ProfileError(f"cannot read machine profile {path}: {exc.strerror or exc}",
-                               hint="Save a machine's profile with `envkit detect --json > FILE` on it, and give that "
-                                    "FILE (or a directory of them).") from None
-        except UnicodeDecodeError:
-            raise ProfileError(f"machine profile {path} is not UTF-8 text (YAML or JSON)") from None
+            text = read_text_file(path, "machine profile")
+        except FileNotFoundError:
+            raise ProfileError(f"cannot read machine profile {path}: it does not exist", hint=_SAVE_HINT) from None
+        except ValueError as exc:
+            raise ProfileError(f"machine profile {path} {exc}", hint=_SAVE_HINT) from None
         try:
             return parse_yaml(text)
         except ValueError as exc:

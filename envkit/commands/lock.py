@@ -12,7 +12,12 @@ from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, 
 
 OutputOption = Annotated[
     Path, typer.Option("--output", "-o", metavar="FILE", parser=file_path_value,
-                       help="Where to write the lock (replaced if it exists; through a symbolic link, to its target).")
+                       help="Where to write the lock (a file there is replaced; a symbolic link is refused "
+                       "unless --force).")
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Replace a symbolic link at --output by the lock (its target stays as it "
+                       "was). Without it a link is refused: envkit never writes through one.")
 ]
 
 
@@ -32,6 +37,7 @@ def lock(
                      "picks it.", show_default=False),
     ] = None,
     output: OutputOption = Path("conda-lock.yml"),
+    force: ForceOption = False,
     json_output: JsonOption = False,
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -59,6 +65,9 @@ def lock(
         from envkit.lockfile.make import LockRequest, make_lock
         from envkit.resolve import parse_python_request
 
+        from envkit.output import check_output
+
+        check_output(output, force=force, what="the lock")  # before the solve, not after it
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
         catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
@@ -81,13 +90,14 @@ def lock(
                                      build_id=build_id, target_args=target_args(target),
                                      gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus)),
                          config, dirs.conda_packages, uv_binary(), os.environ, uv_environ(), warn=warn)
-        _write(made, output)
+        _write(made, output, force)
         _report(made, output, json_output, target_argv(target))
 
 
 def export(
     env: Annotated[str, typer.Argument(metavar="ENV", help="An environment envkit made (`envkit envs`).")],
     output: OutputOption = Path("conda-lock.yml"),
+    force: ForceOption = False,
     json_output: JsonOption = False,
     manifests: ManifestsOption = None,
 ) -> None:
@@ -106,6 +116,9 @@ def export(
         from envkit.config import load_config
         from envkit.lockfile.export import export_lock
 
+        from envkit.output import check_output
+
+        check_output(output, force=force, what="the lock")
         dirs = user_dirs()
         record = find_record(env)  # as run and verify: no create of it going on or interrupted, its directory holds it
         manifests = recorded_manifests(record, manifests)  # its build's index, and the manifests its lock installs with
@@ -121,20 +134,21 @@ def export(
             return None
 
         made = export_lock(record, load_config(os.environ, dirs), uv_binary(), uv_environ(), index_of)
-        _write(made, output)
+        _write(made, output, force)
         # Installed where the environment's build fits: the machines it was made for (its record keeps how they
         # were named), not the machine the lock happens to be installed on.
         _report(made, output, json_output,
                 [*record.target_options(), *(["--manifests", str(manifests)] if manifests is not None else [])])
 
 
-def _write(made, output: Path) -> None:
+def _write(made, output: Path, force: bool) -> None:
     from envkit.errors import EnvkitError
-    from envkit.files import write_atomic
     from envkit.lockfile.format import dump_lock, install_name
+    from envkit.output import write_output
 
     try:
-        write_atomic(output, dump_lock(made, output.name, install_name(output)).encode("utf-8"))
+        write_output(output, dump_lock(made, output.name, install_name(output)).encode("utf-8"), force=force,
+                     what="the lock")
     except OSError as error:
         raise EnvkitError(f"cannot write {output}: {error.strerror or error}",
                           hint="Choose another --output.") from None

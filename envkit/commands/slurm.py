@@ -31,6 +31,10 @@ def survey(
                            "features).")
     ] = False,
     timeout: QueueTimeoutOption = 120.0,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a symbolic link where the site file goes by the file (its "
+                           "target stays as it was). Without it a link is refused: envkit never writes through one.")
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Find the cluster's GPU partitions with sinfo and detect their nodes through srun, into the site file.
@@ -56,6 +60,9 @@ def survey(
         slurm.require()
         site = current_site()
         path = site.path
+        from envkit.output import check_output
+
+        check_output(path, force=force, what="the site file")  # before the survey, not after it
         chosen = gpu_partitions(slurm, partition or ())
         if not chosen:
             from envkit.errors import EnvkitError
@@ -73,7 +80,7 @@ def survey(
             elif outcome.name not in site.partitions:  # a new partition: say why it has no nodes
                 site = with_partition(site, Partition(name=outcome.name, unreachable=outcome.unreachable,
                                                       error=outcome.error))
-        save_site(site, path)
+        save_site(site, path, force)
         if json_output:
             print_json({"site": str(path), "partitions": [
                 {"name": o.name, "ok": o.ok, "error": o.error, "nodes": [

@@ -69,13 +69,15 @@ def read_lock(path: Path, cache_dir: Optional[Path] = None) -> LockFile:
 
 
 def _read(path: Path) -> LockFile:
+    from envkit.files import read_text_file
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_file(path, "lock file")
     except FileNotFoundError:
         raise LockFileError(f"lock file {path} does not exist",
                             hint="Give the path of a conda-lock.yml (`envkit lock MANIFEST` makes one).") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise LockFileError(f"lock file {path} cannot be read: {error}") from None
+    except ValueError as error:
+        raise LockFileError(f"lock file {path} {error}") from None
     return parse_lock(text, str(path))
 
 
