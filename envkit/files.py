@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Optional
 
 
 def user_path(text: str) -> Path:
@@ -143,10 +144,11 @@ def real_path(path: Path) -> Path:
         return path.absolute()
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, mode: Optional[int] = None) -> None:
     """Write ``data`` to ``path`` in one step. A symbolic link is written through (its target gets the data, the
     link stays); anything there that is not a regular file (a directory, a FIFO, a device) is refused with an
-    OSError, never replaced by a file."""
+    OSError, never replaced by a file. ``mode``: the file's permissions (0o600 for what may hold a secret), else
+    those of the file replaced, or a new file's default."""
     path = Path(os.path.realpath(path))
     if path.is_symlink():  # what realpath leaves a link is a loop
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
@@ -159,7 +161,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        os.fchmod(fd, _mode_for(path))  # mkstemp's 0600 would make a shared lock or site file private
+        os.fchmod(fd, _mode_for(path) if mode is None else mode)  # mkstemp's 0600 would make a shared lock or site file private
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         os.replace(temporary, path)

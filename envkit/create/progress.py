@@ -13,6 +13,8 @@ import shutil
 import time
 from typing import Callable, Iterator, TextIO
 
+from envkit.redact import redact
+
 
 class Progress:
     def __init__(self, stream: TextIO, total: int, verbose: bool = False, live: bool = False) -> None:
@@ -26,7 +28,7 @@ class Progress:
         self._label = ""
 
     def _write(self, text: str) -> None:
-        self.stream.write(text)
+        self.stream.write(redact(text))  # an index URL in a title, an installer's line: never a mirror's password
         self.stream.flush()
 
     @contextlib.contextmanager

@@ -259,6 +259,6 @@ def requirements_file(packages: Sequence[LockedPackage], sources: Sequence[str],
                       cache: Path) -> Path:
     lines = requirements_lines(packages, sources, from_index)
     path = cache / "locks" / f"{hashlib.sha256(lines.encode()).hexdigest()[:32]}.txt"
-    if not path.exists():
-        write_atomic(path, lines.encode("utf-8"))
+    if not path.exists():  # 0600: its URLs are mirrored, a mirror's password in them
+        write_atomic(path, lines.encode("utf-8"), mode=0o600)
     return path

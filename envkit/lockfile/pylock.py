@@ -26,16 +26,19 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
     """Resolve ``packages`` from ``index_url`` (already mirrored) only, plus the ``find_links`` page of the builds
     that have one, for CPython ``python`` (X.Y) on linux-64."""
     from envkit.process import run_captured
+    from envkit.redact import has_credentials
 
     with tempfile.TemporaryDirectory(prefix="envkit-lock-") as scratch:
         requirements = Path(scratch) / "requirements.in"
         requirements.write_text("".join(f"{p}\n" for p in packages), encoding="utf-8")
         output = Path(scratch) / "pylock.toml"
         argv = [str(uv), "pip", "compile", "--quiet", "--format", "pylock.toml", "--python-version", python,
-                "--python-platform", UV_PLATFORM, "--index-url", index_url,
-                *(["--find-links", find_links] if find_links else []), "--no-header", "--python", sys.executable,
+                "--python-platform", UV_PLATFORM, *_url_args("--index-url", index_url),
+                *_url_args("--find-links", find_links), "--no-header", "--python", sys.executable,
                 "-o", str(output), "--", str(requirements)]
-        done = run_captured(argv, environ, _TIMEOUT_S)
+        secret = {name: url for name, url in (("UV_INDEX_URL", index_url), ("UV_FIND_LINKS", find_links))
+                  if url and has_credentials(url)}  # in uv's environment, never its argv (everyone's `ps`)
+        done = run_captured(argv, {**environ, **secret}, _TIMEOUT_S)
         if done.returncode != 0:
             lines = tuple((done.stderr or done.stdout).strip().splitlines()[-20:])
             said = "timed out" if done.returncode is None else f"exit code {done.returncode}"
@@ -44,6 +47,13 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
                                     "it has these packages for this Python.", tail=lines)
         text = output.read_text(encoding="utf-8")
     return pylock_packages(text, python, config)
+
+
+def _url_args(option: str, url: Optional[str]) -> list[str]:
+    """``[option, url]``, or nothing for no URL or one with credentials (uv's environment gets that)."""
+    from envkit.redact import has_credentials
+
+    return [option, url] if url and not has_credentials(url) else []
 
 
 def pylock_packages(text: str, python: str, config: Config) -> list[LockedPackage]:
