@@ -234,7 +234,9 @@ def _gpu_from_dict(entry: Any, position: int, origin: str, key: str = "gpus") ->
     source = entry.get("source")
     if source is not None and not isinstance(source, str):
         raise ProfileError(f"machine profile {origin}: {where}.source: expected text, got {source!r}")
-    return Gpu(index=index, name=name.strip(), compute_capability=capability, memory_mib=memory,
+    from envkit.terminal import printable
+
+    return Gpu(index=index, name=printable(name.strip()), compute_capability=capability, memory_mib=memory,
                source=f"file {origin}")
 
 

@@ -28,12 +28,13 @@ def reported_errors() -> Iterator[None]:
 
             traceback.print_exc()
         from envkit.redact import redact  # a mirror's password, in a URL an error names, is never shown
+        from envkit.terminal import printable  # nor another program's escape sequences
 
         for line in getattr(error, "tail", ()):  # an installer's last lines, where it failed
-            typer.echo(redact(f"  | {line}"), err=True)
-        typer.echo(redact(f"envkit: error: {error.message}"), err=True)
+            typer.echo(printable(redact(f"  | {line}")), err=True)
+        typer.echo(printable(redact(f"envkit: error: {error.message}"), lines=True), err=True)
         if error.hint:
-            typer.echo(redact(f"  {error.hint}"), err=True)
+            typer.echo(printable(redact(f"  {error.hint}"), lines=True), err=True)
         raise typer.Exit(error.exit_code) from None
     except KeyboardInterrupt as error:  # Ctrl-C: 130; SIGTERM (envkit.errors.Interrupted): 143, as shells count
         import signal

@@ -14,6 +14,7 @@ import time
 from typing import Callable, Iterator, TextIO
 
 from envkit.redact import redact
+from envkit.terminal import printable
 
 
 class Progress:
@@ -56,6 +57,7 @@ class Progress:
             self._draw(f"{self._label} ...")
 
     def _line(self, line: str) -> None:
+        line = printable(line)  # an installer's output: its escape sequences are shown, not obeyed
         if self.verbose:
             self._write(f"      | {line}\n")
         elif self.live and line.strip():

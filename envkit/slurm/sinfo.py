@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from envkit.terminal import printable
 from envkit.versions import is_ascii_number
 
 # partition (no '*' for the default) | availability | node | GRES | features | state
@@ -60,7 +61,8 @@ def parse_sinfo(text: str) -> list[NodeRow]:
         fields = line.split("|")
         if len(fields) != _FIELDS:
             raise ValueError(f"sinfo line {number} has {len(fields)} fields, expected {_FIELDS}: {line!r}")
-        partition, available, node, gres, features, state = (field.strip() for field in fields)
+        # (escaped: a name sinfo prints reaches the user's terminal, and never an escape sequence with it)
+        partition, available, node, gres, features, state = (printable(field.strip()) for field in fields)
         rows.append(NodeRow(partition, available, node, gres, features, state))
     return rows
 
