@@ -211,7 +211,11 @@ def _absolute_dir(value: Any, path: Path, key: str) -> Optional[Path]:
     expanded = _expanded(value, path, key)
     if not expanded.is_absolute():
         raise ConfigError(f"{path}: {key} {value!r} must be an absolute path")
-    if expanded.exists() and not expanded.is_dir():
+    try:
+        not_a_directory = expanded.exists() and not expanded.is_dir()
+    except OSError as error:  # a name too long for the filesystem, a loop of links
+        raise ConfigError(f"{path}: {key} cannot be used: {error.strerror or error}") from None
+    if not_a_directory:
         raise ConfigError(f"{path}: {key} {value!r} is not a directory")
     return expanded
 

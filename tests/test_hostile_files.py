@@ -155,3 +155,26 @@ def test_root_in_a_sticky_directory_never_follows_another_user_s_link(tmp_path: 
         write_output(link, b"x")
     write_output(link, b"lock\n", force=True)  # the link itself goes, root's file stays
     assert precious.read_text() == "root's\n" and link.read_text() == "lock\n" and not link.is_symlink()
+
+
+def test_a_nul_byte_in_a_file_name_and_a_5000_digit_version_in_a_lock_are_bad_input(tmp_path: Path):
+    import dataclasses
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent / "lockfile"))
+    from test_format import sample
+
+    from envkit.lockfile.format import dump_lock
+
+    lock = sample()
+    conda = next(p for p in lock.packages if p.manager == "conda")
+    pip = next(p for p in lock.packages if p.manager == "pip")
+    for changed, words in [(dataclasses.replace(conda, url=conda.url.rsplit("/", 1)[0] + "/x%00y-1.0-0.conda"),
+                            "holds a control character"),
+                           (dataclasses.replace(pip, version="9" * 5000), "a version of 5000 characters is no version")]:
+        bad = tmp_path / "bad.yml"
+        packages = tuple(changed if p.name == changed.name else p for p in lock.packages)
+        bad.write_text(dump_lock(dataclasses.replace(lock, packages=packages)))
+        made = envkit("create", "--from-lock", str(bad), "--machine", H100, "--dry-run")
+        assert_clean_error(made, 2, str(bad), words)
+        one_line(made)

@@ -57,8 +57,20 @@ def _url_args(option: str, url: Optional[str]) -> list[str]:
 
 
 def pylock_packages(text: str, python: str, config: Config) -> list[LockedPackage]:
-    """The wheel each package of a pylock.toml installs on CPython ``python`` under linux-64 (pure)."""
-    data = _toml(text)
+    """The wheel each package of a pylock.toml installs on CPython ``python`` under linux-64 (pure); InstallError
+    (uv's output that envkit cannot read is a failed resolution) for a file that is not the pylock.toml it expects:
+    bad TOML, a 5000-digit number, a package without its name, version or wheel URLs."""
+    try:
+        return _packages(_toml(text), python, config)
+    except InstallError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, StopIteration) as error:  # (TOMLDecodeError is one)
+        detail = f"no {error}" if isinstance(error, KeyError) else str(error).splitlines()[0][:200]
+        raise InstallError(f"uv's pylock.toml cannot be read ({detail})",
+                           hint="Run the command again; if it persists, report it with uv's version.") from None
+
+
+def _packages(data: dict[str, Any], python: str, config: Config) -> list[LockedPackage]:
     out = []
     for entry in data.get("packages", []):
         name, version = entry["name"], entry["version"]
