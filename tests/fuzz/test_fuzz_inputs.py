@@ -1,7 +1,7 @@
 """Property-based tests for every format envkit reads: whatever the input, a result or envkit's own error (one line
 and exit 2 at the command line), never another exception (an internal error, a traceback); and what envkit writes,
-it reads back the same. The inputs start from real files (tests/profiles, /work/shared/real-inputs as copied into
-tests, the shipped envs/) and are then mutated: values replaced by anything JSON or YAML can hold (huge numbers,
+it reads back the same. The inputs start from real files (tests/profiles, the recorded outputs of tests/detect and
+tests/slurm, the shipped envs/, a lock as envkit writes it) and are then mutated: values replaced by anything JSON or YAML can hold (huge numbers,
 5000-digit versions, NUL bytes and control characters, nesting), text cut, spliced and garbled."""
 
 from __future__ import annotations
@@ -160,12 +160,22 @@ def test_a_site_file_is_read_or_refused_and_written_back_the_same(data):
 # --- locks: conda-lock.yml and pylock.toml ---------------------------------------------------------------------
 
 def _lock_texts() -> list[str]:
-    folder = REPO / "tests" / "fuzz" / "data"
-    return [p.read_text() for p in sorted(folder.glob("*.conda-lock.yml"))]
+    """Locks as envkit writes them: tests/lockfile's sample (a conda and a pip part), and its pip part alone."""
+    import dataclasses
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "lockfile"))
+    from test_format import sample
+
+    from envkit.lockfile.format import dump_lock
+
+    lock = sample()
+    pip_only = dataclasses.replace(lock, packages=tuple(p for p in lock.packages if p.manager == "pip"))
+    return [dump_lock(lock), dump_lock(pip_only)]
 
 
 LOCK_TEXTS = _lock_texts()
-LOCK_TEXT = next(text for text in LOCK_TEXTS if "zlib" in text and len(text) < 10000)  # the small one, fuzzed
+LOCK_TEXT = LOCK_TEXTS[0]
 LOCK_DATA = __import__("envkit.yamltext", fromlist=["x"]).parse_yaml(LOCK_TEXT)
 
 
@@ -193,9 +203,30 @@ def test_a_lock_envkit_writes_reads_back_the_same():
         assert again.platforms == lock.platforms and again.channels == lock.channels
 
 
+PYLOCK = """lock-version = "1.0"
+created-by = "uv"
+requires-python = ">=3.12"
+
+[[packages]]
+name = "filelock"
+version = "3.20.0"
+index = "https://pypi.org/simple"
+wheels = [
+    { url = "https://files.example.org/filelock-3.20.0-py3-none-any.whl", size = 16054, hashes = { sha256 = "%s" } },
+]
+
+[[packages]]
+name = "torch"
+version = "2.13.0+cu126"
+index = "https://download.pytorch.org/whl/cu126"
+wheels = [
+    { url = "https://download.pytorch.org/whl/cu126/torch-2.13.0%%2Bcu126-cp312-cp312-manylinux_2_28_x86_64.whl", hashes = { sha256 = "%s" } },
+]
+""" % ("a" * 64, "b" * 64)
+
+
 def _pylock_texts() -> list[str]:
-    folder = REPO / "tests" / "fuzz" / "data"
-    return [p.read_text() for p in sorted(folder.glob("*.pylock.toml"))]
+    return [PYLOCK]
 
 
 @given(st.data())
@@ -205,6 +236,13 @@ def test_a_pylock_is_read_or_refused(data):
 
     text = data.draw(st.sampled_from(_pylock_texts()))
     holds(lambda: pylock_packages(garbled(data.draw, text), "3.12", Config(path=None)))
+
+
+def test_the_pylock_seed_is_read():
+    from envkit.config import Config
+    from envkit.lockfile.pylock import pylock_packages
+
+    assert [p.name for p in pylock_packages(PYLOCK, "3.12", Config(path=None))] == ["filelock", "torch"]
 
 
 # --- what other programs print: nvidia-smi, /proc, sinfo, the probe's JSON ----------------------------------------
