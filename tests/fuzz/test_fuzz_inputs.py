@@ -276,7 +276,7 @@ def test_sinfo_text_is_parsed_or_refused(data):
         for partition in partitions(rows).values():
             distinct_configurations(partition)
         for row in rows:
-            assert not any(ord(c) < 0x20 for c in row.partition + row.node)
+            assert not any(ord(c) < 0x20 and c != "\t" for c in row.partition + row.node)  # (a tab moves nothing)
 
 
 @given(st.data())
