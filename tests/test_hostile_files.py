@@ -178,3 +178,14 @@ def test_a_nul_byte_in_a_file_name_and_a_5000_digit_version_in_a_lock_are_bad_in
         made = envkit("create", "--from-lock", str(bad), "--machine", H100, "--dry-run")
         assert_clean_error(made, 2, str(bad), words)
         one_line(made)
+
+
+def test_survey_refuses_a_link_where_the_site_file_goes_before_asking_slurm(tmp_path: Path):
+    target = tmp_path / "elsewhere" / "made.yaml"  # a dangling link: survey would create a file where it points
+    link = tmp_path / "site.yaml"
+    link.symlink_to(target)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "ENVKIT_SITE": str(link), "SLURM_CONF": str(tmp_path / "no-slurm.conf")}
+    made = envkit("survey", env=env)
+    assert_clean_error(made, 2, f"the site file {link} is a symbolic link", "--force")
+    assert not target.parent.exists() and link.is_symlink()

@@ -56,13 +56,13 @@ def survey(
 
         for name in partition or ():
             check_partition_name(name, hint="Run `sinfo -s` to see the partitions.")
-        slurm = Slurm()
-        slurm.require()
         site = current_site()
         path = site.path
         from envkit.output import check_output
 
         check_output(path, force=force, what="the site file")  # before the survey, not after it
+        slurm = Slurm()
+        slurm.require()
         chosen = gpu_partitions(slurm, partition or ())
         if not chosen:
             from envkit.errors import EnvkitError
