@@ -107,3 +107,26 @@ def test_a_mirror_with_credentials_works_and_its_password_never_leaks(home: Home
     assert_no_password(down, argvs)
 
     assert readable_files_with_the_password(home.root, home.config) == []
+
+
+def test_a_conda_channel_mirror_with_credentials_never_reaches_conda_s_argv(home: Home, conda_manifests: Path):
+    """conda, mamba and micromamba take channels only in their argv: with a credentialed channel mirror, `auto` makes
+    the environment with the embedded engine instead, and `--backend conda` is refused."""
+    from conftest import CONDA_FORGE, GTX1080TI, LEGACY_BUILD, LEGACY_CHANNEL
+
+    conda = home.root / "bin" / "conda"  # a conda on PATH (never run for a dry run past this choice)
+    conda.write_text("#!/bin/sh\necho '{\"envs_dirs\": []}'\n")
+    conda.chmod(0o755)
+    mirror = f"https://alice:{PASSWORD}@conda.cache.lab/legacy"
+    home.write_config({LEGACY_CHANNEL: mirror, CONDA_FORGE: f"https://alice:{PASSWORD}@conda.cache.lab/forge"})
+    args = ("create", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(conda_manifests), "--dry-run")
+    planned = home.envkit(*args)
+    assert planned.returncode == 0, planned.stderr
+    assert "Backend:     rattler:" in planned.stdout and "carries credentials" in planned.stdout, planned.stdout
+    assert PASSWORD not in planned.stdout + planned.stderr and str(conda) not in planned.stdout
+    refused = home.envkit(*args, "--backend", "conda")
+    assert refused.returncode == 2 and "--backend conda: the conda channel mirror https://alice:***@" in refused.stderr
+    assert PASSWORD not in refused.stderr
+    home.write_config({LEGACY_CHANNEL: "https://conda.cache.lab/legacy", CONDA_FORGE: "https://conda.cache.lab/forge"})
+    plain = home.envkit(*args)  # without credentials, the user's conda as before
+    assert plain.returncode == 0 and "Backend:     conda:" in plain.stdout, plain.stdout + plain.stderr
