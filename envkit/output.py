@@ -40,6 +40,7 @@ def write_output(path: Path, data: bytes, *, force: bool = False, mode: Optional
     import tempfile
 
     directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)  # (as the default site file's ~/.config/envkit may not be yet)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         os.fchmod(fd, mode)

@@ -114,9 +114,10 @@ def test_write_output_keeps_a_replaced_file_s_mode_and_gives_a_secret_0600(tmp_p
     kept.chmod(0o640)
     write_output(kept, b"new")
     assert stat.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_bytes() == b"new"
-    secret = tmp_path / "secret"
+    secret = tmp_path / "new" / "dir" / "secret"
     write_output(secret, b"token", mode=0o600)
-    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and secret.read_bytes() == b"token"
+    assert sorted(p.name for p in secret.parent.iterdir()) == ["secret"]  # no temporary left beside it
 
 
 def test_lock_and_export_refuse_a_link_as_output_before_any_work(tmp_path: Path):
