@@ -9,9 +9,10 @@ other users of the machine cannot read, where an argv is in everyone's ``ps``.
 
 from __future__ import annotations
 
-import re
-from typing import Optional
-from urllib.parse import urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    import re
 
 MASK = "***"
 # scheme://user:password@ or scheme://token@ (no '/', '@' or space inside): the part before the host
@@ -24,7 +25,9 @@ def redact(text: str) -> str:
     if "@" not in text:  # (most text: no regular expression at all)
         return text
     global _compiled
-    if _compiled is None:
+    if _compiled is None:  # (imports here: `envkit list --json` prints through redact, and most text has no '@')
+        import re
+
         _compiled = re.compile(_USERINFO)
     return _compiled.sub(_masked, text)
 
@@ -37,6 +40,8 @@ def _masked(match: "re.Match[str]") -> str:
 
 
 def has_credentials(url: str) -> bool:
+    from urllib.parse import urlsplit
+
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -46,6 +51,8 @@ def has_credentials(url: str) -> bool:
 
 def split_credentials(url: str) -> tuple[str, bool]:
     """``url`` without its user and password, and whether it had any."""
+    from urllib.parse import urlsplit, urlunsplit
+
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -57,4 +64,6 @@ def split_credentials(url: str) -> tuple[str, bool]:
 
 def host_of(url: str) -> str:
     """The host and port of ``url``, never its credentials (pip's ``--trusted-host``)."""
+    from urllib.parse import urlsplit
+
     return urlsplit(url).netloc.rpartition("@")[2]
