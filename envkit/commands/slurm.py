@@ -31,6 +31,10 @@ def survey(
                            "features).")
     ] = False,
     timeout: QueueTimeoutOption = 120.0,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a symbolic link where the site file goes by the file (its "
+                           "target stays as it was). Without it a link is refused: envkit never writes through one.")
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Find the cluster's GPU partitions with sinfo and detect their nodes through srun, into the site file.
@@ -52,10 +56,13 @@ def survey(
 
         for name in partition or ():
             check_partition_name(name, hint="Run `sinfo -s` to see the partitions.")
-        slurm = Slurm()
-        slurm.require()
         site = current_site()
         path = site.path
+        from envkit.output import check_output
+
+        check_output(path, force=force, what="the site file")  # before the survey, not after it
+        slurm = Slurm()
+        slurm.require()
         chosen = gpu_partitions(slurm, partition or ())
         if not chosen:
             from envkit.errors import EnvkitError
@@ -79,7 +86,7 @@ def survey(
                 elif outcome.name not in site.partitions:  # a new partition: say why it has no nodes
                     site = with_partition(site, Partition(name=outcome.name, unreachable=outcome.unreachable,
                                                           error=outcome.error))
-            save_site(site, path)
+            save_site(site, path, force)
         if json_output:
             print_json({"site": str(path), "partitions": [
                 {"name": o.name, "ok": o.ok, "error": o.error, "nodes": [
