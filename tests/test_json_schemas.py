@@ -36,8 +36,8 @@ def test_each_schema_is_a_valid_schema_that_says_what_it_describes(path):
 
 
 def keep(directory: Path, command: str, output: object) -> None:
-    name = f"{len(list(directory.iterdir()))}.json"
-    (directory / name).write_text(json.dumps({"command": command, "output": json.dumps(output)}))
+    """As envkit.commands.common.keep_json_for_tests keeps one."""
+    (directory / f"{len(list(directory.iterdir())):03d}.out").write_text(f"{command}\n{json.dumps(output)}")
 
 
 def test_the_check_finds_what_is_wrong_with_an_output(tmp_path):

@@ -112,8 +112,7 @@ def keep_json_for_tests(text: str) -> None:
     directory = os.environ.get("_ENVKIT_TEST_JSON_DIR")
     if not directory:
         return
-    import json
-    import tempfile
+    import time
 
     try:  # typer 0.27 and later carry their own click
         from typer._click.globals import get_current_context
@@ -121,8 +120,10 @@ def keep_json_for_tests(text: str) -> None:
         from click import get_current_context
     context = get_current_context(silent=True)
     command = context.command_path if context is not None else "envkit"
-    with tempfile.NamedTemporaryFile("w", dir=directory, suffix=".json", delete=False, encoding="utf-8") as out:
-        json.dump({"command": command, "output": text}, out)
+    # The command's line, then the output: no json or tempfile imported here (the start-up tests count imports)
+    name = os.path.join(directory, f"{os.getpid()}-{time.monotonic_ns()}.out")
+    with open(name, "x", encoding="utf-8") as out:
+        out.write(f"{command}\n{text}")
 
 
 def json_text(data: object, indented: Optional[bool] = None) -> str:

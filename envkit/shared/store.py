@@ -1,6 +1,6 @@
 """Reading the shared records, and the one function that writes a file into the shared directory (a modulefile, a
 record): a new file beside it, then a rename over the old one (envkit.output), so a reader sees the old file or the
-new, never half of one, and a link at the path is refused, never followed."""
+new, never half of one, and a link at the path is replaced, never followed."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def write_file(path: Path, data: bytes, mode: int = 0o644, gid: Optional[int] = 
     through a link (envkit.output.write_output, as every file envkit writes where it is told to)."""
     from envkit.output import write_output
 
-    write_output(path, data, mode=mode, gid=gid, what="the shared file")
+    write_output(path, data, force=True, mode=mode, gid=gid, what="the shared file")  # a link: replaced, unfollowed
 
 
 def shared_info(record: Record) -> dict[str, Any]:

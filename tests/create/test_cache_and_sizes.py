@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CU126, Home
+from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors
 from support.pypi_index import IndexServer
 from test_storage import BIG, _config, _create, big_index, big_wheels  # noqa: F401 (fixtures)
 
@@ -141,7 +141,6 @@ def test_the_cache_variable_wins_and_the_plan_says_so(home: Home, big_index: Ind
 
 def test_lock_and_create_from_lock_use_the_same_package_cache(home: Home, legacy_channel: Path,
                                                              conda_manifests: Path, tmp_path: Path):
-    from conftest import GTX1080TI, LEGACY_BUILD, conda_mirrors
     from test_create_conda import no_conda
 
     home.write_config(conda_mirrors(legacy_channel))

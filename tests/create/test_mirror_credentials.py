@@ -10,7 +10,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from conftest import CU126, PROFILES, Home
+from conftest import CONDA_FORGE, CU126, GTX1080TI, LEGACY_BUILD, LEGACY_CHANNEL, PROFILES, Home
 from support.pypi_index import IndexServer
 
 from envkit.redact import redact, split_credentials
@@ -112,7 +112,6 @@ def test_a_mirror_with_credentials_works_and_its_password_never_leaks(home: Home
 def test_a_conda_channel_mirror_with_credentials_never_reaches_conda_s_argv(home: Home, conda_manifests: Path):
     """conda, mamba and micromamba take channels only in their argv: with a credentialed channel mirror, `auto` makes
     the environment with the embedded engine instead, and `--backend conda` is refused."""
-    from conftest import CONDA_FORGE, GTX1080TI, LEGACY_BUILD, LEGACY_CHANNEL
 
     conda = home.root / "bin" / "conda"  # a conda on PATH (never run for a dry run past this choice)
     conda.write_text("#!/bin/sh\necho '{\"envs_dirs\": []}'\n")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CU126, Home, fake_torch_files
+from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors, fake_torch_files
 from support.mounts import Mounts, mounts  # noqa: F401 (a fixture)
 from support.pypi_index import IndexServer
 from support.wheels import build_wheel
@@ -205,7 +205,6 @@ def test_the_conda_engines_cache_follows_the_environments_too(home: Home, legacy
                                                               conda_manifests: Path, mounts: Mounts, tmp_path: Path):
     """The embedded conda engine (rattler) unpacks its packages into <envs_dir>/.envkit-cache/conda-pkgs and links
     the environment's files from there."""
-    from conftest import GTX1080TI, LEGACY_BUILD, conda_mirrors
     from test_create_conda import no_conda
 
     scratch = mounts.tmpfs(tmp_path / "scratch", size="200m")

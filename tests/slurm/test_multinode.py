@@ -174,8 +174,9 @@ def test_job_on_two_nodes_runs_a_real_torchrun_on_each_and_every_rank_sees_the_w
         "import os, socket, torch, torch.distributed as dist\n"
         "dist.init_process_group('gloo')\n"
         "t = torch.ones(1); dist.all_reduce(t)\n"
-        "print('rank', dist.get_rank(), 'of', dist.get_world_size(), 'sum', int(t.item()),\n"
-        "      'node', os.environ['SLURMD_NODENAME'], 'local', os.environ['LOCAL_RANK'], flush=True)\n"
+        # one string, one write: four processes share the job's output file (print's pieces interleaved there)
+        "os.write(1, f\"rank {dist.get_rank()} of {dist.get_world_size()} sum {int(t.item())} node \"\n"
+        "            f\"{os.environ['SLURMD_NODENAME']} local {os.environ['LOCAL_RANK']}\\n\".encode())\n"
         "dist.destroy_process_group()\n")
     done = envkit("job", NAME, "-p", "part-a", "--nodes", "2", "--per-gpu", "--time", "5", "--submit", "--",
                   "python", str(program), env=env, cwd=tmp_path)

@@ -1,7 +1,8 @@
 """Every ``--json`` output the test suite produces, checked against its JSON Schema in schemas/.
 
 envkit writes a copy of each JSON output it prints into ``$_ENVKIT_TEST_JSON_DIR`` (envkit.commands.common
-keep_json_for_tests), with the command that printed it. The suite sets that directory for itself and every envkit it
+keep_json_for_tests), one ``*.out`` file each: the command that printed it on its first line, then the output. The
+suite sets that directory for itself and every envkit it
 starts (tests/conftest.py), and at its end checks each output: one object, ``schema_version`` first and equal to
 envkit's, valid against ``schemas/<command>.schema.json`` (``envkit manifests check`` -> manifests-check). A command
 whose output has no schema is a failure too: a new output needs its schema.
@@ -31,9 +32,9 @@ def problems(directory: Path) -> tuple[int, list[str]]:
     found: dict[str, None] = {}
     validators: dict[Path, object] = {}
     checked = 0
-    for kept in sorted(directory.glob("*.json")):
-        entry = json.loads(kept.read_text(encoding="utf-8"))
-        command, output = entry["command"], json.loads(entry["output"])
+    for kept in sorted(directory.glob("*.out")):
+        command, _, text = kept.read_text(encoding="utf-8").partition("\n")
+        output = json.loads(text)
         checked += 1
         if not isinstance(output, dict) or next(iter(output), None) != "schema_version":
             found[f"{command}: the output is not an object whose first key is schema_version"] = None
