@@ -46,6 +46,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_venv import add_venv_option, envkit_command, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+
+run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -188,7 +194,7 @@ class Bench:
         self.python, self.uv, self.envkit_prefix = self._envkit_plan()
 
     def _envkit_argv(self, name: str, *extra: str) -> list[str]:
-        return [sys.executable, "-m", "envkit", "create", "torch", "--build", self.workload.build, "--python", PYTHON,
+        return [*envkit_command(), "create", "torch", "--build", self.workload.build, "--python", PYTHON,
                 "--machine", str(PROFILE), "--name", name, "--yes", "--no-verify", *extra]
 
     def _envkit_plan(self) -> tuple[str, str, Path]:
@@ -358,6 +364,7 @@ def main() -> int:
                         help="warm: package caches filled by a first round (a second environment); cold: emptied "
                         "before every run (the first environment on a machine); default both")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_venv_option(parser)
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")

@@ -26,6 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_venv import add_venv_option, envkit_command, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+
+run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
+
 GOAL = 1.1
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +40,7 @@ def start_delay(wrapper: Path, stamp: Path, environ: dict[str, str]) -> float:
     """Seconds from launching `envkit doctor` to the probe's start."""
     stamp.unlink(missing_ok=True)
     started = time.time()
-    subprocess.run([sys.executable, "-m", "envkit", "doctor", "--json", "--python", str(wrapper)], env=environ,
+    subprocess.run([*envkit_command(), "doctor", "--json", "--python", str(wrapper)], env=environ,
                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return float(stamp.read_text()) - started
 
@@ -42,6 +48,7 @@ def start_delay(wrapper: Path, stamp: Path, environ: dict[str, str]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21)
+    add_venv_option(parser)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from envkit.probe.zipapp import cached_program

@@ -39,6 +39,12 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_venv import add_venv_option, envkit_command, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+
+run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
@@ -109,7 +115,7 @@ class Layout:
                             PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(":"))
 
     def create(self, index: int) -> float:
-        argv = [sys.executable, "-m", "envkit", "create", "torch", "--build", "torch-2.13-cu126", "--python", PYTHON,
+        argv = [*envkit_command(), "create", "torch", "--build", "torch-2.13-cu126", "--python", PYTHON,
                 "--machine", str(PROFILE), "--name", f"env{index}", "--yes", "--no-verify"]
         started = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, env=self.environ, timeout=600)
@@ -149,6 +155,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--megabytes", type=int, default=60, help="data in the stand-in torch wheel (default 60)")
     parser.add_argument("--json", action="store_true")
+    add_venv_option(parser)
     args = parser.parse_args()
     results, skipped = [], []
     with tempfile.TemporaryDirectory(prefix="envkit-storage-bench-") as scratch:

@@ -17,6 +17,12 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_venv import add_venv_option, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+
+run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from envkit.slurm.sinfo import distinct_configurations, parse_sinfo, partitions  # noqa: E402
@@ -41,6 +47,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=10000)
     parser.add_argument("--runs", type=int, default=5)
+    add_venv_option(parser)
     args = parser.parse_args()
     sizes = (args.nodes, 4 * args.nodes)
     texts = {size: sinfo_text(size) for size in sizes}
