@@ -20,8 +20,8 @@ a tmpfs mounted for the run; without either, follow and pinned are skipped, sayi
 
     python3 bench/storage_layouts.py [--megabytes 60] [--json]
 
-Runs from a fresh clone with the Python that the README's install command installed envkit into (python3 -m pip
-install -e .); envkit itself is taken from this checkout. Everything is made in temporary directories, removed
+Runs from a fresh clone with the machine's python3: it runs itself again in a venv with envkit installed from this
+checkout (bench_venv.py; --venv DIR keeps that venv for the next run). Everything is made in temporary directories, removed
 (and unmounted) at the end.
 """
 
