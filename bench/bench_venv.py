@@ -71,17 +71,29 @@ def fresh_venv(where: Path, packages: Sequence[str] = ()) -> Path:
     ``packages``; its Python. envkit is reinstalled each time (its dependencies only the first time)."""
     python = where / "bin" / "python"
     quiet = ["-q", "--disable-pip-version-check"]
-    if not python.exists():
+    made = python.exists()
+    if not made:
         subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", *quiet, str(ROOT), *packages], check=True,
+    with tempfile.TemporaryDirectory(prefix="envkit-bench-source-") as scratch:
+        source = _source_copy(Path(scratch))  # setuptools builds in the source tree: not in the checkout
+        again = ["--force-reinstall", "--no-deps"] if made else []
+        subprocess.run([str(python), "-m", "pip", "install", *quiet, *again, str(source)], check=True,
                        stdout=subprocess.DEVNULL)
-    else:
-        subprocess.run([str(python), "-m", "pip", "install", *quiet, "--force-reinstall", "--no-deps", str(ROOT)],
-                       check=True, stdout=subprocess.DEVNULL)
-        if packages:
-            subprocess.run([str(python), "-m", "pip", "install", *quiet, *packages], check=True,
-                           stdout=subprocess.DEVNULL)
+    if packages:
+        subprocess.run([str(python), "-m", "pip", "install", *quiet, *packages], check=True,
+                       stdout=subprocess.DEVNULL)
     return python
+
+
+def _source_copy(scratch: Path) -> Path:
+    """What the wheel is built from (pyproject.toml, README.md, envkit/, envs/), copied into ``scratch``."""
+    source = scratch / "envkit"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for name in ("envkit", "envs"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return source
 
 
 def envkit_command(python: Optional[Path] = None) -> list[str]:
