@@ -6,8 +6,9 @@ from typing import Annotated, Optional
 import typer
 
 from envkit.commands import completion
-from envkit.commands.common import (build_for_target, fleet_for, manifests_dir, reported_errors, target_args,
-                                    user_dirs)
+from envkit.commands.output import reported_errors
+from envkit.commands.places import manifests_dir, user_dirs
+from envkit.commands.targets import build_for_target, fleet_for, target_args
 from envkit.commands.options import JsonOption, ProbeTimeoutOption, TargetOptions, path_value, with_options
 
 

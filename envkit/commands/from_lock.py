@@ -4,7 +4,9 @@ made the way `envkit create` makes one (commands/making.py)."""
 from pathlib import Path
 from typing import Optional
 
-from envkit.commands.common import fleet_for, manifests_dir, reported_errors, target_args, target_words, user_dirs
+from envkit.commands.output import reported_errors
+from envkit.commands.places import manifests_dir, user_dirs
+from envkit.commands.targets import fleet_for, target_args, target_words
 from envkit.commands.options import TargetOptions
 
 

@@ -7,8 +7,10 @@ from typing import Annotated, Optional, Sequence
 import typer
 
 from envkit.commands import completion
-from envkit.commands.common import (manifests_dir, print_json, recorded_manifests, reported_errors, target_words,
-                                    user_dirs, uv_binary, uv_environ)
+from envkit.commands.output import print_json, reported_errors
+from envkit.commands.places import manifests_dir, user_dirs, uv_binary, uv_environ
+from envkit.commands.recorded import recorded_manifests
+from envkit.commands.targets import target_words
 from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, file_path_value, with_options
 
 OutputOption = Annotated[
@@ -66,7 +68,7 @@ def lock(
         catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
         tables = catalog.tables
         request = parse_python_request(python, tables.python)
-        from envkit.commands.common import build_for_target, fleet_for, target_args, target_argv
+        from envkit.commands.targets import build_for_target, fleet_for, target_args, target_argv
 
         the_manifest = catalog.manifests[manifest]
         fleet = fleet_for(tables, target)
@@ -122,7 +124,7 @@ def export(
     with reported_errors():
         import os
 
-        from envkit.commands.common import find_record
+        from envkit.commands.recorded import find_record
         from envkit.config import load_config
         from envkit.lockfile.export import export_lock
 

@@ -6,7 +6,8 @@ from typing import Any, NoReturn, Optional
 
 import typer
 
-from envkit.commands.common import echo_report, print_json, target_argv
+from envkit.commands.output import echo_report, print_json
+from envkit.commands.targets import target_argv
 from envkit.commands.options import CheckOptions, TargetOptions
 
 
@@ -128,7 +129,7 @@ def _made_from(target: TargetOptions) -> Optional[str]:
     """The manifests directory create read (--manifests, $ENVKIT_MANIFESTS or the config's), absolute and resolved,
     for the record (its `envkit create` to make it again names it); None for the shipped manifests."""
     from envkit.catalog import default_manifests_dir
-    from envkit.commands.common import manifests_dir
+    from envkit.commands.places import manifests_dir
     from envkit.errors import BadInputError
     from envkit.files import real_path
 
@@ -145,7 +146,7 @@ def _fleet_target(tables, target: TargetOptions):
     the build it advises must fit them all, or one per group, each named as `envkit create` names a group)."""
     if not target.elsewhere:
         return None
-    from envkit.commands.common import fleet_for, group_command
+    from envkit.commands.targets import fleet_for, group_command
     from envkit.probe.builds import FleetTarget
 
     fleet = fleet_for(tables, target)
