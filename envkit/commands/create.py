@@ -154,14 +154,15 @@ def create(
             place = shared_target(config, name, manifest, force, group, prefix, jupyter)
             name, prefix = place.name, place.layout.prefix(place.name, "new")
         fleet = fleet_for(tables, target)
-        profile, build_id, unused = build_for_target(the_manifest, fleet, tables, request, build, target, python)
+        chosen = build_for_target(the_manifest, fleet, tables, request, build, target, python)
         prepared = prepare(
-            CreateRequest(build_id=build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
+            CreateRequest(build_id=chosen.build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
                           verify=not no_verify, target_args=target_args(target, python)),
-            the_manifest, tables, profile, target.on_target, request, config, dirs, os.environ,
+            the_manifest, tables, chosen.profile, target.on_target, request, config, dirs, os.environ,
+            resolution=chosen.resolution,
         )
         fleet_pick = fleet.single is None and build is None  # the fleet's verdict on unused GPUs, not one machine's
-        prepared = for_target(prepared, fleet, target, **({"gpu_unused": unused} if fleet_pick else {}))
+        prepared = for_target(prepared, fleet, target, **({"gpu_unused": chosen.gpu_unused} if fleet_pick else {}))
         after = None
         if place is not None:  # a new version beside the current one, published once made and checked
             from envkit.commands.publishing import publisher, staging

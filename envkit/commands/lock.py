@@ -76,18 +76,18 @@ def lock(
         def warn(line: str) -> None:
             typer.echo(f"envkit: warning: {line}", err=True)
 
-        profile, build_id, unused = build_for_target(the_manifest, fleet, tables, request, build, target, python,
-                                                     command="lock")
-        if unused:
-            warn(f"the lock pins a CPU build for machines with GPUs: {unused}")
+        chosen = build_for_target(the_manifest, fleet, tables, request, build, target, python, command="lock")
+        if chosen.gpu_unused:
+            warn(f"the lock pins a CPU build for machines with GPUs: {chosen.gpu_unused}")
         from envkit.create.storage import package_cache
         from envkit.installers import installer_environ
 
         cache = package_cache(config, dirs, os.environ)  # the package caches `create` uses (docs/storage.md)
-        made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=profile,
+        made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=chosen.profile,
                                      target=target_words(target, fleet), on_target=target.on_target, python=request,
-                                     build_id=build_id, target_args=target_args(target),
-                                     gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus)),
+                                     build_id=chosen.build_id, target_args=target_args(target),
+                                     gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus),
+                                     resolution=chosen.resolution),
                          config, cache.conda_packages, uv_binary(), os.environ,
                          installer_environ(os.environ, dirs, None, cache.root), warn=warn)
         _write(made, output)

@@ -1,7 +1,7 @@
 """The machines a command is for (this one, profiles, a partition of the site file, a fleet of them), the build that
 fits them, and the options that chose them, as the commands envkit suggests repeat them."""
 
-from typing import Optional
+from typing import Any, NamedTuple, Optional
 
 from envkit.commands.options import TargetOptions
 from envkit.commands.places import current_site, user_dirs
@@ -128,16 +128,26 @@ def target_args(target: TargetOptions, python: Optional[str] = None) -> str:
     return shlex.join(target_argv(target) + (["--python", python.strip()] if python is not None else []))
 
 
-def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], target: TargetOptions,
-                     python: Optional[str], command: str = "create"):
-    """(the profile to plan with, the build id to install, why the GPUs go unused) for `create` and `lock`
-    (``command``: which of them asks, for the commands it suggests).
+class TargetBuild(NamedTuple):
+    """What `create` and `lock` plan with, from build_for_target."""
 
-    One machine: its profile and the build asked for (the plan itself judges it). Several: the build that fits them
-    all, planned on the GPU machine whose driver supports the lowest CUDA (the conda solve must hold there); a fleet
-    with no common GPU build is refused with one command per group."""
+    profile: Any  # the MachineProfile to plan with
+    build_id: Optional[str]  # the build to install (None: the plan picks it)
+    gpu_unused: Optional[str]  # why the fleet's GPUs go unused by its build
+    resolution: Any = None  # the profile's own Resolution when the fleet's resolution made it already, else None
+
+
+def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], target: TargetOptions,
+                     python: Optional[str], command: str = "create") -> TargetBuild:
+    """The profile to plan with, the build id to install, why the GPUs go unused, and the profile's resolution
+    when it was made here, for `create` and `lock` (``command``: which of them asks, for the commands it suggests).
+    The plan takes that resolution as it is: each manifest is resolved once for each configuration.
+
+    One machine: its profile and the build asked for (the plan itself resolves and judges it). Several: the build
+    that fits them all, planned on the GPU machine whose driver supports the lowest CUDA (the conda solve must hold
+    there); a fleet with no common GPU build is refused with one command per group."""
     if fleet.single is not None:
-        return fleet.single, build_id, None
+        return TargetBuild(fleet.single, build_id, None)
     from envkit.cpu_fallback import gpu_unused
     from envkit.create.prepare import DoesNotFit
     from envkit.errors import BadInputError
@@ -154,7 +164,7 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
             raise DoesNotFit(f"{build_id} does not fit every machine: {'; '.join(chosen.reasons)}",
                              hint=f"`{list_command(manifest.name, same_machines, show_all=False)}` shows the builds "
                                   "that fit every machine.")
-        return lowest, build_id, None  # an unknown id: prepare says which there are
+        return TargetBuild(lowest, build_id, None, result.resolution_for(lowest))  # (an unknown id: prepare says)
     commands = [group_command(fleet, target, manifest.name, group, python, command) for group in result.groups]
     if result.split and any(commands):  # (groups that no build fits, all of them: no build fits, below)
         made = "environment" if command == "create" else "lock"
@@ -167,7 +177,8 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
     if result.selected is None:
         raise DoesNotFit(f"no build of {manifest.name} fits every machine of {names_text(fleet.names)}",
                          hint=f"`{list_command(manifest.name, same_machines)}` says why each one does not.")
-    return lowest, result.selected.build.id, gpu_unused(result.resolution, lowest)
+    return TargetBuild(lowest, result.selected.build.id, gpu_unused(result.resolution, lowest),
+                       result.resolution_for(lowest))
 
 
 def target_words(target: TargetOptions, fleet) -> str:
