@@ -42,10 +42,14 @@ def test_a_bad_one_is_refused_as_requirement_refuses_it(text: str):
         requirement_parts(text)
 
 
-def test_a_plain_one_needs_no_marker_grammar():
+def test_the_check_of_plain_ones_imports_neither_the_marker_grammar_nor_packaging_tags(tmp_path):
     import subprocess
 
-    code = ("import sys; from envkit.installers import requirement_parts; requirement_parts('torch==2.13.*'); "
-            "print('packaging.requirements' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "False", done.stderr
+    site = tmp_path / "lib" / "python3.11" / "site-packages" / "Torch_Audio-2.11.0+cu126.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text("Metadata-Version: 2.1\nName: Torch_Audio\nVersion: 2.11.0+cu126\n\n")
+    code = ("import sys; from pathlib import Path; from envkit.installers import wrong_builds; from envkit.plan import "
+            "PipPart; print(wrong_builds(Path(sys.argv[1]), PipPart('p', ('torch.audio==2.11.*', 'torch>=2'), 'u', "
+            "local='cu126'))); print(sorted({'packaging.requirements', 'packaging.tags'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ["['torch is not installed']", "[]"], done.stderr

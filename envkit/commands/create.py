@@ -181,7 +181,7 @@ def create(
                 make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
                      json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
                      verify_on_node=verify_on_node, cpu=cpu,
-                     listing=f"`{list_command(manifest, target_args(target, python))}`", after=after)
+                     listing=f"`{list_command(manifest, target_args(target, python))}`", after=after, fleet=fleet)
         finally:
             if place is not None:  # the run's own directory, unless a journal there still has something to undo
                 from envkit.commands.publishing import clean_staging

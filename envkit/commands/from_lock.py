@@ -73,7 +73,8 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
             typer.echo("envkit: note: the lock names no build of envkit's manifests: no post-install check",
                        err=True)
         make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
-             json_output=json_output, verbose=verbose, probe_timeout=probe_timeout, verify_on_node=verify_on_node)
+             json_output=json_output, verbose=verbose, probe_timeout=probe_timeout, verify_on_node=verify_on_node,
+             fleet=fleet)
 
 
 def read_pylock_file(path: Path, python: Optional[str], tables):
