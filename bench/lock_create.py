@@ -19,6 +19,7 @@ workload shows the fixed cost, not the goal. Take 7 rounds or more: these machin
 exits 0 whether the goal is met or not (1 only if a route fails).
 
     python3 bench/lock_create.py [--rounds 9] [--modules 300] [--workload auto|synthetic|real-torch] [--json]
+                                 [--venv DIR]
 """
 
 from __future__ import annotations
