@@ -50,7 +50,6 @@ class LockBench(base.Bench):
         self.pins.write_text(self._pins(server), encoding="utf-8")
 
     def _pins(self, server: base.IndexServer) -> str:
-        sys.path.insert(0, str(base.ROOT))
         from envkit.lockfile.format import read_lock
 
         mirrors = {"https://download.pytorch.org/whl": f"{server.url}/whl",

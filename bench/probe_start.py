@@ -50,8 +50,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=21)
     add_venv_option(parser)
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from envkit.probe.zipapp import cached_program
+    from envkit.probe.zipapp import cached_program  # the venv's envkit, installed from this checkout
 
     with tempfile.TemporaryDirectory(prefix="envkit-bench-") as scratch:
         base = Path(scratch)
@@ -60,7 +59,7 @@ def main() -> int:
         wrapper.write_text(f"#!/bin/sh\ndate +%s.%N > {stamp}\nexit 3\n")
         wrapper.chmod(0o755)
         environ = {k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")}
-        environ.update(XDG_CACHE_HOME=str(cache), PYTHONPATH=str(ROOT))
+        environ.update(XDG_CACHE_HOME=str(cache))  # (envkit is the venv's: bench_venv.py)
         start_delay(wrapper, stamp, environ)  # warm the OS caches and envkit's other caches
         warm, cold = [], []
         for _ in range(args.runs):

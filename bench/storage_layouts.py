@@ -47,7 +47,6 @@ run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv th
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 
 from envkit.storage.links import probe_links  # noqa: E402
 from envkit.storage.room import size_text  # noqa: E402
@@ -111,8 +110,7 @@ class Layout:
         self.environ = {k: v for k, v in os.environ.items() if not k.upper().startswith(dropped)}
         self.environ.update(HOME=str(self.home), XDG_CONFIG_HOME=str(self.home / ".config"),
                             XDG_DATA_HOME=str(self.home / ".local/share"), XDG_CACHE_HOME=str(self.home / ".cache"),
-                            ENVKIT_CONFIG=str(config), NO_PROXY="127.0.0.1,localhost",
-                            PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(":"))
+                            ENVKIT_CONFIG=str(config), NO_PROXY="127.0.0.1,localhost")
 
     def create(self, index: int) -> float:
         argv = [*envkit_command(), "create", "torch", "--build", "torch-2.13-cu126", "--python", PYTHON,

@@ -23,8 +23,6 @@ from bench_venv import add_venv_option, run_in_venv  # noqa: E402  (bench/ is on
 
 run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from envkit.slurm.sinfo import distinct_configurations, parse_sinfo, partitions  # noqa: E402
 
 GOAL = 6.0
