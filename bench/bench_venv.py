@@ -36,6 +36,11 @@ def add_venv_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--venv", type=Path, metavar="DIR", help=VENV_HELP)
 
 
+def help_asked() -> bool:
+    """Whether this run only prints its --help (which needs neither the venv nor envkit)."""
+    return "-h" in sys.argv[1:] or "--help" in sys.argv[1:]
+
+
 def run_in_venv(packages: Sequence[str] = (), needs: Sequence[str] = ("envkit", "packaging")) -> None:
     """Return when this process runs in the bench venv (or only prints its --help, with ``needs`` importable here);
     otherwise make the venv (with ``packages`` beside envkit), run this script again in it, and exit with its
@@ -43,7 +48,7 @@ def run_in_venv(packages: Sequence[str] = (), needs: Sequence[str] = ("envkit", 
     if os.environ.get(MARK):
         return
     asked = sys.argv[1:]
-    if ("-h" in asked or "--help" in asked) and all(importlib.util.find_spec(n) for n in needs if n != "envkit"):
+    if help_asked() and all(importlib.util.find_spec(n) for n in needs if n != "envkit"):
         return
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--venv", type=Path)

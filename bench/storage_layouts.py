@@ -41,16 +41,17 @@ from typing import Iterator, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_venv import add_venv_option, envkit_command, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+from bench_venv import add_venv_option, envkit_command, help_asked, run_in_venv  # noqa: E402  (bench/: on the path now)
 
 run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from envkit.storage.links import probe_links  # noqa: E402
-from envkit.storage.room import size_text  # noqa: E402
-from envkit.storage.usage import Usage, usage_of  # noqa: E402
+if not help_asked():  # (the help is printed by the machine's python3, which has no envkit)
+    from envkit.storage.links import probe_links  # noqa: E402
+    from envkit.storage.room import size_text  # noqa: E402
+    from envkit.storage.usage import Usage, usage_of  # noqa: E402
 from support.pypi_index import IndexServer  # noqa: E402
 from support.wheels import build_wheel  # noqa: E402
 

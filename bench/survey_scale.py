@@ -19,11 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_venv import add_venv_option, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+from bench_venv import add_venv_option, help_asked, run_in_venv  # noqa: E402  (bench/ is on the path only now)
 
 run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
 
-from envkit.slurm.sinfo import distinct_configurations, parse_sinfo, partitions  # noqa: E402
+if not help_asked():  # (the help is printed by the machine's python3, which has no envkit)
+    from envkit.slurm.sinfo import distinct_configurations, parse_sinfo, partitions  # noqa: E402
 
 GOAL = 6.0
 

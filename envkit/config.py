@@ -112,7 +112,7 @@ def load_config(environ: Mapping[str, str], dirs: UserDirs) -> Config:
 
     def parse() -> Any:
         try:
-            text = read_text_file(path)
+            text = read_text_file(path, "config file")
         except FileNotFoundError:
             raise ConfigError(f"config file {path} (from ${CONFIG_VARIABLE}) does not exist") from None
         except ValueError as error:
@@ -219,7 +219,11 @@ def _absolute_dir(value: Any, path: Path, key: str) -> Optional[Path]:
     expanded = _expanded(value, path, key)
     if not expanded.is_absolute():
         raise ConfigError(f"{path}: {key} {value!r} must be an absolute path")
-    if expanded.exists() and not expanded.is_dir():
+    try:
+        not_a_directory = expanded.exists() and not expanded.is_dir()
+    except OSError as error:  # a name too long for the filesystem, a loop of links
+        raise ConfigError(f"{path}: {key} cannot be used: {error.strerror or error}") from None
+    if not_a_directory:
         raise ConfigError(f"{path}: {key} {value!r} is not a directory")
     return expanded
 

@@ -144,7 +144,9 @@ def _every_module() -> list[str]:
 
 def _store(path: Path, form: _Format, key: str, value: object) -> None:
     try:
-        write_atomic(path, form.dump(key, value))
+        # 0600: an entry holds what its inputs said (a config's mirror URLs with their passwords, from a file
+        # that is itself 0600), and the cache is this user's alone
+        write_atomic(path, form.dump(key, value), mode=0o600)
         entries = sorted(path.parent.glob(f"*{form.suffix}"), key=lambda entry: entry.stat().st_mtime_ns,
                          reverse=True)
         for stale in entries[KEEP:]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Optional
 
 
 def user_path(text: str) -> Path:
@@ -22,12 +23,36 @@ def user_path(text: str) -> Path:
         raise ValueError(f"names no home directory: {text.split('/')[0]} is not a user here") from None
 
 
-def read_text_file(path: Path) -> str:
-    """The UTF-8 text of the file ``path`` (a config file a user names: /dev/null and a shell's ``<(...)`` too).
-    FileNotFoundError when there is none; ValueError, worded to follow the path, when it is a directory, a link to
-    nothing, cannot be read, or is not UTF-8 (the line of the first bad byte)."""
+# The most envkit reads of each kind of file a user names: far above any real one, far below what would take the
+# memory of a login node (a lock of a whole conda environment is a few MB; a profile a few KB). A file over it is
+# refused before it is read, and a pipe or device (`/dev/zero`) is read no further than it.
+LIMITS = {
+    "config file": 1 << 20,
+    "machine profile": 1 << 20,
+    "site file": 16 << 20,
+    "manifest": 4 << 20,
+    "lock file": 64 << 20,
+    "record": 4 << 20,
+}
+PIPE_WAIT_S = 10.0  # how long a pipe (a shell's <(...)) may stay silent before reading it gives up
+
+
+def size_words(size: int) -> str:
+    """``1048576`` -> ``1 MiB``: a limit as the error states it."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} bytes"
+
+
+def read_bytes_file(path: Path, what: str = "config file") -> bytes:
+    """The bytes of the file ``path`` names, bounded: at most ``LIMITS[what]`` of them, never waiting on a FIFO
+    nobody writes to (it opens without waiting and reads empty) and never for long on a silent pipe.
+    FileNotFoundError when there is none; ValueError, worded to follow the path ("is over 1 MiB, the most envkit
+    reads of a config file"), when it is a directory, a socket, a link to nothing, too large, or cannot be read."""
     import stat
 
+    limit = LIMITS[what]
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer opens (and reads empty), not waits
     except FileNotFoundError:
@@ -36,20 +61,62 @@ def read_text_file(path: Path) -> str:
         raise
     except OSError as error:
         raise ValueError(f"cannot be read: {error.strerror or error}") from None
+    too_big = f"is over {size_words(limit)}, the most envkit reads of a {what}: is it the right file?"
     try:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
+        mode = os.fstat(fd)
+        if stat.S_ISDIR(mode.st_mode):
             raise ValueError("is a directory, not a file")
-        os.set_blocking(fd, True)  # a pipe's writer is waited for, to its end
-        with open(fd, "rb", closefd=False) as stream:
-            data = stream.read()
+        if stat.S_ISREG(mode.st_mode):
+            if mode.st_size > limit:
+                raise ValueError(too_big)
+            os.set_blocking(fd, True)
+            with open(fd, "rb", closefd=False) as stream:
+                data = stream.read(limit + 1)
+        else:  # a pipe or a device: read what comes, bounded in size and in silence
+            data = _read_stream(fd, limit)
+        if len(data) > limit:
+            raise ValueError(too_big)
+        return data
     except OSError as error:
         raise ValueError(f"cannot be read: {error.strerror or error}") from None
     finally:
         os.close(fd)
+
+
+def _read_stream(fd: int, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of a pipe or device, up to its end; ValueError when it stays silent for
+    PIPE_WAIT_S."""
+    import select
+
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        try:  # (non-blocking: a FIFO with no writer reads as its end at once, where select would wait)
+            chunk = os.read(fd, min(1 << 16, limit + 1 - size))
+        except BlockingIOError:
+            if not select.select([fd], [], [], PIPE_WAIT_S)[0]:
+                raise ValueError(f"sent nothing for {PIPE_WAIT_S:g} seconds: give a file") from None
+            continue
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def read_text_file(path: Path, what: str = "config file") -> str:
+    """The UTF-8 text of the file ``path`` (a file a user names: /dev/null and a shell's ``<(...)`` too), bounded as
+    ``read_bytes_file`` reads it. FileNotFoundError when there is none; ValueError, worded to follow the path, when
+    it is a directory, a link to nothing, too large, cannot be read, holds a NUL byte, or is not UTF-8 (the line of
+    the first bad byte)."""
+    data = read_bytes_file(path, what)
     try:
-        return utf8_text(data)
+        text = utf8_text(data)
     except NotUtf8 as error:
         raise ValueError(f"is not UTF-8 text ({error}): save it as UTF-8") from None
+    if "\0" in text:
+        raise ValueError(f"holds a NUL byte (line {text[:text.index(chr(0))].count(chr(10)) + 1}): it is not text")
+    return text
 
 
 class NotUtf8(ValueError):
@@ -77,10 +144,11 @@ def real_path(path: Path) -> Path:
         return path.absolute()
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, mode: Optional[int] = None) -> None:
     """Write ``data`` to ``path`` in one step. A symbolic link is written through (its target gets the data, the
     link stays); anything there that is not a regular file (a directory, a FIFO, a device) is refused with an
-    OSError, never replaced by a file."""
+    OSError, never replaced by a file. ``mode``: the file's permissions (0o600 for what may hold a secret), else
+    those of the file replaced, or a new file's default."""
     path = Path(os.path.realpath(path))
     if path.is_symlink():  # what realpath leaves a link is a loop
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
@@ -93,7 +161,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        os.fchmod(fd, _mode_for(path))  # mkstemp's 0600 would make a shared lock or site file private
+        os.fchmod(fd, _mode_for(path) if mode is None else mode)  # mkstemp's 0600 would make a shared lock or site file private
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         os.replace(temporary, path)

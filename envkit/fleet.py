@@ -186,7 +186,7 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
 # The code that makes a directory's Machines from its files: every envkit module that loading them imports, the
 # cache's own included (tests/test_filecache.py checks), so that a fix to any of them is a miss.
 PROFILES_CODE = ("fleet.py", "machine.py", "versions.py", "yamltext.py", "errors.py", "words.py", "filecache.py",
-                 "files.py")
+                 "files.py", "terminal.py")
 
 
 def size_text(fleet: Fleet) -> str:

@@ -18,6 +18,7 @@ from packaging.version import Version
 
 from envkit.launch import python_module
 from envkit.plan import PipPart
+from envkit.redact import has_credentials, host_of
 from envkit.userdirs import UserDirs
 
 if TYPE_CHECKING:
@@ -69,27 +70,46 @@ def uses_uv(uv: Optional[Path], python: Version) -> bool:
 
 
 def pip_command(step: PipPart, python: Path, uv: Optional[Path], version: Version) -> list[str]:
-    """The install command of one pip step into the environment whose interpreter is ``python``."""
-    links = ["--find-links", step.find_links] if step.find_links else []
+    """The install command of one pip step into the environment whose interpreter is ``python``. An index or
+    find-links URL with credentials in it (a mirror's ``http://user:password@...``) is left out: everyone's ``ps``
+    shows an argv; ``pip_environ`` gives it to the installer instead."""
+    links = ["--find-links", step.find_links] if step.find_links and not has_credentials(step.find_links) else []
+    if has_credentials(step.index_url):
+        index: list[str] = []
+    else:
+        index = ["--index-url", step.index_url]
     if step.requirements is not None:  # exactly these files, each checked against its hash; nothing resolved
         # From the step's index when it has one (the lock names its build's index), else from the files' own URLs.
-        source = ["--index-url", step.index_url, *links] if "://" in step.index_url else ["--no-index"]
+        source = [*index, *links] if "://" in step.index_url else ["--no-index"]
         pinned = ["--require-hashes", "--no-deps", *source, "-r", str(step.requirements)]
         if uses_uv(uv, version):
             return [str(uv), "pip", "install", "--python", str(python), *pinned]
         return python_module(python, "pip", "install", *pinned, *_trusted(step.index_url, step.find_links),
                              "--progress-bar", "off")
     if uses_uv(uv, version):
-        return [str(uv), "pip", "install", "--python", str(python), "--index-url", step.index_url, *links,
-                *step.packages]
-    return python_module(python, "pip", "install", "--index-url", step.index_url, *links,
-                         *_trusted(step.index_url, step.find_links), "--progress-bar", "off", *step.packages)
+        return [str(uv), "pip", "install", "--python", str(python), *index, *links, *step.packages]
+    return python_module(python, "pip", "install", *index, *links, *_trusted(step.index_url, step.find_links),
+                         "--progress-bar", "off", *step.packages)
+
+
+def pip_environ(step: PipPart, uv: Optional[Path], version: Version) -> dict[str, str]:
+    """What ``pip_command`` left out of the argv, for the installer's environment (readable by this user only):
+    the index and find-links URLs that carry credentials, as uv (``UV_INDEX_URL``, ``UV_FIND_LINKS``) or pip
+    (``PIP_INDEX_URL``, ``PIP_FIND_LINKS``) reads them."""
+    prefix = "UV_" if uses_uv(uv, version) else "PIP_"
+    out = {}
+    if "://" in step.index_url and has_credentials(step.index_url):
+        out[f"{prefix}INDEX_URL"] = step.index_url
+    if step.find_links and has_credentials(step.find_links):
+        out[f"{prefix}FIND_LINKS"] = step.find_links
+    return out
 
 
 def _trusted(*urls: Optional[str]) -> list[str]:
     """pip ignores a plain-http index or find-links page unless told to trust its host; envkit only gets here with
-    an http URL the user configured as a mirror (or loopback), so it tells pip (each host once)."""
-    hosts = [urlsplit(url).netloc for url in urls if url and urlsplit(url).scheme == "http" and urlsplit(url).netloc]
+    an http URL the user configured as a mirror (or loopback), so it tells pip (each host once, never with the
+    URL's credentials)."""
+    hosts = [host_of(url) for url in urls if url and urlsplit(url).scheme == "http" and host_of(url)]
     return [arg for host in dict.fromkeys(hosts) for arg in ("--trusted-host", host)]
 
 

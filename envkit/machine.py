@@ -237,8 +237,14 @@ def _gpu_from_dict(entry: Any, position: int, origin: str, key: str = "gpus") ->
     source = entry.get("source")
     if source is not None and not isinstance(source, str):
         raise ProfileError(f"machine profile {origin}: {where}.source: expected text, got {source!r}")
-    return Gpu(index=index, name=name.strip(), compute_capability=capability, memory_mib=memory,
+    from envkit.terminal import printable
+
+    return Gpu(index=index, name=printable(name.strip()), compute_capability=capability, memory_mib=memory,
                source=f"file {origin}")
+
+
+_SAVE_HINT = ("Save a machine's profile with `envkit detect --json > FILE` on it, and give that FILE (or a directory "
+              "of them).")
 
 
 def read_profile(path: Path, cache_dir: Optional[Path] = None) -> MachineProfile:
@@ -249,14 +255,14 @@ def read_profile(path: Path, cache_dir: Optional[Path] = None) -> MachineProfile
     def parse() -> Any:
         from envkit.yamltext import parse_yaml
 
+        from envkit.files import read_text_file
+
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ProfileError(f"cannot read machine profile {path}: {exc.strerror or exc}",
-                               hint="Save a machine's profile with `envkit detect --json > FILE` on it, and give that "
-                                    "FILE (or a directory of them).") from None
-        except UnicodeDecodeError:
-            raise ProfileError(f"machine profile {path} is not UTF-8 text (YAML or JSON)") from None
+            text = read_text_file(path, "machine profile")
+        except FileNotFoundError:
+            raise ProfileError(f"cannot read machine profile {path}: it does not exist", hint=_SAVE_HINT) from None
+        except ValueError as exc:
+            raise ProfileError(f"machine profile {path} {exc}", hint=_SAVE_HINT) from None
         try:
             return parse_yaml(text)
         except ValueError as exc:

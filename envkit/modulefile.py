@@ -11,7 +11,7 @@ Values are quoted by each syntax's own rule (spaces, ``$``, quotes, brackets and
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 FAMILY = "envkit"
 
@@ -38,29 +38,25 @@ class ModuleInfo(NamedTuple):
 
 def lua_string(text: str) -> str:
     """``text`` as a Lua string literal: double quotes, with backslash, quote and control characters escaped."""
-    out = []
-    for char in text:
-        if char in '\\"':
-            out.append("\\" + char)
-        elif char == "\n":
-            out.append("\\n")
-        elif ord(char) < 32 or ord(char) == 127:
-            out.append(f"\\{ord(char):03d}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
+    return _quoted(text, '\\"', lambda char: f"\\{ord(char):03d}")
 
 
 def tcl_string(text: str) -> str:
     """``text`` as a Tcl word in double quotes: backslash, quote, ``$`` and brackets escaped (no substitution)."""
+    return _quoted(text, '\\"$[]{}', lambda char: f"\\x{ord(char):02x}")
+
+
+def _quoted(text: str, special: str, control: Callable[[str], str]) -> str:
+    """``text`` in double quotes: each of ``special`` after a backslash, a newline as ``\\n``, another control
+    character as the syntax's ``control`` escape gives it."""
     out = []
     for char in text:
-        if char in '\\"$[]{}':
+        if char in special:
             out.append("\\" + char)
         elif char == "\n":
             out.append("\\n")
         elif ord(char) < 32 or ord(char) == 127:
-            out.append(f"\\x{ord(char):02x}")
+            out.append(control(char))
         else:
             out.append(char)
     return '"' + "".join(out) + '"'

@@ -181,15 +181,17 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
     hint = _forget_hint(records_dir, name)
     if not _entry_exists(records_dir, name):
         return None
+    from envkit.files import read_bytes_file
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bytes_file(path, "record").decode("utf-8")  # bounded; a FIFO planted there is not waited on
     except FileNotFoundError:
         return None
-    except OSError as error:
-        raise EnvkitError(f"cannot read {path}: {error.strerror or error}", hint=hint) from None
     except UnicodeDecodeError:
         raise BadInputError(f"{path} is not UTF-8 text (envkit writes its records as UTF-8 JSON)", hint=hint) \
             from None
+    except ValueError as error:
+        raise BadInputError(f"the record {path} {error}", hint=hint) from None
     try:
         data = json.loads(text)
     except ValueError:
@@ -244,8 +246,10 @@ def _unreadable(records_dir: Path, name: str, error: EnvkitError) -> Unreadable:
 def _raw(path: Path) -> dict[str, Any]:
     if not os.path.isfile(path):
         return {}
+    from envkit.files import read_text_file
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text_file(path, "record"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

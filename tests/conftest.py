@@ -11,10 +11,42 @@ import pytest
 from envkit.catalog import Catalog, default_manifests_dir, load_catalog
 from envkit.machine import MachineProfile, read_profile
 
-from support import fake_nvml
+from support import fake_nvml, json_outputs
 
 PROFILES = Path(__file__).parent / "profiles"
 REPO = Path(__file__).parent.parent
+
+
+def pytest_configure(config):
+    """Every envkit the suite runs keeps a copy of its JSON outputs, checked against schemas/ at the end."""
+    import tempfile
+
+    if json_outputs.VARIABLE not in os.environ:
+        config._envkit_json_dir = tempfile.mkdtemp(prefix="envkit-json-outputs-")
+        os.environ[json_outputs.VARIABLE] = config._envkit_json_dir
+
+
+def pytest_sessionfinish(session, exitstatus):
+    directory = getattr(session.config, "_envkit_json_dir", None)
+    if directory is None:
+        return
+    import shutil
+
+    try:
+        session.config._envkit_json_checked = json_outputs.problems(Path(directory))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.environ.pop(json_outputs.VARIABLE, None)
+    if session.config._envkit_json_checked[1]:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    checked, found = getattr(config, "_envkit_json_checked", (0, []))
+    if checked:
+        terminalreporter.write_line(f"--json outputs checked against schemas/: {checked}, problems: {len(found)}")
+    for line in found:
+        terminalreporter.write_line(f"JSON SCHEMA FAILED: {line}", red=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

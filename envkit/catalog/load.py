@@ -19,7 +19,7 @@ from envkit.catalog.model import Catalog, Manifest, Tables
 from envkit.catalog.schema import parse_manifest
 from envkit.catalog.tables import parse_cuda_table, parse_python_table
 from envkit.errors import ManifestError
-from envkit.files import NotUtf8, utf8_text
+from envkit.files import LIMITS, NotUtf8, size_words, utf8_text
 from envkit.yamltext import parse_yaml  # the loader of every YAML/JSON file a user gives: no key given twice
 
 
@@ -82,8 +82,12 @@ def read_text(path: Path) -> str:
         problem = _not_a_file(path, os.fstat(fd).st_mode)
         if problem:
             raise ManifestError(str(path), problem)
+        limit = LIMITS["manifest"]
         with open(fd, "rb", closefd=False) as stream:
-            data = stream.read()
+            data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise ManifestError(str(path), f"over {size_words(limit)}, the most envkit reads of a manifest: is it the "
+                                           "right file?")
         try:
             return utf8_text(data)
         except NotUtf8 as exc:  # where, in the admin's terms: a line, not a byte offset

@@ -259,8 +259,8 @@ def _version(release: Node, text: str) -> Version:
 
     try:
         return Version(text)
-    except InvalidVersion:
-        release.fail(f"{text!r} is not a version like '2.9'", "version")
+    except (InvalidVersion, ValueError):  # (ValueError: a part of thousands of digits, past int()'s limit)
+        release.fail(f"{text[:40]!r}{'...' if len(text) > 40 else ''} is not a version like '2.9'", "version")
 
 
 def _python_range(python_node: Node, tables: Tables) -> PythonRange:

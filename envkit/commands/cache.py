@@ -47,11 +47,11 @@ def show(ctx: typer.Context, json_output: JsonOption = False) -> None:
             parts = {part: disk_usage(place.root / part, seen) for part in PARTS}
             rows.append((place, parts))
         if json_output:
-            print_json([{"path": str(place.root), "why": place.why, "source": place.source,
-                         "exists": place.root.is_dir(),
-                         "bytes": sum(u.bytes for u in parts.values()), "files": sum(u.files for u in parts.values()),
-                         "parts": {name: {"bytes": u.bytes, "files": u.files} for name, u in parts.items()}}
-                        for place, parts in rows])
+            print_json({"caches": [
+                {"path": str(place.root), "why": place.why, "source": place.source, "exists": place.root.is_dir(),
+                 "bytes": sum(u.bytes for u in parts.values()), "files": sum(u.files for u in parts.values()),
+                 "parts": {name: {"bytes": u.bytes, "files": u.files} for name, u in parts.items()}}
+                for place, parts in rows]})
             return
         lines = []
         for place, parts in rows:
@@ -98,8 +98,8 @@ def clean(
                 raise typer.Exit(1)
         done = [(place, clean_cache(place.root, older_than)) for place in places]
         if json_output:
-            print_json([{"path": str(place.root), "removed": result.removed, "kept": result.kept}
-                        for place, result in done])
+            print_json({"caches": [{"path": str(place.root), "removed": result.removed, "kept": result.kept}
+                                   for place, result in done]})
             return
         for place, result in done:
             kept = f", kept {result.kept} used lately" if older_than is not None else ""

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from envkit.commands.output import echo_report, print_json, reported_errors
-from envkit.commands.places import current_site, manifests_dir, user_dirs
+from envkit.commands.places import current_site, manifests_dir
 from envkit.commands.recorded import environment_python, find_record, recorded_build, recorded_manifests
 from envkit.commands.targets import fleet_for, target_argv
 from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, program_value,
@@ -245,6 +245,9 @@ def doctor(
         ),
     ] = None,
     json_output: JsonOption = False,
+    nodes: Annotated[Optional[int], typer.Option("--nodes", metavar="N", show_default=False, help="With "
+                     "--partition on a Slurm login node: check N nodes at once, then an all-reduce across them, as "
+                     "verify does.")] = None,
     check: CheckOptions = CheckOptions(),
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -265,6 +268,10 @@ def doctor(
         from envkit.probe.runner import default_python, locate_python
 
         located = locate_python(python, os.environ) if python is not None else default_python(os.environ)
+        if nodes is not None:  # the environment's directory, checked on N nodes as `verify --prefix` does
+            from envkit.commands.nodes_check import doctor_across_nodes
+
+            raise typer.Exit(doctor_across_nodes(located, nodes, check, target, json_output))
         ok, _, _, _ = check_environment(located, check, target, json_output)
         raise typer.Exit(0 if ok else 1)
 
@@ -303,6 +310,11 @@ def verify(
         bool, typer.Option("--on-node", hidden=True, help="(Passed by `verify --partition` to the envkit its job "
                            "runs.) Check this machine for real, whatever machines the environment was made for.")
     ] = False,
+    nodes: Annotated[Optional[int], typer.Option("--nodes", metavar="N", show_default=False, help="With "
+                     "--partition: check N nodes at once in one srun (each node's own check, then an all-reduce "
+                     "across them: NCCL on GPUs, gloo on CPU builds). P:NODE,... names them.")] = None,
+    across_nodes: Annotated[bool, typer.Option("--across-nodes", hidden=True, help="(Passed by `verify --nodes` to "
+                            "the envkit of each node.) Take part in the all-reduce across the job's nodes.")] = False,
     check: CheckOptions = CheckOptions(),
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -313,7 +325,8 @@ def verify(
     `envkit doctor --python PREFIX/bin/python` would. With --partition on a Slurm login node, the check runs on a
     node of that partition through srun (the node runs this same envkit: a shared home) and the record keeps the
     node's name; a check whose job cannot start is NOT RUN (neither PASS nor FAIL) and its job is cancelled.
-    Without Slurm, --partition judges the build from the site file's node profiles.
+    Without Slurm, --partition judges the build from the site file's node profiles. With --nodes N, N nodes are
+    checked at once, then an all-reduce runs across them: PASS only when every node passed and its sum is right.
 
     Exit codes: 0 PASS, 1 FAIL or not run, 2 bad input. Examples: `envkit verify torch-cu126`,
     `envkit verify torch-cu126 --partition gpu-4-a100 --multi-gpu`.
@@ -326,12 +339,14 @@ def verify(
         if (env is None) == (prefix is None):
             raise BadInputError("give an environment name or --prefix PATH (one of them)",
                                 hint="`envkit envs` lists the environments envkit made.")
-        job_options = [option for option, value in (("--gpus", gpus), ("--queue-timeout", queue_timeout))
-                       if value is not None]
+        job_options = [option for option, value in (("--gpus", gpus), ("--queue-timeout", queue_timeout),
+                                                    ("--nodes", nodes)) if value is not None]
         if target.partition is None and job_options:
             raise BadInputError(f"{' and '.join(job_options)} only {'apply' if len(job_options) > 1 else 'applies'} "
                                 "with --partition (to the job that runs the check on a node of a Slurm partition)",
                                 hint=f"Add --partition P, or leave out {' and '.join(job_options)}.")
+        if across_nodes:  # first, whatever fails next: the login node names this task's node by it
+            print_json({"envkit_node": os.environ.get("SLURMD_NODENAME")})
         if on_node and not target.on_target:
             raise BadInputError("--on-node checks the machine it runs on: leave out --machine, --partition, --cuda "
                                 "and --gpu-arch")
@@ -341,8 +356,12 @@ def verify(
             from envkit.slurm.client import SlurmUnreachable
 
             why = "no Slurm here (sinfo is not on PATH)"
+            waiting = QUEUE_TIMEOUT if queue_timeout is None else queue_timeout
+            if nodes is not None:
+                from envkit.commands.nodes_check import verify_across_nodes
+
+                raise typer.Exit(verify_across_nodes(env, prefix, nodes, gpus, waiting, check, target, json_output))
             if slurm_here():
-                waiting = QUEUE_TIMEOUT if queue_timeout is None else queue_timeout
                 try:
                     raise typer.Exit(verify_on_node(env, prefix, gpus, waiting, check, target, json_output))
                 except SlurmUnreachable as error:  # asked before anything was queued: judge as without Slurm
@@ -367,8 +386,11 @@ def verify(
             from envkit.activation import activated_environ
 
             environ = activated_environ(prefix, record.kind, record.name, os.environ)
-        ok, reports, names, outside = check_environment(python, check, target, json_output, expected=expected,
-                                                        environ=environ, record=record, this_machine=on_node)
+        from envkit.commands.nodes_check import collective_alongside
+
+        with collective_alongside(across_nodes, python, check.probe_timeout, environ):  # this node's rank, if asked
+            ok, reports, names, outside = check_environment(python, check, target, json_output, expected=expected,
+                                                            environ=environ, record=record, this_machine=on_node)
         # Stored unless it would hide a real result: a check that ran on the machines the environment is for, or
         # one for the machines named, always; one judged from their profiles only where no real one is recorded.
         # A check on a node the environment was not made for (verify --partition of another partition) is not
@@ -377,59 +399,10 @@ def verify(
             real = all(r.on_target for r in reports)
             last_real = record.verify is not None and record.verify.get("on_target", True)
             if real or not target.on_target or not last_real:
-                _store_verify(record, reports, names, target)
+                from envkit.commands.check_store import store_verify
+
+                store_verify(record, reports, names, target)
         raise typer.Exit(0 if ok else 1)
-
-
-def _store_verify(record, reports, names, target: TargetOptions) -> None:
-    """Into the record, unless the environment was replaced while the check ran (then it judged the old one).
-    Machines named with --machine/--partition become the record's target."""
-    import os
-
-    from envkit import ownership, records
-    from envkit.create.lock import name_lock
-    from envkit.probe.check import verify_summary
-    from envkit.slurm.job_context import job_context
-
-    dirs = user_dirs()
-    from envkit.shared.store import is_shared, save_own_check
-
-    if is_shared(record):  # the site's: the result is the user's, kept with the user, never in the shared directory
-        summary = verify_summary(reports[0], reports[1:], [n for group in names for n in group])
-        save_own_check(dirs.data, record, summary)
-        from envkit.shared.find import configured_layout
-        from envkit.shared.publish import record_admin_check
-
-        layout = configured_layout(os.environ, dirs)
-        if layout is not None and record_admin_check(layout, record, summary):  # an admin's: the site's last check
-            typer.echo(f"envkit: recorded as the site's last check of {record.name}", err=True)
-        return
-    try:
-        with name_lock(dirs.locks, record.name):
-            current = records.load(dirs.records, record.name)
-            if current is not None and current.created == record.created and current.prefix == record.prefix:
-                summary = verify_summary(reports[0], reports[1:], [n for group in names for n in group])
-                context = job_context(os.environ)
-                if context.in_job:  # checked on a Slurm node: which one, in which job
-                    summary.update(node=context.node, job=context.job_id,
-                                   partition=os.environ.get("SLURM_JOB_PARTITION"))
-                updated = records.with_verify(current, summary)
-                if target.elsewhere:
-                    import dataclasses
-
-                    from envkit.target import target_dict
-
-                    fleet = fleet_for(None, target)
-                    updated = dataclasses.replace(updated, target=target_dict(
-                        fleet, target_argv(target, absolute=True, manifests=False)))
-                ownership.update(updated, dirs.records)  # never into a directory that no longer holds it
-    except OSError as error:  # a read-only or full data directory: the check ran, its result cannot be kept
-        from envkit.errors import EnvkitError
-
-        raise EnvkitError(f"the check's result could not be kept: {error.filename or dirs.locks}: "
-                          f"{error.strerror or error}",
-                          hint="envkit keeps it in its data directory: make it writable (or give it room), then "
-                               "verify again.") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -79,7 +79,7 @@ def create(
         bool, typer.Option("--shared", help="Admins: publish it for every user of the site into the shared directory "
                            "(config `shared:` or $ENVKIT_SHARED) as site:NAME (NAME: --name, else the manifest), a new "
                            "version that is never changed, with its modulefiles; --force publishes a replacement "
-                           "(jobs running the old version keep it). See docs/shared-environments.md.")
+                           "(jobs running the old version keep it). See docs/admin.md.")
     ] = False,
     group: Annotated[
         Optional[str],

@@ -185,9 +185,9 @@ def _list(base: Path, json_output: bool) -> None:
     slurm.require()
     running = servers(slurm, base)
     if json_output:
-        print_json([{"job": s.job, "state": s.state.lower(), "node": s.node, "time_left": s.time_left,
-                     "address": s.connection.address if s.connection else None,
-                     "port": s.connection.port if s.connection else None} for s in running])
+        print_json({"servers": [{"job": s.job, "state": s.state.lower(), "node": s.node, "time_left": s.time_left,
+                                 "address": s.connection.address if s.connection else None,
+                                 "port": s.connection.port if s.connection else None} for s in running]})
         return
     if not running:
         typer.echo("No Jupyter servers of yours are running (`envkit jupyter ENV -p P` starts one).")

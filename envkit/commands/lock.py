@@ -15,7 +15,12 @@ from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, 
 
 OutputOption = Annotated[
     Path, typer.Option("--output", "-o", metavar="FILE", parser=file_path_value,
-                       help="Where to write the lock (replaced if it exists; through a symbolic link, to its target).")
+                       help="Where to write the lock (a file there is replaced; a symbolic link is refused "
+                       "unless --force).")
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Replace a symbolic link at --output by the lock (its target stays as it "
+                       "was). Without it a link is refused: envkit never writes through one.")
 ]
 
 
@@ -36,6 +41,7 @@ def lock(
                      "picks it.", show_default=False),
     ] = None,
     output: OutputOption = Path("conda-lock.yml"),
+    force: ForceOption = False,
     json_output: JsonOption = False,
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -61,8 +67,10 @@ def lock(
         from envkit.catalog.cache import cached_catalog
         from envkit.config import load_config
         from envkit.lockfile.make import LockRequest, make_lock
+        from envkit.output import check_output
         from envkit.resolve import parse_python_request
 
+        check_output(output, force=force, what="the lock")  # before the solve, not after it
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
         catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
@@ -90,7 +98,7 @@ def lock(
                                      resolution=chosen.resolution),
                          config, cache.conda_packages, uv_binary(), os.environ,
                          installer_environ(os.environ, dirs, None, cache.root), warn=warn)
-        _write(made, output)
+        _write(made, output, force)
         _report(made, output, json_output, target_argv(target))
 
 
@@ -105,7 +113,9 @@ def export(
                                        autocompletion=completion.environment_names)],
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", metavar="FILE", parser=file_path_value, show_default=False,
-        help="Where to write it. Default: conda-lock.yml, or pylock.toml with --format pylock.")] = None,
+        help="Where to write it (a file there is replaced; a symbolic link is refused unless --force). Default: "
+        "conda-lock.yml, or pylock.toml with --format pylock.")] = None,
+    force: ForceOption = False,
     lock_format: Annotated[str, typer.Option(
         "--format", metavar="FORMAT", callback=_lock_format,
         help="conda-lock (conda-lock's unified format, the default) or pylock (PEP 751's pylock.toml, which pip, uv "
@@ -127,6 +137,11 @@ def export(
         from envkit.commands.recorded import find_record
         from envkit.config import load_config
         from envkit.lockfile.export import export_lock
+        from envkit.output import check_output
+
+        if output is None:
+            output = Path("pylock.toml" if lock_format == "pylock" else "conda-lock.yml")
+        check_output(output, force=force, what="the lock")  # before anything is looked up
 
         dirs = user_dirs()
         record = find_record(env)  # as run and verify: no create of it going on or interrupted, its directory holds it
@@ -143,19 +158,17 @@ def export(
             return None
 
         made = export_lock(record, load_config(os.environ, dirs), uv_binary(), uv_environ(), index_of)
-        if output is None:
-            output = Path("pylock.toml" if lock_format == "pylock" else "conda-lock.yml")
         if lock_format == "pylock":
-            _write_pylock(made, output)
+            _write_pylock(made, output, force)
         else:
-            _write(made, output)
+            _write(made, output, force)
         # Installed where the environment's build fits: the machines it was made for (its record keeps how they
         # were named), not the machine the lock happens to be installed on.
         _report(made, output, json_output,
                 [*record.target_options(), *(["--manifests", str(manifests)] if manifests is not None else [])])
 
 
-def _write_pylock(made, output: Path) -> None:
+def _write_pylock(made, output: Path, force: bool) -> None:
     from envkit.lockfile.pep751 import dump_pylock, is_pylock
 
     if not is_pylock(output):
@@ -163,24 +176,24 @@ def _write_pylock(made, output: Path) -> None:
 
         raise BadInputError(f"{output.name}: PEP 751 names lock files pylock.toml or pylock.NAME.toml",
                             hint="Give -o pylock.toml (or pylock.NAME.toml).")
-    _write_text(dump_pylock(made, output.name), output)
+    _write_text(dump_pylock(made, output.name), output, force)
 
 
-def _write_text(text: str, output: Path) -> None:
+def _write_text(text: str, output: Path, force: bool) -> None:
     from envkit.errors import EnvkitError
-    from envkit.files import write_atomic
+    from envkit.output import write_output
 
     try:
-        write_atomic(output, text.encode("utf-8"))
+        write_output(output, text.encode("utf-8"), force=force, what="the lock")
     except OSError as error:
         raise EnvkitError(f"cannot write {output}: {error.strerror or error}",
                           hint="Choose another --output.") from None
 
 
-def _write(made, output: Path) -> None:
+def _write(made, output: Path, force: bool) -> None:
     from envkit.lockfile.format import dump_lock, install_name
 
-    _write_text(dump_lock(made, output.name, install_name(output)), output)
+    _write_text(dump_lock(made, output.name, install_name(output)), output, force)
 
 
 def _report(made, output: Path, json_output: bool, target: Sequence[str] = ()) -> None:

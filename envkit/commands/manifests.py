@@ -116,7 +116,10 @@ def check(
         if json_output:
             print_json(report.to_dict())
         else:
-            render_check(report, typer.echo)
+            from envkit.terminal import printable
+
+            # (what the indexes said, file names and versions among it, is shown escaped, never obeyed)
+            render_check(report, lambda line: typer.echo(printable(line, lines=True)))
         if not report.ok:
             raise typer.Exit(1)
 

@@ -38,11 +38,14 @@ def reported_errors() -> Iterator[None]:
             import traceback
 
             traceback.print_exc()
+        from envkit.redact import redact  # a mirror's password, in a URL an error names, is never shown
+        from envkit.terminal import printable  # nor another program's escape sequences
+
         for line in getattr(error, "tail", ()):  # an installer's last lines, where it failed
-            typer.echo(f"  | {line}", err=True)
-        typer.echo(f"envkit: error: {error.message}", err=True)
+            typer.echo(printable(redact(f"  | {line}")), err=True)
+        typer.echo(printable(redact(f"envkit: error: {error.message}"), lines=True), err=True)
         if error.hint:
-            typer.echo(f"  {error.hint}", err=True)
+            typer.echo(printable(redact(f"  {error.hint}"), lines=True), err=True)
         raise typer.Exit(error.exit_code) from None
     except KeyboardInterrupt as error:  # Ctrl-C: 130; SIGTERM (envkit.errors.Interrupted): 143, as shells count
         import signal
@@ -65,7 +68,9 @@ def reported_errors() -> Iterator[None]:
     except Exception as error:  # a bug in envkit: never a bare traceback unless asked for
         if Settings.debug:
             raise
-        typer.echo(f"envkit: internal error: {type(error).__name__}: {error}", err=True)
+        from envkit.redact import redact
+
+        typer.echo(redact(f"envkit: internal error: {type(error).__name__}: {error}"), err=True)
         typer.echo("  Rerun with --debug for the traceback, and report it.", err=True)
         raise typer.Exit(1) from None
 
@@ -86,8 +91,10 @@ def closed_output() -> int:
 
 
 def print_json(data: object) -> None:
-    """JSON on stdout (json_text)."""
-    text = json_text(data)
+    """JSON on stdout (json_text), with the credentials of any URL in it masked (envkit.redact)."""
+    from envkit.redact import redact
+
+    text = redact(json_text(data))
     keep_json_for_tests(text)
     typer.echo(text)
 

@@ -32,6 +32,10 @@ def survey(
                            "features).")
     ] = False,
     timeout: QueueTimeoutOption = 120.0,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a symbolic link where the site file goes by the file (its "
+                           "target stays as it was). Without it a link is refused: envkit never writes through one.")
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Find the cluster's GPU partitions with sinfo and detect their nodes through srun, into the site file.
@@ -53,10 +57,13 @@ def survey(
 
         for name in partition or ():
             check_partition_name(name, hint="Run `sinfo -s` to see the partitions.")
-        slurm = Slurm()
-        slurm.require()
         site = current_site()
         path = site.path
+        from envkit.output import check_output
+
+        check_output(path, force=force, what="the site file")  # before the survey, not after it
+        slurm = Slurm()
+        slurm.require()
         chosen = gpu_partitions(slurm, partition or ())
         if not chosen:
             from envkit.errors import EnvkitError
@@ -80,7 +87,7 @@ def survey(
                 elif outcome.name not in site.partitions:  # a new partition: say why it has no nodes
                     site = with_partition(site, Partition(name=outcome.name, unreachable=outcome.unreachable,
                                                           error=outcome.error))
-            save_site(site, path)
+            save_site(site, path, force)
         if json_output:
             print_json({"site": str(path), "partitions": [
                 {"name": o.name, "ok": o.ok, "error": o.error, "nodes": [
@@ -126,6 +133,10 @@ def job(
     per_gpu: Annotated[bool, typer.Option("--per-gpu", help="One process per GPU with torchrun (PyTorch "
                                           "environments): for a program that distributes itself (DDP).")] = False,
     manifests: ManifestsOption = None,
+    nodes: Annotated[Optional[int], typer.Option("--nodes", metavar="N", show_default=False, help="Run on N nodes: "
+                     "one task per node through srun, each starting the framework's distributed launch (PyTorch: "
+                     "torchrun with a c10d rendezvous on the first node; TensorFlow: TF_CONFIG; JAX: "
+                     "jax.distributed.initialize() reads Slurm's variables). P:NODE,... names them.")] = None,
 ) -> None:
     """Write (and with --submit, submit) an sbatch script that runs CMD in ENV on a node of partition P (on NODE
     with P:NODE, named as `envkit site` shows it).
@@ -134,7 +145,9 @@ def job(
     OMP_NUM_THREADS from SLURM_CPUS_PER_TASK, and runs CMD inside ENV activated as `envkit run` does. envkit first
     checks the environment's build against every node configuration of the partition (or the node) in the site
     file, and refuses (exit 1, with the reasons) when it would not run there. PyTorch uses one GPU unless the
-    program distributes: --per-gpu starts one process per GPU (torchrun).
+    program distributes: --per-gpu starts one process per GPU (torchrun). With --nodes N, srun starts one task per
+    node and each starts the framework's own distributed launch, the rendezvous on the allocation's first node
+    (docs/multi-node.md).
 
     Example: `envkit job torch-cu126 -p gpu-4-a100 --gpus 2 --cpus 6 --time 1:00:00 --submit -- python train.py`.
     """
@@ -148,7 +161,15 @@ def job(
         import shlex
 
         partition_spec = partition
-        partition, node = _job_target(partition_spec)
+        if nodes is not None:
+            from envkit.site import parse_partition_spec
+            from envkit.slurm.multinode import check_nodes
+
+            partition, named = parse_partition_spec(partition_spec)
+            check_nodes(nodes, named, None, partition)  # exit 2 before anything is looked up
+            node = ",".join(named) or None
+        else:
+            partition, node = _job_target(partition_spec)
         if job_name is not None:
             check_job_name(job_name)  # exit 2 before anything is looked up
         if not command:
@@ -156,19 +177,29 @@ def job(
                 ["envkit", "job", env, "--partition", partition_spec, "--", "python", "train.py"]))
         record = find_record(env)
         site = current_site()
-        framework, gpus = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), node)
-        if node is not None:  # a name as `envkit site` shows it: sbatch takes the node's Slurm name
+        fit = node
+        if nodes is not None and node is not None:  # nodes the site file does not list: every configuration of P
+            from envkit.commands.nodes_check import site_listed
+
+            fit = node if site_listed(site, partition, node.split(",")) else None
+        framework, gpus = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), fit)
+        if per_gpu and framework != "torch":
+            raise BadInputError(f"--per-gpu starts one process per GPU with torchrun, which needs a PyTorch "
+                                f"environment; {env} has {framework or 'an unknown framework'}")
+        if nodes is not None:
+            from envkit.commands.nodes_check import job_nodes
+
+            node = job_nodes(site, partition, node, nodes, framework)
+        elif node is not None:  # a name as `envkit site` shows it: sbatch takes the node's Slurm name
             from envkit.commands.node_check import slurm_target
             from envkit.slurm.client import Slurm
 
             node = slurm_target(site, partition, node, Slurm())
-        if per_gpu and framework != "torch":
-            raise BadInputError(f"--per-gpu starts one process per GPU with torchrun, which needs a PyTorch "
-                                f"environment; {env} has {framework or 'an unknown framework'}")
         spec = JobSpec(partition=partition, command=tuple(command), gpus=gpus, cpus=cpus, time=time,
                        job_name=job_name if job_name is not None else env.replace(":", "-"),  # site:NAME: site-NAME
                        output=output, per_gpu=per_gpu,
-                       activate=(*python_module(sys.executable, "envkit", "run", env), "--"), node=node)
+                       activate=(*python_module(sys.executable, "envkit", "run", env), "--"), node=node,
+                       nodes=nodes or 1, framework=framework)
         script = sbatch_script(spec)
         if not submit:
             typer.echo(script, nl=False)
@@ -228,7 +259,7 @@ def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Opt
     from envkit.resolve import assess
     from envkit.site import partition_profiles
 
-    profiles = partition_profiles(site, partition, [node] if node is not None else ())
+    profiles = partition_profiles(site, partition, node.split(",") if node is not None else ())
     counts = [len(profile.gpus) for profile in profiles]
     if gpus is not None and gpus > max(counts):
         from envkit.commands.node_check import too_many_gpus

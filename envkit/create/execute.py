@@ -31,7 +31,7 @@ from envkit.create.prepare import Prepared, elsewhere_hint
 from envkit.create.progress import Progress
 from envkit.create.storage import room_said
 from envkit.errors import EnvkitError, InstallError, Interrupted
-from envkit.installers import pip_command, uses_uv, wrong_builds
+from envkit.installers import pip_command, pip_environ, uses_uv, wrong_builds
 from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
 from envkit.process import watching
 from envkit.scratch import scratch_dir, sweep
@@ -154,7 +154,8 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
         installer = "uv" if uses_uv(context.tools.uv, plan.python) else "pip"
         with progress.step(f"Installing {step.purpose} with {installer} from {step.index_url}") as out:
             with _pausing_at_start("installing"):
-                run_step(pip_command(step, python, context.tools.uv, plan.python), context.environ, out,
+                run_step(pip_command(step, python, context.tools.uv, plan.python),
+                         {**context.environ, **pip_environ(step, context.tools.uv, plan.python)}, out,
                          f"installing {', '.join(step.packages)} from {step.index_url} failed",
                          hint="The lines above are the installer's. Check the index (a mirror in envkit's config?) "
                               "and that it has these packages for this Python.")

@@ -78,6 +78,24 @@ def pick_candidate(manifest: Manifest, profile: MachineProfile, tables: Tables, 
                                 "them all.")
 
 
+def _no_secret_in_argv(requested: str, why: str, build, python, tables: Tables, config: Config) -> tuple[str, str]:
+    """conda, mamba and micromamba take channels in their argv only, which every user's `ps` shows: where a mirror of
+    the build's channels carries credentials, the embedded engine (no argv) makes it instead, or --backend conda is
+    refused."""
+    from envkit.redact import has_credentials, redact
+
+    channels = conda_part(build, python, tables.python, config, (None, ""), with_pip=False).channels
+    secret = next((channel for channel in channels if has_credentials(channel)), None)
+    if secret is None:
+        return "conda", why
+    said = f"the conda channel mirror {redact(secret)} carries credentials, which conda's command line would show " \
+           "to every user of the machine"
+    if requested == "conda":
+        raise BadInputError(f"--backend conda: {said}", hint="Use --backend rattler (or auto): envkit's embedded "
+                            "conda engine keeps them out of any command line.")
+    return "rattler", f"{why.split(':')[0]}, but {said}: envkit's embedded conda engine"
+
+
 def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile: MachineProfile, on_target: bool,
             python: Request, config: Config, dirs: UserDirs, environ: Mapping[str, str],
             resolution: Optional[Resolution] = None) -> Prepared:
@@ -93,6 +111,8 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
     system_python = find_python(candidate.python, uv, environ, dirs) if wants_python else None
     tools = Tools(conda=conda, uv=uv, python=system_python)
     backend_name, why = choose_backend(request.backend, build, candidate.python, tools)
+    if backend_name == "conda":
+        backend_name, why = _no_secret_in_argv(request.backend, why, build, candidate.python, tables, config)
     if backend_name == "conda" and request.prefix is None and name in ("base", "root"):
         raise BadInputError(f"{name!r} is the name of conda's own base environment", hint="Choose another --name.")
     prefix = usable_prefix(_location(request.prefix, backend_name, tools, config, dirs, name, environ), dirs, config)

@@ -13,6 +13,9 @@ import shutil
 import time
 from typing import Callable, Iterator, TextIO
 
+from envkit.redact import redact
+from envkit.terminal import printable
+
 
 class Progress:
     def __init__(self, stream: TextIO, total: int, verbose: bool = False, live: bool = False) -> None:
@@ -26,7 +29,7 @@ class Progress:
         self._label = ""
 
     def _write(self, text: str) -> None:
-        self.stream.write(text)
+        self.stream.write(redact(text))  # an index URL in a title, an installer's line: never a mirror's password
         self.stream.flush()
 
     @contextlib.contextmanager
@@ -54,6 +57,7 @@ class Progress:
             self._draw(f"{self._label} ...")
 
     def _line(self, line: str) -> None:
+        line = printable(line)  # an installer's output: its escape sequences are shown, not obeyed
         if self.verbose:
             self._write(f"      | {line}\n")
         elif self.live and line.strip():

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from envkit.backends.base import python_of
 from envkit.create.prepare import Prepared
-from envkit.installers import pip_command
+from envkit.installers import pip_command, pip_environ
+from envkit.redact import redact
 from envkit.render import machine_line
 
 if TYPE_CHECKING:
@@ -22,7 +23,9 @@ def plan_commands(prepared: Prepared) -> list[str]:
     plan, context = prepared.plan, prepared.context
     python = python_of(plan.prefix)
     out = list(prepared.backend.describe(plan, context))
-    out += [command_text(pip_command(step, python, context.tools.uv, plan.python)) for step in plan.pip]
+    for step in plan.pip:  # (credentials go in the installer's environment: shown so, and masked by plan_text)
+        variables = [f"{name}={value}" for name, value in pip_environ(step, context.tools.uv, plan.python).items()]
+        out.append(command_text([*variables, *pip_command(step, python, context.tools.uv, plan.python)]))
     if plan.jupyter:
         out.append(command_text(install_argv(python, plan.name)))
     return out
@@ -65,7 +68,7 @@ def plan_text(prepared: Prepared, on_node: str = "") -> str:
         node = f"on {on_node} through srun, with its own GPUs (--verify-on-node)"
         check = f"{here}; then {node}" if plan.verify else f"{node}; not here ({plan.unchecked})"
     lines.append(f"Check:       {check}")
-    return "\n".join(lines)
+    return redact("\n".join(lines))  # a mirror's password, in the index URLs and commands, is never shown
 
 
 def _target_lines(plan) -> list[str]:

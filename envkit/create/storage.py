@@ -62,6 +62,13 @@ def storage_plan(prefix: Path, key: Optional[str], config: Config, dirs: UserDir
     estimate for ``key`` and the free space of the filesystems involved."""
     cache = package_cache(config, dirs, environ)
     links = probe_links(cache.root, prefix.parent)
+    if links.works is False and cache.source == "envs_dir":
+        # The cache beside the environments is there to be linked from; a --prefix on yet another filesystem cannot
+        # link from it either, so it would only fill the environments' filesystem: the default cache serves it.
+        default = CachePlace(dirs.cache, f"envkit's cache directory ({prefix.parent} is on another filesystem than "
+                                         f"{cache.root}, so the cache beside the environments cannot serve it)",
+                             "default")
+        cache, links = default, probe_links(default.root, prefix.parent)
     estimate = recorded_size(dirs.data, key) if key is not None else None
     target = free_space(prefix.parent)
     cache_free = free_space(cache.root)

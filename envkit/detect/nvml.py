@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from envkit.detect.sources import NVML, gpu_from_name
+from envkit.terminal import printable
 from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
@@ -177,7 +178,7 @@ def _gpu(reader: _Reader, index: int, gpu_names: GpuNameTable) -> Optional[Gpu]:
         reader.notes.append(f"NVML: GPU {index}: {_describe(nvml, exc)}")
         return Gpu(index=index, name="unknown GPU", compute_capability=None, source=NVML)
     raw_name = reader.call(f"GPU {index} name", nvml.nvmlDeviceGetName, handle)
-    name = _text(raw_name) if raw_name is not None else "unknown GPU"
+    name = printable(_text(raw_name)) if raw_name is not None else "unknown GPU"  # never a terminal's escape
     memory = reader.call(f"GPU {index} memory", nvml.nvmlDeviceGetMemoryInfo, handle)
     memory_mib = int(memory.total) // _MIB if memory is not None else None
     capability = reader.call(f"GPU {index} compute capability", nvml.nvmlDeviceGetCudaComputeCapability, handle)

@@ -17,6 +17,7 @@ from envkit.detect.sources import GPU_TABLE, SMI, gpu_from_name, smi_missing
 from envkit.detect.timeout import ProbeTimeout
 from envkit.gpu_names import GpuNameTable
 from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
+from envkit.terminal import printable
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 QUERY_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version")
@@ -86,7 +87,7 @@ def parse_query(text: str, fields: Sequence[str] = QUERY_FIELDS) -> SmiQuery:
         gpus.append(
             Gpu(
                 index=index,
-                name=" ".join(name.split()),
+                name=printable(" ".join(name.split())),  # never a terminal's escape sequence
                 compute_capability=_parsed(ComputeCapability.parse, row.get("compute_cap")),
                 memory_mib=_mib(row.get("memory.total")),
                 source=SMI,

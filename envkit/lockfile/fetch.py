@@ -36,13 +36,29 @@ def local_path(url: str) -> Optional[Path]:
 
 
 def fetch_all(packages: Sequence[LockedPackage], sources: Sequence[str], store: Path,
-              report: Callable[[str], None]) -> list[Path]:
-    """The verified local file of each package (``sources[i]`` is where package ``i`` is fetched from)."""
+              report: Callable[[str], None], mirrors: Sequence[str] = ()) -> list[Path]:
+    """The verified local file of each package (``sources[i]`` is where package ``i`` is fetched from); a redirect
+    may lead only where a source may be (``allowed_hop``: ``mirrors`` are the configured mirrors' URLs)."""
     with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
-        return list(pool.map(lambda pair: fetch_verified(pair[0], pair[1], store, report), zip(packages, sources)))
+        return list(pool.map(lambda pair: fetch_verified(pair[0], pair[1], store, report, mirrors),
+                             zip(packages, sources)))
 
 
-def fetch_verified(package: LockedPackage, source: str, store: Path, report: Callable[[str], None]) -> Path:
+class RedirectRefused(InstallError):
+    """A download redirected somewhere envkit may not fetch from: plain http off loopback and the mirrors."""
+
+
+def allowed_hop(url: str, mirrors: Sequence[str]) -> bool:
+    """Whether a redirect may lead to ``url``: https, or plain http on loopback or under a configured mirror (the
+    transport rule of envkit.config.check_transport, for every hop)."""
+    from envkit.config import is_loopback, is_under
+
+    scheme = urlsplit(url).scheme.lower()
+    return scheme == "https" or (scheme == "http" and (is_loopback(url) or any(is_under(url, m) for m in mirrors)))
+
+
+def fetch_verified(package: LockedPackage, source: str, store: Path, report: Callable[[str], None],
+                   mirrors: Sequence[str] = ()) -> Path:
     path = local_path(source)
     if path is not None:
         if not path.is_file():
@@ -59,7 +75,7 @@ def fetch_verified(package: LockedPackage, source: str, store: Path, report: Cal
     fd, temporary = tempfile.mkstemp(prefix=f".{package.file_name}.", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as out:
-            _download(source, out)
+            _download(source, out, mirrors)
         verify(package, Path(temporary), source)
         os.replace(temporary, target)
     except BaseException:
@@ -82,19 +98,52 @@ def verify(package: LockedPackage, path: Path, source: str) -> None:
                            hint="Make the lock again from a source you trust, or fix the mirror.")
 
 
-def _download(url: str, out) -> None:
-    from urllib.error import URLError
-    from urllib.request import Request, urlopen
+def _opener(mirrors: Sequence[str]):
+    """urllib's opener whose every redirect is checked (``allowed_hop``) and loses its credentials when it leaves
+    the host they were for."""
+    from urllib.request import HTTPRedirectHandler, build_opener
 
+    class CheckedRedirects(HTTPRedirectHandler):
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
+            from envkit.redact import redact
+
+            if not allowed_hop(newurl, mirrors):
+                raise RedirectRefused(
+                    redact(f"{req.full_url} redirects ({code}) to {newurl}, which is neither https nor on loopback or "
+                           "a configured mirror: refused"),
+                    hint="Packages are fetched over https only, or over http from loopback and mirrors in envkit's "
+                         "config; fix the mirror, or add where it redirects to as a mirror if you trust it.")
+            new = super().redirect_request(req, fp, code, msg, headers, newurl)
+            if new is not None and urlsplit(newurl).netloc != urlsplit(req.full_url).netloc:
+                new.remove_header("Authorization")
+            return new
+
+    return build_opener(CheckedRedirects)
+
+
+def _download(url: str, out, mirrors: Sequence[str] = ()) -> None:
+    from urllib.error import URLError
+    from urllib.request import Request
+
+    from envkit.redact import redact, split_credentials
+
+    bare, has_credentials = split_credentials(url)
+    headers = {"User-Agent": "envkit"}
+    if has_credentials:  # urllib takes no user:password in a URL: HTTP basic auth, as uv and pip send it
+        import base64
+
+        userinfo = unquote(urlsplit(url).netloc.rpartition("@")[0])
+        headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode("utf-8")).decode("ascii")
+    opener = _opener(mirrors)
     for attempt in range(1, _RETRIES + 1):
         try:
             out.seek(0)
             out.truncate()
-            with urlopen(Request(url, headers={"User-Agent": "envkit"}), timeout=_TIMEOUT_S) as response:
+            with opener.open(Request(bare, headers=headers), timeout=_TIMEOUT_S) as response:
                 shutil.copyfileobj(response, out, _CHUNK)
             return
         except (URLError, OSError) as error:
             if attempt == _RETRIES:
-                raise InstallError(f"downloading {url} failed: {getattr(error, 'reason', error)}",
+                raise InstallError(redact(f"downloading {url} failed: {getattr(error, 'reason', error)}"),
                                    hint="Check the network and the mirror settings, then run the command again.") from None
             time.sleep(0.5 * attempt)

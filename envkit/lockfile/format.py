@@ -69,13 +69,15 @@ def read_lock(path: Path, cache_dir: Optional[Path] = None) -> LockFile:
 
 
 def _read(path: Path) -> LockFile:
+    from envkit.files import read_text_file
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_file(path, "lock file")
     except FileNotFoundError:
         raise LockFileError(f"lock file {path} does not exist",
                             hint="Give the path of a conda-lock.yml (`envkit lock MANIFEST` makes one).") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise LockFileError(f"lock file {path} cannot be read: {error}") from None
+    except ValueError as error:
+        raise LockFileError(f"lock file {path} {error}") from None
     return parse_lock(text, str(path))
 
 
@@ -169,7 +171,13 @@ def _package(item: Any, origin: str, index: int) -> LockedPackage:
     url = _text(entry.get("url"), origin, f"{where}, field 'url'")
     if any(c.isspace() for c in url) or "://" not in url:
         raise LockFileError(f"{origin}, {where}: {url!r} is not a URL", hint=_HINT)
+    from urllib.parse import unquote
+
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in unquote(url)):  # %00 in a file name: no file can be named so
+        raise LockFileError(f"{origin}, {where}: {url!r} holds a control character (a NUL byte?)", hint=_HINT)
     version = _text(entry.get("version"), origin, f"{where}, field 'version'")
+    if len(version) > _LONGEST_VERSION:
+        raise LockFileError(f"{origin}, {where}: a version of {len(version)} characters is no version", hint=_HINT)
     if manager == "pip" and not _PIP_NAME.match(name):
         raise LockFileError(f"{origin}, {where}: {name!r} is not a valid package name", hint=_HINT)
     if manager == "pip" and not _pep440(version):  # it reaches uv's requirements as name==version
@@ -188,12 +196,17 @@ def _package(item: Any, origin: str, index: int) -> LockedPackage:
         dependencies=tuple(dependencies.items()), category=str(entry.get("category") or "main"), optional=optional)
 
 
-def _pep440(version: str) -> bool:
-    from packaging.version import InvalidVersion, Version
+_LONGEST_VERSION = 200  # characters of a package's version: far above any real one
 
+
+def _pep440(version: str) -> bool:
+    from packaging.version import Version
+
+    if len(version) > _LONGEST_VERSION:
+        return False
     try:
         Version(version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a part of thousands of digits (past int()'s limit)
         return False
     return not any(c.isspace() for c in version)
 

@@ -64,8 +64,10 @@ class LockedCondaBackend:
 
     name = "rattler"
 
-    def __init__(self, packages: Sequence[LockedPackage], sources: Sequence[str], lock: Path) -> None:
+    def __init__(self, packages: Sequence[LockedPackage], sources: Sequence[str], lock: Path,
+                 mirrors: Sequence[str] = ()) -> None:
         self.packages, self.sources, self.lock = tuple(packages), tuple(sources), lock
+        self.mirrors = tuple(mirrors)  # where a redirect may lead over plain http, besides loopback
 
     def describe(self, plan: Plan, context: Context) -> list[str]:
         return [f"embedded conda engine (py-rattler): fetch and hash-check {len(self.packages)} locked packages, "
@@ -75,7 +77,7 @@ class LockedCondaBackend:
         from envkit.conda_engine import install_archives
         from envkit.lockfile.fetch import fetch_all
 
-        paths = fetch_all(self.packages, self.sources, context.conda_cache / "locked", on_line)
+        paths = fetch_all(self.packages, self.sources, context.conda_cache / "locked", on_line, self.mirrors)
         on_line(f"all {len(paths)} conda packages match their locked hashes")
         channels = [_channel_of(package.url) for package in self.packages]
         archives = [(path, channel, package.sha256, package.md5 or "")
@@ -136,7 +138,7 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
                            else (config.envs_dir or dirs.envs) / name, dirs, config)
     backend: Backend
     if conda:
-        backend = LockedCondaBackend(conda, conda_sources, request.path)
+        backend = LockedCondaBackend(conda, conda_sources, request.path, [m.target for m in config.mirrors])
         cuda = cuda_for_solve(target.profile, environ)
         conda_plan: Optional[CondaPart] = CondaPart(
             channels=tuple(dict.fromkeys(_channel_of(s) for s in conda_sources)),
@@ -267,9 +269,9 @@ def requirements_file(packages: Sequence[LockedPackage], sources: Sequence[str],
                       cache: Path) -> Path:
     lines = requirements_lines(packages, sources, from_index)
     path = cache / "locks" / f"{hashlib.sha256(lines.encode()).hexdigest()[:32]}.txt"
-    if not path.exists():
+    if not path.exists():  # 0600: its URLs are mirrored, a mirror's password in them
         try:
-            write_atomic(path, lines.encode("utf-8"))
+            write_atomic(path, lines.encode("utf-8"), mode=0o600)
         except OSError as error:
             raise EnvkitError(f"cannot write the locked requirements to {error.filename or path}: "
                               f"{error.strerror or error}",

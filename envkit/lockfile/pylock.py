@@ -26,16 +26,19 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
     that have one, for CPython ``python`` (X.Y) on linux-64."""
     from envkit.process import run_captured
     from envkit.scratch import scratch_dir
+    from envkit.redact import has_credentials
 
     with scratch_dir("lock") as scratch:
         requirements = Path(scratch) / "requirements.in"
         requirements.write_text("".join(f"{p}\n" for p in packages), encoding="utf-8")
         output = Path(scratch) / "pylock.toml"
         argv = [str(uv), "pip", "compile", "--quiet", "--format", "pylock.toml", "--python-version", python,
-                "--python-platform", UV_PLATFORM, "--index-url", index_url,
-                *(["--find-links", find_links] if find_links else []), "--no-header", "--python", sys.executable,
+                "--python-platform", UV_PLATFORM, *_url_args("--index-url", index_url),
+                *_url_args("--find-links", find_links), "--no-header", "--python", sys.executable,
                 "-o", str(output), "--", str(requirements)]
-        done = run_captured(argv, environ, _TIMEOUT_S)
+        secret = {name: url for name, url in (("UV_INDEX_URL", index_url), ("UV_FIND_LINKS", find_links))
+                  if url and has_credentials(url)}  # in uv's environment, never its argv (everyone's `ps`)
+        done = run_captured(argv, {**environ, **secret}, _TIMEOUT_S)
         if done.returncode != 0:
             lines = tuple((done.stderr or done.stdout).strip().splitlines()[-20:])
             said = "timed out" if done.returncode is None else f"exit code {done.returncode}"
@@ -46,9 +49,28 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
     return pylock_packages(text, python, config)
 
 
+def _url_args(option: str, url: Optional[str]) -> list[str]:
+    """``[option, url]``, or nothing for no URL or one with credentials (uv's environment gets that)."""
+    from envkit.redact import has_credentials
+
+    return [option, url] if url and not has_credentials(url) else []
+
+
 def pylock_packages(text: str, python: str, config: Config) -> list[LockedPackage]:
-    """The wheel each package of a pylock.toml installs on CPython ``python`` under linux-64 (pure)."""
-    data = _toml(text)
+    """The wheel each package of a pylock.toml installs on CPython ``python`` under linux-64 (pure); InstallError
+    (uv's output that envkit cannot read is a failed resolution) for a file that is not the pylock.toml it expects:
+    bad TOML, a 5000-digit number, a package without its name, version or wheel URLs."""
+    try:
+        return _packages(_toml(text), python, config)
+    except InstallError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, StopIteration) as error:  # (TOMLDecodeError is one)
+        detail = f"no {error}" if isinstance(error, KeyError) else str(error).splitlines()[0][:200]
+        raise InstallError(f"uv's pylock.toml cannot be read ({detail})",
+                           hint="Run the command again; if it persists, report it with uv's version.") from None
+
+
+def _packages(data: dict[str, Any], python: str, config: Config) -> list[LockedPackage]:
     out = []
     for entry in data.get("packages", []):
         name, version = entry["name"], entry["version"]

@@ -254,7 +254,11 @@ def _opt_number(value: Any, cast: Callable[[Any], T]) -> Optional[T]:
         return None
     if isinstance(value, bool):
         raise ValueError("expected a number, got true/false")
-    return cast(value)
+    try:
+        return cast(value)
+    except OverflowError:  # an integer too large for a float (or inf for an int): no measurement is that
+        raise ValueError(f"expected a number, got one of {len(str(value)) if isinstance(value, int) else '?'} "
+                         "digits") from None
 
 
 def _opt_int(value: Any) -> Optional[int]:

@@ -1,11 +1,10 @@
 """Reading the shared records, and the one function that writes a file into the shared directory (a modulefile, a
-record): a new file beside it (O_EXCL, never through a link), then a rename over the old one, so a reader sees the
-old file or the new, never half of one, and a link planted at the path is replaced, not followed."""
+record): a new file beside it, then a rename over the old one (envkit.output), so a reader sees the old file or the
+new, never half of one, and a link at the path is refused, never followed."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -16,27 +15,11 @@ from envkit.shared.layout import SharedLayout, shown_name
 
 
 def write_file(path: Path, data: bytes, mode: int = 0o644, gid: Optional[int] = None) -> None:
-    """Write ``data`` to ``path`` in one step, with ``mode`` (and group ``gid``) set before it appears there."""
-    temporary = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            if gid is not None:
-                os.fchown(fd, -1, gid)
-            os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
+    """Write ``data`` to ``path`` in one step, with ``mode`` (and group ``gid``) set before it appears there, never
+    through a link (envkit.output.write_output, as every file envkit writes where it is told to)."""
+    from envkit.output import write_output
+
+    write_output(path, data, mode=mode, gid=gid, what="the shared file")
 
 
 def shared_info(record: Record) -> dict[str, Any]:

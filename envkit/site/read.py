@@ -53,12 +53,14 @@ def load_site(path: Path, cache_dir: Optional[Path] = None) -> Site:
     def parse() -> Any:
         from envkit.yamltext import parse_yaml
 
+        from envkit.files import read_text_file
+
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SiteError(path, "", f"cannot be read: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise SiteError(path, "", "is not UTF-8 text (YAML or JSON)") from None
+            text = read_text_file(path, "site file")
+        except FileNotFoundError:
+            raise SiteError(path, "", "cannot be read: it does not exist") from None
+        except ValueError as exc:
+            raise SiteError(path, "", str(exc)) from None
         try:
             return parse_yaml(text)
         except ValueError as exc:

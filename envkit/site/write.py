@@ -46,17 +46,19 @@ def with_partition(site: Site, partition: Partition) -> Site:
     return replace(site, partitions=partitions, missing=False)
 
 
-def save_site(site: Site, path: Path) -> None:
-    """Write ``site`` to ``path`` atomically (readers see the old file or the new, never half of it)."""
+def save_site(site: Site, path: Path, force: bool = False) -> None:
+    """Write ``site`` to ``path`` atomically (readers see the old file or the new, never half of it), never through
+    a symbolic link (envkit.output: one is refused unless ``force``, which replaces the link)."""
     import yaml  # lazy: only survey writes a site file
 
     from envkit.errors import EnvkitError
-    from envkit.files import real_path, write_atomic
+    from envkit.files import real_path
+    from envkit.output import write_output
 
     same_place = real_path(path).parent == real_path(site.path).parent
     text = yaml.safe_dump(site_to_dict(site, inline_files=not same_place), sort_keys=False, allow_unicode=True)
     try:
-        write_atomic(path, text.encode("utf-8"))
+        write_output(path, text.encode("utf-8"), force=force, what="the site file")
     except OSError as exc:
         raise EnvkitError(f"cannot write the site file {path}: {exc.strerror or exc}",
                           hint=f"Point ${SITE_VARIABLE} at a file you can write, or ask whoever keeps {path}.") from None

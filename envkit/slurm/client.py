@@ -123,12 +123,16 @@ class Slurm:
 
     def srun(self, argv: Sequence[str], *, partition: str, gpus: Optional[int], start_timeout: float,
              run_timeout: float, purpose: str, node: Optional[str] = None,
-             extra_env: Optional[Mapping[str, str]] = None) -> StepResult:
-        """Run ``argv`` as one task on a node of ``partition`` with ``gpus`` GPUs. A job that does not start within
-        ``start_timeout`` seconds is withdrawn; one that runs past ``run_timeout`` more is cut off and cancelled."""
+             extra_env: Optional[Mapping[str, str]] = None, nodes: int = 1) -> StepResult:
+        """Run ``argv`` as one task on a node of ``partition`` with ``gpus`` GPUs (one task on each of ``nodes``
+        nodes, each line of output labelled with its task's number, when ``nodes`` is more than 1). A job that does
+        not start within ``start_timeout`` seconds is withdrawn; one that runs past ``run_timeout`` more is cut off
+        and cancelled."""
         name = unique_job_name(purpose)
-        command = [self._program("srun"), f"--partition={partition}", f"--job-name={name}", "--nodes=1",
-                   "--ntasks=1", f"--immediate={max(1, int(start_timeout))}", "--quiet"]
+        command = [self._program("srun"), f"--partition={partition}", f"--job-name={name}", f"--nodes={nodes}",
+                   f"--ntasks={nodes}", f"--immediate={max(1, int(start_timeout))}", "--quiet"]
+        if nodes > 1:
+            command += ["--ntasks-per-node=1", "--label"]
         if gpus:
             command.append(f"--gpus-per-node={gpus}")
         if node is not None:
@@ -143,6 +147,21 @@ class Slurm:
             self.cancel_named(name)
         started = done.returncode == 0 or not any(marker in done.stderr for marker in _NOT_STARTED)
         return StepResult(started, done.returncode, done.stdout, done.stderr, name)
+
+    def first_node_address(self, nodelist: str) -> Optional[str]:
+        """The address Slurm has (``NodeAddr``) for the first node of a job's ``nodelist`` (SLURM_JOB_NODELIST), or
+        its name where scontrol does not say; None when scontrol cannot expand the list."""
+        from envkit.slurm.multinode import node_address
+
+        scontrol = self._program("scontrol")
+        if not nodelist or nodelist.startswith("-"):  # Slurm's own variable: never an option, but not trusted
+            return None
+        done = self._run([scontrol, "show", "hostnames", nodelist], self.query_timeout)
+        names = done.stdout.split() if done.returncode == 0 else []
+        if not names or names[0].startswith("-"):
+            return None
+        shown = self._run([scontrol, "show", "node", "-o", names[0]], self.query_timeout)
+        return (node_address(shown.stdout) if shown.returncode == 0 else None) or names[0]
 
     def cancel_named(self, name: str) -> None:
         """Cancel every job of this user named ``name`` (unique per run); quiet when there is none."""

@@ -157,7 +157,8 @@ def wait_for_server(slurm: Slurm, job: str, directory: Path, token: str, queue_t
                 raise EnvkitError(f"the Jupyter server of job {job} did not answer within {server_timeout:g} s of "
                                   f"the job's start (the job is cancelled): {_said(directory, connection)}",
                                   hint=f"Its output is in {directory}.")
-        else:
+        else:  # (a job that ended between two looks was never seen running: its connection file is read here)
+            connection = read_connection(_read(directory / CONNECTION_FILE)) or connection
             what = f"ended ({state.lower()})" if state else "is gone"
             raise EnvkitError(f"job {job} {what} before its Jupyter server answered: {_said(directory, connection)}",
                               hint=f"Its output is in {directory}.")

@@ -27,6 +27,7 @@ _NO_TIME_LIMIT = ("infinite", "unlimited")
 MAX_TIME_MINUTES = 0xFFFFFFFD
 # More CPUs than a Linux node can have (the kernel's NR_CPUS is at most 8192), so a typo, not a request.
 MAX_CPUS = 8192
+MAX_NODES = 100000  # more than any cluster has (sinfo's own count is checked before)
 MAX_GPUS = 1024  # per node: far more than any node holds (the partition's own count is checked before)
 
 
@@ -53,7 +54,9 @@ class JobSpec:
     job_name: Optional[str] = None
     output: Optional[str] = None
     per_gpu: bool = False  # one process per GPU through torchrun
-    node: Optional[str] = None  # the one node to run on (its Slurm name), from --partition P:NODE
+    node: Optional[str] = None  # the node(s) to run on (Slurm names, comma-separated), from --partition P:NODE,...
+    nodes: int = 1  # with more than 1: one task per node, the framework's distributed launch (envkit.slurm.multinode)
+    framework: Optional[str] = None  # the environment's framework: which launch runs across nodes
 
 
 def job_name(name: str) -> str:
@@ -80,6 +83,8 @@ def directives(spec: JobSpec) -> list[tuple[str, str]]:
     pairs = [("partition", directive_value("partition", spec.partition))]
     if spec.node is not None:
         pairs.append(("nodelist", directive_value("node", spec.node)))
+    if spec.nodes != 1:
+        pairs += [("nodes", str(_count("--nodes", spec.nodes, MAX_NODES))), ("ntasks-per-node", "1")]
     if spec.job_name is not None:
         pairs.append(("job-name", job_name(spec.job_name)))
     if spec.gpus is not None:
@@ -107,6 +112,12 @@ def sbatch_script(spec: JobSpec) -> str:
     if not command or not command[0] or command[0].startswith("-"):
         raise BadInputError(f"the job's command must start with the program to run, not {command[:1] or ''!r}",
                             hint="For example: envkit job ENV -p P -- python train.py")
+    if spec.nodes != 1:
+        from envkit.slurm.multinode import launch_lines
+
+        gpus = _count("--gpus", spec.gpus, MAX_GPUS) if spec.gpus is not None else None
+        lines += launch_lines(spec.framework, spec.activate, command, spec.nodes, spec.per_gpu, gpus)
+        return "\n".join(lines) + "\n"
     if spec.per_gpu:
         gpus = _count("--gpus", spec.gpus, MAX_GPUS) if spec.gpus is not None else None
         nproc = str(gpus) if gpus is not None else "gpu"

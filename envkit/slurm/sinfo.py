@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from envkit.terminal import printable
 from envkit.versions import is_ascii_number
 
 # partition (no '*' for the default) | availability | node | GRES | features | state
@@ -60,8 +61,14 @@ def parse_sinfo(text: str) -> list[NodeRow]:
         fields = line.split("|")
         if len(fields) != _FIELDS:
             raise ValueError(f"sinfo line {number} has {len(fields)} fields, expected {_FIELDS}: {line!r}")
-        partition, available, node, gres, features, state = (field.strip() for field in fields)
-        rows.append(NodeRow(partition, available, node, gres, features, state))
+        # (escaped: a name sinfo prints reaches the user's terminal, and never an escape sequence with it)
+        partition, available, node, gres, features, state = (printable(field.strip()) for field in fields)
+        row = NodeRow(partition, available, node, gres, features, state)
+        try:
+            row.gpus  # (a count no node has is refused here, with its line, not later)
+        except ValueError as error:
+            raise ValueError(f"sinfo line {number}: {error}") from None
+        rows.append(row)
     return rows
 
 
@@ -76,8 +83,13 @@ def gpu_count(gres: str) -> int:
         count = match.group("count")
         if count is None and match.group("type") is not None and is_ascii_number(match.group("type")):
             count = match.group("type")  # gpu:2 parses its count as the type group
+        if count is not None and len(count) > _MOST_DIGITS:
+            raise ValueError(f"GRES {item[:40]!r}: a GPU count of {len(count)} digits")
         total += int(count) if count is not None else 1
     return total
+
+
+_MOST_DIGITS = 6  # of a node's GPU count: more is no node, and int() of thousands of digits is refused
 
 
 def _split_gres(gres: str) -> list[str]:

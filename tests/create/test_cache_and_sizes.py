@@ -50,12 +50,12 @@ def test_cache_shows_where_and_what_and_clean_empties_it_environments_still_work
     cache = Path(home.env["XDG_CACHE_HOME"]) / "envkit"
     shown = home.envkit("cache", "--json")
     assert shown.returncode == 0, shown.stderr
-    [entry] = json.loads(shown.stdout)
+    [entry] = json.loads(shown.stdout)["caches"]
     assert entry["path"] == str(cache) and entry["bytes"] > BIG and entry["parts"]["uv"]["files"] > 10
     assert str(cache) in home.envkit("cache").stdout
     kept = home.envkit("cache", "clean", "--older-than", "1", "--yes", "--json")
     assert kept.returncode == 0, kept.stderr
-    [result] = json.loads(kept.stdout)
+    [result] = json.loads(kept.stdout)["caches"]
     assert result["removed"] == 0 and result["kept"] > 0  # all of it was written just now
     assert (cache / "uv").is_dir()
     (cache / "catalogs-stay").mkdir()  # not one of the package caches: never touched
@@ -64,7 +64,7 @@ def test_cache_shows_where_and_what_and_clean_empties_it_environments_still_work
     done = home.envkit("cache", "clean", "--yes")
     assert done.returncode == 0, done.stderr
     assert not (cache / "uv").exists() and (cache / "catalogs-stay").is_dir()
-    assert json.loads(home.envkit("cache", "--json").stdout)[0]["bytes"] == 0
+    assert json.loads(home.envkit("cache", "--json").stdout)["caches"][0]["bytes"] == 0
     assert home.in_env("a", "import torch; print(torch.__version__)") == "2.13.0+cu126"
     again = _create(home, "--name", "b")  # and the next create downloads again
     assert again.returncode == 0, again.stderr

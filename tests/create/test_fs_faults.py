@@ -133,7 +133,7 @@ def test_a_fault_while_undoing_keeps_the_journal_for_the_next_run(venv_target: T
     journal = venv_target.home.data / "locks" / f"{venv_target.name}.creating"
     assert journal.exists()
     removed = venv_target.envkit("envs", "--json")
-    assert [e["state"] for e in json.loads(removed.stdout)] == ["interrupted"]
+    assert [e["state"] for e in json.loads(removed.stdout)["environments"]] == ["interrupted"]
     again = venv_target.create("--no-verify")  # no --force: it cleans up, and the old one is there again
     assert again.returncode == 1 and "already exists" in again.stderr, again.stderr
     assert not journal.exists() and venv_target.home.record(venv_target.name)["run"] == old_run

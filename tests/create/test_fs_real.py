@@ -52,7 +52,7 @@ def test_a_data_directory_out_of_inodes_at_each_write_leaves_nothing(home: Home,
         if done.returncode == 0:  # enough inodes for the environment (the journal's last note may not fit)
             assert home.record("t") is not None and prefix.is_dir()
             assert not list((data / "locks").glob("*.creating"))
-            assert [e["state"] for e in json.loads(home.envkit("envs", "--json").stdout)] == ["ready"]
+            assert [e["state"] for e in json.loads(home.envkit("envs", "--json").stdout)["environments"]] == ["ready"]
             return
         assert done.returncode == 1, done.stderr
         _one_line(done.stderr, "No space left on device")
@@ -176,4 +176,4 @@ def test_a_disk_that_fills_while_the_installer_writes_leaves_nothing(home: Home,
     assert "Traceback" not in err and "internal error" not in err, err
     assert "No space left on device" in err or "os error 28" in err, err
     assert left == [".filler"] and home.record("t") is None
-    assert json.loads(home.envkit("envs", "--json").stdout) == []
+    assert json.loads(home.envkit("envs", "--json").stdout)["environments"] == []

@@ -131,16 +131,20 @@ def test_pip_build_locks_and_installs_with_hashes(home: Home, torch_index: Index
         "envkit", "create", "--from-lock", str(exported), "--machine", str(PROFILES / "rtx4090-cuda126.yaml")]
     assert {(p.name, p.url, p.sha256) for p in read_lock(exported).pip()} == {
         (p.name, p.url, p.sha256) for p in locked.pip()}
-    # -o is written as a shell writes it: through a symbolic link, which stays; never over what is not a file.
+    # -o is never written through a symbolic link: refused, or with --force the link (not its target) replaced;
+    # never over what is not a file.
     link = home.root / "current.yml"
     link.symlink_to(exported)
-    exported.write_text("")
-    again = home.envkit("export", "t1", "-o", str(link))
-    assert again.returncode == 0 and link.is_symlink() and read_lock(exported).pip() == read_lock(link).pip()
+    before = exported.read_bytes()
+    refused = home.envkit("export", "t1", "-o", str(link))
+    assert refused.returncode == 2 and "is a symbolic link" in refused.stderr and "--force" in refused.stderr
+    again = home.envkit("export", "t1", "-o", str(link), "--force")
+    assert again.returncode == 0 and not link.is_symlink() and exported.read_bytes() == before
+    assert read_lock(exported).pip() == read_lock(link).pip()
     fifo = home.root / "fifo"
     os.mkfifo(fifo)
     refused = home.envkit("export", "t1", "-o", str(fifo))
-    assert refused.returncode == 1 and f"cannot write {fifo}: it exists and is not a regular file" in refused.stderr
+    assert refused.returncode == 2 and f"the lock {fifo} is not a regular file" in refused.stderr
     assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 

@@ -125,7 +125,7 @@ def test_jupyter_serves_with_its_token_keeps_it_secret_lists_and_stops(slurm_sit
         assert listed.returncode == 0, listed.stderr
         row = next(line for line in listed.stdout.splitlines() if line.startswith(job_id))
         assert node in row and port in row and "running" in row
-        as_json = json.loads(envkit("jupyter", "--list", "--json", env=env, cwd=tmp_path).stdout)
+        as_json = json.loads(envkit("jupyter", "--list", "--json", env=env, cwd=tmp_path).stdout)["servers"]
         assert [(s["job"], s["node"], s["port"]) for s in as_json] == [(job_id, node, int(port))]
         assert re.fullmatch(r"[0-9:-]+", as_json[0]["time_left"])
     finally:

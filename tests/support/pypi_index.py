@@ -66,6 +66,7 @@ class _State:
     delays: dict[str, float] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
     core_metadata: bool = True
+    authorization: str | None = None  # "Basic ..." that every request must carry (require_credentials)
 
 
 class IndexServer:
@@ -94,6 +95,14 @@ class IndexServer:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
+
+    def require_credentials(self, user: str, password: str) -> None:
+        """Answer 401 to every request without HTTP basic auth of ``user:password`` (a lab's authenticated mirror)."""
+        import base64
+
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        with self._state.lock:
+            self._state.authorization = f"Basic {token}"
 
     def start(self) -> None:
         """Bind a free port on 127.0.0.1 and serve from a daemon thread."""
@@ -227,7 +236,14 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server.state
         with state.lock:
             state.requests.append(path)
+            wanted = state.authorization
             route = self._route(path, state)
+        if wanted is not None and self.headers.get("Authorization") != wanted:
+            self.send_response(HTTPStatus.UNAUTHORIZED)
+            self.send_header("WWW-Authenticate", 'Basic realm="index"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         route(body)
 
     def _route(self, path: str, state: _State) -> _Response:

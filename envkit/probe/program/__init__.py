@@ -7,6 +7,9 @@ framework, lists its GPUs, runs a matrix product (and a convolution) on the CPU 
 result with the CPU one, and records every warning, error message and traceback it meets. It never crashes without
 printing its JSON: everything it does is guarded.
 
+--cross-node-worker RANK WORLD ADDRESS PORT TIMEOUT BYTES ITERATIONS (envkit verify --nodes, on each node): this
+node's rank of an all-reduce across nodes (cross_node: NCCL on GPUs, gloo on CPU builds), its sum checked and timed.
+
 --multi-gpu: with two GPUs or more, a real all-reduce across all of them whose sum is checked, then timed (bus
 bandwidth): torch: NCCL, one process per GPU (this program in --nccl-worker mode); tensorflow: a MirroredStrategy's
 ReplicaContext.all_reduce; jax: a psum under jax.pmap. --bench: matrix products on each GPU, TFLOP/s in float32 and

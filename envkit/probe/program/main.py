@@ -10,6 +10,7 @@ import time
 import warnings
 
 from .collective import MULTI_GPU_TIMEOUT, STUCK
+from .cross_node import cross_node_worker
 from .jax_probe import probe_jax
 from .mxnet_probe import probe_mxnet
 from .record import Recorder, TeeText, clip, error_record, finite
@@ -136,6 +137,14 @@ def main(argv):
         os.dup2(2, 1)
         result = nccl_worker(int(argv[1]), int(argv[2]), argv[3], int(argv[4]), int(argv[5]))
         out.write(json.dumps(result))
+        out.flush()
+        return 0
+    if len(argv) >= 8 and argv[0] == "--cross-node-worker":  # rank world address port timeout bytes iterations
+        out = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
+        result = cross_node_worker(int(argv[1]), int(argv[2]), argv[3], int(argv[4]), float(argv[5]), int(argv[6]),
+                                   int(argv[7]))
+        out.write(json.dumps(_json_safe(result)))
         out.flush()
         return 0
     # Anything the framework writes to stdout (C code included) goes to stderr: stdout is for the JSON alone.

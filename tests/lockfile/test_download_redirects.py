@@ -1,0 +1,97 @@
+"""envkit's own downloader (a lock's conda packages): the transport rule (https, or plain http only on loopback and
+configured mirrors) holds for every hop of a redirect, and credentials go only to the host they were given for."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from envkit.errors import InstallError
+from envkit.lockfile.fetch import RedirectRefused, allowed_hop, fetch_verified
+from envkit.lockfile.model import LockedPackage
+
+DATA = b"a conda package\n"
+OFF_LOOPBACK = "http://203.0.113.9/pkgs/x-1.0-0.conda"  # TEST-NET-3: refused before any connection is tried
+
+
+class _Handler(BaseHTTPRequestHandler):
+    seen: list = []
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        type(self).seen.append((self.path, self.headers.get("Authorization")))
+        if self.path == "/off/x-1.0-0.conda":
+            self._redirect(OFF_LOOPBACK)
+        elif self.path == "/hop/x-1.0-0.conda":
+            self._redirect("/pkgs/x-1.0-0.conda")
+        elif self.path == "/pkgs/x-1.0-0.conda":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(DATA)))
+            self.end_headers()
+            self.wfile.write(DATA)
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    def _redirect(self, where: str) -> None:
+        self.send_response(302)
+        self.send_header("Location", where)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.fixture
+def server():
+    _Handler.seen = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+PACKAGE = LockedPackage(name="x", version="1.0", manager="conda", platform="linux-64",
+                        url="https://conda.anaconda.org/c/linux-64/x-1.0-0.conda",
+                        sha256=hashlib.sha256(DATA).hexdigest(), md5=hashlib.md5(DATA).hexdigest())
+
+
+def test_a_redirect_off_loopback_to_plain_http_is_refused_and_named(server, tmp_path: Path):
+    with pytest.raises(RedirectRefused) as refused:
+        fetch_verified(PACKAGE, f"{server}/off/x-1.0-0.conda", tmp_path, lambda line: None)
+    assert isinstance(refused.value, InstallError) and refused.value.exit_code == 1
+    assert f"{server}/off/x-1.0-0.conda redirects (302) to {OFF_LOOPBACK}" in refused.value.message
+    assert list(tmp_path.rglob("*.conda")) == [] and len(_Handler.seen) == 1  # asked once: no retry of a refusal
+
+
+def test_a_redirect_within_loopback_is_followed_and_credentials_reach_the_server(server, tmp_path: Path):
+    with_credentials = server.replace("http://", "http://alice:pw@")
+    path = fetch_verified(PACKAGE, f"{with_credentials}/hop/x-1.0-0.conda", tmp_path, lambda line: None)
+    assert path.read_bytes() == DATA
+    token = "Basic " + base64.b64encode(b"alice:pw").decode()
+    assert _Handler.seen == [("/hop/x-1.0-0.conda", token), ("/pkgs/x-1.0-0.conda", token)]
+
+
+@pytest.mark.parametrize("url, mirrors, allowed", [
+    ("https://example.org/x", (), True),
+    ("http://127.0.0.1:9/x", (), True),
+    ("http://localhost/x", (), True),
+    ("http://example.org/x", (), False),
+    ("http://cache.lab:8080/conda/x", ("http://cache.lab:8080/conda",), True),
+    ("http://cache.lab:8080/other/x", ("http://cache.lab:8080/conda",), False),
+    ("file:///etc/passwd", (), False),
+    ("ftp://example.org/x", (), False),
+])
+def test_the_transport_rule_for_each_hop(url, mirrors, allowed):
+    assert allowed_hop(url, mirrors) is allowed
