@@ -26,6 +26,9 @@ from pathlib import Path
 
 GOAL = 1.3
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_venv import VENV_HELP, fresh_venv  # noqa: E402  (bench/ is on the path only now)
 PROFILE = ROOT / "tests" / "profiles" / "h100-cuda130.yaml"
 LISTING = "envkit list --json (kept answer)"
 REQUESTS = {  # what is typed before Tab -> COMP_WORDS, COMP_CWORD
@@ -34,15 +37,6 @@ REQUESTS = {  # what is typed before Tab -> COMP_WORDS, COMP_CWORD
     "complete an environment": ("envkit run t", 2),
     "complete a partition": ("envkit list --partition g", 3),
 }
-
-
-def fresh_venv(where: Path) -> Path:
-    """A venv with envkit installed from this checkout, not editable; its Python."""
-    python = where / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", str(ROOT)], check=True)
-    return python
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
@@ -57,7 +51,7 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21)
-    parser.add_argument("--venv", type=Path, help="reuse this venv (made and installed if missing)")
+    parser.add_argument("--venv", type=Path, metavar="DIR", help=VENV_HELP)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="envkit-bench-") as scratch:
         home = Path(scratch)

@@ -20,6 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_venv import add_venv_option, envkit_command, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+
+run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
+
 GOAL = 2.0
 CONFIGS = [  # (cuda_driver, driver_version, gpu name, compute capability, gpus per node)
     ("12.2", "535.104.05", "NVIDIA A100-SXM4-80GB", "8.0", 4),
@@ -47,6 +53,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--nodes", type=int, default=500)
+    add_venv_option(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="envkit-fleet-bench-") as scratch:
         root = Path(scratch)
@@ -59,7 +66,7 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")}
         env.update({"HOME": str(root), "XDG_CACHE_HOME": str(root / "cache"),
                     "XDG_CONFIG_HOME": str(root / "config"), "XDG_DATA_HOME": str(root / "data")})
-        base = [sys.executable, "-m", "envkit", "list", "torch", "--json", "--machine"]
+        base = [*envkit_command(), "list", "torch", "--json", "--machine"]
         commands = {"one profile": base + [str(one)], f"{args.nodes} profiles (dir)": base + [str(nodes)]}
         for argv in commands.values():  # warm the caches: what a user meets from the second run on
             timed(argv, env)

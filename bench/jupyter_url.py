@@ -30,6 +30,12 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_venv import add_venv_option, envkit_command, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+
+run_in_venv(["jupyter_server"])  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
+
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "tests" / "slurm"))
 
@@ -65,7 +71,7 @@ def one_run(env: dict[str, str], data: Path) -> tuple[float, float]:
     started = time.monotonic()
     watcher = threading.Thread(target=first_answer, args=(data, stop, found), daemon=True)
     watcher.start()
-    process = subprocess.Popen([sys.executable, "-m", "envkit", "jupyter", "jup", "-p", "p1", "--gpus", "1",
+    process = subprocess.Popen([*envkit_command(), "jupyter", "jup", "-p", "p1", "--gpus", "1",
                                 "--timeout", "60"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url_at, job = None, None
     assert process.stdout is not None
@@ -79,7 +85,7 @@ def one_run(env: dict[str, str], data: Path) -> tuple[float, float]:
     watcher.join()
     if process.returncode != 0 or url_at is None or not found or job is None:
         raise SystemExit(f"envkit jupyter failed: {process.stderr.read() if process.stderr else ''}")
-    subprocess.run([sys.executable, "-m", "envkit", "jupyter", "--stop", job], env=env, capture_output=True,
+    subprocess.run([*envkit_command(), "jupyter", "--stop", job], env=env, capture_output=True,
                    timeout=120, check=True)
     return found[0] - started, url_at - started
 
@@ -87,6 +93,7 @@ def one_run(env: dict[str, str], data: Path) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
+    add_venv_option(parser)
     args = parser.parse_args()
     if missing_programs():
         raise SystemExit(f"Slurm is not installed here (missing: {', '.join(missing_programs())})")
@@ -108,7 +115,7 @@ def main() -> int:
             env.update(LD_LIBRARY_PATH=str(lib.parent), FAKE_NVML_DIR=str(root / "nodes"), HOME=str(root / "home"),
                        ENVKIT_SITE=str(root / "site.yaml"), XDG_CONFIG_HOME=str(root / "config"),
                        XDG_CACHE_HOME=str(root / "cache"), XDG_DATA_HOME=str(root / "data"))
-            done = subprocess.run([sys.executable, "-m", "envkit", "survey", "-p", "p1"], env=env, cwd=root,
+            done = subprocess.run([*envkit_command(), "survey", "-p", "p1"], env=env, cwd=root,
                                   capture_output=True, text=True, timeout=300)
             if done.returncode != 0:
                 raise SystemExit(f"envkit survey failed:\n{done.stderr}")

@@ -48,6 +48,9 @@ from typing import Callable
 
 GOAL = 1.3
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_venv import VENV_HELP, fresh_venv  # noqa: E402  (bench/ is on the path only now)
 BARE_APP = '''
 import typer
 
@@ -102,19 +105,10 @@ def print_ratios(heading: str, unit: str, values: dict[str, float], scale: float
               f"{value / values[PLAIN]:8.2f}x {value / values[SETTLED]:16.2f}x")
 
 
-def fresh_venv(where: Path) -> Path:
-    """A venv with envkit installed from this checkout, not editable; its Python."""
-    python = where / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", str(ROOT)], check=True)
-    return python
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=31)
-    parser.add_argument("--venv", type=Path, help="reuse this venv (made and installed if missing)")
+    parser.add_argument("--venv", type=Path, metavar="DIR", help=VENV_HELP)
     parser.add_argument("--instructions", action="store_true",
                         help="also count each command's instructions under valgrind (median of 3 counts)")
     parser.add_argument("extra", nargs="*", help="extra arguments for envkit list")

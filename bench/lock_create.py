@@ -19,6 +19,7 @@ workload shows the fixed cost, not the goal. Take 7 rounds or more: these machin
 exits 0 whether the goal is met or not (1 only if a route fails).
 
     python3 bench/lock_create.py [--rounds 9] [--modules 300] [--workload auto|synthetic|real-torch] [--json]
+                                 [--venv DIR]
 """
 
 from __future__ import annotations
@@ -43,13 +44,12 @@ class LockBench(base.Bench):
     def __init__(self, temp: Path, server: base.IndexServer, workload: base.Workload) -> None:
         super().__init__(temp, server, workload)
         self.lock = temp / "conda-lock.yml"
-        base._run([sys.executable, "-m", "envkit", "lock", "torch", "--build", workload.build, "--python",
+        base._run([*base.envkit_command(), "lock", "torch", "--build", workload.build, "--python",
                    base.PYTHON, "--machine", str(base.PROFILE), "-o", str(self.lock)], self.envkit_env)
         self.pins = temp / "pins.txt"
         self.pins.write_text(self._pins(server), encoding="utf-8")
 
     def _pins(self, server: base.IndexServer) -> str:
-        sys.path.insert(0, str(base.ROOT))
         from envkit.lockfile.format import read_lock
 
         mirrors = {"https://download.pytorch.org/whl": f"{server.url}/whl",
@@ -71,7 +71,7 @@ class LockBench(base.Bench):
         self.count += 1
         name = f"bench-{self.count}"
         if route == "lock":
-            commands = [([sys.executable, "-m", "envkit", "create", "--from-lock", str(self.lock), "--name", name,
+            commands = [([*base.envkit_command(), "create", "--from-lock", str(self.lock), "--name", name,
                           "--machine", str(base.PROFILE), "--yes", "--no-verify"], self.envkit_env)]
             prefix = self.envkit_prefix / name
         elif route == "solve":
@@ -110,6 +110,7 @@ def main() -> int:
     parser.add_argument("--workload", choices=("auto", "synthetic", "real-torch"), default="auto",
                         help="auto: the real torch wheel where this machine has one, else the synthetic wheels")
     parser.add_argument("--json", action="store_true")
+    base.add_venv_option(parser)
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="envkit-lock-bench-") as scratch:
         temp = Path(scratch)

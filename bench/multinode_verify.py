@@ -9,7 +9,7 @@ the real PyTorch CPU wheel (torch 2.13.0+cpu, which this kind of machine keeps o
 run interleaved, several times; the medians give the ratio. A report, not a test: it exits 0 whether the goal is met
 or not (1 when a check fails).
 
-    python3 bench/multinode_verify.py [--runs 3]
+    python3 bench/multinode_verify.py [--runs 3] [--venv DIR]
 """
 
 from __future__ import annotations
@@ -24,9 +24,14 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_venv import add_venv_option, envkit_command, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+
+run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO))
 
 from support import fake_nvml  # noqa: E402
 from support.slurm_cluster import Node, SlurmCluster, missing_programs  # noqa: E402
@@ -65,6 +70,7 @@ def make_env(root: Path, env: dict[str, str]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
+    add_venv_option(parser)
     args = parser.parse_args()
     if missing_programs():
         raise SystemExit(f"Slurm is not installed here (missing: {', '.join(missing_programs())})")
@@ -83,7 +89,7 @@ def main() -> int:
                        ENVKIT_SITE=str(root / "site.yaml"), XDG_CONFIG_HOME=str(root / "config"),
                        XDG_CACHE_HOME=str(root / "cache"), XDG_DATA_HOME=str(root / "data"))
             make_env(root / "envs" / NAME, env)
-            verify = [sys.executable, "-m", "envkit", "verify", NAME, "-p", "p"]
+            verify = [*envkit_command(), "verify", NAME, "-p", "p"]
             commands = {"one node": verify, "2 nodes (check + all-reduce)": [*verify, "--nodes", "2"]}
             for argv in commands.values():  # warm up: the probe's zipapp, the page cache
                 timed(argv, env)

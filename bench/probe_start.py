@@ -26,6 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_venv import add_venv_option, envkit_command, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+
+run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
+
 GOAL = 1.1
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +40,7 @@ def start_delay(wrapper: Path, stamp: Path, environ: dict[str, str]) -> float:
     """Seconds from launching `envkit doctor` to the probe's start."""
     stamp.unlink(missing_ok=True)
     started = time.time()
-    subprocess.run([sys.executable, "-m", "envkit", "doctor", "--json", "--python", str(wrapper)], env=environ,
+    subprocess.run([*envkit_command(), "doctor", "--json", "--python", str(wrapper)], env=environ,
                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return float(stamp.read_text()) - started
 
@@ -42,9 +48,9 @@ def start_delay(wrapper: Path, stamp: Path, environ: dict[str, str]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21)
+    add_venv_option(parser)
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from envkit.probe.zipapp import cached_program
+    from envkit.probe.zipapp import cached_program  # the venv's envkit, installed from this checkout
 
     with tempfile.TemporaryDirectory(prefix="envkit-bench-") as scratch:
         base = Path(scratch)
@@ -53,7 +59,7 @@ def main() -> int:
         wrapper.write_text(f"#!/bin/sh\ndate +%s.%N > {stamp}\nexit 3\n")
         wrapper.chmod(0o755)
         environ = {k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")}
-        environ.update(XDG_CACHE_HOME=str(cache), PYTHONPATH=str(ROOT))
+        environ.update(XDG_CACHE_HOME=str(cache))  # (envkit is the venv's: bench_venv.py)
         start_delay(wrapper, stamp, environ)  # warm the OS caches and envkit's other caches
         warm, cold = [], []
         for _ in range(args.runs):

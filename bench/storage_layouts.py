@@ -20,8 +20,8 @@ a tmpfs mounted for the run; without either, follow and pinned are skipped, sayi
 
     python3 bench/storage_layouts.py [--megabytes 60] [--json]
 
-Runs from a fresh clone with the Python that the README's install command installed envkit into (python3 -m pip
-install -e .); envkit itself is taken from this checkout. Everything is made in temporary directories, removed
+Runs from a fresh clone with the machine's python3: it runs itself again in a venv with envkit installed from this
+checkout (bench_venv.py; --venv DIR keeps that venv for the next run). Everything is made in temporary directories, removed
 (and unmounted) at the end.
 """
 
@@ -39,13 +39,19 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_venv import add_venv_option, envkit_command, help_asked, run_in_venv  # noqa: E402  (bench/: on the path now)
+
+run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 
-from envkit.storage.links import probe_links  # noqa: E402
-from envkit.storage.room import size_text  # noqa: E402
-from envkit.storage.usage import Usage, usage_of  # noqa: E402
+if not help_asked():  # (the help is printed by the machine's python3, which has no envkit)
+    from envkit.storage.links import probe_links  # noqa: E402
+    from envkit.storage.room import size_text  # noqa: E402
+    from envkit.storage.usage import Usage, usage_of  # noqa: E402
 from support.pypi_index import IndexServer  # noqa: E402
 from support.wheels import build_wheel  # noqa: E402
 
@@ -105,11 +111,10 @@ class Layout:
         self.environ = {k: v for k, v in os.environ.items() if not k.upper().startswith(dropped)}
         self.environ.update(HOME=str(self.home), XDG_CONFIG_HOME=str(self.home / ".config"),
                             XDG_DATA_HOME=str(self.home / ".local/share"), XDG_CACHE_HOME=str(self.home / ".cache"),
-                            ENVKIT_CONFIG=str(config), NO_PROXY="127.0.0.1,localhost",
-                            PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(":"))
+                            ENVKIT_CONFIG=str(config), NO_PROXY="127.0.0.1,localhost")
 
     def create(self, index: int) -> float:
-        argv = [sys.executable, "-m", "envkit", "create", "torch", "--build", "torch-2.13-cu126", "--python", PYTHON,
+        argv = [*envkit_command(), "create", "torch", "--build", "torch-2.13-cu126", "--python", PYTHON,
                 "--machine", str(PROFILE), "--name", f"env{index}", "--yes", "--no-verify"]
         started = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True, env=self.environ, timeout=600)
@@ -149,6 +154,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--megabytes", type=int, default=60, help="data in the stand-in torch wheel (default 60)")
     parser.add_argument("--json", action="store_true")
+    add_venv_option(parser)
     args = parser.parse_args()
     results, skipped = [], []
     with tempfile.TemporaryDirectory(prefix="envkit-storage-bench-") as scratch:

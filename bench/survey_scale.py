@@ -17,9 +17,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from envkit.slurm.sinfo import distinct_configurations, parse_sinfo, partitions  # noqa: E402
+from bench_venv import add_venv_option, help_asked, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+
+run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
+
+if not help_asked():  # (the help is printed by the machine's python3, which has no envkit)
+    from envkit.slurm.sinfo import distinct_configurations, parse_sinfo, partitions  # noqa: E402
 
 GOAL = 6.0
 
@@ -41,6 +46,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=10000)
     parser.add_argument("--runs", type=int, default=5)
+    add_venv_option(parser)
     args = parser.parse_args()
     sizes = (args.nodes, 4 * args.nodes)
     texts = {size: sinfo_text(size) for size in sizes}

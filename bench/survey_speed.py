@@ -21,6 +21,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_venv import add_venv_option, envkit_command, run_in_venv  # noqa: E402  (bench/ is on the path only now)
+
+run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv that has it (bench_venv.py)
+
 sys.path.insert(0, str(REPO / "tests"))
 
 from support import fake_nvml  # noqa: E402
@@ -41,6 +47,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--runs", type=int, default=5)
+    add_venv_option(parser)
     args = parser.parse_args()
     if missing_programs():
         raise SystemExit(f"Slurm is not installed here (missing: {', '.join(missing_programs())})")
@@ -59,7 +66,7 @@ def main() -> int:
             env.update(LD_LIBRARY_PATH=str(lib.parent), FAKE_NVML_DIR=str(root / "nodes"),
                        ENVKIT_SITE=str(root / "site.yaml"), XDG_CONFIG_HOME=str(root / "config"),
                        XDG_CACHE_HOME=str(root / "cache"), XDG_DATA_HOME=str(root / "data"))
-            survey = [sys.executable, "-m", "envkit", "survey"]
+            survey = [*envkit_command(), "survey"]
             names = list(cluster.partitions)
             commands = {name: [*survey, "-p", name] for name in names}
             commands["all"] = [*survey, *[arg for name in names for arg in ("-p", name)]]

@@ -13,7 +13,7 @@ from typing import Annotated, Mapping, Optional, Sequence
 
 import typer
 
-from envkit.commands.common import Settings
+from envkit.commands.output import Settings
 
 # The command groups (modules of envkit.commands) and the commands each registers, in the order in which
 # `envkit --help` lists them: look, make, check, manage, clusters, maintain the manifests. A command named first on

@@ -23,7 +23,8 @@ from itertools import combinations
 from typing import Mapping, NamedTuple, Optional, Sequence
 
 from envkit.catalog.model import Manifest, Tables
-from envkit.fleet import Config, Fleet, names_text
+from envkit.fleet import Config, Fleet, names_text, profile_key
+from envkit.machine import MachineProfile
 from envkit.resolve import Candidate, Request, Resolution, rank, resolve
 
 EXACT_LIMIT = 16  # maximal sets up to which the cover is searched exhaustively
@@ -44,6 +45,7 @@ class FleetResolution(NamedTuple):
     machines: tuple[str, ...]
     cpu_only: tuple[str, ...] = ()  # GPU-less machines in a fleet with GPU machines
     groups: tuple[Group, ...] = ()  # only when no GPU build fits every GPU machine
+    per_config: tuple[tuple[MachineProfile, Resolution], ...] = ()  # each distinct configuration's own resolution
 
     @property
     def manifest(self) -> Manifest:
@@ -52,6 +54,12 @@ class FleetResolution(NamedTuple):
     @property
     def selected(self) -> Optional[Candidate]:
         return self.resolution.selected
+
+    def resolution_for(self, profile: MachineProfile) -> Optional[Resolution]:
+        """The resolution of ``profile`` alone (what resolve gives for it), when it is one of the fleet's
+        configurations: the plan of a fleet's environment reuses it instead of resolving that profile again."""
+        key = profile_key(profile)
+        return next((r for p, r in self.per_config if profile_key(p) == key), None)
 
     @property
     def split(self) -> bool:
@@ -62,10 +70,11 @@ class FleetResolution(NamedTuple):
 def resolve_fleet(manifest: Manifest, fleet: Fleet, tables: Tables, request: Request = Request()) -> FleetResolution:
     configs = fleet.configs()
     per_config = [resolve(manifest, config.profile, tables, request) for config in configs]
+    each = tuple((config.profile, resolution) for config, resolution in zip(configs, per_config))
     if len(configs) == 1:  # one configuration, however many machines: exactly the single-machine answer
         resolution = per_config[0]
         fails = {c.build.id: configs[0].names for c in resolution.incompatible}
-        return FleetResolution(resolution, fails, fleet.names)
+        return FleetResolution(resolution, fails, fleet.names, per_config=each)
     gpu = [i for i, config in enumerate(configs) if config.has_gpus]
     judged = gpu if gpu else list(range(len(configs)))
     cpu_only = tuple(name for i, config in enumerate(configs) if i not in judged for name in config.names)
@@ -82,7 +91,7 @@ def resolve_fleet(manifest: Manifest, fleet: Fleet, tables: Tables, request: Req
     fits_all_gpus = any(c.compatible and c.build.is_gpu for c in merged)
     if len(gpu) > 1 and not fits_all_gpus:
         groups = _groups([configs[i] for i in gpu], [per_config[i] for i in gpu], cpu_only)
-    return FleetResolution(resolution, fails_on, fleet.names, cpu_only, groups)
+    return FleetResolution(resolution, fails_on, fleet.names, cpu_only, groups, each)
 
 
 def _merge(verdicts: Sequence[tuple[Config, Candidate]], judged_ids: set[int], gpu_build: bool

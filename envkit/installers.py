@@ -9,8 +9,9 @@ so a same-named package with a higher version elsewhere can never be picked.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Optional
 from urllib.parse import urlsplit
 
 from packaging.version import Version
@@ -19,6 +20,10 @@ from envkit.launch import python_module
 from envkit.plan import PipPart
 from envkit.redact import has_credentials, host_of
 from envkit.userdirs import UserDirs
+
+if TYPE_CHECKING:
+    from packaging.markers import Marker
+    from packaging.specifiers import SpecifierSet
 
 UV_MIN_PYTHON = Version("3.8")  # uv cannot install into older environments: pip does it there
 _DROPPED_PREFIXES = ("PIP_", "UV_")
@@ -114,20 +119,17 @@ def wrong_builds(prefix: Path, step: PipPart) -> list[str]:
     version (``torch==1.8.1+cu111``, ``torchaudio==0.8.1``) is what its pin says: the installer took nothing else."""
     if step.local is None:
         return []
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
     installed = _installed(prefix)
     python = _python_of(prefix)
     out = []
     for text in step.packages:
-        requirement = Requirement(text)
+        requirement = requirement_parts(text)
         if any(spec.operator in ("==", "===") and "*" not in spec.version for spec in requirement.specifier):
             continue
         if requirement.marker is not None and (python is None or not requirement.marker.evaluate(
                 {"python_version": python, "python_full_version": f"{python}.0"})):
             continue  # left out for this Python by its marker (torchaudio on 3.15), or the Python is not known
-        name = canonicalize_name(requirement.name)
+        name = _normalized(requirement.name)
         version = installed.get(name)
         wanted = f"+{step.local}" if step.local else "a plain version"
         if version is None:
@@ -135,6 +137,41 @@ def wrong_builds(prefix: Path, step: PipPart) -> list[str]:
         elif (version.local or "") != step.local:
             out.append(f"{name} {version}, not {wanted}")
     return out
+
+
+class RequirementParts(NamedTuple):
+    name: str
+    specifier: "SpecifierSet"
+    marker: Optional["Marker"]
+
+
+# A name and version specifiers, nothing else: how the manifests write most packages ("torch==2.13.*").
+_PLAIN = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*((?:===|[=!<>~]=|[<>])[^;@\[\]()]*)?")
+
+
+def requirement_parts(text: str) -> RequirementParts:
+    """A PEP 508 requirement's name, specifiers and marker, as packaging's Requirement reads them. A plain one (a
+    name and version specifiers) is read by packaging.specifiers alone: packaging.requirements compiles its marker
+    grammar when imported, ~10 ms of every create; anything else (a marker, extras, a URL), and anything the plain
+    reading refuses, goes through Requirement, which says what is wrong with it."""
+    plain = _PLAIN.fullmatch(text.strip())
+    if plain is not None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            return RequirementParts(plain[1], SpecifierSet(plain[2] or ""), None)
+        except InvalidSpecifier:
+            pass
+    from packaging.requirements import Requirement
+
+    requirement = Requirement(text)
+    return RequirementParts(requirement.name, requirement.specifier, requirement.marker)
+
+
+def _normalized(name: str) -> str:
+    """A project name as PEP 503 normalizes it (packaging.utils.canonicalize_name, whose module imports
+    packaging.tags and logging: 4 ms of every create)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _python_of(prefix: Path) -> Optional[str]:
@@ -147,7 +184,6 @@ def _python_of(prefix: Path) -> Optional[str]:
 
 
 def _installed(prefix: Path) -> dict[str, Version]:
-    from packaging.utils import canonicalize_name
     from packaging.version import InvalidVersion
 
     out = {}
@@ -159,7 +195,7 @@ def _installed(prefix: Path) -> dict[str, Version]:
             key, _, value = line.partition(":")
             fields.setdefault(key.strip().lower(), value.strip())
         try:
-            out[canonicalize_name(fields["name"])] = Version(fields["version"])
+            out[_normalized(fields["name"])] = Version(fields["version"])
         except (KeyError, InvalidVersion):
             continue
     return out

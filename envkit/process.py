@@ -180,10 +180,16 @@ def _exited(process: subprocess.Popen) -> bool:
 
 
 def _wait_exited(process: subprocess.Popen, deadline: float) -> bool:
+    """Whether the child exited by ``deadline``, looking again after 1 ms, 2, 4, ... and then every 20 ms: a child
+    that closed its output is most often exiting that instant, and a first wait of 20 ms made each of create's
+    installer steps 20 ms longer."""
+    pause = 0.001
     while not _exited(process):
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             return False
-        time.sleep(0.02)
+        time.sleep(min(pause, deadline - now))
+        pause = min(pause * 2, 0.02)
     return True
 
 

@@ -193,7 +193,7 @@ def test_a_kernel_kept_elsewhere_through_a_link_is_unlisted_not_said_removed_and
 # --- an unknown name among many -------------------------------------------------------------------------------------
 
 def test_an_unknown_name_among_many_offers_the_closest_not_all_of_them():
-    from envkit.commands.common import known_names_hint
+    from envkit.commands.recorded import known_names_hint
 
     many = [f"bulk-{i:03d}" for i in range(300)] + ["torch-cu126"]
     hint = known_names_hint("torch-cu128", many)

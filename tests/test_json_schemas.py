@@ -36,19 +36,19 @@ def test_each_schema_is_a_valid_schema_that_says_what_it_describes(path):
 
 
 def keep(directory: Path, command: str, output: object) -> None:
-    """As envkit.commands.common.keep_json_for_tests keeps one."""
+    """As envkit.commands.output.keep_json_for_tests keeps one."""
     (directory / f"{len(list(directory.iterdir())):03d}.out").write_text(f"{command}\n{json.dumps(output)}")
 
 
 def test_the_check_finds_what_is_wrong_with_an_output(tmp_path):
-    good = {"schema_version": 1, "manifests": [], "machines": []}
+    good = {"schema_version": 1, "manifests": [], "machines": [], "warnings": []}
     keep(tmp_path, "envkit list", good)
     assert problems(tmp_path) == (1, [])
-    keep(tmp_path, "envkit list", {"manifests": [], "machines": [], "schema_version": 1})  # not first
+    keep(tmp_path, "envkit list", {"manifests": [], "machines": [], "warnings": [], "schema_version": 1})  # not 1st
     keep(tmp_path, "envkit list", [good])  # not an object
     keep(tmp_path, "envkit list", {**good, "schema_version": 2})
     keep(tmp_path, "envkit list", {**good, "manifests": "torch"})
-    keep(tmp_path, "envkit list", {"schema_version": 1, "machines": []})
+    keep(tmp_path, "envkit list", {"schema_version": 1, "machines": [], "warnings": []})
     keep(tmp_path, "envkit frobnicate", {"schema_version": 1})
     checked, found = problems(tmp_path)
     assert checked == 7

@@ -123,3 +123,22 @@ def test_an_nvidia_smi_that_prints_without_end_costs_a_bounded_buffer(tmp_path: 
     """)
     assert result["notes"] == ["nvidia-smi: timed out after 3 s"] and result["gpus"] == 0, result
     assert result["peak_mib"] < 200, result
+
+
+def test_a_child_that_closed_its_output_is_looked_at_again_after_1_ms_then_less_and_less_often(monkeypatch):
+    """Waiting for a child to exit sleeps 1 ms, 2, 4, ... at most 20 ms between looks (a first wait of 20 ms
+    made each installer step of create 20 ms longer), and never past the deadline. Counted, not timed."""
+    import envkit.process as gateway
+
+    looks = iter([False] * 7 + [True])
+    pauses: list[float] = []
+    monkeypatch.setattr(gateway, "_exited", lambda process: next(looks))
+    monkeypatch.setattr(gateway.time, "sleep", lambda seconds: pauses.append(round(seconds, 6)))
+    assert gateway._wait_exited(None, gateway.time.monotonic() + 3600) is True
+    assert pauses == [0.001, 0.002, 0.004, 0.008, 0.016, 0.02, 0.02]
+    pauses.clear()
+    monkeypatch.setattr(gateway, "_exited", lambda process: False)
+    clock = iter([100.0, 100.0195, 100.03])
+    monkeypatch.setattr(gateway.time, "monotonic", lambda: next(clock))
+    assert gateway._wait_exited(None, 100.02) is False  # the last pause is cut to the deadline
+    assert pauses == [0.001, 0.0005]

@@ -43,7 +43,9 @@ finally:
 
 
 def imported_by(tmp_path: Path, *args: str, env: dict | None = None) -> tuple[set[str], str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")}
+    # (Without the suite's _ENVKIT_TEST_JSON_DIR: its copy of each JSON output imports json and tempfile, which a
+    # user's run does not.)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("ENVKIT_", "_ENVKIT_TEST_JSON_DIR"))}
     environ.update(env or {})
     environ.update(HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "cache"),
                    XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"))

@@ -136,3 +136,22 @@ def test_the_installers_cache_where_the_storage_plan_says_and_copy_only_when_tol
     assert env["UV_CREDENTIALS_DIR"] == str(dirs.data / "uv-credentials")  # not a cache: stays in the data dir
     assert installer_environ({}, dirs, "copy")["UV_LINK_MODE"] == "copy"
     assert installer_environ({}, dirs)["UV_CACHE_DIR"] == str(dirs.cache / "uv")
+
+
+def test_a_build_is_measured_again_only_when_its_measurement_is_missing_broken_or_a_week_old(tmp_path: Path):
+    from datetime import datetime, timedelta, timezone
+
+    from envkit.storage.room import MEASURE_AGAIN_AFTER, measurement_due
+
+    assert measurement_due(tmp_path, "k")  # no file
+    record_size(tmp_path, "k", Usage(5, 2))
+    now = datetime.now(timezone.utc)
+    assert not measurement_due(tmp_path, "k", now)
+    assert measurement_due(tmp_path, "other", now)  # another build, Python or backend
+    assert not measurement_due(tmp_path, "k", now + MEASURE_AGAIN_AFTER - timedelta(minutes=1))
+    assert measurement_due(tmp_path, "k", now + MEASURE_AGAIN_AFTER + timedelta(minutes=1))
+    assert measurement_due(tmp_path, "k", now - timedelta(hours=1))  # measured "in the future": a clock moved
+    for entry in ('{"k": {"bytes": 5, "files": 2}}', '{"k": {"bytes": 5, "files": 2, "measured": "yesterday"}}',
+                  '{"k": {"bytes": 5, "files": 2, "measured": "2026-11-27T00:00:00"}}', '{not json'):
+        (tmp_path / "sizes.json").write_text(entry, encoding="utf-8")
+        assert measurement_due(tmp_path, "k", now), entry

@@ -4,7 +4,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import print_json, reported_errors, user_dirs
+from envkit.commands.output import print_json, reported_errors
+from envkit.commands.places import user_dirs
 from envkit.commands.options import JsonOption
 
 app = typer.Typer(

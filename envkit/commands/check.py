@@ -5,9 +5,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import (current_site, echo_report, environment_python, fleet_for, find_record,
-                                    manifests_dir, print_json, recorded_build, recorded_manifests, reported_errors,
-                                    target_argv)
+from envkit.commands.output import echo_report, print_json, reported_errors
+from envkit.commands.places import current_site, manifests_dir
+from envkit.commands.recorded import environment_python, find_record, recorded_build, recorded_manifests
+from envkit.commands.targets import fleet_for, target_argv
 from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, program_value,
                                      seconds_between, with_options)
 

@@ -4,7 +4,8 @@ it), never in the shared directory."""
 
 import typer
 
-from envkit.commands.common import fleet_for, target_argv, user_dirs
+from envkit.commands.places import user_dirs
+from envkit.commands.targets import fleet_for, target_argv
 from envkit.commands.options import TargetOptions
 
 

@@ -6,8 +6,9 @@ from typing import Annotated, Optional
 import typer
 
 from envkit.commands import completion
-from envkit.commands.common import (build_for_target, fleet_for, manifests_dir, reported_errors, target_args,
-                                    user_dirs)
+from envkit.commands.output import reported_errors
+from envkit.commands.places import manifests_dir, user_dirs
+from envkit.commands.targets import build_for_target, fleet_for, target_args
 from envkit.commands.options import JsonOption, ProbeTimeoutOption, TargetOptions, path_value, with_options
 
 
@@ -153,14 +154,15 @@ def create(
             place = shared_target(config, name, manifest, force, group, prefix, jupyter)
             name, prefix = place.name, place.layout.prefix(place.name, "new")
         fleet = fleet_for(tables, target)
-        profile, build_id, unused = build_for_target(the_manifest, fleet, tables, request, build, target, python)
+        chosen = build_for_target(the_manifest, fleet, tables, request, build, target, python)
         prepared = prepare(
-            CreateRequest(build_id=build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
+            CreateRequest(build_id=chosen.build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
                           verify=not no_verify, target_args=target_args(target, python)),
-            the_manifest, tables, profile, target.on_target, request, config, dirs, os.environ,
+            the_manifest, tables, chosen.profile, target.on_target, request, config, dirs, os.environ,
+            resolution=chosen.resolution,
         )
         fleet_pick = fleet.single is None and build is None  # the fleet's verdict on unused GPUs, not one machine's
-        prepared = for_target(prepared, fleet, target, **({"gpu_unused": unused} if fleet_pick else {}))
+        prepared = for_target(prepared, fleet, target, **({"gpu_unused": chosen.gpu_unused} if fleet_pick else {}))
         after = None
         if place is not None:  # a new version beside the current one, published once made and checked
             from envkit.commands.publishing import publisher, staging
@@ -179,7 +181,7 @@ def create(
                 make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
                      json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
                      verify_on_node=verify_on_node, cpu=cpu,
-                     listing=f"`{list_command(manifest, target_args(target, python))}`", after=after)
+                     listing=f"`{list_command(manifest, target_args(target, python))}`", after=after, fleet=fleet)
         finally:
             if place is not None:  # the run's own directory, unless a journal there still has something to undo
                 from envkit.commands.publishing import clean_staging

@@ -6,7 +6,9 @@ from typing import Annotated, List, Optional
 import typer
 
 from envkit.commands import completion
-from envkit.commands.common import echo_report, find_record, plain_name, print_json, reported_errors, user_dirs
+from envkit.commands.output import echo_report, print_json, reported_errors
+from envkit.commands.places import user_dirs
+from envkit.commands.recorded import find_record, plain_name
 from envkit.commands.options import JsonOption, RunInArgument
 
 

@@ -4,7 +4,9 @@ made the way `envkit create` makes one (commands/making.py)."""
 from pathlib import Path
 from typing import Optional
 
-from envkit.commands.common import fleet_for, manifests_dir, reported_errors, target_args, target_words, user_dirs
+from envkit.commands.output import reported_errors
+from envkit.commands.places import manifests_dir, user_dirs
+from envkit.commands.targets import fleet_for, target_args, target_words
 from envkit.commands.options import TargetOptions
 
 
@@ -71,7 +73,8 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
             typer.echo("envkit: note: the lock names no build of envkit's manifests: no post-install check",
                        err=True)
         make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
-             json_output=json_output, verbose=verbose, probe_timeout=probe_timeout, verify_on_node=verify_on_node)
+             json_output=json_output, verbose=verbose, probe_timeout=probe_timeout, verify_on_node=verify_on_node,
+             fleet=fleet)
 
 
 def read_pylock_file(path: Path, python: Optional[str], tables):

@@ -5,9 +5,10 @@ from typing import Annotated, List, NamedTuple, Optional
 import typer
 
 from envkit.commands import completion
-from envkit.commands.common import (echo_report, fleet_for, group_command, json_text, keep_json_for_tests,
-                                    machine_for, manifests_dir, print_json, reported_errors, stdout_is_terminal,
-                                    target_args, user_dirs)
+from envkit.commands.output import (echo_report, json_text, keep_json_for_tests, print_json, reported_errors,
+                                    stdout_is_terminal)
+from envkit.commands.places import manifests_dir, user_dirs
+from envkit.commands.targets import fleet_for, group_command, machine_for, target_args
 from envkit.commands.options import (JsonOption, ManifestsOption, PythonOption, TargetOptions, TimeoutOption,
                                      with_options)
 

@@ -7,7 +7,8 @@ from typing import Annotated, Iterator, Optional
 
 import typer
 
-from envkit.commands.common import print_json, reported_errors, user_dirs
+from envkit.commands.output import print_json, reported_errors
+from envkit.commands.places import user_dirs
 from envkit.commands.on_node import PARTITION_HELP, CpusOption, GpusOption, QueueOption, TimeOption
 from envkit.commands.options import JsonOption, ManifestsOption, seconds_between
 

@@ -7,8 +7,10 @@ from typing import Annotated, Optional, Sequence
 import typer
 
 from envkit.commands import completion
-from envkit.commands.common import (manifests_dir, print_json, recorded_manifests, reported_errors, target_words,
-                                    user_dirs, uv_binary, uv_environ)
+from envkit.commands.output import print_json, reported_errors
+from envkit.commands.places import manifests_dir, user_dirs, uv_binary, uv_environ
+from envkit.commands.recorded import recorded_manifests
+from envkit.commands.targets import target_words
 from envkit.commands.options import JsonOption, ManifestsOption, TargetOptions, file_path_value, with_options
 
 OutputOption = Annotated[
@@ -74,7 +76,7 @@ def lock(
         catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
         tables = catalog.tables
         request = parse_python_request(python, tables.python)
-        from envkit.commands.common import build_for_target, fleet_for, target_args, target_argv
+        from envkit.commands.targets import build_for_target, fleet_for, target_args, target_argv
 
         the_manifest = catalog.manifests[manifest]
         fleet = fleet_for(tables, target)
@@ -82,18 +84,18 @@ def lock(
         def warn(line: str) -> None:
             typer.echo(f"envkit: warning: {line}", err=True)
 
-        profile, build_id, unused = build_for_target(the_manifest, fleet, tables, request, build, target, python,
-                                                     command="lock")
-        if unused:
-            warn(f"the lock pins a CPU build for machines with GPUs: {unused}")
+        chosen = build_for_target(the_manifest, fleet, tables, request, build, target, python, command="lock")
+        if chosen.gpu_unused:
+            warn(f"the lock pins a CPU build for machines with GPUs: {chosen.gpu_unused}")
         from envkit.create.storage import package_cache
         from envkit.installers import installer_environ
 
         cache = package_cache(config, dirs, os.environ)  # the package caches `create` uses (docs/storage.md)
-        made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=profile,
+        made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=chosen.profile,
                                      target=target_words(target, fleet), on_target=target.on_target, python=request,
-                                     build_id=build_id, target_args=target_args(target),
-                                     gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus)),
+                                     build_id=chosen.build_id, target_args=target_args(target),
+                                     gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus),
+                                     resolution=chosen.resolution),
                          config, cache.conda_packages, uv_binary(), os.environ,
                          installer_environ(os.environ, dirs, None, cache.root), warn=warn)
         _write(made, output, force)
@@ -132,7 +134,7 @@ def export(
     with reported_errors():
         import os
 
-        from envkit.commands.common import find_record
+        from envkit.commands.recorded import find_record
         from envkit.config import load_config
         from envkit.lockfile.export import export_lock
         from envkit.output import check_output

@@ -6,7 +6,8 @@ from typing import Any, NoReturn, Optional
 
 import typer
 
-from envkit.commands.common import echo_report, print_json, target_argv
+from envkit.commands.output import echo_report, print_json
+from envkit.commands.targets import target_argv
 from envkit.commands.options import CheckOptions, TargetOptions
 
 
@@ -45,10 +46,11 @@ def for_target(prepared, fleet, target: TargetOptions, **plan_changes: Any):
 
 def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bool, yes: bool, force: bool,
          json_output: bool, verbose: bool, probe_timeout: float, verify_on_node: bool, cpu: bool = False,
-         listing: str = "`envkit list`", after=None) -> NoReturn:
+         listing: str = "`envkit list`", after=None, fleet=None) -> NoReturn:
     """Show the plan (a dry run stops there), ask or refuse, make the environment, report it, and exit: 0 when made
     and checked, 1 when making or a check failed. ``listing`` is the command that lists other builds; ``after``, given
-    the outcome, returns it as reported (create --shared publishes it there)."""
+    the outcome, returns it as reported (create --shared publishes it there); ``fleet``: the machines the target
+    names, when the caller has them already (not loaded again)."""
     import os
     import sys
 
@@ -95,7 +97,7 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
         raise typer.Exit(1)
     try:
         outcome = _execute(prepared, manifest, tables, dirs, force, verbose, probe_timeout, target_argv(target),
-                           _made_from(target), _fleet_target(tables, target))
+                           _made_from(target), _fleet_target(tables, target, fleet))
     except ReplacementFailed as failed:  # the report says why; the error, printed after it, what was kept
         from envkit.create.render import report_only_json
         from envkit.probe.render import report_text
@@ -128,7 +130,7 @@ def _made_from(target: TargetOptions) -> Optional[str]:
     """The manifests directory create read (--manifests, $ENVKIT_MANIFESTS or the config's), absolute and resolved,
     for the record (its `envkit create` to make it again names it); None for the shipped manifests."""
     from envkit.catalog import default_manifests_dir
-    from envkit.commands.common import manifests_dir
+    from envkit.commands.places import manifests_dir
     from envkit.errors import BadInputError
     from envkit.files import real_path
 
@@ -140,17 +142,20 @@ def _made_from(target: TargetOptions) -> Optional[str]:
     return None if directory == shipped else str(directory)
 
 
-def _fleet_target(tables, target: TargetOptions):
+def _fleet_target(tables, target: TargetOptions, fleet=None):
     """The machines the environment is for when they are several (its check judges the one it is planned on, and
-    the build it advises must fit them all, or one per group, each named as `envkit create` names a group)."""
+    the build it advises must fit them all, or one per group, each named as `envkit create` names a group).
+    ``fleet``: the target's, when the caller has it."""
     if not target.elsewhere:
         return None
-    from envkit.commands.common import fleet_for, group_command
+    from envkit.commands.targets import fleet_for, group_command
+
+    fleet = fleet if fleet is not None else fleet_for(tables, target)
+    if fleet.single is not None:
+        return None
     from envkit.probe.builds import FleetTarget
 
-    fleet = fleet_for(tables, target)
-    return None if fleet.single is not None else FleetTarget(
-        fleet, lambda manifest, group: group_command(fleet, target, manifest, group))
+    return FleetTarget(fleet, lambda manifest, group: group_command(fleet, target, manifest, group))
 
 
 def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe_timeout: float,

@@ -5,7 +5,8 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from envkit.commands.common import manifests_dir, print_json, reported_errors, user_dirs, uv_binary, uv_environ
+from envkit.commands.output import print_json, reported_errors
+from envkit.commands.places import manifests_dir, user_dirs, uv_binary, uv_environ
 from envkit.commands.options import JsonOption, ManifestsOption, path_argument, path_value, seconds_between
 
 app = typer.Typer(
@@ -210,7 +211,7 @@ def _given_catalog(directory: Path, argument: str):
 
 def _targets(machines, partitions, tables):
     """(name, kind, fleet) per machine named, per partition, or this machine when nothing is named."""
-    from envkit.commands.common import fleet_for, partition_machines
+    from envkit.commands.targets import fleet_for, partition_machines
     from envkit.commands.options import TargetOptions
     from envkit.fleet import Fleet, fleet_of, load_profiles
 

@@ -5,7 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from envkit.commands.common import find_record, reported_errors
+from envkit.commands.output import reported_errors
+from envkit.commands.recorded import find_record
 from envkit.commands.options import path_value
 
 

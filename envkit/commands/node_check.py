@@ -94,7 +94,8 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
                    target, json_output: bool) -> int:
     """Run the check on a node of ``target.partition`` (``P`` or ``P:NODE``); relay its report and exit status.
     Returns the exit status."""
-    from envkit.commands.common import echo_report, environment_python, find_record, print_json
+    from envkit.commands.output import echo_report, print_json
+    from envkit.commands.recorded import environment_python, find_record
     from envkit.slurm.client import Slurm
     from envkit.slurm.remote import check_on_node, partition_gpus
 
@@ -111,7 +112,7 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
     slurm = Slurm()
     slurm.require()
     if node is not None:  # a name as `envkit site` shows it: srun takes the node's Slurm name
-        from envkit.commands.common import current_site
+        from envkit.commands.places import current_site
 
         node = slurm_target(current_site(), partition, node, slurm)
     most = partition_gpus(slurm, partition, node)  # a node named: its own GPUs, else srun would refuse the job

@@ -80,7 +80,7 @@ def collective_alongside(wanted: bool, python: Path, probe_timeout: float, envir
         return
     import threading
 
-    from envkit.commands.common import print_json
+    from envkit.commands.output import print_json
 
     box: dict[str, Any] = {}
 
@@ -131,7 +131,8 @@ def collective_here(python: Path, probe_timeout: float, environ) -> dict[str, An
 def verify_across_nodes(env: Optional[str], prefix: Optional[Path], nodes: int, gpus: Optional[int],
                         queue_timeout: float, check, target, json_output: bool) -> int:
     """Run the check on ``nodes`` nodes of ``target.partition`` at once and report it; the exit status."""
-    from envkit.commands.common import current_site, environment_python, find_record
+    from envkit.commands.places import current_site
+    from envkit.commands.recorded import environment_python, find_record
     from envkit.commands.node_check import node_args, slurm_target, too_many_gpus
     from envkit.errors import BadInputError
     from envkit.probe.runner import check_framework
@@ -173,7 +174,7 @@ def verify_across_nodes(env: Optional[str], prefix: Optional[Path], nodes: int, 
                       run_timeout=run_timeout, purpose="verify-nodes", node=nodelist, nodes=nodes)
     not_run = _not_run(step, queue_timeout, run_timeout)
     if not_run is not None:
-        from envkit.commands.common import print_json
+        from envkit.commands.output import print_json
 
         if json_output:
             print_json({"status": "not run", "partition": partition, "nodes": nodes, "reason": not_run})

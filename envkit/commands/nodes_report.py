@@ -71,7 +71,7 @@ def read_tasks(stdout: str, stderr: str, nodes: int, partition: str) -> dict[str
 
 def render(outcome: dict[str, Any], json_output: bool) -> None:
     if json_output:
-        from envkit.commands.common import print_json
+        from envkit.commands.output import print_json
 
         print_json(outcome)
         return
@@ -111,7 +111,7 @@ def store(record, outcome: dict[str, Any]) -> None:
     from datetime import datetime, timezone
 
     from envkit import ownership, records
-    from envkit.commands.common import user_dirs
+    from envkit.commands.places import user_dirs
     from envkit.create.lock import name_lock
 
     nodes = outcome["nodes"]

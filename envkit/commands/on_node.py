@@ -8,7 +8,8 @@ from typing import Annotated, NamedTuple, Optional
 
 import typer
 
-from envkit.commands.common import current_site, find_record, recorded_manifests
+from envkit.commands.places import current_site
+from envkit.commands.recorded import find_record, recorded_manifests
 from envkit.commands.options import seconds_between
 
 GpusOption = Annotated[Optional[int], typer.Option("--gpus", metavar="N", min=1, help="GPUs to ask for. Default: all "

@@ -1,7 +1,7 @@
 """Where envkit's things are for this user, as every command finds them: envkit's directories (config, data, cache),
 the uv installed with envkit and the environment it runs in, the manifests directory and the site file. Below the
-options and the output helpers (envkit.commands.common re-exports these), so that anything the options need (shell
-completion) can reach them without a loop."""
+options and the output helpers (envkit.commands.output), so that anything the options need (shell completion) can
+reach them without a loop."""
 
 from pathlib import Path
 from typing import Optional

@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from envkit.commands.common import reported_errors
+from envkit.commands.output import reported_errors
 from envkit.commands.on_node import PARTITION_HELP, CpusOption, GpusOption, QueueOption, TimeOption
 from envkit.commands.options import ManifestsOption, RunInArgument
 

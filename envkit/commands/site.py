@@ -4,7 +4,8 @@ from typing import Annotated, Any
 
 import typer
 
-from envkit.commands.common import current_site, manifests_dir, print_json, reported_errors, user_dirs
+from envkit.commands.output import print_json, reported_errors
+from envkit.commands.places import current_site, manifests_dir, user_dirs
 from envkit.commands.options import JsonOption, ManifestsOption
 
 

@@ -5,8 +5,9 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from envkit.commands.common import (current_site, find_record, manifests_dir, print_json, recorded_build,
-                                    recorded_manifests, reported_errors)
+from envkit.commands.output import print_json, reported_errors
+from envkit.commands.places import current_site, manifests_dir
+from envkit.commands.recorded import find_record, recorded_build, recorded_manifests
 from envkit.commands.options import JsonOption, ManifestsOption, RunInArgument, seconds_between
 
 QueueTimeoutOption = Annotated[

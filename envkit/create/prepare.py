@@ -52,11 +52,14 @@ class DoesNotFit(EnvkitError):
 
 
 def pick_candidate(manifest: Manifest, profile: MachineProfile, tables: Tables, python: Request,
-                   build_id: Optional[str], on_target: bool, target_args: str = "") -> tuple[Candidate, Resolution]:
+                   build_id: Optional[str], on_target: bool, target_args: str = "",
+                   resolution: Optional[Resolution] = None) -> tuple[Candidate, Resolution]:
     """The build to install (asked for, or the pick) and the resolution it came from. ``target_args``: the options
-    that chose the machine, for the commands the errors suggest."""
+    that chose the machine, for the commands the errors suggest; ``resolution``: ``profile``'s, when the caller
+    has it already (a fleet's, envkit.commands.targets.build_for_target): it is not resolved again."""
     machine = "this machine" if on_target else f"the machine described ({profile.name or 'unnamed'})"
-    resolution = resolve(manifest, profile, tables, python)
+    if resolution is None:
+        resolution = resolve(manifest, profile, tables, python)
     if build_id is None:
         if resolution.selected is None:
             raise DoesNotFit(f"no build of {manifest.name} fits {machine}",
@@ -94,9 +97,11 @@ def _no_secret_in_argv(requested: str, why: str, build, python, tables: Tables, 
 
 
 def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile: MachineProfile, on_target: bool,
-            python: Request, config: Config, dirs: UserDirs, environ: Mapping[str, str]) -> Prepared:
+            python: Request, config: Config, dirs: UserDirs, environ: Mapping[str, str],
+            resolution: Optional[Resolution] = None) -> Prepared:
+    """The plan and what carries it out. ``resolution``: ``profile``'s, when the caller resolved it already."""
     candidate, resolution = pick_candidate(manifest, profile, tables, python, request.build_id, on_target,
-                                           request.target_args)
+                                           request.target_args, resolution)
     build = candidate.build
     assert candidate.python is not None  # a compatible candidate has its Python
     name = _name(request, default_name(manifest.name, build))

@@ -14,7 +14,7 @@ from envkit.config import Config
 from envkit.errors import EnvkitError, InstallError
 from envkit.storage.cache import CachePlace, cache_place, named_cache
 from envkit.storage.links import LinkProbe, probe_links
-from envkit.storage.room import Free, Need, free_space, needs, recorded_size, shortfalls, size_key, size_text
+from envkit.storage.room import Free, free_space, needs, recorded_size, shortfalls, size_key, size_text
 from envkit.storage.usage import Usage
 from envkit.userdirs import UserDirs
 
@@ -144,11 +144,11 @@ def check_room(storage: Optional[StoragePlan], config_file: Optional[Path]) -> N
 
 def measure(prefix: Path, key: Optional[str], dirs: UserDirs) -> None:
     """Keep the new environment's size for the next plan of the same build (counted alone: what it would cost with
-    nothing shared)."""
-    from envkit.storage.room import record_size
+    nothing shared), unless a recent measurement of that build is kept (envkit.storage.room.measurement_due)."""
+    from envkit.storage.room import measurement_due, record_size
     from envkit.storage.usage import disk_usage
 
-    if key is not None and os.path.isdir(prefix):
+    if key is not None and os.path.isdir(prefix) and measurement_due(dirs.data, key):
         record_size(dirs.data, key, disk_usage(prefix))
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rattler import RepoDataRecord
 
     from envkit.catalog.model import Manifest, Tables
-    from envkit.resolve import Request
+    from envkit.resolve import Request, Resolution
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class LockRequest:
     build_id: Optional[str] = None
     target_args: str = ""  # the options that chose the machine, for the commands errors suggest
     gpus: tuple[Gpu, ...] = ()  # every GPU of the target's machines (a fleet): __cuda_arch is the lowest of them
+    resolution: Optional["Resolution"] = None  # the profile's, when the fleet's resolution made it: not made again
 
 
 def cuda_arch(profile: MachineProfile) -> Optional[str]:
@@ -60,7 +61,8 @@ def make_lock(request: LockRequest, config: Config, cache_dir: Path, uv: Path,
     from envkit.create.prepare import pick_candidate
 
     candidate, resolution = pick_candidate(request.manifest, request.profile, request.tables, request.python,
-                                           request.build_id, request.on_target, request.target_args)
+                                           request.build_id, request.on_target, request.target_args,
+                                           request.resolution)
     if request.build_id is None and warn is not None:
         from envkit.cpu_fallback import gpu_unused
 

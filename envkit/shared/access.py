@@ -70,7 +70,7 @@ def check_publishable(layout: SharedLayout) -> None:
             continue
         if stat.S_ISLNK(mode) and path != root:
             raise BadInputError(f"{path} is a symbolic link: envkit publishes only into directories of the shared "
-                                "directory itself", hint=f"Move it away, or name another shared directory.")
+                                "directory itself", hint="Move it away, or name another shared directory.")
         if os.stat(path).st_mode & stat.S_IWOTH:
             raise BadInputError(f"{path} is writable by everyone: anyone could replace an environment others run, "
                                 "so envkit publishes nothing there",

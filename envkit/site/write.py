@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from envkit.site.model import SITE_VARIABLE, VERSION, Site, SiteNode
+from envkit.site.model import SITE_VARIABLE, VERSION, Partition, Site, SiteNode
 
 
 def site_to_dict(site: Site, inline_files: bool = False) -> dict[str, Any]:

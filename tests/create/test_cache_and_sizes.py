@@ -156,3 +156,22 @@ def test_lock_and_create_from_lock_use_the_same_package_cache(home: Home, legacy
     assert f"Cache:       {cache} ($ENVKIT_CACHE_DIR)" in made.stdout
     assert any((cache / "conda-pkgs").rglob("*"))
     assert not (Path(home.env["XDG_CACHE_HOME"]) / "envkit" / "conda-pkgs").exists()
+
+
+def test_a_build_made_again_within_the_week_keeps_its_measurement_and_a_stale_one_is_measured_again(
+        home: Home, big_index: IndexServer):
+    """The walk over every file of a new environment is made once per build a week, not at every create."""
+    assert _create(home, "--name", "a").returncode == 0
+    sizes = home.data / "sizes.json"
+    first = json.loads(sizes.read_text(encoding="utf-8"))
+    [(key, kept)] = first.items()
+    assert kept["bytes"] > BIG and kept["files"] > 10
+    kept["bytes"] = 1  # what the next create would overwrite if it measured again
+    sizes.write_text(json.dumps(first), encoding="utf-8")
+    assert _create(home, "--name", "b").returncode == 0
+    assert json.loads(sizes.read_text(encoding="utf-8"))[key]["bytes"] == 1
+    kept["measured"] = "2026-01-01T00:00:00+00:00"  # older than a week: measured again
+    sizes.write_text(json.dumps(first), encoding="utf-8")
+    assert _create(home, "--name", "c").returncode == 0
+    again = json.loads(sizes.read_text(encoding="utf-8"))[key]
+    assert again["bytes"] > BIG and again["measured"] != "2026-01-01T00:00:00+00:00"

@@ -18,7 +18,7 @@ SKIPPED = "needs at least 2 GPUs; this machine has 1 (visible to {})"
 
 def judged(name, catalog, load_profile, environ=None):
     """The report `envkit doctor` gave there; with ``environ``, the profile narrowed by its CUDA_VISIBLE_DEVICES as
-    doctor narrows the one it detects (envkit.commands.common.fleet_for)."""
+    doctor narrows the one it detects (envkit.commands.targets.fleet_for)."""
     result = parse_output(PYTHON, 0, 7.0, (DATA / f"{name}.json").read_text(encoding="utf-8"), "")
     assert result.reported, result.failure_detail
     manifest = manifest_for(catalog.manifests.values(), result.framework)

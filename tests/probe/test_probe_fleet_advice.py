@@ -14,7 +14,7 @@ from probe_helpers import PROFILES, base_environ, envkit
 
 from envkit.catalog import default_manifests_dir, load_tables
 from envkit.catalog.load import load_manifest
-from envkit.commands.common import group_command
+from envkit.commands.targets import group_command
 from envkit.commands.options import TargetOptions
 from envkit.fleet import fleet_of, load_profiles
 from envkit.probe.builds import FleetTarget, next_step

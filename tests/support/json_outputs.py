@@ -1,6 +1,6 @@
 """Every ``--json`` output the test suite produces, checked against its JSON Schema in schemas/.
 
-envkit writes a copy of each JSON output it prints into ``$_ENVKIT_TEST_JSON_DIR`` (envkit.commands.common
+envkit writes a copy of each JSON output it prints into ``$_ENVKIT_TEST_JSON_DIR`` (envkit.commands.output
 keep_json_for_tests), one ``*.out`` file each: the command that printed it on its first line, then the output. The
 suite sets that directory for itself and every envkit it
 starts (tests/conftest.py), and at its end checks each output: one object, ``schema_version`` first and equal to
