@@ -75,7 +75,10 @@ def systems(tmp_path_factory) -> dict[str, str]:
 
 
 def shell(function: str, script: str, modulepath: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(module_systems.BOOKKEEPING)}
+    # A login shell's environment: no environment active (CI runs the suite inside a venv, whose VIRTUAL_ENV an
+    # envkit module would replace and unloading it unset, as a module's setenv does)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(module_systems.BOOKKEEPING)
+           and k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV")}
     env["MODULEPATH"] = str(modulepath)
     # Lmod keeps one of each PATH entry when it changes PATH (this machine's PATH may name one twice)
     env["PATH"] = ":".join(dict.fromkeys(env.get("PATH", os.defpath).split(":")))

@@ -86,6 +86,17 @@ def users_and_group(parent: Path, names: Sequence[str], group: str, members: Seq
             subprocess.run(["groupdel", group], capture_output=True, timeout=60)
 
 
+def _reachable(directory: Path, copy: Path, python: Path, user: User) -> str:
+    """``directory``, or a copy of it at ``copy`` that every user can read when ``user`` cannot list it (a venv in a
+    0700 directory, as CI's `mktemp -d` makes it)."""
+    if user.run([str(python), "-c", f"import os; os.listdir({str(directory)!r})"], {"PATH": "/usr/bin:/bin"}
+                ).returncode == 0:
+        return str(directory)
+    shutil.copytree(directory, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["chmod", "-R", "a+rX", str(copy)], check=True, timeout=300)
+    return str(copy)
+
+
 def public_python(parent: Path, user: User) -> Path:
     """A Python every user can run, with envkit and what it needs importable: a venv (no pip) of this Python's
     interpreter, or of /usr/bin/pythonX.Y when this one lives where others cannot reach (root's pyenv), whose
@@ -102,11 +113,16 @@ def public_python(parent: Path, user: User) -> Path:
     import site
 
     lib = venv / "lib" / f"python{version}" / "site-packages"
-    dirs = [d for d in site.getsitepackages() if Path(d).is_dir()]
+    dirs = [_reachable(Path(d), parent / f"site-{i}", candidate, user)
+            for i, d in enumerate(site.getsitepackages()) if Path(d).is_dir()]
     repo = Path(__file__).resolve().parents[2]
     (lib / "envkit-tests.pth").write_text(
         f"import site; list(map(site.addsitedir, {dirs!r}))\n{repo}\n", encoding="utf-8")
     python = venv / "bin" / "python"
+    import uv
+
+    if user.run([uv.find_uv_bin(), "--version"], {"PATH": "/usr/bin:/bin"}).returncode != 0:  # in a 0700 venv
+        shutil.copy2(uv.find_uv_bin(), venv / "bin" / "uv")  # where uv's own finder looks first
     check = user.run([str(python), "-c", "import envkit, typer, uv; uv.find_uv_bin()"], {"PATH": "/usr/bin:/bin"})
     if check.returncode != 0:
         raise RuntimeError(f"envkit cannot be imported by another user with {python}: {check.stderr.strip()[-300:]}")
