@@ -145,8 +145,10 @@ def dump_pylock(lock: LockFile, origin: str) -> str:
         raise LockFileError(f"{origin} has {len(lock.conda())} conda packages: a pylock.toml holds pip packages only",
                             hint="Export it in conda-lock's format (the default, --format conda-lock).")
     python = lock.fact(model.PYTHON)
+    # Each wheel's file name given, not left to packaging to take from the URL: some releases do not unquote it
+    # (torch-2.13.0%2Bcu126-...whl), and then refuse it as a wheel name
     packages = [Package(name=canonicalize_name(p.name), version=Version(p.version),
-                        wheels=[PackageWheel(url=p.url, hashes={"sha256": p.sha256})])
+                        wheels=[PackageWheel(name=p.file_name, url=p.url, hashes={"sha256": p.sha256})])
                 for p in sorted(lock.pip(), key=lambda p: canonicalize_name(p.name))]
     facts = {key.removeprefix("envkit."): value for key, value in lock.custom.items() if key.startswith("envkit.")}
     pylock = Pylock(lock_version=Version("1.0"), created_by=CREATED_BY, packages=packages,
