@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional, Sequence
 
+from envkit.signals import raise_lost_signal
+
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 _AFTER_KILL = 5.0  # seconds to wait for the pipes to close after SIGKILL
 LINGER = 2.0  # seconds the pipes may stay open (held by what the program started) after the program has exited
@@ -210,10 +212,11 @@ def _end_group(process: subprocess.Popen) -> None:
 
 
 def _pump(process: subprocess.Popen, sinks: Sinks, deadline: float, silence: Optional[float] = None,
-          feed: Optional[bytes] = None) -> str:
+          feed: Optional[bytes] = None, signals: bool = False) -> str:
     """Move the child's output into ``sinks`` (and ``feed`` into its stdin) until its pipes close ("closed"), the
     ``deadline`` passes ("deadline"), it prints nothing for ``silence`` seconds ("silence"), or it has exited and
-    what it started still holds the pipes LINGER seconds later ("held")."""
+    what it started still holds the pipes LINGER seconds later ("held"). With ``signals``, a SIGTERM whose
+    Interrupted a finalizer swallowed (envkit.signals) is raised here (not while stopping a child)."""
     selector = selectors.DefaultSelector()
     reading = 0
     try:
@@ -231,6 +234,8 @@ def _pump(process: subprocess.Popen, sinks: Sinks, deadline: float, silence: Opt
         heard = time.monotonic()
         exited_at: Optional[float] = None
         while reading:
+            if signals:
+                raise_lost_signal()
             now = time.monotonic()
             if exited_at is None and _exited(process):
                 exited_at = now
@@ -290,7 +295,7 @@ def _supervise(process: subprocess.Popen, sinks: Sinks, timeout: Optional[float]
     deadline = time.monotonic() + timeout if timeout is not None else float("inf")
     try:
         _started(process)
-        ended = _pump(process, sinks, deadline, silence, feed)
+        ended = _pump(process, sinks, deadline, silence, feed, signals=True)
         if ended == "closed" and not _wait_exited(process, deadline):
             ended = "deadline"  # it closed its output but kept running
         if ended in ("deadline", "silence"):

@@ -450,3 +450,50 @@ def test_an_entry_without_a_slurm_node_that_stands_for_several_is_refused_not_pa
     assert [unnamed_entry(site, "gpu", name) for name in ("a100x4", "a100-07", "a100-box", "a100-01", "a100-99")] \
         == [True, True, False, False, False]
     assert [p.name for p in partition_profiles(site, "gpu", ("a100x4",))] == ["a100x4"]  # a fleet of it: as before
+
+
+# The site file may name the site's shared directory (envkit.shared): the one file an admin keeps for everyone.
+
+def test_the_site_file_names_the_shared_directory_and_survey_keeps_it(tmp_path):
+    path = write_site(tmp_path, "version: 1\nshared: /opt//envkit/\npartitions: {}\n")
+    site = load_site(path)
+    assert site.shared == Path("/opt/envkit")
+    v100 = read_profile(PROFILES / "v100x8-cuda130.yaml")
+    save_site(with_partition(site, Partition(name="gpu", nodes=(SiteNode(node="n1", count=1, profile=v100),))), path)
+    again = load_site(path)
+    assert again.shared == Path("/opt/envkit") and list(again.partitions) == ["gpu"]
+    assert list(site_to_dict(again)) == ["version", "shared", "partitions"]
+    assert load_site(write_site(tmp_path, "version: 1\npartitions: {}\n")).shared is None
+    assert "shared" not in site_to_dict(load_site(path.with_name("none.yaml")))
+
+
+@pytest.mark.parametrize("value,problem", [
+    ("opt/envkit", "must be an absolute path"),
+    ("''", "expected a directory path"),
+    ("[/opt]", "expected a directory path"),
+    ("3", "must be quoted"),
+])
+def test_a_shared_directory_the_site_file_names_badly_is_refused(tmp_path, value, problem):
+    path = write_site(tmp_path, f"version: 1\nshared: {value}\npartitions: {{}}\n")
+    with pytest.raises(SiteError) as caught:
+        load_site(path)
+    assert caught.value.exit_code == 2 and caught.value.where == "shared"
+    assert problem in caught.value.message
+
+
+def test_the_shared_directory_is_the_variable_then_the_config_then_the_site_file(tmp_path):
+    from envkit.shared.find import shared_directory
+
+    dirs = user_dirs({"HOME": str(tmp_path)})
+    site = write_site(tmp_path, "version: 1\nshared: /from/site\npartitions: {}\n")
+    config = tmp_path / "config.yaml"
+    config.write_text("shared: /from/config\n")
+    environ = {"HOME": str(tmp_path), "ENVKIT_SITE": str(site), "ENVKIT_CONFIG": str(config)}
+    assert shared_directory({**environ, "ENVKIT_SHARED": "/from/variable"}, dirs) == Path("/from/variable")
+    assert shared_directory(environ, dirs) == Path("/from/config")
+    config.write_text("mirrors: {}\n")
+    assert shared_directory(environ, dirs) == Path("/from/site")
+    config.unlink()
+    assert shared_directory({"HOME": str(tmp_path), "ENVKIT_SITE": str(site)}, dirs) == Path("/from/site")
+    assert shared_directory({"HOME": str(tmp_path), "ENVKIT_SITE": str(tmp_path / "none.yaml")}, dirs) is None
+    assert shared_directory({"HOME": str(tmp_path)}, dirs) is None  # no site file in the config directory

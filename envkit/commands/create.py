@@ -77,9 +77,9 @@ def create(
     ] = None,
     shared: Annotated[
         bool, typer.Option("--shared", help="Admins: publish it for every user of the site into the shared directory "
-                           "(config `shared:` or $ENVKIT_SHARED) as site:NAME (NAME: --name, else the manifest), a new "
-                           "version that is never changed, with its modulefiles; --force publishes a replacement "
-                           "(jobs running the old version keep it). See docs/admin.md.")
+                           "($ENVKIT_SHARED, or `shared:` in the config or site file) as site:NAME (NAME: --name, "
+                           "else the manifest), a new version that is never changed, with its modulefiles; --force "
+                           "publishes a replacement (jobs running the old version keep it). See docs/admin.md.")
     ] = False,
     group: Annotated[
         Optional[str],
@@ -151,7 +151,7 @@ def create(
         if shared:  # who publishes where, checked before anything is planned (commands/publishing.py)
             from envkit.commands.publishing import shared_target
 
-            place = shared_target(config, name, manifest, force, group, prefix, jupyter)
+            place = shared_target(config, dirs, name, manifest, force, group, prefix, jupyter)
             name, prefix = place.name, place.layout.prefix(place.name, "new")
         fleet = fleet_for(tables, target)
         chosen = build_for_target(the_manifest, fleet, tables, request, build, target, python)

@@ -1,9 +1,8 @@
 """``envkit jupyter``: JupyterLab from an environment on a node of a Slurm partition, started by sbatch; listing
 and stopping the user's servers."""
 
-import contextlib
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -87,7 +86,9 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
         adds = shlex.join([uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "jupyterlab"])
         raise EnvkitError(f"{env} has no Jupyter (no jupyter-lab or jupyter-server in {prefix / 'bin'}); envkit does "
                           "not change an environment without being asked", hint=f"Add JupyterLab to it: {adds}")
-    with _signals_interrupt():  # a closed terminal or a `kill` while waiting cancels the job as Ctrl-C does
+    from envkit.signals import interrupting_signals
+
+    with interrupting_signals():  # a closed terminal or a `kill` while waiting cancels the job as Ctrl-C does
         _submit_and_wait(env, program, spec, slurm, base, timeout, server_timeout, json_output)
 
 
@@ -155,26 +156,6 @@ def _submit_and_wait(env: str, program: str, spec, slurm, base: Path, timeout: f
     typer.echo(f"  From a laptop: {tunnel}")
     typer.echo(f"    then open {local}")
     typer.echo(f"  Stop it: {stop}")
-
-
-@contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """SIGTERM (`kill`), SIGHUP (a closed terminal or ssh session) and SIGQUIT end envkit as Ctrl-C does (exit
-    128 + N), so that the job it is waiting for is cancelled first."""
-    import signal
-
-    from envkit.errors import Interrupted
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise Interrupted(signum)
-
-    signals = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-    previous = {sig: signal.signal(sig, interrupt) for sig in signals}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _list(base: Path, json_output: bool) -> None:

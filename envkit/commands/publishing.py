@@ -16,7 +16,7 @@ class SharedTarget(NamedTuple):
     group: Optional[str]
 
 
-def shared_target(config, name: Optional[str], manifest: str, force: bool, group: Optional[str],
+def shared_target(config, dirs, name: Optional[str], manifest: str, force: bool, group: Optional[str],
                   prefix: Optional[Path], jupyter: bool) -> SharedTarget:
     """Where and as what the new version goes; BadInputError (exit 2), with nothing written, for a user who is not
     an admin, a shared directory that is missing, unsafe or not writable, a name already published (without
@@ -24,7 +24,8 @@ def shared_target(config, name: Optional[str], manifest: str, force: bool, group
     from envkit.errors import BadInputError
     from envkit.records import check_name
     from envkit.shared.access import check_group, check_publishable, require_root
-    from envkit.shared.layout import shared_root, shown_name
+    from envkit.shared.find import shared_directory
+    from envkit.shared.layout import shown_name
 
     if prefix is not None:
         raise BadInputError("--prefix and --shared: a shared environment goes where the shared directory's layout "
@@ -33,7 +34,7 @@ def shared_target(config, name: Optional[str], manifest: str, force: bool, group
         raise BadInputError("--jupyter and --shared: a Jupyter kernel is registered per user",
                             hint="Each user registers one with `envkit run site:NAME -- python -m ipykernel install "
                                  "--user --name NAME` (ipykernel must be in the environment).")
-    layout = require_root(shared_root(os.environ, config.shared))
+    layout = require_root(shared_directory(os.environ, dirs, config))
     check_publishable(layout)
     gid = check_group(group)
     the_name = check_name(name or manifest)

@@ -87,6 +87,7 @@ def site_json(loaded) -> dict[str, Any]:
     return {
         "site": str(loaded.path),
         "exists": not loaded.missing,
+        "shared": str(loaded.shared) if loaded.shared is not None else None,
         "partitions": [
             {
                 "name": entry["partition"].name,
@@ -128,6 +129,8 @@ def site_text(loaded) -> str:
                 "Run `envkit survey` on a Slurm login node, set $ENVKIT_SITE to the file your admin published, or "
                 "write one by hand from saved `envkit detect --json` outputs (the README shows the format).")
     lines = [f"Site file: {loaded.path}"]
+    if loaded.shared is not None:
+        lines.append(f"Shared environments: {loaded.shared} (`envkit envs` lists them)")
     if not loaded.partitions:
         lines.append("No partitions in it.")
     for entry in _partitions(loaded):

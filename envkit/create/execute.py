@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import threading
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -30,11 +29,12 @@ from envkit.plan import Plan
 from envkit.create.prepare import Prepared, elsewhere_hint
 from envkit.create.progress import Progress
 from envkit.create.storage import room_said
-from envkit.errors import EnvkitError, InstallError, Interrupted
+from envkit.errors import EnvkitError, InstallError
 from envkit.installers import pip_command, pip_environ, uses_uv, wrong_builds
 from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
 from envkit.process import watching
 from envkit.scratch import scratch_dir, sweep
+from envkit.signals import interrupting_signals
 from envkit.testpause import fault_at, pause_at
 from envkit.userdirs import UserDirs
 
@@ -73,7 +73,7 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
     one)."""
     plan = prepared.plan
     try:
-        with name_lock(dirs.locks, plan.name), prefix_lock(dirs.locks, plan.prefix), _signals_interrupt():
+        with name_lock(dirs.locks, plan.name), prefix_lock(dirs.locks, plan.prefix), interrupting_signals():
             notes = recover(journal_path(dirs.locks, plan.name), dirs.records)
             for note in notes + recover_others(dirs.locks, dirs.records, plan.name):
                 progress.note(note)
@@ -300,23 +300,3 @@ def _measure(prepared: Prepared, dirs: UserDirs) -> None:
         from envkit.create.storage import measure
 
         measure(prepared.plan.prefix, prepared.storage.estimate_key, dirs)
-
-
-@contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """SIGTERM (a cancelled Slurm job, `kill`), SIGHUP (a closed terminal or ssh session) and SIGQUIT clean up as
-    Ctrl-C does: the installers run in their own sessions, so envkit must stop them itself."""
-    def interrupt(signum: int, frame: object) -> None:
-        raise Interrupted(signum)
-
-    signals = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-    try:
-        previous = {sig: signal.signal(sig, interrupt) for sig in signals}
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

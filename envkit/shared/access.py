@@ -24,7 +24,7 @@ def require_root(root: Optional[Path]) -> SharedLayout:
     """The layout of the configured shared directory; BadInputError when none is configured."""
     if root is None:
         raise BadInputError("no shared directory is configured for this site",
-                            hint=f"Set `shared: DIR` in envkit's config, or ${VARIABLE}. {SETUP_HINT}")
+                            hint=f"Set `shared: DIR` in envkit's config or the site file, or ${VARIABLE}. {SETUP_HINT}")
     return SharedLayout(root)
 
 

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+import os
+from pathlib import Path
+from typing import Any, Mapping, Optional
 
 from envkit import ownership
 from envkit.errors import UnknownNameError
@@ -13,14 +15,30 @@ from envkit.shared.store import all_shared, load_shared
 from envkit.userdirs import UserDirs, has_config
 
 
-def configured_layout(environ: Mapping[str, str], dirs: UserDirs) -> Optional[SharedLayout]:
-    """The shared directory's layout ($ENVKIT_SHARED, else the config's ``shared:``), None when none is named."""
-    configured = None
-    if not shared_root(environ, None) and has_config(environ, dirs):
+def shared_directory(environ: Mapping[str, str], dirs: UserDirs, config: Any = None) -> Optional[Path]:
+    """The shared directory this user reads and an admin publishes into: $ENVKIT_SHARED (a module or a profile
+    script sets it), else the config's ``shared:``, else the site file's ``shared:`` (the one file an admin keeps
+    for the whole cluster); None when none names one. ``config``: the config when the caller has loaded it."""
+    root = shared_root(environ, None)
+    if root is not None:
+        return root
+    if config is None and has_config(environ, dirs):
         from envkit.config import load_config
 
-        configured = load_config(environ, dirs).shared
-    root = shared_root(environ, configured)
+        config = load_config(environ, dirs)
+    if config is not None and config.shared is not None:
+        return config.shared
+    from envkit.site.read import load_site, site_path
+
+    path = site_path(environ, config, dirs)
+    if not os.path.lexists(path):  # most users' case: no site file to read
+        return None
+    return load_site(path, dirs.cache).shared
+
+
+def configured_layout(environ: Mapping[str, str], dirs: UserDirs) -> Optional[SharedLayout]:
+    """The shared directory's layout (:func:`shared_directory`), None when none is named."""
+    root = shared_directory(environ, dirs)
     return SharedLayout(root) if root is not None else None
 
 
@@ -31,7 +49,8 @@ def find_shared(env: str, environ: Mapping[str, str], dirs: UserDirs, held: bool
     layout = configured_layout(environ, dirs)
     if layout is None:
         raise UnknownNameError(f"{env!r}: no shared directory is configured here, so there are no site environments",
-                               hint=f"The site's admins name it (`shared:` in envkit's config, or ${VARIABLE}).")
+                               hint=f"The site's admins name it (`shared:` in envkit's config or the site file, or "
+                                    f"${VARIABLE}).")
     record = load_shared(layout, name) if is_name(name) else None
     if record is None:
         known = [shown_name(r.name) for r in all_shared(layout)]

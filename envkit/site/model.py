@@ -58,6 +58,7 @@ class Site:
     path: Path
     partitions: Mapping[str, Partition]
     missing: bool = False  # no file at ``path`` (an empty site)
+    shared: Optional[Path] = None  # the site's shared directory (envkit.shared), when the file names it
 
 
 def valid_name(name: str) -> bool:

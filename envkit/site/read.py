@@ -13,7 +13,7 @@ from envkit.site.model import (MAX_NODE_COUNT, SITE_VARIABLE, VERSION, Partition
                                valid_name)
 from envkit.words import described
 
-_TOP_KEYS = ("version", "partitions")
+_TOP_KEYS = ("version", "shared", "partitions")
 _PARTITION_KEYS = ("surveyed", "nodes", "unreachable", "error")
 _NODE_KEYS = ("node", "count", "profile", "profile_file")
 _EMPTY_HINT = ("A site file holds `version: 1` and `partitions:`, each partition's `nodes` with an inline `profile` "
@@ -93,7 +93,21 @@ def site_from_dict(data: Any, path: Path, cache_dir: Optional[Path] = None) -> S
             raise SiteError(path, f"partitions.{name}", not_text(name)
                             or "a partition name is letters, digits, '_', '.', '+', '-'")
         partitions[name] = _partition(name, entry, path, cache_dir)
-    return Site(path=path, partitions=partitions)
+    return Site(path=path, partitions=partitions, shared=_shared(data.get("shared"), path))
+
+
+def _shared(value: Any, path: Path) -> Optional[Path]:
+    """The site's shared directory (envkit.shared): an absolute path, as every user and node reads the one file."""
+    import os
+
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SiteError(path, "shared", not_text(value) or f"expected a directory path, got {described(value)}")
+    if not os.path.isabs(value) or "\0" in value:
+        raise SiteError(path, "shared", f"{value!r} must be an absolute path (every user and node reads this file)",
+                        hint="Name the shared directory by its absolute path, e.g. `shared: /opt/envkit`.")
+    return Path(os.path.normpath(value))
 
 
 def _no_unknown_keys(data: Mapping, keys: tuple[str, ...], path: Path, where: str) -> None:

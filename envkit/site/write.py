@@ -24,7 +24,10 @@ def site_to_dict(site: Site, inline_files: bool = False) -> dict[str, Any]:
         if partition.error is not None:
             entry["error"] = partition.error
         partitions[name] = entry
-    return {"version": VERSION, "partitions": partitions}
+    head: dict[str, Any] = {"version": VERSION}
+    if site.shared is not None:
+        head["shared"] = str(site.shared)
+    return {**head, "partitions": partitions}
 
 
 def _node_dict(node: SiteNode, inline_files: bool) -> dict[str, Any]:

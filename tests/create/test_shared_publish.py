@@ -154,6 +154,31 @@ def test_bad_shared_input_is_one_line_exit_2_and_writes_nothing(home: Home, torc
     assert "published" not in done.stderr
 
 
+def test_the_site_file_alone_can_name_the_shared_directory(home: Home, torch_index: IndexServer, site: Path,
+                                                            tmp_path: Path):
+    """No $ENVKIT_SHARED and no config: the site file every user reads names it (and the variable still wins)."""
+    del home.env["ENVKIT_SHARED"]
+    site_file = tmp_path / "site.yaml"
+    site_file.write_text(f"version: 1\nshared: {site}\npartitions: {{}}\n")
+    home.env["ENVKIT_SITE"] = str(site_file)
+    done = home.envkit("create", *CU126, "--shared", "--yes", "--no-verify")
+    assert done.returncode == 0, done.stderr
+    assert (site / "records" / "torch.json").exists() and (site / "modulefiles" / "envkit" / "torch").exists()
+    listed = json.loads(home.envkit("envs", "--json").stdout)["environments"]
+    assert [e["shared_dir"] for e in listed if e.get("shared")] == [str(site)]
+    shown = home.envkit("site")
+    assert shown.returncode == 0 and f"Shared environments: {site}" in shown.stdout
+    assert json.loads(home.envkit("site", "--json").stdout)["shared"] == str(site)
+    other = tmp_path / "other"
+    other.mkdir(mode=0o755)
+    elsewhere = home.envkit("envs", "--json", env={"ENVKIT_SHARED": str(other)})
+    assert not [e for e in json.loads(elsewhere.stdout)["environments"] if e.get("shared")]
+    site_file.write_text("version: 1\nshared: relative/dir\npartitions: {}\n")
+    broken = home.envkit("envs")
+    assert broken.returncode == 2 and "Traceback" not in broken.stderr
+    assert f"site file {site_file}: shared: 'relative/dir' must be an absolute path" in broken.stderr
+
+
 def test_a_group_only_environment_is_readable_by_that_group_alone(home: Home, torch_index: IndexServer, site: Path):
     import grp
 
