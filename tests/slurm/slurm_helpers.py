@@ -34,9 +34,9 @@ A100 = {"name": "NVIDIA A100-SXM4-40GB", "capability": [8, 0], "memory": 4294967
 
 
 def make_torch_env(root: Path, env: Mapping[str, str], name: str = "torch-test",
-                   build: str = "torch-2.14-cu126") -> Path:
-    """A real venv holding the probe tests' stand-in PyTorch (two A100s, CUDA 12.6), recorded under ``name`` in the
-    user data dir of ``env`` as if `envkit create` had made it from ``build``."""
+                   build: str = "torch-2.14-cu126", python: str = sys.executable) -> Path:
+    """A real venv (of ``python``) holding the probe tests' stand-in PyTorch (two A100s, CUDA 12.6), recorded under
+    ``name`` in the user data dir of ``env`` as if `envkit create` had made it from ``build``."""
     import json
     import shutil
     from datetime import datetime, timezone
@@ -44,8 +44,7 @@ def make_torch_env(root: Path, env: Mapping[str, str], name: str = "torch-test",
     from envkit import records
     from envkit.userdirs import user_dirs
 
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True,
-                   timeout=60)
+    subprocess.run([python, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True, timeout=60)
     [site] = root.glob("lib/python*/site-packages")
     shutil.copy(FAKES / "fakearray.py", site)
     shutil.copytree(FAKES / "torch", site / "torch", ignore=shutil.ignore_patterns("__pycache__"))

@@ -1,6 +1,7 @@
 """`envkit job site:NAME`: a job of the site's shared environment, submitted for real through the local Slurm, runs
 the command inside the published version (its prefix, not a copy), and refuses a name the site does not publish.
-(Between two real Unix users without Slurm: tests/create/test_shared_users.py.)"""
+(Submitted by a second real Unix user: test_shared_job_users.py; between two real Unix users without Slurm:
+tests/create/test_shared_users.py.)"""
 
 from __future__ import annotations
 

@@ -167,7 +167,9 @@ class SlurmCluster:
 
     @property
     def munge_socket(self) -> Path:
-        return self.root / "munge" / "munge.sock"
+        """Beside the pid files (0755), not with munged's key (0700): a cluster under a directory every user reaches
+        takes jobs from other users than the one who started it (tests/slurm/test_shared_job_users.py)."""
+        return self.root / "run" / "munge.sock"
 
     # --- start and stop ----------------------------------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str]) -> None:
