@@ -65,7 +65,7 @@ class LockBench(base.Bench):
 
         lock = read_lock(self.lock)
         self.pins_index = mirrored(lock.custom["envkit.index_url"])
-        return requirements_lines(lock.pip(), [mirrored(p.url) for p in lock.pip()], True)
+        return requirements_lines(lock.pip())
 
     def run_route(self, route: str) -> tuple[float, Path]:
         self.count += 1

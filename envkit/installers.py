@@ -79,8 +79,9 @@ def pip_command(step: PipPart, python: Path, uv: Optional[Path], version: Versio
     else:
         index = ["--index-url", step.index_url]
     if step.requirements is not None:  # exactly these files, each checked against its hash; nothing resolved
-        # From the step's index when it has one (the lock names its build's index), else from the files' own URLs.
-        source = [*index, *links] if "://" in step.index_url else ["--no-index"]
+        # From the step's index when it has one, else only from the local directory of the files (a lock's, which
+        # envkit fetched and hash-checked itself: envkit.lockfile.fetch.LockedFiles).
+        source = [*index, *links] if "://" in step.index_url else ["--no-index", *links]
         pinned = ["--require-hashes", "--no-deps", *source, "-r", str(step.requirements)]
         if uses_uv(uv, version):
             return [str(uv), "pip", "install", "--python", str(python), *pinned]

@@ -4,8 +4,9 @@ is, and what envkit was doing cleans up on its way out (create undoes its run, `
 An exception raised in a signal handler is lost when the signal lands while Python runs a finalizer (a
 ``__del__``, such as ``subprocess.Popen``'s, or a weakref callback): Python prints "Exception ignored in ..." and
 goes on, and envkit would go on waiting as if nothing had happened. While :func:`interrupting_signals` is in force,
-such a lost Interrupted is kept, and :func:`raise_lost_signal`, which envkit's waiting loops call each time round,
-raises it again. Only a lost one is raised there: one that went its way is never raised twice.
+such a lost Interrupted is kept (and so is the KeyboardInterrupt of a Ctrl-C, which Python's own handler raises), and
+:func:`raise_lost_signal`, which envkit's waiting loops call each time round, raises it again. Only a lost one is
+raised there: one that went its way is never raised twice.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def _keeping_lost(previous):  # type: ignore[no-untyped-def]
     def hook(unraisable) -> None:  # type: ignore[no-untyped-def]
-        if isinstance(unraisable.exc_value, Interrupted):
-            _lost.append(unraisable.exc_value.signum)
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):  # Interrupted, or Ctrl-C's own (SIGINT)
+            _lost.append(getattr(unraisable.exc_value, "signum", signal.SIGINT))
         previous(unraisable)  # Python's own report still goes to stderr
 
     return hook
@@ -60,8 +61,10 @@ def lost_signal() -> Optional[int]:
 
 
 def raise_lost_signal() -> None:
-    """Raise (once) the Interrupted a finalizer swallowed; nothing when none was."""
+    """Raise (once) the Interrupted, or Ctrl-C's KeyboardInterrupt, a finalizer swallowed; nothing when none was."""
     if _lost:
         signum = _lost[0]
         _lost.clear()
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Interrupted(signum)

@@ -47,6 +47,16 @@ def test_an_interrupted_swallowed_by_a_finalizer_is_kept_and_raised_once(signum:
         assert lost_signal() is None
 
 
+def test_a_ctrl_c_swallowed_by_a_finalizer_is_raised_again_as_a_ctrl_c():
+    with interrupting_signals():
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's own: KeyboardInterrupt
+        _lose(signal.SIGINT)
+        assert lost_signal() == signal.SIGINT
+        with pytest.raises(KeyboardInterrupt) as raised:
+            raise_lost_signal()
+        assert not isinstance(raised.value, Interrupted)
+
+
 def test_an_interrupted_that_went_its_way_is_not_raised_again():
     with interrupting_signals():
         with pytest.raises(Interrupted):

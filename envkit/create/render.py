@@ -51,6 +51,9 @@ def plan_text(prepared: Prepared, on_node: str = "") -> str:
         lines.append(f"  __cuda:    {cuda} ({plan.conda.cuda_source})")
     for step in plan.pip:
         lines.append(f"Pip:         {' '.join(step.packages)}  ({step.purpose})")
+        if step.requirements is not None and "://" not in step.index_url:  # a lock's files, fetched by envkit
+            lines.append(f"  files:     {step.index_url}, in {step.find_links} (no index)")
+            continue
         lines.append(f"  index:     {step.index_url} (the only index)")
         if step.find_links:
             lines.append(f"  links:     {step.find_links} (a page of wheel links, searched as well)")

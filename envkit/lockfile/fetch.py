@@ -1,5 +1,7 @@
 """Getting the locked files and proving they are the locked ones: every file's sha256 (and a conda package's md5)
 is computed by envkit before anything is installed, because rattler does not check the hashes of file:// packages.
+The pip files too: envkit downloads them, so that every hop of a redirect is held to the transport rule
+(``allowed_hop``), which uv and pip would not do; the installer then takes them from a local directory.
 
 Files already on disk (a file:// URL, a file:// mirror) are hashed where they are; remote ones are downloaded into
 ``store/<sha256>/`` (kept as a cache: a later install hashes them again before using them).
@@ -13,6 +15,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 from urllib.parse import unquote, urlsplit
@@ -44,6 +47,35 @@ def fetch_all(packages: Sequence[LockedPackage], sources: Sequence[str], store: 
                              zip(packages, sources)))
 
 
+@dataclass(frozen=True)
+class LockedFiles:
+    """A lock's pip files, which envkit fetches itself (every redirect checked, as for the conda files) and
+    hash-checks, then links into ``links``: the flat directory the installer takes with ``--no-index --find-links``,
+    so that neither uv nor pip fetches a locked file, or follows a redirect, on its own."""
+
+    packages: tuple[LockedPackage, ...]
+    sources: tuple[str, ...]  # where each is fetched from (its mirror)
+    store: Path  # downloads, by sha256 (kept: a later install hashes them again)
+    links: Path
+    mirrors: tuple[str, ...] = ()
+
+    def fetch(self, report: Callable[[str], None]) -> None:
+        paths = fetch_all(self.packages, self.sources, self.store, report, self.mirrors)
+        link_into(paths, self.links)
+        report(f"all {len(paths)} pip packages match their locked hashes")
+
+
+def link_into(paths: Sequence[Path], links: Path) -> None:
+    """A symbolic link in ``links`` to each of ``paths``, by its file name; each replaced atomically (two runs of
+    the same lock make the same links)."""
+    links.mkdir(parents=True, exist_ok=True)
+    for path in paths:
+        temporary = links / f".{path.name}.{os.getpid()}.link"
+        temporary.unlink(missing_ok=True)
+        os.symlink(path, temporary)
+        os.replace(temporary, links / path.name)
+
+
 class RedirectRefused(InstallError):
     """A download redirected somewhere envkit may not fetch from: plain http off loopback and the mirrors."""
 
@@ -70,7 +102,9 @@ def fetch_verified(package: LockedPackage, source: str, store: Path, report: Cal
     if target.is_file():
         verify(package, target, source)
         return target
-    report(f"downloading {package.file_name}")
+    from envkit.redact import redact
+
+    report(redact(f"downloading {package.file_name} from {source}"))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{package.file_name}.", dir=target.parent)
     try:

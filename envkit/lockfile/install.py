@@ -2,16 +2,18 @@
 all-or-nothing machinery as `envkit create` (envkit.create.execute).
 
 The conda part: every archive fetched (through the user's mirrors) and hash-checked by envkit, then installed by the
-embedded engine as it is. The pip part: a requirements file of ``name @ URL --hash=sha256:...`` lines that uv (or
-pip) installs with ``--require-hashes --no-deps --no-index``. A lock without a conda part gets a venv from a Python
-of the locked version already on this machine, as `create` makes for pure-pip builds.
+embedded engine as it is. The pip part: every file fetched and hash-checked by envkit too (every redirect held to
+the transport rule), linked into a local directory, and installed from there by uv (or pip) with a requirements
+file of ``name==version --hash=sha256:...`` lines, ``--require-hashes --no-deps --no-index --find-links DIR``: the
+installer reaches no network. A lock without a conda part gets a venv from a Python of the locked version already
+on this machine, as `create` makes for pure-pip builds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -26,6 +28,7 @@ from envkit.errors import EnvkitError, InstallError
 from envkit.files import write_atomic
 from envkit.fleet import names_text
 from envkit.lockfile import model
+from envkit.lockfile.fetch import LockedFiles
 from envkit.lockfile.fit import THEY, check_platform, raise_unless_fits, remake_command, virtual_reasons
 from envkit.lockfile.format import LockFileError, install_name
 from envkit.lockfile.model import LockedPackage, LockFile, python_of_lock
@@ -36,6 +39,7 @@ from envkit.records import RECORD_DIR
 from envkit.resolve import Request, assess
 from envkit.userdirs import UserDirs
 
+LOCKED_FILES = "the lock's files, fetched and hash-checked by envkit"  # a PipPart's index_url: none (no "://")
 LOCK_IN_PREFIX = "conda-lock.yml"  # a copy of the installed lock, beside envkit's record: PREFIX/.envkit/
 PYLOCK_IN_PREFIX = "pylock.toml"  # the same, for an environment made from a PEP 751 lock
 
@@ -65,18 +69,22 @@ class LockedCondaBackend:
     name = "rattler"
 
     def __init__(self, packages: Sequence[LockedPackage], sources: Sequence[str], lock: Path,
-                 mirrors: Sequence[str] = ()) -> None:
+                 mirrors: Sequence[str] = (), pip_files: Optional[LockedFiles] = None) -> None:
         self.packages, self.sources, self.lock = tuple(packages), tuple(sources), lock
         self.mirrors = tuple(mirrors)  # where a redirect may lead over plain http, besides loopback
+        self.pip_files = pip_files
 
     def describe(self, plan: Plan, context: Context) -> list[str]:
-        return [f"embedded conda engine (py-rattler): fetch and hash-check {len(self.packages)} locked packages, "
+        return [*_fetching(self.pip_files),
+                f"embedded conda engine (py-rattler): fetch and hash-check {len(self.packages)} locked packages, "
                 f"install them into {plan.prefix} as they are (no solve)"]
 
     def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
         from envkit.conda_engine import install_archives
         from envkit.lockfile.fetch import fetch_all
 
+        if self.pip_files is not None:  # first: a refused redirect or a wrong file leaves no prefix made
+            self.pip_files.fetch(on_line)
         paths = fetch_all(self.packages, self.sources, context.conda_cache / "locked", on_line, self.mirrors)
         on_line(f"all {len(paths)} conda packages match their locked hashes")
         channels = [_channel_of(package.url) for package in self.packages]
@@ -92,17 +100,25 @@ class LockedVenvBackend:
 
     name = "venv"
 
-    def __init__(self, lock: Path) -> None:
+    def __init__(self, lock: Path, pip_files: Optional[LockedFiles] = None) -> None:
         from envkit.backends.venv import VenvBackend
 
-        self.venv, self.lock = VenvBackend(), lock
+        self.venv, self.lock, self.pip_files = VenvBackend(), lock, pip_files
 
     def describe(self, plan: Plan, context: Context) -> list[str]:
-        return self.venv.describe(plan, context)
+        return [*_fetching(self.pip_files), *self.venv.describe(plan, context)]
 
     def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
+        if self.pip_files is not None:
+            self.pip_files.fetch(on_line)
         self.venv.make_prefix(plan, context, on_line)
         save_lock(plan.prefix, self.lock)
+
+
+def _fetching(files: Optional[LockedFiles]) -> list[str]:
+    if files is None:
+        return []
+    return [f"envkit: fetch and hash-check {len(files.packages)} locked pip packages, linked into {files.links}"]
 
 
 def save_lock(prefix: Path, lock: Path) -> None:
@@ -136,32 +152,34 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
     tools = Tools(conda=None, uv=uv, python=system_python)
     prefix = usable_prefix(Path(request.prefix).expanduser().absolute() if request.prefix is not None
                            else (config.envs_dir or dirs.envs) / name, dirs, config)
-    backend: Backend
+    conda_plan: Optional[CondaPart] = None
     if conda:
-        backend = LockedCondaBackend(conda, conda_sources, request.path, [m.target for m in config.mirrors])
         cuda = cuda_for_solve(target.profile, environ)
-        conda_plan: Optional[CondaPart] = CondaPart(
+        conda_plan = CondaPart(
             channels=tuple(dict.fromkeys(_channel_of(s) for s in conda_sources)),
             specs=tuple(f"{p.name}={p.version}={p.build or '*'}" for p in conda), cuda=cuda[0], cuda_source=cuda[1])
-    else:
-        backend, conda_plan = LockedVenvBackend(request.path), None
     steps: tuple[PipPart, ...] = ()
     if pips:
-        index, links = lock.fact(model.INDEX_URL), lock.fact(model.FIND_LINKS)
-        index_url = fetch_url(index, config, f"{origin}: {model.INDEX_URL}") if index else None
-        links_url = fetch_url(links, config, f"{origin}: {model.FIND_LINKS}") if index and links else None
-        steps = (PipPart("locked pip packages", tuple(f"{p.name}=={p.version}" for p in pips),
-                         index_url or "the locked URLs", links_url,
-                         requirements=requirements_file(pips, pip_sources, index_url is not None, dirs.cache)),)
+        steps = (PipPart("locked pip packages", tuple(f"{p.name}=={p.version}" for p in pips), LOCKED_FILES,
+                         requirements=requirements_file(pips, dirs.cache)),)
     verify = request.verify and manifest is not None
     unchecked = "--no-verify" if not request.verify else _why_unchecked(lock)
     plan = Plan(manifest=manifest.name if manifest else (lock.fact(model.MANIFEST) or "lock"), build=build, name=name,
-                prefix=prefix, python=python, backend=backend.name,
+                prefix=prefix, python=python, backend=LockedCondaBackend.name if conda else LockedVenvBackend.name,
                 backend_reason=f"installs {request.path.name} exactly: every file hash-checked, no solve",
                 conda=conda_plan, pip=steps, jupyter=False, verify=verify, profile=target.profile,
                 on_target=target.on_target, unchecked=unchecked)
     install_limits(environ)  # a bad ENVKIT_INSTALL_TIMEOUT is exit 2 here, before anything is made
     context, storage = storage_context(plan, tools, config, dirs, environ)
+    mirrors = tuple(m.target for m in config.mirrors)
+    pip_files = None
+    if pips:  # beside the package cache (envkit.create.storage), which decides where
+        assert steps[0].requirements is not None
+        links = storage.cache.pip / "locked-links" / steps[0].requirements.stem
+        pip_files = LockedFiles(tuple(pips), tuple(pip_sources), storage.cache.pip / "locked", links, mirrors)
+        plan = replace(plan, pip=(replace(steps[0], find_links=str(links)),))
+    backend: Backend = (LockedCondaBackend(conda, conda_sources, request.path, mirrors, pip_files) if conda
+                        else LockedVenvBackend(request.path, pip_files))
     return Prepared(plan=plan, backend=backend, context=context, storage=storage), manifest
 
 
@@ -255,21 +273,16 @@ def _channel_of(url: str) -> str:
     return url.rsplit("/", 2)[0]
 
 
-def requirements_lines(packages: Sequence[LockedPackage], sources: Sequence[str], from_index: bool) -> str:
-    """The pip part as hash-pinned requirements. From the build's index (an envkit lock names it), each
-    ``name==version --hash=sha256:...``: the hash pins the very file the lock names, and uv finds it in its cache
-    (a direct URL with a hash is fetched and hashed again on every install: 3x slower for a 180 MiB torch wheel).
-    Without an index (a lock from elsewhere), ``name @ URL --hash=sha256:...``."""
-    if from_index:
-        return "".join(f"{p.name}=={p.version} --hash=sha256:{p.sha256}\n" for p in packages)
-    return "".join(f"{p.name} @ {source} --hash=sha256:{p.sha256}\n" for p, source in zip(packages, sources))
+def requirements_lines(packages: Sequence[LockedPackage]) -> str:
+    """The pip part as hash-pinned requirements, ``name==version --hash=sha256:...``: the installer takes each
+    from the directory of the files envkit fetched (``--no-index --find-links``), and the hash pins the very file."""
+    return "".join(f"{p.name}=={p.version} --hash=sha256:{p.sha256}\n" for p in packages)
 
 
-def requirements_file(packages: Sequence[LockedPackage], sources: Sequence[str], from_index: bool,
-                      cache: Path) -> Path:
-    lines = requirements_lines(packages, sources, from_index)
+def requirements_file(packages: Sequence[LockedPackage], cache: Path) -> Path:
+    lines = requirements_lines(packages)
     path = cache / "locks" / f"{hashlib.sha256(lines.encode()).hexdigest()[:32]}.txt"
-    if not path.exists():  # 0600: its URLs are mirrored, a mirror's password in them
+    if not path.exists():  # 0600, as everything of envkit's that a lock or a config fills in
         try:
             write_atomic(path, lines.encode("utf-8"), mode=0o600)
         except OSError as error:

@@ -66,10 +66,11 @@ def test_envkit_installs_a_lock_written_by_conda_lock(home: Home, legacy_channel
     record = home.record("foreign")
     assert record["python"] == PYTHON and record["backend"] == "rattler"
 
-    # The same file with the wheel's hash changed: uv refuses it, and the environment is undone.
+    # The same file with the wheel's hash changed: envkit refuses the file before anything is made.
     tampered = tmp_path / "tampered.yml"
     tampered.write_text(lock.read_text().replace(hashes(wheel)["sha256"], "f" * 64))
     done = home.envkit("create", "--from-lock", str(tampered), "--name", "tampered", "--yes", env=no_conda(home))
     assert done.returncode == 1, done.stderr
-    assert "installing" in done.stderr and "Traceback" not in done.stderr
+    assert f"lockdemo 1.2.3 from {pypi_server.url}/pypi/simple/lockdemo/{wheel.name} has sha256" in done.stderr
+    assert f"but the lock pins {'f' * 64}" in done.stderr and "Traceback" not in done.stderr
     assert leftovers(home) == ["foreign"] and home.record("tampered") is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import stat
 from pathlib import Path
 
@@ -107,20 +108,25 @@ def test_pip_build_locks_and_installs_with_hashes(home: Home, torch_index: Index
     home.write_config({"https://download.pytorch.org/whl": f"{torch_index.url}/mirror2",
                        "https://pypi.org/simple": f"{torch_index.url}/pypi/simple"})
     elsewhere = home.root / "elsewhere" / "t1b"
+    kept = [d for d in Path(home.env["XDG_CACHE_HOME"]).rglob("locked") if d.parent.name == "pip"]
+    assert kept and all(shutil.rmtree(d) is None for d in kept)  # the copies envkit keeps: fetched again below
     made = home.envkit("create", "--from-lock", str(lock), "--prefix", str(elsewhere), "--machine",
-                       str(PROFILES / "rtx4090-cuda126.yaml"), "--yes")
+                       str(PROFILES / "rtx4090-cuda126.yaml"), "--yes", "--verbose")
     assert made.returncode == 0, made.stderr + made.stdout
-    assert "/mirror2/cu126" in made.stdout  # it really came through the other mirror
+    assert "| downloading torch-2.13.0+cu126-" in made.stderr
+    assert f"from {torch_index.url}/mirror2/cu126/" in made.stderr  # envkit fetched them through the other mirror
+    assert "all 4 pip packages match their locked hashes" in made.stderr
     first = installed_files(home.prefix("t1"))
     assert first == installed_files(elsewhere) and {"torch", "torchvision", "torchaudio", "filelock"} <= {
         name for name, _ in first}
-    # The wheel's hash changed in the lock: no file on the index has it, uv refuses, nothing is left.
+    # The wheel's hash changed in the lock: the file envkit fetches is not that one, it refuses, nothing is made.
     tampered = home.root / "tampered.yml"
     tampered.write_text(lock.read_text().replace(pins["torch"].sha256, "f" * 64))
     bad = home.envkit("create", "--from-lock", str(tampered), "--name", "t2", "--machine",
                       str(PROFILES / "rtx4090-cuda126.yaml"), "--yes")
     assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
-    assert "Hash mismatch for `torch==2.13.0+cu126`" in bad.stderr and home.record("t2") is None and not home.prefix("t2").exists()
+    assert f"but the lock pins {'f' * 64}" in bad.stderr and "torch 2.13.0+cu126 from " in bad.stderr
+    assert home.record("t2") is None and not home.prefix("t2").exists()
     exported = home.root / "t1.yml"
     done = home.envkit("export", "t1", "-o", str(exported))
     assert done.returncode == 0, done.stderr

@@ -200,6 +200,18 @@ wheels = [{{ url = "http://127.0.0.1:9/whl/cu126/torch/torch-2.13.0%2Bcu126-py3-
     assert package.sha256 == SHA and package.manager == "pip"
 
 
+def test_a_url_of_a_mirror_with_credentials_goes_back_upstream_without_them():
+    from envkit.lockfile.urls import upstream_url
+
+    config = Config(path=None, mirrors=(Mirror("https://download.pytorch.org/whl", "http://alice:pw@127.0.0.1:9/whl"),
+                                        Mirror("https://pypi.org/simple", "http://127.0.0.1:9/pypi/simple")))
+    wheel = "/cu126/torch/torch-2.13.0%2Bcu126-py3-none-any.whl"
+    for reported in (f"http://127.0.0.1:9/whl{wheel}", f"http://alice:pw@127.0.0.1:9/whl{wheel}"):
+        assert upstream_url(reported, config) == f"https://download.pytorch.org/whl{wheel}"  # uv reports it bare
+    assert upstream_url("http://127.0.0.1:9/other/x.whl", config) == "http://127.0.0.1:9/other/x.whl"
+    assert upstream_url("http://127.0.0.1:9/pypi/simple/a/a-1.whl", config) == "https://pypi.org/simple/a/a-1.whl"
+
+
 def test_a_cached_lock_is_read_again_when_the_file_changes(tmp_path: Path):
     path = tmp_path / "conda-lock.yml"
     path.write_text(dump_lock(sample()), encoding="utf-8")
