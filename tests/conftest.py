@@ -18,8 +18,18 @@ REPO = Path(__file__).parent.parent
 
 
 def pytest_configure(config):
-    """Every envkit the suite runs keeps a copy of its JSON outputs, checked against schemas/ at the end."""
+    """Every envkit the suite runs keeps a copy of its JSON outputs, checked against schemas/ at the end. And Ctrl-C
+    reaches the programs the tests start, however the suite itself was started."""
+    import signal
     import tempfile
+
+    # A job a shell starts in the background (`pytest ... &` in a script, `nohup`) ignores SIGINT and SIGQUIT, and
+    # so does every program it starts: a Python started ignoring SIGINT never raises KeyboardInterrupt. The tests of
+    # what a Ctrl-C does would then test nothing (and fail): they get the default back.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
     if json_outputs.VARIABLE not in os.environ:
         config._envkit_json_dir = tempfile.mkdtemp(prefix="envkit-json-outputs-")
