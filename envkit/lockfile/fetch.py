@@ -4,7 +4,8 @@ The pip files too: envkit downloads them, so that every hop of a redirect is hel
 (``allowed_hop``), which uv and pip would not do; the installer then takes them from a local directory.
 
 Files already on disk (a file:// URL, a file:// mirror) are hashed where they are; remote ones are downloaded into
-``store/<sha256>/`` (kept as a cache: a later install hashes them again before using them).
+``store/<sha256>/`` (kept as a cache: a later install hashes them again, unless the file is untouched since it was
+hash-checked: ``_unchanged_since_verified``).
 """
 
 from __future__ import annotations
@@ -100,8 +101,14 @@ def fetch_verified(package: LockedPackage, source: str, store: Path, report: Cal
         return path
     target = store / package.sha256 / package.file_name
     if target.is_file():
-        verify(package, target, source)
-        return target
+        if _unchanged_since_verified(target):
+            return target
+        try:
+            verify(package, target, source)
+            _mark_verified(target)
+            return target
+        except HashMismatch:  # a damaged (or changed) copy in the cache: fetched again
+            target.unlink(missing_ok=True)
     from envkit.redact import redact
 
     report(redact(f"downloading {package.file_name} from {source}"))
@@ -115,7 +122,39 @@ def fetch_verified(package: LockedPackage, source: str, store: Path, report: Cal
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    _mark_verified(target)
     return target
+
+
+# A file in the store that was hash-checked is not hashed again (183 MiB of torch: about 0.3 s on every install) while
+# its inode, size, mtime and ctime are what they were then: any write to it, or a file put in its place, changes its
+# ctime, which no one can set back. As git does with its index, a mark written less than a second after the file's
+# last change is not trusted (a filesystem's clock may tick coarsely: a write in the same tick would keep the ctime);
+# the file is hashed again and marked anew. The mark is the store's own: the user's cache.
+_MARK = ".verified"
+_RACY_NS = 1_000_000_000
+
+
+def _stat_key(path: Path) -> str:
+    info = path.stat()
+    return f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+
+
+def _unchanged_since_verified(path: Path) -> bool:
+    mark = path.parent / _MARK
+    try:
+        if mark.read_text(encoding="ascii") != f"{path.name}\n{_stat_key(path)}\n":
+            return False
+        return mark.stat().st_mtime_ns - path.stat().st_ctime_ns >= _RACY_NS
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _mark_verified(path: Path) -> None:
+    try:
+        (path.parent / _MARK).write_text(f"{path.name}\n{_stat_key(path)}\n", encoding="ascii")
+    except OSError:  # (no room for a few bytes: the file is hashed again next time, nothing worse)
+        pass
 
 
 def verify(package: LockedPackage, path: Path, source: str) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -95,3 +97,26 @@ def test_a_redirect_within_loopback_is_followed_and_credentials_reach_the_server
 ])
 def test_the_transport_rule_for_each_hop(url, mirrors, allowed):
     assert allowed_hop(url, mirrors) is allowed
+
+
+def test_a_kept_file_is_hashed_again_only_when_it_may_have_changed(server, tmp_path: Path, monkeypatch):
+    from envkit.lockfile import fetch
+
+    hashed: list[Path] = []
+    real_verify = fetch.verify
+    monkeypatch.setattr(fetch, "verify", lambda package, path, source: (hashed.append(path),
+                                                                       real_verify(package, path, source)))
+    url = f"{server}/pkgs/x-1.0-0.conda"
+    path = fetch_verified(PACKAGE, url, tmp_path, lambda line: None)
+    assert len(hashed) == 1 and len(_Handler.seen) == 1
+    fetch_verified(PACKAGE, url, tmp_path, lambda line: None)
+    assert len(hashed) == 2  # marked less than a second after it was written: not trusted yet, hashed again
+    time.sleep(1.1)
+    fetch_verified(PACKAGE, url, tmp_path, lambda line: None)  # marked anew, a second later
+    fetch_verified(PACKAGE, url, tmp_path, lambda line: None)
+    assert len(hashed) == 3 and len(_Handler.seen) == 1  # the last one trusted the mark: no hashing, no download
+    before = path.stat()
+    path.write_bytes(DATA.replace(b"a", b"b"))  # the same size, and the same mtime put back
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert fetch_verified(PACKAGE, url, tmp_path, lambda line: None).read_bytes() == DATA
+    assert len(hashed) == 5 and len(_Handler.seen) == 2  # the changed copy was caught, and fetched again
