@@ -153,7 +153,7 @@ def query_records(channels: Sequence[str], subdirs: Sequence[str], names: Sequen
     import rattler
 
     async def query() -> list[RepoDataRecord]:
-        gateway = rattler.Gateway(cache_dir=cache_dir, client=_client())
+        gateway = rattler.Gateway(cache_dir=_repodata_cache(cache_dir), client=_client())
         result = await gateway.query([rattler.Channel(c) for c in channels], [rattler.Subdir(s) for s in subdirs],
                                      list(names), recursive=False)
         return [record for per_channel in result for record in per_channel]
@@ -201,7 +201,7 @@ async def _solve(request: CondaSolveRequest, cache_dir: Path, report: Report, cl
     subdir = _subdir(request.platform)
     specs = _match_specs(request.specs)
     virtual = _virtual_packages(request.virtual_packages)
-    gateway = rattler.Gateway(cache_dir=_cache_subdir(cache_dir, "repodata"), client=client)
+    gateway = rattler.Gateway(cache_dir=_repodata_cache(cache_dir), client=client)
     count = len(channels)
     report(f"fetching repodata from {count} channel{'' if count == 1 else 's'}")
     try:
@@ -310,17 +310,26 @@ def _virtual_packages(explicit: Sequence[tuple[str, str]]) -> list[GenericVirtua
     return kept + added
 
 
-def _cache_subdir(cache_dir: Path, name: str) -> Path:
-    """Create ``cache_dir/name`` here: rattler would report a cache it cannot create as a broken channel."""
+def _cache_subdir(cache_dir: Path, name: str, private: bool = False) -> Path:
+    """Create ``cache_dir/name`` here: rattler would report a cache it cannot create as a broken channel. A
+    ``private`` one is this user's alone (0700, made so again if it was not)."""
     path = cache_dir / name
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700 if private else 0o777, parents=True, exist_ok=True)
+        if private and path.stat().st_mode & 0o077:
+            path.chmod(0o700)
     except OSError as error:
         raise InstallError(
             f"Cannot create the conda cache directory {path}: {error.strerror}.",
             hint="Check that the cache directory is writable (XDG_CACHE_HOME moves it).",
         ) from error
     return path
+
+
+def _repodata_cache(cache_dir: Path) -> Path:
+    """Where rattler keeps the channels' repodata: private, because it writes a channel's URL, with the credentials
+    a mirror's URL carries, into files anyone could read (its sharded-repodata cache, py-rattler 0.2x)."""
+    return _cache_subdir(cache_dir, "repodata", private=True)
 
 
 def _download_reporter(report: Report) -> InstallerReporter:

@@ -53,13 +53,18 @@ def assert_no_password(result: subprocess.CompletedProcess, argvs: list[str]) ->
 
 
 def readable_files_with_the_password(root: Path, config: Path) -> list[str]:
+    """The files under ``root`` holding the password that another user could read: the file's mode lets group or
+    others read it, and every directory between it and ``root`` lets them through (``root`` itself counts as
+    reachable: pytest's own directories are private to this user)."""
     found = []
     for folder, _, names in os.walk(root):
         for name in names:
             path = Path(folder) / name
             if path == config or path.is_symlink() or not path.is_file():
                 continue
-            if PASSWORD.encode() in path.read_bytes() and stat.S_IMODE(path.stat().st_mode) & 0o077:
+            if PASSWORD.encode() in path.read_bytes() and stat.S_IMODE(path.stat().st_mode) & 0o077 and \
+                    all(parent.stat().st_mode & 0o011 for parent in path.parents if parent.is_relative_to(root)
+                        and parent != root):
                 found.append(str(path))
     return found
 
@@ -129,3 +134,47 @@ def test_a_conda_channel_mirror_with_credentials_never_reaches_conda_s_argv(home
     home.write_config({LEGACY_CHANNEL: "https://conda.cache.lab/legacy", CONDA_FORGE: "https://conda.cache.lab/forge"})
     plain = home.envkit(*args)  # without credentials, the user's conda as before
     assert plain.returncode == 0 and "Backend:     conda:" in plain.stdout, plain.stdout + plain.stderr
+
+
+def test_the_embedded_engine_through_a_channel_mirror_with_credentials_keeps_no_readable_password(
+        home: Home, legacy_channel: Path, conda_manifests: Path):
+    """A real solve and install from a conda channel on 127.0.0.1 that demands basic auth: rattler's repodata cache,
+    its package cache, the environment and its record hold the password nowhere that others can read."""
+    import base64
+    import functools
+    import http.server
+
+    token = "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+    asked: list[bool] = []
+
+    class Authenticated(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            asked.append(self.headers.get("Authorization") == token)
+            if not asked[-1]:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="channel"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(Authenticated, directory=str(legacy_channel)))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        home.write_config({LEGACY_CHANNEL: f"http://alice:{PASSWORD}@127.0.0.1:{server.server_address[1]}"})
+        home.config.chmod(0o600)
+        made, argvs = run_watched(home, "create", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(conda_manifests),
+                                  "--yes", "--no-verify")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert made.returncode == 0, made.stderr
+    assert home.record("tensorflow-cu101")["backend"] == "rattler"
+    assert asked and all(asked)  # every request carried the credentials: the channel really demanded them
+    assert_no_password(made, argvs)
+    assert readable_files_with_the_password(home.root, home.config) == []
