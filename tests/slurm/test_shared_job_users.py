@@ -13,11 +13,10 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from slurm_helpers import make_torch_env
+from slurm_helpers import make_torch_env, wait_done
 
 from envkit import records
 from envkit.shared.layout import SharedLayout
@@ -45,14 +44,6 @@ class Public:
 
     def envkit(self, *args: str) -> subprocess.CompletedProcess:
         return self.user.run([str(self.python), "-m", "envkit", *args], self.env, timeout=180, cwd=self.user.home)
-
-    def wait_done(self, job: str, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if job not in self.cluster.query(["squeue", "-h", "-o", "%i"]).stdout.split():
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"job {job} did not finish:\n{self.cluster.logs()}")
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +95,7 @@ def test_a_second_user_runs_a_job_of_the_shared_environment_as_themself(public: 
                          "-c", SHOW, "a b")
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip()
-    public.wait_done(job)
+    wait_done(public, job, timeout=90)  # (it asks public.cluster)
     out = public.user.home / f"slurm-{job}.out"
     assert out.stat().st_uid == public.user.uid  # written by the job, as the user
     argv, ran_in, uid, cwd = json.loads(out.read_text().strip().splitlines()[-1])
