@@ -4,7 +4,8 @@ Every script in bench/ is started with the machine's python3 (`python3 bench/cre
 envkit nor what it needs (typer, packaging, uv, ...). Before anything else it calls :func:`run_in_venv`, which makes a
 venv, installs envkit from this checkout into it (not editable: as a user has it; with the packages a script names
 beside it), and runs the same script again with that venv's Python and the same arguments; the first process only
-waits for it, removes the venv and exits with its status. `--help` needs none of that and is answered at once.
+waits for it, removes the venv and exits with its status. `--help` needs none of that and is answered at once
+(by the script's own parser, or from its docstring where the packages that parser needs are missing).
 
     --venv DIR   keep the venv in DIR and reuse it on the next run (envkit is reinstalled from the checkout
                  each time, so that what is measured is the code as it is now)
@@ -41,6 +42,13 @@ def help_asked() -> bool:
     return "-h" in sys.argv[1:] or "--help" in sys.argv[1:]
 
 
+def print_docstring_help() -> None:
+    """The running script's docstring, as its help, where the packages its own parser needs are not here."""
+    script = Path(sys.argv[0]).name
+    doc = (sys.modules["__main__"].__doc__ or "").strip()
+    print(f"usage: python3 bench/{script} [options]\n\n{doc}\n\n  --venv DIR  {VENV_HELP}")
+
+
 def run_in_venv(packages: Sequence[str] = (), needs: Sequence[str] = ("envkit", "packaging")) -> None:
     """Return when this process runs in the bench venv (or only prints its --help, with ``needs`` importable here);
     otherwise make the venv (with ``packages`` beside envkit), run this script again in it, and exit with its
@@ -48,8 +56,11 @@ def run_in_venv(packages: Sequence[str] = (), needs: Sequence[str] = ("envkit", 
     if os.environ.get(MARK):
         return
     asked = sys.argv[1:]
-    if help_asked() and all(importlib.util.find_spec(n) for n in needs if n != "envkit"):
-        return
+    if help_asked():
+        if all(importlib.util.find_spec(n) for n in needs if n != "envkit"):
+            return  # the script's own parser prints its --help
+        print_docstring_help()  # what the script says of itself: no venv is made for a help
+        sys.exit(0)
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--venv", type=Path)
     known, _ = pre.parse_known_args(asked)

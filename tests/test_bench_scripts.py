@@ -28,8 +28,9 @@ def test_every_script_is_covered():
 def test_help_from_the_machines_python_makes_no_venv_and_no_traceback(script: str, tmp_path: Path):
     if not BASE_PYTHON.exists():
         pytest.skip(f"no base interpreter at {BASE_PYTHON}")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "_ENVKIT"))}
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "_ENVKIT", "PIP_"))}
     environ["TMPDIR"] = str(tmp_path)  # a venv would be made here
+    environ.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1")  # and installing envkit into it would fail
     done = subprocess.run([*BARE_PYTHON, str(BENCH / script), "--help"], capture_output=True, text=True,
                           timeout=120, env=environ, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
