@@ -32,6 +32,7 @@ class Context:
     tools: Tools
     environ: Mapping[str, str]  # already isolated from the user's installer config (installers.installer_environ)
     conda_cache: Path
+    mirrors: tuple[str, ...] = ()  # the configured mirrors' URLs: where plain http may go (envkit.egress)
 
 
 class Backend(Protocol):

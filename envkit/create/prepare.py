@@ -139,7 +139,7 @@ def storage_context(plan: Plan, tools: Tools, config: Config, dirs: UserDirs,
 
     storage = storage_plan(plan.prefix, plan_key(plan), config, dirs, environ)
     context = Context(tools=tools, environ=installer_environ(environ, dirs, storage.link_mode, storage.cache.root),
-                      conda_cache=storage.cache.conda_packages)
+                      conda_cache=storage.cache.conda_packages, mirrors=tuple(m.target for m in config.mirrors))
     return context, storage
 
 

@@ -64,6 +64,7 @@ class _State:
     pages: dict[str, dict[str, _Wheel]] = field(default_factory=dict)
     failing: set[tuple[str, NormalizedName]] = field(default_factory=set)
     delays: dict[str, float] = field(default_factory=dict)
+    moved: dict[str, str] = field(default_factory=dict)  # file name -> where a 302 sends its requests
     requests: list[str] = field(default_factory=list)
     core_metadata: bool = True
     authorization: str | None = None  # "Basic ..." that every request must carry (require_credentials)
@@ -171,6 +172,11 @@ class IndexServer:
         """Hold the body of `filename` (in any index) for `seconds` after its headers, or until close()."""
         with self._state.lock:
             self._state.delays[filename] = seconds
+
+    def redirect_file(self, filename: str, location: str) -> None:
+        """Answer every request for `filename` (in any index) with a 302 to the absolute URL `location`."""
+        with self._state.lock:
+            self._state.moved[filename] = location
 
     def fail_project(self, prefix: str, name: str) -> None:
         """Answer the project page of `name` in the index at `prefix` with HTTP 500."""
@@ -280,6 +286,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route_to_file(self, wheels: Mapping[str, _Wheel], filename: str, state: _State) -> _Response:
         """A wheel, or with core_metadata its <file>.metadata."""
+        if filename in state.moved:
+            return functools.partial(self._moved, state.moved[filename])
         if wheel := wheels.get(filename):
             return functools.partial(self._send_file, wheel, state.delays.get(filename, 0.0))
         wheel = wheels.get(filename.removesuffix(".metadata"))
@@ -304,6 +312,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _redirect(self, location: str, body: bool) -> None:
         self.send_response(HTTPStatus.MOVED_PERMANENTLY)
         self.send_header("Location", quote(location))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _moved(self, location: str, body: bool) -> None:
+        self.send_response(HTTPStatus.FOUND)
+        self.send_header("Location", location)
         self.send_header("Content-Length", "0")
         self.end_headers()
 

@@ -1,0 +1,97 @@
+"""envkit's transport rule (https, or plain http only on loopback and under a configured mirror) held for the
+installers too, for every hop of a redirect and every link an index page gives.
+
+uv and pip follow redirects themselves, and have no setting that refuses one. But both send a plain http request to
+the proxy ``HTTP_PROXY`` names, unless its host is in ``NO_PROXY``. While an installer runs, :func:`plain_http_guard`
+makes that proxy a server of envkit's on 127.0.0.1 that refuses every request it is given (403) and notes its URL,
+and ``NO_PROXY`` names loopback and the hosts of the step's index, its page of links and the configured mirrors
+(by host: a proxy exception knows no paths). So a plain http request anywhere else (an https index redirecting to
+http, a loopback one redirecting off it) ends in a refusal that envkit then names, instead of a download.
+
+https requests are left alone (``HTTPS_PROXY`` is the user's). Where the user has a proxy for https
+(``HTTPS_PROXY`` or ``ALL_PROXY``), the hosts of their ``NO_PROXY`` keep going direct, and plain http to them is not
+refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socketserver
+import threading
+from typing import Iterator, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from envkit.errors import InstallError
+
+HINT = ("Packages are fetched over https only, or over http from loopback and mirrors in envkit's config; fix the "
+        "mirror, or add where it redirects to as a mirror if you trust it.")
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+_KEPT = 5  # refused URLs noted (the first ones say what happened)
+_MAX_LINE = 16 << 10
+
+
+class PlainHttpRefused(InstallError):
+    """An installer was sent over plain http somewhere the transport rule does not allow."""
+
+
+class _Refuse(socketserver.StreamRequestHandler):
+    """Answers any request 403 and notes its target (a proxy request's target is the absolute URL). socketserver,
+    not http.server: that one costs create 24 ms of imports."""
+
+    refused: list[str]
+
+    def handle(self) -> None:
+        line = self.rfile.readline(_MAX_LINE).decode("latin-1").split()
+        for _ in range(100):  # the headers, to the blank line (bounded)
+            if self.rfile.readline(_MAX_LINE) in (b"\r\n", b"\n", b""):
+                break
+        if len(line) >= 2 and len(self.refused) < _KEPT and line[1] not in self.refused:
+            self.refused.append(line[1])
+        body = b"envkit refuses plain http off loopback and the configured mirrors\n"
+        head = (f"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n").encode("ascii")
+        self.wfile.write(head + (body if line[:1] != ["HEAD"] else b""))
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def _user_no_proxy(environ: Mapping[str, str]) -> list[str]:
+    """The user's NO_PROXY hosts, kept where the user has a proxy for https (they reach those hosts directly)."""
+    if not any(environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return []
+    text = environ.get("NO_PROXY") or environ.get("no_proxy") or ""
+    return [entry.strip() for entry in text.split(",") if entry.strip()]
+
+
+@contextlib.contextmanager
+def plain_http_guard(allowed: Sequence[str], environ: Mapping[str, str]
+                     ) -> Iterator[tuple[dict[str, str], list[str]]]:
+    """While the block runs: (the installer's proxy variables, the plain http URLs it was refused so far).
+    ``allowed``: the URLs whose hosts plain http may reach (the step's index and links, the mirrors)."""
+    hosts = [*LOOPBACK, *(urlsplit(url).hostname or "" for url in allowed if urlsplit(url).scheme == "http")]
+    no_proxy = ",".join(dict.fromkeys(host for host in (*hosts, *_user_no_proxy(environ)) if host))
+    refused: list[str] = []
+    server = _Server(("127.0.0.1", 0), type("Refuse", (_Refuse,), {"refused": refused}))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+                              name="envkit-plain-http-guard")
+    thread.start()
+    proxy = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield {"HTTP_PROXY": proxy, "http_proxy": proxy, "NO_PROXY": no_proxy, "no_proxy": no_proxy}, refused
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def refusal(installer: str, refused: Sequence[str]) -> PlainHttpRefused:
+    """The error for an installer step that failed after the guard refused ``refused``."""
+    from envkit.redact import redact
+
+    where = ", ".join(refused)
+    return PlainHttpRefused(redact(f"{installer} was sent to {where} over plain http (a redirect, or a link of the "
+                                   "index), which is neither on loopback nor under a configured mirror: refused"),
+                            hint=HINT)

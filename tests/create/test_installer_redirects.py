@@ -1,0 +1,69 @@
+"""uv follows every redirect it is given; envkit holds it to the transport rule (https, or plain http only on loopback
+and under a configured mirror) through a proxy of its own that refuses (envkit.egress). A real `envkit create` from
+an index on 127.0.0.1 whose wheel redirects off loopback to plain http: refused, named, exit 1, nothing made; a
+redirect to another server on loopback: followed."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import CU126, Home
+from support.pypi_index import IndexServer
+
+from envkit.egress import plain_http_guard
+
+FILELOCK = "filelock-3.20.0-py3-none-any.whl"  # torch's dependency, fetched from the build's own index
+OFF_LOOPBACK = f"http://203.0.113.9/{FILELOCK}"  # TEST-NET-3: the proxy refuses it before any connection is tried
+
+
+def test_a_wheel_redirected_off_loopback_to_plain_http_is_refused_named_and_nothing_is_made(
+        home: Home, torch_index: IndexServer):
+    torch_index.redirect_file(FILELOCK, OFF_LOOPBACK)
+    done = home.envkit("create", *CU126, "--name", "t1", "--yes", "--no-verify")
+    assert done.returncode == 1, done.stderr
+    assert f"uv was sent to {OFF_LOOPBACK} over plain http (a redirect, or a link of the index)" in done.stderr
+    assert "neither on loopback nor under a configured mirror: refused" in done.stderr and "Traceback" not in done.stderr
+    assert not home.prefix("t1").exists() and home.record("t1") is None
+
+
+def test_a_redirect_to_another_server_on_loopback_is_followed(home: Home, torch_index: IndexServer,
+                                                             torch_wheels):
+    with IndexServer() as other:
+        other.add_index("/files", [w for w in torch_wheels["cu126"] if w.name == FILELOCK])
+        torch_index.redirect_file(FILELOCK, f"{other.url}/files/filelock/{FILELOCK}")
+        done = home.envkit("create", *CU126, "--name", "t2", "--yes", "--no-verify")
+        assert done.returncode == 0, done.stderr
+        assert f"/files/filelock/{FILELOCK}" in other.requests
+    assert home.in_env("t2", "import importlib.metadata as m; print(m.version('filelock'))") == "3.20.0"
+
+
+def _get(url: str, proxy: dict[str, str]) -> int:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy["HTTP_PROXY"]}))
+    try:
+        with opener.open(url, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_the_guard_refuses_and_notes_plain_http_and_names_the_allowed_hosts_for_no_proxy():
+    with plain_http_guard(["http://cache.lab:8080/pypi/simple", "https://download.pytorch.org/whl/cu126"],
+                          {"NO_PROXY": "intranet.lab"}) as (proxy, refused):
+        assert proxy["HTTP_PROXY"] == proxy["http_proxy"] and proxy["HTTP_PROXY"].startswith("http://127.0.0.1:")
+        assert proxy["NO_PROXY"] == proxy["no_proxy"] == "localhost,127.0.0.1,::1,cache.lab"  # no https host
+        assert _get("http://203.0.113.9/x.whl", proxy) == 403
+        assert _get("http://203.0.113.9/x.whl", proxy) == 403
+        assert refused == ["http://203.0.113.9/x.whl"]  # each URL once
+
+
+@pytest.mark.parametrize("environ, kept", [
+    ({"NO_PROXY": "intranet.lab"}, False),  # no proxy for https: NO_PROXY means nothing to keep
+    ({"NO_PROXY": "intranet.lab", "HTTPS_PROXY": "http://proxy.corp:3128"}, True),
+    ({"no_proxy": "intranet.lab", "all_proxy": "socks5://proxy.corp:1080"}, True),
+])
+def test_a_users_https_proxy_keeps_their_no_proxy_hosts_direct(environ, kept):
+    with plain_http_guard([], environ) as (proxy, _):
+        assert ("intranet.lab" in proxy["NO_PROXY"].split(",")) is kept
