@@ -39,23 +39,37 @@ class _Refuse(socketserver.StreamRequestHandler):
     not http.server: that one costs create 24 ms of imports."""
 
     refused: list[str]
+    timeout = 10  # seconds a client may take to send its request: nobody holds a thread of envkit's longer
 
     def handle(self) -> None:
-        line = self.rfile.readline(_MAX_LINE).decode("latin-1").split()
-        for _ in range(100):  # the headers, to the blank line (bounded)
-            if self.rfile.readline(_MAX_LINE) in (b"\r\n", b"\n", b""):
-                break
+        try:
+            raw = self.rfile.readline(_MAX_LINE)
+            for _ in range(100):  # the headers, to the blank line (bounded)
+                header = self.rfile.readline(_MAX_LINE)
+                if header in (b"\r\n", b"\n") or not header.endswith(b"\n"):
+                    break
+        except OSError:  # (a timeout)
+            return
+        if not raw.endswith(b"\n") or not header.endswith(b"\n"):
+            return  # a client that never finished its request gets nothing, and is not noted
+        line = raw.decode("latin-1").split()
         if len(line) >= 2 and len(self.refused) < _KEPT and line[1] not in self.refused:
             self.refused.append(line[1])
         body = b"envkit refuses plain http off loopback and the configured mirrors\n"
         head = (f"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
                 "Connection: close\r\n\r\n").encode("ascii")
-        self.wfile.write(head + (body if line[:1] != ["HEAD"] else b""))
+        try:
+            self.wfile.write(head + (body if line[:1] != ["HEAD"] else b""))
+        except OSError:  # (the client is gone)
+            pass
 
 
 class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def handle_error(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
+        """Nothing on envkit's stderr: socketserver would print a traceback there."""
 
 
 def _user_no_proxy(environ: Mapping[str, str]) -> list[str]:
@@ -75,7 +89,8 @@ def plain_http_guard(allowed: Sequence[str], environ: Mapping[str, str]
     no_proxy = ",".join(dict.fromkeys(host for host in (*hosts, *_user_no_proxy(environ)) if host))
     refused: list[str] = []
     server = _Server(("127.0.0.1", 0), type("Refuse", (_Refuse,), {"refused": refused}))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+    # (serve_forever looks for the shutdown request every poll_interval: each installer step waits that long at its end)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True,
                               name="envkit-plain-http-guard")
     thread.start()
     proxy = f"http://127.0.0.1:{server.server_address[1]}"

@@ -67,3 +67,17 @@ def test_the_guard_refuses_and_notes_plain_http_and_names_the_allowed_hosts_for_
 def test_a_users_https_proxy_keeps_their_no_proxy_hosts_direct(environ, kept):
     with plain_http_guard([], environ) as (proxy, _):
         assert ("intranet.lab" in proxy["NO_PROXY"].split(",")) is kept
+
+
+def test_a_client_that_never_finishes_its_request_holds_nothing_and_prints_nothing(capfd):
+    import socket
+
+    with plain_http_guard([], {}) as (proxy, refused):
+        port = int(proxy["HTTP_PROXY"].rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as silent, \
+                socket.create_connection(("127.0.0.1", port)) as gone:
+            silent.sendall(b"GET http://203.0.113.9/a HTTP/1.1\r\n")  # and never the rest
+            gone.close()
+            assert _get("http://203.0.113.9/b", proxy) == 403  # others are answered meanwhile
+    assert refused == ["http://203.0.113.9/b"]
+    assert capfd.readouterr().err == ""
