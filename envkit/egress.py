@@ -102,6 +102,37 @@ def plain_http_guard(allowed: Sequence[str], environ: Mapping[str, str]
         thread.join()
 
 
+@contextlib.contextmanager
+def guarded(installer: str, allowed: Sequence[str], environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """:func:`plain_http_guard` around an installer's run (the block gets the proxy variables for its environment):
+    when the run fails with an InstallError after a refusal, the refusal is the error, naming where it was sent."""
+    with plain_http_guard(allowed, environ) as (proxy, refused):
+        try:
+            yield proxy
+        except InstallError:
+            if refused:  # why it failed: a hop the transport rule does not allow
+                raise refusal(installer, refused) from None
+            raise
+
+
+@contextlib.contextmanager
+def in_this_process(variables: Mapping[str, str]) -> Iterator[None]:
+    """``variables`` in this process's own environment for the block, for what runs in process and reads its proxy
+    settings there (py-rattler's HTTP client, when it is made); the previous values afterwards."""
+    import os
+
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def refusal(installer: str, refused: Sequence[str]) -> PlainHttpRefused:
     """The error for an installer step that failed after the guard refused ``refused``."""
     from envkit.redact import redact

@@ -76,7 +76,11 @@ class CondaBackend:
         return [f"{CUDA_OVERRIDE}={cuda or ''} {command_text(self._argv(plan))}"]
 
     def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
-        run_step(self._argv(plan), self._environ(plan, context), on_line,
-                 f"{self.tool.kind} could not create the environment",
-                 hint=f"The lines above are {self.tool.kind}'s. `envkit list --all` shows which builds fit.")
+        from envkit.egress import guarded
+
+        assert plan.conda is not None
+        with guarded(self.tool.kind, (*plan.conda.channels, *context.mirrors), context.environ) as proxy:
+            run_step(self._argv(plan), {**self._environ(plan, context), **proxy}, on_line,
+                     f"{self.tool.kind} could not create the environment",
+                     hint=f"The lines above are {self.tool.kind}'s. `envkit list --all` shows which builds fit.")
 

@@ -18,8 +18,12 @@ class RattlerBackend:
 
     def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
         from envkit.conda_engine import CondaSolveRequest, create_prefix
+        from envkit.egress import guarded, in_this_process
 
         assert plan.conda is not None
         virtual = (("__cuda", plan.conda.cuda),) if plan.conda.cuda else ()
         request = CondaSolveRequest(channels=plan.conda.channels, specs=plan.conda.specs, virtual_packages=virtual)
-        create_prefix(plan.prefix, request, context.conda_cache, on_line)
+        # py-rattler runs in this process and reads its proxy settings from this process's environment
+        with guarded("the conda engine", (*plan.conda.channels, *context.mirrors), context.environ) as proxy, \
+                in_this_process(proxy):
+            create_prefix(plan.prefix, request, context.conda_cache, on_line)

@@ -29,7 +29,7 @@ from envkit.plan import Plan
 from envkit.create.prepare import Prepared, elsewhere_hint
 from envkit.create.progress import Progress
 from envkit.create.storage import room_said
-from envkit.egress import plain_http_guard, refusal
+from envkit.egress import guarded
 from envkit.errors import EnvkitError, InstallError
 from envkit.installers import pip_command, pip_environ, uses_uv, wrong_builds
 from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
@@ -155,17 +155,12 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
         installer = "uv" if uses_uv(context.tools.uv, plan.python) else "pip"
         with progress.step(f"Installing {step.purpose} with {installer} from {step.index_url}") as out:
             allowed = (step.index_url, step.find_links or "", *context.mirrors)
-            with _pausing_at_start("installing"), plain_http_guard(allowed, context.environ) as (proxy, refused):
-                try:
-                    run_step(pip_command(step, python, context.tools.uv, plan.python),
-                             {**context.environ, **pip_environ(step, context.tools.uv, plan.python), **proxy}, out,
-                             f"installing {', '.join(step.packages)} from {step.index_url} failed",
-                             hint="The lines above are the installer's. Check the index (a mirror in envkit's "
-                                  "config?) and that it has these packages for this Python.")
-                except InstallError:
-                    if refused:  # why it failed: a hop the transport rule does not allow
-                        raise refusal(installer, refused) from None
-                    raise
+            with _pausing_at_start("installing"), guarded(installer, allowed, context.environ) as proxy:
+                run_step(pip_command(step, python, context.tools.uv, plan.python),
+                         {**context.environ, **pip_environ(step, context.tools.uv, plan.python), **proxy}, out,
+                         f"installing {', '.join(step.packages)} from {step.index_url} failed",
+                         hint="The lines above are the installer's. Check the index (a mirror in envkit's config?) "
+                              "and that it has these packages for this Python.")
             _check_builds(plan.prefix, step)
         pause_at("installed")
     kernel = None

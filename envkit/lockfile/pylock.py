@@ -24,9 +24,10 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
              environ: Mapping[str, str], find_links: Optional[str] = None) -> list[LockedPackage]:
     """Resolve ``packages`` from ``index_url`` (already mirrored) only, plus the ``find_links`` page of the builds
     that have one, for CPython ``python`` (X.Y) on linux-64."""
+    from envkit.egress import guarded
     from envkit.process import run_captured
-    from envkit.scratch import scratch_dir
     from envkit.redact import has_credentials
+    from envkit.scratch import scratch_dir
 
     with scratch_dir("lock") as scratch:
         requirements = Path(scratch) / "requirements.in"
@@ -38,13 +39,15 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
                 "-o", str(output), "--", str(requirements)]
         secret = {name: url for name, url in (("UV_INDEX_URL", index_url), ("UV_FIND_LINKS", find_links))
                   if url and has_credentials(url)}  # in uv's environment, never its argv (everyone's `ps`)
-        done = run_captured(argv, {**environ, **secret}, _TIMEOUT_S)
-        if done.returncode != 0:
-            lines = tuple((done.stderr or done.stdout).strip().splitlines()[-20:])
-            said = "timed out" if done.returncode is None else f"exit code {done.returncode}"
-            raise InstallError(f"resolving {' '.join(packages)} from {index_url} for Python {python} failed ({said})",
-                               hint="The lines above are uv's. Check the index (a mirror in envkit's config?) and that "
-                                    "it has these packages for this Python.", tail=lines)
+        allowed = (index_url, find_links or "", *(m.target for m in config.mirrors))
+        with guarded("uv", allowed, environ) as proxy:  # every plain http hop held to the transport rule
+            done = run_captured(argv, {**environ, **secret, **proxy}, _TIMEOUT_S)
+            if done.returncode != 0:
+                lines = tuple((done.stderr or done.stdout).strip().splitlines()[-20:])
+                said = "timed out" if done.returncode is None else f"exit code {done.returncode}"
+                raise InstallError(f"resolving {' '.join(packages)} from {index_url} for Python {python} failed "
+                                   f"({said})", hint="The lines above are uv's. Check the index (a mirror in envkit's "
+                                   "config?) and that it has these packages for this Python.", tail=lines)
         text = output.read_text(encoding="utf-8")
     return pylock_packages(text, python, config)
 

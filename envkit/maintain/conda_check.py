@@ -32,16 +32,27 @@ def check_conda(builds: Sequence[Build], pythons: Mapping[str, Sequence[Version]
     with scratch_dir("check") as scratch:
         cache = cache_dir or Path(scratch)
         findings: list[Finding] = []
+        mirrors = tuple(m.target for m in config.mirrors)
         for channels, members in groups.items():
-            findings += _check_group(channels, members, pythons, cache)
+            findings += _check_group(channels, members, pythons, cache, mirrors)
     return findings, len(groups)
 
 
 def _check_group(channels: tuple[str, ...], builds: Sequence[Build], pythons: Mapping[str, Sequence[Version]],
-                 cache: Path) -> list[Finding]:
+                 cache: Path, mirrors: Sequence[str] = ()) -> list[Finding]:
+    import os
+
+    from envkit.egress import in_this_process, plain_http_guard, refusal
+
     specs = sorted({spec for b in builds for spec in b.conda.packages})
-    try:
-        records = _query(channels, specs, cache)
+    try:  # py-rattler, in this process, held to the transport rule on every hop (envkit.egress)
+        with plain_http_guard((*channels, *mirrors), os.environ) as (proxy, refused), in_this_process(proxy):
+            try:
+                records = _query(channels, specs, cache)
+            except Exception:
+                if refused:
+                    raise refusal("the conda engine", refused) from None
+                raise
     except Exception as error:  # noqa: BLE001 - rattler's errors have no common base; each becomes one sentence
         reason = _reason(error)
         return [Finding(UNREADABLE, f"{b.id}: its conda channels could not be read ({_channels(b, channels)}): "

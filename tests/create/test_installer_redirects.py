@@ -81,3 +81,48 @@ def test_a_client_that_never_finishes_its_request_holds_nothing_and_prints_nothi
             assert _get("http://203.0.113.9/b", proxy) == 403  # others are answered meanwhile
     assert refused == ["http://203.0.113.9/b"]
     assert capfd.readouterr().err == ""
+
+
+def test_envkit_lock_holds_uv_to_the_rule_too(home: Home, torch_index: IndexServer):
+    torch_index.redirect_file(f"{FILELOCK}.metadata", f"{OFF_LOOPBACK}.metadata")  # what uv reads to resolve
+    out = home.root / "t.lock.yml"
+    done = home.envkit("lock", *CU126, "-o", str(out))
+    assert done.returncode == 1, done.stderr
+    assert f"uv was sent to {OFF_LOOPBACK}.metadata over plain http" in done.stderr and not out.exists()
+
+
+def test_the_embedded_conda_engine_is_held_to_the_rule_too(home: Home, legacy_channel, conda_manifests):
+    """py-rattler runs in envkit's process: a channel on 127.0.0.1 whose package redirects off loopback."""
+    import functools
+    import http.server
+    import threading
+
+    from conftest import GTX1080TI, LEGACY_BUILD, LEGACY_CHANNEL
+
+    class Redirecting(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if "tensorflow-gpu" in self.path and self.path.endswith(".tar.bz2"):
+                self.send_response(302)
+                self.send_header("Location", f"http://203.0.113.9{self.path}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(Redirecting, directory=str(legacy_channel)))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        home.write_config({LEGACY_CHANNEL: f"http://127.0.0.1:{server.server_address[1]}"})
+        done = home.envkit("create", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(conda_manifests), "--backend",
+                           "rattler", "--name", "tf", "--yes", "--no-verify")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 1, done.stderr
+    assert "the conda engine was sent to http://203.0.113.9/" in done.stderr and "tensorflow-gpu" in done.stderr
+    assert not home.prefix("tf").exists() and home.record("tf") is None

@@ -81,3 +81,36 @@ def test_an_unreadable_channel_names_the_channel_its_mirror_and_why(manifests, t
     assert message.startswith("legacy-2.4.1-cu101: its conda channels could not be read (https://conda.anaconda.org/"
                               f"test-channel, read from {nowhere}): "), message
     assert message.endswith("No such file or directory (os error 2)"), message  # the root cause, not only a wrapper
+
+
+def test_a_channel_whose_repodata_redirects_off_loopback_to_plain_http_is_refused(manifests, tmp_path):
+    """py-rattler runs in envkit's process; the plain-http guard (envkit.egress) holds it to the transport rule."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Redirecting(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", f"http://203.0.113.9{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_HEAD = do_GET
+
+    (manifests / "legacy.yaml").write_text(LEGACY)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        config = Config(path=None, mirrors=(Mirror("https://conda.anaconda.org/test-channel",
+                                                   f"http://127.0.0.1:{server.server_address[1]}/c"),))
+        report = check_builds(load_catalog(manifests), config, build_ids=["legacy-2.4.1-cu101"],
+                              settings=FetchSettings(timeout_s=5, retries=0))
+    finally:
+        server.shutdown()
+        server.server_close()
+    [finding] = [f for f in report.findings if f.kind == UNREADABLE]
+    assert "the conda engine was sent to http://203.0.113.9/c/" in finding.message and "refused" in finding.message
