@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 from urllib.parse import unquote, urlsplit
 
+from envkit.egress import HINT, allowed_hop
 from envkit.errors import InstallError
 from envkit.lockfile.model import LockedPackage
 
@@ -79,15 +80,6 @@ def link_into(paths: Sequence[Path], links: Path) -> None:
 
 class RedirectRefused(InstallError):
     """A download redirected somewhere envkit may not fetch from: plain http off loopback and the mirrors."""
-
-
-def allowed_hop(url: str, mirrors: Sequence[str]) -> bool:
-    """Whether a redirect may lead to ``url``: https, or plain http on loopback or under a configured mirror (the
-    transport rule of envkit.config.check_transport, for every hop)."""
-    from envkit.config import is_loopback, is_under
-
-    scheme = urlsplit(url).scheme.lower()
-    return scheme == "https" or (scheme == "http" and (is_loopback(url) or any(is_under(url, m) for m in mirrors)))
 
 
 def fetch_verified(package: LockedPackage, source: str, store: Path, report: Callable[[str], None],
@@ -184,8 +176,7 @@ def _opener(mirrors: Sequence[str]):
                 raise RedirectRefused(
                     redact(f"{req.full_url} redirects ({code}) to {newurl}, which is neither https nor on loopback or "
                            "a configured mirror: refused"),
-                    hint="Packages are fetched over https only, or over http from loopback and mirrors in envkit's "
-                         "config; fix the mirror, or add where it redirects to as a mirror if you trust it.")
+                    hint=HINT)
             new = super().redirect_request(req, fp, code, msg, headers, newurl)
             if new is not None and urlsplit(newurl).netloc != urlsplit(req.full_url).netloc:
                 new.remove_header("Authorization")

@@ -150,7 +150,7 @@ def check_builds(
     settings = settings or FetchSettings()
     fetch_settings = FetchSettings(settings.timeout_s, settings.retries, settings.backoff_s, settings.jobs, ACCEPT)
     findings: list[Finding] = []
-    with PageFetcher(fetch_settings, progress) as fetcher:
+    with PageFetcher(fetch_settings, progress, [m.target for m in config.mirrors]) as fetcher:
         pages = fetcher.fetch_all(config.mirrored(need.page) for need in needs)
         for need in needs:
             findings += judge_pip(need, pages.get(config.mirrored(need.page)))

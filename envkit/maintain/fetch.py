@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Sequence
 from urllib.parse import unquote, urlsplit
 
 from envkit.versions import is_ascii_number
@@ -50,9 +50,11 @@ class FetchSettings:
 class PageFetcher:
     """Fetches pages once each; ``fetch_all`` runs them on ``settings.jobs`` threads."""
 
-    def __init__(self, settings: FetchSettings = FetchSettings(), progress: Optional[Progress] = None) -> None:
+    def __init__(self, settings: FetchSettings = FetchSettings(), progress: Optional[Progress] = None,
+                 mirrors: Sequence[str] = ()) -> None:
         self.settings = settings
         self.progress = progress
+        self.mirrors = tuple(mirrors)  # where a redirect may lead over plain http, besides loopback
         self._sessions: dict[str, object] = {}
         self._lock = threading.Lock()
         self._pages: dict[str, Page] = {}
@@ -107,8 +109,20 @@ class PageFetcher:
                 adapter = HTTPAdapter(pool_connections=1, pool_maxsize=max(1, self.settings.jobs), max_retries=0)
                 session.mount(host, adapter)
                 session.headers.update({"Accept": self.settings.accept, "User-Agent": "envkit-manifests-check"})
+                session.hooks["response"].append(self._checked_redirect)
                 self._sessions[host] = session
             return session
+
+    def _checked_redirect(self, response, *args: object, **kwargs: object) -> None:
+        """Every redirect held to the transport rule before requests follows it (envkit.egress.allowed_hop)."""
+        from urllib.parse import urljoin
+
+        from envkit.egress import allowed_hop
+
+        if response.is_redirect:
+            target = urljoin(response.url, response.headers.get("Location", ""))
+            if not allowed_hop(target, self.mirrors):
+                raise _RedirectRefused(target)
 
     def _get(self, url: str) -> Page:
         import requests
@@ -120,6 +134,11 @@ class PageFetcher:
                 time.sleep(min(_MAX_WAIT_S, settings.backoff_s * 2 ** (attempt - 1)))
             try:
                 response = self._session(url).get(url, timeout=settings.timeout_s)
+            except _RedirectRefused as refused:
+                from envkit.redact import redact
+
+                return Page(url, error=redact(f"redirected to {refused.target}, which is neither https nor on loopback "
+                                              "or a configured mirror: refused"))
             except requests.exceptions.Timeout:
                 problem = f"no answer within {settings.timeout_s:g} s"
                 continue
@@ -142,6 +161,12 @@ class PageFetcher:
                         final_url=response.url)
         tries = settings.retries + 1
         return Page(url, error=f"{problem} ({tries} {'try' if tries == 1 else 'tries'})")
+
+
+class _RedirectRefused(Exception):
+    def __init__(self, target: str) -> None:
+        super().__init__(target)
+        self.target = target
 
 
 def _connection_problem(error: BaseException, url: str) -> str:

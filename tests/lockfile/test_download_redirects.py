@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import InstallError
-from envkit.lockfile.fetch import RedirectRefused, allowed_hop, fetch_verified
+from envkit.egress import allowed_hop
+from envkit.lockfile.fetch import RedirectRefused, fetch_verified
 from envkit.lockfile.model import LockedPackage
 
 DATA = b"a conda package\n"
