@@ -93,36 +93,16 @@ def test_envkit_lock_holds_uv_to_the_rule_too(home: Home, torch_index: IndexServ
 
 def test_the_embedded_conda_engine_is_held_to_the_rule_too(home: Home, legacy_channel, conda_manifests):
     """py-rattler runs in envkit's process: a channel on 127.0.0.1 whose package redirects off loopback."""
-    import functools
-    import http.server
-    import threading
-
     from conftest import GTX1080TI, LEGACY_BUILD, LEGACY_CHANNEL
+    from support.http_servers import directory_handler, serving
 
-    class Redirecting(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
+    def off_loopback(path: str):
+        return f"http://203.0.113.9{path}" if "tensorflow-gpu" in path and path.endswith(".tar.bz2") else None
 
-        def do_GET(self) -> None:
-            if "tensorflow-gpu" in self.path and self.path.endswith(".tar.bz2"):
-                self.send_response(302)
-                self.send_header("Location", f"http://203.0.113.9{self.path}")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            super().do_GET()
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(Redirecting, directory=str(legacy_channel)))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        home.write_config({LEGACY_CHANNEL: f"http://127.0.0.1:{server.server_address[1]}"})
+    with serving(directory_handler(legacy_channel, redirect=off_loopback)) as url:
+        home.write_config({LEGACY_CHANNEL: url})
         done = home.envkit("create", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(conda_manifests), "--backend",
                            "rattler", "--name", "tf", "--yes", "--no-verify")
-    finally:
-        server.shutdown()
-        server.server_close()
     assert done.returncode == 1, done.stderr
     assert "the conda engine was sent to http://203.0.113.9/" in done.stderr and "tensorflow-gpu" in done.stderr
     assert not home.prefix("tf").exists() and home.record("tf") is None

@@ -141,40 +141,18 @@ def test_the_embedded_engine_through_a_channel_mirror_with_credentials_keeps_no_
     """A real solve and install from a conda channel on 127.0.0.1 that demands basic auth: rattler's repodata cache,
     its package cache, the environment and its record hold the password nowhere that others can read."""
     import base64
-    import functools
-    import http.server
+
+    from support.http_servers import directory_handler, serving
 
     token = "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
-    asked: list[bool] = []
-
-    class Authenticated(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            asked.append(self.headers.get("Authorization") == token)
-            if not asked[-1]:
-                self.send_response(401)
-                self.send_header("WWW-Authenticate", 'Basic realm="channel"')
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            super().do_GET()
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(Authenticated, directory=str(legacy_channel)))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        home.write_config({LEGACY_CHANNEL: f"http://alice:{PASSWORD}@127.0.0.1:{server.server_address[1]}"})
+    asked: list[tuple[str, bool]] = []
+    with serving(directory_handler(legacy_channel, authorization=token, asked=asked)) as url:
+        home.write_config({LEGACY_CHANNEL: url.replace("http://", f"http://alice:{PASSWORD}@")})
         home.config.chmod(0o600)
         made, argvs = run_watched(home, "create", *LEGACY_BUILD, *GTX1080TI, "--manifests", str(conda_manifests),
                                   "--yes", "--no-verify")
-    finally:
-        server.shutdown()
-        server.server_close()
     assert made.returncode == 0, made.stderr
     assert home.record("tensorflow-cu101")["backend"] == "rattler"
-    assert asked and all(asked)  # every request carried the credentials: the channel really demanded them
+    assert asked and all(ok for _, ok in asked)  # every request carried them: the channel really demanded them
     assert_no_password(made, argvs)
     assert readable_files_with_the_password(home.root, home.config) == []

@@ -320,47 +320,19 @@ def test_a_companion_missing_for_a_claimed_python_is_reported_unless_its_marker_
         assert report.ok and messages(report, MISSING) == []
 
 
-def test_an_index_page_redirected_off_loopback_to_plain_http_is_refused_and_said():
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
+def test_an_index_page_redirected_off_loopback_to_plain_http_is_refused_and_said(tmp_path: Path):
     from envkit.maintain.fetch import PageFetcher
+    from support.http_servers import directory_handler, serving
 
-    asked: list[str] = []
-
-    class Redirecting(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            asked.append(self.path)
-            if self.path == "/simple/torch/":
-                location = "http://203.0.113.9/simple/torch/"
-            elif self.path == "/simple/jax/":
-                location = "/mirror/jax/"  # within loopback: followed
-            else:
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-                return
-            self.send_response(302)
-            self.send_header("Location", location)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        with PageFetcher(FetchSettings(timeout_s=5, retries=0)) as fetcher:
-            refused = fetcher.fetch(f"{base}/simple/torch/")
-            followed = fetcher.fetch(f"{base}/simple/jax/")
-    finally:
-        server.shutdown()
-        server.server_close()
+    asked: list[tuple[str, bool]] = []
+    (tmp_path / "mirror" / "jax").mkdir(parents=True)
+    (tmp_path / "mirror" / "jax" / "index.html").write_text("ok")
+    moved = {"/simple/torch/": "http://203.0.113.9/simple/torch/", "/simple/jax/": "/mirror/jax/"}  # off, within
+    with serving(directory_handler(tmp_path, redirect=moved.get, asked=asked)) as base, \
+            PageFetcher(FetchSettings(timeout_s=5, retries=0)) as fetcher:
+        refused = fetcher.fetch(f"{base}/simple/torch/")
+        followed = fetcher.fetch(f"{base}/simple/jax/")
     assert refused.error == ("redirected to http://203.0.113.9/simple/torch/, which is neither https nor on loopback "
                              "or a configured mirror: refused") and not refused.found
     assert followed.status == 200 and followed.text == "ok" and followed.final_url == f"{base}/mirror/jax/"
-    assert asked == ["/simple/torch/", "/simple/jax/", "/mirror/jax/"]
+    assert [path for path, _ in asked] == ["/simple/torch/", "/simple/jax/", "/mirror/jax/"]

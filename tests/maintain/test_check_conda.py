@@ -85,32 +85,12 @@ def test_an_unreadable_channel_names_the_channel_its_mirror_and_why(manifests, t
 
 def test_a_channel_whose_repodata_redirects_off_loopback_to_plain_http_is_refused(manifests, tmp_path):
     """py-rattler runs in envkit's process; the plain-http guard (envkit.egress) holds it to the transport rule."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Redirecting(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            self.send_response(302)
-            self.send_header("Location", f"http://203.0.113.9{self.path}")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        do_HEAD = do_GET
+    from support.http_servers import directory_handler, serving
 
     (manifests / "legacy.yaml").write_text(LEGACY)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        config = Config(path=None, mirrors=(Mirror("https://conda.anaconda.org/test-channel",
-                                                   f"http://127.0.0.1:{server.server_address[1]}/c"),))
+    with serving(directory_handler(tmp_path, redirect=lambda path: f"http://203.0.113.9{path}")) as url:
+        config = Config(path=None, mirrors=(Mirror("https://conda.anaconda.org/test-channel", f"{url}/c"),))
         report = check_builds(load_catalog(manifests), config, build_ids=["legacy-2.4.1-cu101"],
                               settings=FetchSettings(timeout_s=5, retries=0))
-    finally:
-        server.shutdown()
-        server.server_close()
     [finding] = [f for f in report.findings if f.kind == UNREADABLE]
     assert "the conda engine was sent to http://203.0.113.9/c/" in finding.message and "refused" in finding.message
