@@ -107,14 +107,10 @@ def serve(directory: Path, on_package: Callable[[], None] | None = None) -> Iter
                 on_package()
             super().do_GET()
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(directory)))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    from support.http_servers import serving
+
+    with serving(functools.partial(Handler, directory=str(directory))) as url:
+        yield url
 
 
 def test_legacy_tensorflow_gpu_installs_with_its_cudatoolkit_and_python(channel, tmp_path):
