@@ -16,6 +16,7 @@ refused.
 from __future__ import annotations
 
 import contextlib
+import socket
 import socketserver
 import threading
 from typing import Iterator, Mapping, Sequence
@@ -98,17 +99,23 @@ def plain_http_guard(allowed: Sequence[str], environ: Mapping[str, str]
     no_proxy = ",".join(dict.fromkeys(host for host in (*hosts, *_user_no_proxy(environ)) if host))
     refused: list[str] = []
     server = _Server(("127.0.0.1", 0), type("Refuse", (_Refuse,), {"refused": refused}))
-    # (serve_forever looks for the shutdown request every poll_interval: each installer step waits that long at its end)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True,
-                              name="envkit-plain-http-guard")
+    stop = threading.Event()
+
+    def serve() -> None:  # one request at a time, until told to stop (no polling: stopping is at once)
+        while not stop.is_set():
+            server.handle_request()
+
+    thread = threading.Thread(target=serve, daemon=True, name="envkit-plain-http-guard")
     thread.start()
     proxy = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         yield {"HTTP_PROXY": proxy, "http_proxy": proxy, "NO_PROXY": no_proxy, "no_proxy": no_proxy}, refused
     finally:
-        server.shutdown()
+        stop.set()
+        with contextlib.suppress(OSError):  # a connection of its own wakes the server up to see it must stop
+            socket.create_connection(server.server_address, timeout=5).close()
+        thread.join(timeout=10)
         server.server_close()
-        thread.join()
 
 
 @contextlib.contextmanager
