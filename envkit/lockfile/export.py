@@ -103,12 +103,19 @@ def _direct(path: Path) -> Optional[tuple[str, str]]:
 
 
 def _conda_package(path: Path, config: Config, known: Mapping) -> LockedPackage:
+    from envkit.files import read_text_file
+
+    hint = "The environment is damaged: recreate it."
+    try:  # bounded, and never waiting on a FIFO: the environment's files are not envkit's own
+        text = read_text_file(path, "conda-meta record")
+    except (OSError, ValueError) as error:
+        raise EnvkitError(f"{path} {error}" if isinstance(error, ValueError) else
+                          f"{path} is not a readable conda-meta record", hint=hint) from None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
         name, version, build = data["name"], data["version"], data["build"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise EnvkitError(f"{path} is not a readable conda-meta record",
-                          hint="The environment is damaged: recreate it.") from None
+    except (ValueError, KeyError, TypeError):
+        raise EnvkitError(f"{path} is not a readable conda-meta record", hint=hint) from None
     locked = known.get(("conda", _norm(name), version))
     if locked is not None and locked.sha256 == data.get("sha256"):
         return locked  # made from a lock: its upstream URL, not the local copy rattler installed from

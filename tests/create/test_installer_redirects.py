@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from conftest import CU126, Home
+from conftest import CU126, GTX1080TI, LEGACY_BUILD, LEGACY_CHANNEL, Home
 from support.pypi_index import IndexServer
 
 from envkit.egress import plain_http_guard
@@ -93,7 +93,6 @@ def test_envkit_lock_holds_uv_to_the_rule_too(home: Home, torch_index: IndexServ
 
 def test_the_embedded_conda_engine_is_held_to_the_rule_too(home: Home, legacy_channel, conda_manifests):
     """py-rattler runs in envkit's process: a channel on 127.0.0.1 whose package redirects off loopback."""
-    from conftest import GTX1080TI, LEGACY_BUILD, LEGACY_CHANNEL
     from support.http_servers import directory_handler, serving
 
     def off_loopback(path: str):
