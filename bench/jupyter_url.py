@@ -39,11 +39,10 @@ run_in_venv(["jupyter_server"])  # the machine's python3 has no envkit: the rest
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "tests" / "slurm"))
 
-from support import fake_nvml  # noqa: E402
-from support.slurm_cluster import Node, SlurmCluster, missing_programs  # noqa: E402
+from bench_slurm import a100_cluster  # noqa: E402
+from support.slurm_cluster import Node  # noqa: E402
 
 GOAL_LAG = 2.0
-A100 = ("NVIDIA A100-SXM4-40GB", (8, 0), 40960)
 
 
 def first_answer(data: Path, stop: threading.Event, found: list[float]) -> None:
@@ -95,8 +94,6 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     add_venv_option(parser)
     args = parser.parse_args()
-    if missing_programs():
-        raise SystemExit(f"Slurm is not installed here (missing: {', '.join(missing_programs())})")
     try:
         import jupyter_server  # noqa: F401
     except ImportError:
@@ -105,16 +102,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="envkit-jupyter-bench-") as tmp:
         root = Path(tmp)
-        lib = fake_nvml.build_library(root / "lib")
-        fake_nvml.write_node(root / "nodes", "n1", "535.129.03", 12020, [A100, A100])
-        cluster = SlurmCluster(root / "cluster", nodes=(Node("n1", 2, "a100", "a100"),), partitions={"p1": ("n1",)})
         samples: list[tuple[float, float]] = []
-        try:
-            cluster.start()
-            env = cluster.env()
-            env.update(LD_LIBRARY_PATH=str(lib.parent), FAKE_NVML_DIR=str(root / "nodes"), HOME=str(root / "home"),
-                       ENVKIT_SITE=str(root / "site.yaml"), XDG_CONFIG_HOME=str(root / "config"),
-                       XDG_CACHE_HOME=str(root / "cache"), XDG_DATA_HOME=str(root / "data"))
+        with a100_cluster(root, (Node("n1", 2, "a100", "a100"),), {"p1": ("n1",)}) as (_, env):
             done = subprocess.run([*envkit_command(), "survey", "-p", "p1"], env=env, cwd=root,
                                   capture_output=True, text=True, timeout=300)
             if done.returncode != 0:
@@ -128,9 +117,6 @@ def main() -> int:
             program.chmod(0o755)
             for _ in range(args.runs):
                 samples.append(one_run(env, root / "data" / "envkit"))
-        finally:
-            cluster.cancel_all()
-            cluster.stop()
     answer = statistics.median(s[0] for s in samples)
     url = statistics.median(s[1] for s in samples)
     lag = statistics.median(s[1] - s[0] for s in samples)

@@ -33,8 +33,8 @@ run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv th
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from support import fake_nvml  # noqa: E402
-from support.slurm_cluster import Node, SlurmCluster, missing_programs  # noqa: E402
+from bench_slurm import a100_cluster  # noqa: E402
+from support.slurm_cluster import Node  # noqa: E402
 
 GOAL = 1.5
 NAME = "torch-cpu"
@@ -72,22 +72,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     add_venv_option(parser)
     args = parser.parse_args()
-    if missing_programs():
-        raise SystemExit(f"Slurm is not installed here (missing: {', '.join(missing_programs())})")
     with tempfile.TemporaryDirectory(prefix="envkit-multinode-bench-") as tmp:
         root = Path(tmp)
-        lib = fake_nvml.build_library(root / "lib")
         nodes = (Node("n1", 1, "a100", "a100"), Node("n2", 1, "a100", "a100"))
-        for node in nodes:
-            fake_nvml.write_node(root / "nodes", node.name, "535.129.03", 12020,
-                                 [("NVIDIA A100-SXM4-40GB", (8, 0), 40960)])
-        cluster = SlurmCluster(root / "cluster", nodes=nodes, partitions={"p": ("n1", "n2")})
-        try:
-            cluster.start()
-            env = cluster.env()
-            env.update(LD_LIBRARY_PATH=str(lib.parent), FAKE_NVML_DIR=str(root / "nodes"), HOME=str(root / "home"),
-                       ENVKIT_SITE=str(root / "site.yaml"), XDG_CONFIG_HOME=str(root / "config"),
-                       XDG_CACHE_HOME=str(root / "cache"), XDG_DATA_HOME=str(root / "data"))
+        with a100_cluster(root, nodes, {"p": ("n1", "n2")}) as (_, env):
             make_env(root / "envs" / NAME, env)
             verify = [*envkit_command(), "verify", NAME, "-p", "p"]
             commands = {"one node": verify, "2 nodes (check + all-reduce)": [*verify, "--nodes", "2"]}
@@ -97,8 +85,6 @@ def main() -> int:
             for _ in range(args.runs):
                 for name, argv in commands.items():
                     samples[name].append(timed(argv, env))
-        finally:
-            cluster.stop()
     medians = {name: statistics.median(times) for name, times in samples.items()}
     for name, value in medians.items():
         print(f"verify on {name:30} {value:7.2f} s")

@@ -29,8 +29,8 @@ run_in_venv()  # the machine's python3 has no envkit: the rest runs in a venv th
 
 sys.path.insert(0, str(REPO / "tests"))
 
-from support import fake_nvml  # noqa: E402
-from support.slurm_cluster import Node, SlurmCluster, missing_programs  # noqa: E402
+from bench_slurm import a100_cluster  # noqa: E402
+from support.slurm_cluster import Node  # noqa: E402
 
 GOAL = 1.5
 
@@ -49,23 +49,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     add_venv_option(parser)
     args = parser.parse_args()
-    if missing_programs():
-        raise SystemExit(f"Slurm is not installed here (missing: {', '.join(missing_programs())})")
     with tempfile.TemporaryDirectory(prefix="envkit-survey-bench-") as tmp:
         root = Path(tmp)
-        lib = fake_nvml.build_library(root / "lib")
         nodes = tuple(Node(f"n{i}", 1, "a100", "a100") for i in range(1, args.partitions + 1))
-        for node in nodes:
-            fake_nvml.write_node(root / "nodes", node.name, "535.129.03", 12020,
-                                 [("NVIDIA A100-SXM4-40GB", (8, 0), 40960)])
-        cluster = SlurmCluster(root / "cluster", nodes=nodes,
-                               partitions={f"p{i}": (f"n{i}",) for i in range(1, args.partitions + 1)})
-        try:
-            cluster.start()
-            env = cluster.env()
-            env.update(LD_LIBRARY_PATH=str(lib.parent), FAKE_NVML_DIR=str(root / "nodes"),
-                       ENVKIT_SITE=str(root / "site.yaml"), XDG_CONFIG_HOME=str(root / "config"),
-                       XDG_CACHE_HOME=str(root / "cache"), XDG_DATA_HOME=str(root / "data"))
+        partitions = {f"p{i}": (f"n{i}",) for i in range(1, args.partitions + 1)}
+        with a100_cluster(root, nodes, partitions) as (cluster, env):
             survey = [*envkit_command(), "survey"]
             names = list(cluster.partitions)
             commands = {name: [*survey, "-p", name] for name in names}
@@ -76,8 +64,6 @@ def main() -> int:
             for _ in range(args.runs):
                 for name, argv in commands.items():
                     samples[name].append(timed(argv, env))
-        finally:
-            cluster.stop()
     medians = {name: statistics.median(times) for name, times in samples.items()}
     slowest = max(medians[name] for name in names)
     total = sum(medians[name] for name in names)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
-SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if p.name != "bench_venv.py")
+SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if p.name not in ("bench_venv.py", "bench_slurm.py"))  # (helpers)
 # The interpreter the venv running these tests was made from: the machine's python3. It is started with -S (no
 # site-packages), as on a machine whose python3 has none of envkit's packages: a machine that ran the README's test
 # command on its own python3 (CI does, in its second half) has them all there, and the help would then prove less.
