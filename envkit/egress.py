@@ -119,13 +119,14 @@ def plain_http_guard(allowed: Sequence[str], environ: Mapping[str, str]
 
 
 @contextlib.contextmanager
-def guarded(installer: str, allowed: Sequence[str], environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
+def guarded(installer: str, allowed: Sequence[str], environ: Mapping[str, str],
+            failures: tuple[type[BaseException], ...] = (InstallError,)) -> Iterator[dict[str, str]]:
     """:func:`plain_http_guard` around an installer's run (the block gets the proxy variables for its environment):
-    when the run fails with an InstallError after a refusal, the refusal is the error, naming where it was sent."""
+    when the run fails (one of ``failures``) after a refusal, the refusal is the error, naming where it was sent."""
     with plain_http_guard(allowed, environ) as (proxy, refused):
         try:
             yield proxy
-        except InstallError:
+        except failures:
             if refused:  # why it failed: a hop the transport rule does not allow
                 raise refusal(installer, refused) from None
             raise

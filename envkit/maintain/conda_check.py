@@ -42,17 +42,13 @@ def _check_group(channels: tuple[str, ...], builds: Sequence[Build], pythons: Ma
                  cache: Path, mirrors: Sequence[str] = ()) -> list[Finding]:
     import os
 
-    from envkit.egress import in_this_process, plain_http_guard, refusal
+    from envkit.egress import guarded, in_this_process
 
     specs = sorted({spec for b in builds for spec in b.conda.packages})
     try:  # py-rattler, in this process, held to the transport rule on every hop (envkit.egress)
-        with plain_http_guard((*channels, *mirrors), os.environ) as (proxy, refused), in_this_process(proxy):
-            try:
-                records = _query(channels, specs, cache)
-            except Exception:
-                if refused:
-                    raise refusal("the conda engine", refused) from None
-                raise
+        with guarded("the conda engine", (*channels, *mirrors), os.environ, failures=(Exception,)) as proxy, \
+                in_this_process(proxy):
+            records = _query(channels, specs, cache)
     except Exception as error:  # noqa: BLE001 - rattler's errors have no common base; each becomes one sentence
         reason = _reason(error)
         return [Finding(UNREADABLE, f"{b.id}: its conda channels could not be read ({_channels(b, channels)}): "
