@@ -101,7 +101,7 @@ def plain_http_guard(allowed: Sequence[str], environ: Mapping[str, str]
     server = _Server(("127.0.0.1", 0), type("Refuse", (_Refuse,), {"refused": refused}))
     stop = threading.Event()
 
-    def serve() -> None:  # one request at a time, until told to stop (no polling: stopping is at once)
+    def serve() -> None:  # each connection to a thread of its own, until told to stop (no polling: at once)
         while not stop.is_set():
             server.handle_request()
 
