@@ -18,8 +18,10 @@ The same environment, served from a local index on 127.0.0.1, is created three w
 
 Warm caches: one round of each route runs first and is not counted (uv's cache, pip's cache, and Python's bytecode
 caches, kept under the temporary directory by PYTHONPYCACHEPREFIX): a second environment on a machine. Cold caches:
-uv's and pip's package caches are emptied before each run: the first environment on a machine. The machines are noisy, so the routes
-run interleaved (the order rotates each round) and the medians over the rounds are compared. Goals: envkit within
+uv's and pip's package caches are emptied before each run: the first environment on a machine. The machines are
+noisy, so the routes run interleaved (the order rotates each round) and the medians over the rounds are compared.
+Every route makes its environments in envkit's environments directory, and each run starts with the last one's
+environment removed and written out (sync), untimed (Bench.__init__ and _settle say why). Goals: envkit within
 1.2x of raw uv (for the real torch wheel: on the tiny synthetic wheels uv has almost nothing to do, and envkit's
 fixed cost is the ratio), the manual route at least 5x slower than envkit. This is a report, not a test: it exits
 0 whether the goals are met or not (1 only if a route fails to create the environment).
@@ -192,10 +194,14 @@ class Bench:
                        "UV_PYTHON_DOWNLOADS": "never"}
         self.pip_env = {**base, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
                         "PIP_CACHE_DIR": str(temp / "pip-cache"), "PIP_NO_INPUT": "1"}
-        self.envs = temp / "envs"
-        self.envs.mkdir()
         self.count = 0
         self.python, self.uv, self.envkit_prefix = self._envkit_plan()
+        # Every route makes its environments in the directory envkit puts its own in. Another directory of the same
+        # temporary one can sit in another part of the disk (ext4 spreads directories over its block groups): uv
+        # made the same torch environment 3.6x slower in envkit's directory than in its sibling, and each mkdir
+        # took 10x as long. The place, not the route, was timed.
+        self.envs = self.envkit_prefix
+        self.envs.mkdir(parents=True, exist_ok=True)
 
     def _envkit_argv(self, name: str, *extra: str) -> list[str]:
         return [*envkit_command(), "create", "torch", "--build", self.workload.build, "--python", PYTHON,
@@ -224,14 +230,14 @@ class Bench:
             commands = [(self._envkit_argv(name), self.envkit_env)]
             prefix = self.envkit_prefix / name
         elif route == "uv":
-            prefix = self.envs / f"uv-{self.count}"
+            prefix = self.envs / f"bench-uv-{self.count}"
             commands = [
                 ([self.uv, "venv", "--python", self.python, str(prefix)], self.uv_env),
                 ([self.uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "--index-url", self.index,
                   *PACKAGES], self.uv_env),
             ]
         else:
-            prefix = self.envs / f"manual-{self.count}"
+            prefix = self.envs / f"bench-manual-{self.count}"
             commands = [
                 ([self.python, "-m", "venv", str(prefix)], self.pip_env),
                 ([str(prefix / "bin" / "python"), "-m", "pip", "install", "--index-url", self.index, *PACKAGES],
@@ -332,19 +338,29 @@ def sample_routes(routes: Sequence[str], rounds: int, check: Callable[[Path], No
                   timed: Optional[Callable[[str], tuple[float, Path]]] = None) -> dict[str, list[float]]:
     """Each route run once, not counted (it warms every cache; its environment is checked), then ``rounds`` counted
     rounds of every route (``timed``, else ``run``), in an order that shifts each round. Each environment is removed
-    after its run, untimed, so that every run starts from the same state."""
+    after its run, untimed, so that every run starts from the same state (`_settle`)."""
     for route in routes:
         _, prefix = run(route)
         check(prefix)
-        _rmtree(prefix)
+        _settle(prefix)
     samples: dict[str, list[float]] = {route: [] for route in routes}
     for number in range(rounds):
         shift = number % len(routes)
         for route in [*routes[shift:], *routes[:shift]]:
             seconds, prefix = (timed or run)(route)
             samples[route].append(seconds)
-            _rmtree(prefix)
+            _settle(prefix)
     return samples
+
+
+def _settle(prefix: Path) -> None:
+    """Remove an environment a run made and write everything out (sync), untimed: the next run starts with nothing
+    of the last one's pending, as on a user's machine, where the kernel writes dirty data out within 30 s, long
+    before the next create. Without the sync, runs a second apart met the last run's 16,000 files and their deletion
+    still in memory: the times drifted (uv from 0.34 s to 0.62 s over 8 rounds) and each run paid for its
+    neighbour's writes."""
+    _rmtree(prefix)
+    os.sync()
 
 
 def measure(temp: Path, workload: Workload, rounds: int, cold: bool) -> dict:

@@ -12,7 +12,8 @@ reached through envkit's mirror setting. `envkit lock` pins it once; then, inter
          --index-url INDEX -r PINS   (PINS: the lock's pins as envkit writes them, `name==version --hash=sha256:...`,
          INDEX: the lock's index on the mirror; the same uv and cache)
 
-Warm caches (one uncounted round of each first). Goal: lock within 1.2x of raw uv for a real install (the real
+Warm caches (one uncounted round of each first); every route makes its environments in envkit's environments
+directory, each run after the last one's is removed and written out (create_speed.py says why). Goal: lock within 1.2x of raw uv for a real install (the real
 torch wheel, the default where this machine has it). On the tiny synthetic wheels, uv's whole install takes about
 0.1 s, so envkit's fixed cost (Python, typer, the all-or-nothing bookkeeping: about 0.15 s) dominates the ratio; that
 workload shows the fixed cost, not the goal. Take 7 rounds or more: these machines are noisy. A report, not a test:
@@ -78,7 +79,7 @@ class LockBench(base.Bench):
             commands = [(self._envkit_argv(name), self.envkit_env)]
             prefix = self.envkit_prefix / name
         else:
-            prefix = self.envs / name
+            prefix = self.envs / f"{name}-uv"
             commands = [([self.uv, "venv", "--python", self.python, str(prefix)], self.uv_env),
                         ([self.uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "--require-hashes",
                           "--no-deps", "--index-url", self.pins_index, "-r", str(self.pins)], self.uv_env)]

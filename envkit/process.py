@@ -289,12 +289,15 @@ def _stop(process: subprocess.Popen, sinks: Sinks, grace: float) -> None:
 
 
 def _supervise(process: subprocess.Popen, sinks: Sinks, timeout: Optional[float], grace: float,
-               silence: Optional[float] = None, feed: Optional[bytes] = None) -> tuple[Optional[int], str]:
+               silence: Optional[float] = None, feed: Optional[bytes] = None,
+               announced: bool = False) -> tuple[Optional[int], str]:
     """Run the child to its end, within ``timeout`` seconds: (its exit status, how it ended). The status is None when
-    it was stopped ("deadline", "silence"). What it started is ended with it in every case."""
+    it was stopped ("deadline", "silence"). What it started is ended with it in every case. ``announced``: the
+    watchers were told of it when it started (start_captured)."""
     deadline = time.monotonic() + timeout if timeout is not None else float("inf")
     try:
-        _started(process)
+        if not announced:
+            _started(process)
         ended = _pump(process, sinks, deadline, silence, feed, signals=True)
         if ended == "closed" and not _wait_exited(process, deadline):
             ended = "deadline"  # it closed its output but kept running
@@ -312,22 +315,59 @@ def _supervise(process: subprocess.Popen, sinks: Sinks, timeout: Optional[float]
                 pipe.close()
 
 
+class Pending:
+    """A child started now (start_captured) and waited for later (``finish``), so that a short check runs beside a
+    longer step. Nothing reads its output before ``finish``: what it prints beyond a pipe's buffer (64 KiB) waits
+    until then. Its time limit counts from its start."""
+
+    def __init__(self, process: subprocess.Popen, feed: Optional[bytes], max_output: int) -> None:
+        self.process, self.feed, self.started = process, feed, time.monotonic()
+        self.out, self.err = _Tail(max_output), _Tail(max_output)
+
+    def finish(self, timeout: float, grace: float = GRACE) -> Captured:
+        """Wait for it to end, within ``timeout`` seconds of its start (past them its whole process group is
+        stopped, returncode None), reading its output; on any exception while waiting (Ctrl-C) it is stopped too."""
+        process = self.process
+        assert process.stdout is not None and process.stderr is not None
+        left = max(0.0, timeout - (time.monotonic() - self.started))
+        returncode, _ = _supervise(process, {process.stdout.fileno(): self.out.add,
+                                             process.stderr.fileno(): self.err.add}, left, grace, feed=self.feed,
+                                   announced=True)
+        return Captured(returncode, self.out.text(), self.err.text(), time.monotonic() - self.started)
+
+    def stop(self) -> None:
+        """Stop it (its whole process group, at once) without a result: the step it ran beside failed."""
+        if self.process.returncode is None:
+            try:
+                _stop(self.process, {}, grace=0)
+            finally:
+                for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+                    if pipe is not None:
+                        pipe.close()
+
+
+def start_captured(argv: Sequence[str], env: Mapping[str, str], input_text: Optional[str] = None,
+                   max_output: int = MAX_OUTPUT) -> Pending:
+    """Start ``argv`` in its own session, its outputs piped, the watchers told; OSError when it cannot start."""
+    stdin = subprocess.DEVNULL if input_text is None else subprocess.PIPE
+    process = subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    pending = Pending(process, None if input_text is None else input_text.encode("utf-8"), max_output)
+    try:
+        _started(process)
+    except BaseException:  # a watcher that cannot write it down (create's journal): not left running unrecorded
+        pending.stop()
+        raise
+    return pending
+
+
 def run_captured(argv: Sequence[str], env: Mapping[str, str], timeout: float, grace: float = GRACE,
                  input_text: Optional[str] = None, max_output: int = MAX_OUTPUT) -> Captured:
     """Run ``argv`` to completion or ``timeout`` seconds, capturing the last ``max_output`` bytes of each of its
     outputs. OSError when it cannot start. ``input_text`` is written to its stdin (else it reads nothing).
 
     Past the time limit, or on any exception while waiting (Ctrl-C), its whole process group is stopped."""
-    started = time.monotonic()
-    stdin = subprocess.DEVNULL if input_text is None else subprocess.PIPE
-    process = subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, start_new_session=True)
-    assert process.stdout is not None and process.stderr is not None
-    out, err = _Tail(max_output), _Tail(max_output)
-    feed = None if input_text is None else input_text.encode("utf-8")
-    returncode, _ = _supervise(process, {process.stdout.fileno(): out.add, process.stderr.fileno(): err.add},
-                               timeout, grace, feed=feed)
-    return Captured(returncode, out.text(), err.text(), time.monotonic() - started)
+    return start_captured(argv, env, input_text, max_output).finish(timeout, grace)
 
 
 def query(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> Optional[str]:

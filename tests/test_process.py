@@ -12,7 +12,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from envkit.process import MAX_LINE, run_captured, run_streamed
+import time
+
+from envkit.process import MAX_LINE, run_captured, run_streamed, start_captured, watching
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath)}
 
@@ -95,6 +97,49 @@ def test_a_program_that_keeps_talking_is_stopped_at_its_time_limit():
     chatty = "import time\nwhile True:\n    print('working', flush=True)\n    time.sleep(0.1)"
     done = run_streamed([sys.executable, "-c", chatty], ENV, timeout=2, silence=600)
     assert done.returncode is None and not done.silent and done.tail[-1] == "working"
+
+
+def test_a_child_started_now_and_waited_for_later_ran_meanwhile_and_keeps_what_it_printed(tmp_path: Path):
+    # create starts the new Python's check, runs the first pip step, then reads the check's answer: the check must
+    # have run during the step (its mark is there before finish is called), and its output must be all there
+    mark = tmp_path / "ran"
+    told = []
+    with watching(told.append):
+        pending = start_captured(["sh", "-c", f"echo out; echo err >&2; : > {mark}; exit 3"], ENV)
+    deadline = time.monotonic() + 60
+    while not mark.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert mark.exists()  # it ran before anyone waited for it
+    done = pending.finish(60)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+    assert told == [pending.process.pid]  # the watchers (create's journal) heard of it at its start, once
+
+
+def test_a_child_waited_for_later_has_its_time_limit_counted_from_its_start():
+    pending = start_captured(["sleep", "3600"], ENV)
+    time.sleep(1.5)
+    done = pending.finish(1)  # already past its 1 s when finish is called: stopped at once, not 1 s later
+    assert done.returncode is None and not _alive(pending.process.pid)
+    assert done.elapsed < 30
+
+
+def test_a_child_no_longer_wanted_is_stopped_with_everything_it_started():
+    pending = start_captured(["sh", "-c", "sleep 3600 & echo $!; sleep 3600"], ENV)
+    deadline = time.monotonic() + 60
+    worker = None
+    while worker is None and time.monotonic() < deadline:  # its worker's pid, read from /proc (nobody reads its pipe)
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pending.process.pid and int(stat.parent.name) != pending.process.pid:
+                worker = int(stat.parent.name)
+        time.sleep(0.01)
+    assert worker is not None and _alive(worker)
+    pending.stop()
+    assert pending.process.returncode is not None  # reaped
+    assert not _alive(pending.process.pid) and not _alive(worker)
 
 
 def test_input_is_written_in_full_and_a_reader_that_stops_early_is_no_error():

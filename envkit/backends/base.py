@@ -8,12 +8,12 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Optional, Protocol, Sequence
 
 from envkit.backends.tools import Tools
 from envkit.plan import Plan
 from envkit.errors import BadInputError, InstallError
-from envkit.process import run_captured, run_streamed
+from envkit.process import Pending, run_streamed, start_captured
 
 OnLine = Callable[[str], None]
 
@@ -52,28 +52,46 @@ def python_of(prefix: Path) -> Path:
 PYTHON_CHECK_TIMEOUT = 120.0  # seconds for the new Python to start and say its version (a cold NFS home is slow)
 
 
-def check_python(prefix: Path, environ: Mapping[str, str], installer: str) -> None:
-    """An installer's "success" is checked before anything is recorded: ``prefix`` must hold a Python that starts.
-    InstallError naming what is wrong otherwise (an installer that exits 0 having made an empty prefix)."""
+class PythonCheck:
+    """An installer's "success" is checked before anything is recorded: the prefix must hold a Python that starts.
+    Started at once (start_python_check), so that the Python's start-up runs beside the next step; ``result`` then
+    raises InstallError naming what is wrong (an installer that exits 0 having made an empty prefix)."""
+
+    def __init__(self, prefix: Path, pending: Optional[Pending], why: Optional[str]) -> None:
+        self.prefix, self.pending, self.why = prefix, pending, why
+
+    def result(self, installer: str) -> None:
+        python = python_of(self.prefix)
+        why, self.why = self.why, None
+        if self.pending is not None:
+            done, self.pending = self.pending.finish(PYTHON_CHECK_TIMEOUT), None
+            if done.returncode is None:
+                why = f"{python} did not answer within {PYTHON_CHECK_TIMEOUT:g} s"
+            elif done.returncode != 0 or not done.stdout.strip():
+                last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+                why = f"{python} does not run: {last}"
+        if why is not None:
+            raise InstallError(f"{installer} reported success, but the environment at {self.prefix} holds no working "
+                               f"Python ({why})", hint="What this run made was removed. The installer's lines above "
+                                                      "may say why; try again, or another --backend.")
+
+    def stop(self) -> None:
+        """No result wanted (the step beside it failed otherwise, or was interrupted): its Python is stopped."""
+        if self.pending is not None:
+            self.pending, pending = None, self.pending
+            pending.stop()
+
+
+def start_python_check(prefix: Path, environ: Mapping[str, str]) -> PythonCheck:
+    """Start the check that ``prefix`` holds a Python that starts and says its version (PythonCheck)."""
     python = python_of(prefix)
-    code = "import sys; print('%d.%d' % sys.version_info[:2])"
-    why = None
     if not os.path.lexists(python):
-        why = f"there is no {python}"
-    else:
-        try:
-            done = run_captured([str(python), "-I", "-c", code], environ, PYTHON_CHECK_TIMEOUT, max_output=1 << 16)
-        except OSError as error:
-            done, why = None, f"{python} cannot run: {error.strerror or error}"
-        if done is not None and done.returncode is None:
-            why = f"{python} did not answer within {PYTHON_CHECK_TIMEOUT:g} s"
-        elif done is not None and (done.returncode != 0 or not done.stdout.strip()):
-            last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            why = f"{python} does not run: {last}"
-    if why is not None:
-        raise InstallError(f"{installer} reported success, but the environment at {prefix} holds no working Python "
-                           f"({why})", hint="What this run made was removed. The installer's lines above may say "
-                                            "why; try again, or another --backend.")
+        return PythonCheck(prefix, None, f"there is no {python}")
+    code = "import sys; print('%d.%d' % sys.version_info[:2])"
+    try:
+        return PythonCheck(prefix, start_captured([str(python), "-I", "-c", code], environ, max_output=1 << 16), None)
+    except OSError as error:
+        return PythonCheck(prefix, None, f"{python} cannot run: {error.strerror or error}")
 
 
 def command_text(argv: Sequence[str]) -> str:

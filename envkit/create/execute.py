@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
 from envkit import ownership, records
-from envkit.backends.base import check_python, python_of, run_step
+from envkit.backends.base import Context, PythonCheck, python_of, run_step, start_python_check
 from envkit.create.journal import Journal, empty_directory, recover, recover_others, unstamp
 from envkit.create.leftovers import MARK
 from envkit.create.lock import journal_path, name_lock, prefix_lock
@@ -144,25 +144,16 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
     with progress.step(f"Creating the environment at {plan.prefix} ({plan.backend}, Python {plan.python})") as out:
         with _pausing_at_start("inside-backend"), _noting_prefix(journal, plan.prefix):
             backend.make_prefix(plan, context, out)
-        check_python(plan.prefix, context.environ, plan.backend)
         journal.note_prefix(plan.prefix)
         pause_at("backend")
         journal.mark_stamped(plan.prefix)
-    pause_at("stamped")
+        python_check = start_python_check(plan.prefix, context.environ)
+        if not plan.pip:  # nothing to run beside it
+            python_check.result(plan.backend)
+    with _judged_after(python_check, plan.backend):
+        pause_at("stamped")
+        installer = _install_pip(plan, context, progress)
     python = python_of(plan.prefix)
-    installer = None
-    for step in plan.pip:
-        installer = "uv" if uses_uv(context.tools.uv, plan.python) else "pip"
-        with progress.step(f"Installing {step.purpose} with {installer} from {step.index_url}") as out:
-            allowed = (step.index_url, step.find_links or "", *context.mirrors)
-            with _pausing_at_start("installing"), guarded(installer, allowed, context.environ) as proxy:
-                run_step(pip_command(step, python, context.tools.uv, plan.python),
-                         {**context.environ, **pip_environ(step, context.tools.uv, plan.python), **proxy}, out,
-                         f"installing {', '.join(step.packages)} from {step.index_url} failed",
-                         hint="The lines above are the installer's. Check the index (a mirror in envkit's config?) "
-                              "and that it has these packages for this Python.")
-            _check_builds(plan.prefix, step)
-        pause_at("installed")
     kernel = None
     if plan.jupyter:
         kernel = kernel_name(plan.name)
@@ -185,6 +176,42 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
         verify=_summary(report) if report is not None else None, run=journal.run, manifests=manifests,
     )
     return record, report
+
+
+def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[str]:
+    """The plan's pip steps, each package checked to be the build asked for; the installer that ran them (None: no
+    step)."""
+    python = python_of(plan.prefix)
+    installer = None
+    for step in plan.pip:
+        installer = "uv" if uses_uv(context.tools.uv, plan.python) else "pip"
+        with progress.step(f"Installing {step.purpose} with {installer} from {step.index_url}") as out:
+            allowed = (step.index_url, step.find_links or "", *context.mirrors)
+            with _pausing_at_start("installing"), guarded(installer, allowed, context.environ) as proxy:
+                run_step(pip_command(step, python, context.tools.uv, plan.python),
+                         {**context.environ, **pip_environ(step, context.tools.uv, plan.python), **proxy}, out,
+                         f"installing {', '.join(step.packages)} from {step.index_url} failed",
+                         hint="The lines above are the installer's. Check the index (a mirror in envkit's config?) "
+                              "and that it has these packages for this Python.")
+            _check_builds(plan.prefix, step)
+        pause_at("installed")
+    return installer
+
+
+@contextlib.contextmanager
+def _judged_after(check: PythonCheck, installer: str) -> Iterator[None]:
+    """Run the block beside the new Python's start-up check (about 10 ms of create's own time, hidden behind the
+    first pip step), then judge the check. When the block's installer failed too, the check's failure is the one
+    raised: a Python that does not start is why. Any other exception stops the check."""
+    try:
+        yield
+    except InstallError:
+        check.result(installer)
+        raise
+    except BaseException:
+        check.stop()
+        raise
+    check.result(installer)
 
 
 def _summary(report: "Report") -> dict:

@@ -8,12 +8,14 @@ lands exactly there."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -61,6 +63,16 @@ class Target:
 
     def kill_at(self, step: str, *extra: str, sig: int = signal.SIGKILL) -> str:
         """Send ``sig`` to `envkit create` held at ``step``; what it printed on stderr."""
+        with self.held_at(step, *extra) as (process, _):
+            process.send_signal(sig)
+            _, err = process.communicate(timeout=60)
+        assert process.returncode == (-sig if sig == signal.SIGKILL else 128 + sig), err
+        return err
+
+    @contextlib.contextmanager
+    def held_at(self, step: str, *extra: str) -> Iterator[tuple[subprocess.Popen, Path]]:
+        """`envkit create` started and held at ``step``: (the process, the file whose removal lets it go on). It is
+        killed if the block leaves it running."""
         marker = self.home.root / "paused"
         marker.unlink(missing_ok=True)
         env = {**self.home.env, **self.env, "ENVKIT_TEST_PAUSE_AT": step, "ENVKIT_TEST_PAUSE_FILE": str(marker)}
@@ -73,14 +85,11 @@ class Target:
                 assert process.poll() is None, f"envkit ended before {step}: {process.communicate()}"
                 assert time.monotonic() < deadline, f"envkit never reached {step}"
                 time.sleep(0.02)
-            process.send_signal(sig)
-            _, err = process.communicate(timeout=60)
+            yield process, marker
         finally:
             if process.poll() is None:
                 process.kill()
                 process.communicate(timeout=30)
-        assert process.returncode == (-sig if sig == signal.SIGKILL else 128 + sig), err
-        return err
 
     def beside(self) -> list[str]:
         """What is in the environments directory: the prefix and any set-aside copy."""
@@ -257,3 +266,23 @@ def test_an_installer_a_killed_run_left_running_is_stopped_before_anything_touch
     assert _running_in(venv_target.prefix) == []
     time.sleep(1)
     assert not venv_target.prefix.exists()  # and nothing writes into it again
+
+
+def test_a_python_that_does_not_start_is_the_error_though_the_pip_step_ran_beside_its_check(venv_target: Target):
+    """The new Python's start-up check runs beside the first pip step (about 10 ms of every create): when the Python
+    is broken, uv fails too, and the error says why, not what uv made of it. Nothing is left or recorded."""
+    prefix = venv_target.prefix
+    with venv_target.held_at("backend") as (process, marker):
+        python = prefix / "bin" / "python"
+        python.unlink()  # (a symlink to the base Python) replaced by one that cannot start
+        python.write_text("#!/bin/sh\necho 'error while loading shared libraries: libpython3.so' >&2\nexit 127\n")
+        python.chmod(0o755)
+        marker.unlink()
+        _, err = process.communicate(timeout=180)
+    assert process.returncode == 1, err
+    assert (f"envkit: error: venv reported success, but the environment at {prefix} holds no working Python "
+            f"({python} does not run: error while loading shared libraries: libpython3.so)") in err, err
+    assert "Installing torch-2.13-cu126 packages with uv" in err and "Traceback" not in err  # it ran, and failed
+    assert "Checking that it works" not in err
+    assert not prefix.exists() and venv_target.home.record(venv_target.name) is None
+    assert _running_in(prefix) == []
