@@ -99,8 +99,10 @@ def measure(temp: Path, workload: base.Workload, rounds: int) -> dict:
     medians = {route: statistics.median(times) for route, times in samples.items()}
     ratios = {"lock/uv": medians["lock"] / medians["uv"], "solve/uv": medians["solve"] / medians["uv"],
               "lock/solve": medians["lock"] / medians["solve"]}
+    spread = {key: base.middle_half(samples, *key.split("/")) for key in ratios}
     return {"workload": workload.name, "packages": workload.describe, "rounds": rounds, "median_s": medians,
-            "samples_s": samples, "ratios": ratios, "goal": f"lock/uv <= {GOAL_LOCK_OVER_UV}",
+            "samples_s": samples, "ratios": ratios, "round_ratios_middle_half": spread,
+            "goal": f"lock/uv <= {GOAL_LOCK_OVER_UV}",
             "pass": ratios["lock/uv"] <= GOAL_LOCK_OVER_UV}
 
 
@@ -113,6 +115,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     base.add_venv_option(parser)
     options = parser.parse_args()
+    if options.rounds < 1:
+        parser.error("--rounds must be at least 1")
     with tempfile.TemporaryDirectory(prefix="envkit-lock-bench-") as scratch:
         temp = Path(scratch)
         wheels = temp / "wheels"
@@ -138,7 +142,8 @@ def main() -> int:
         print(f"{labels[route]:44} median {result['median_s'][route]:7.3f} s  (min {min(times):.3f}, "
               f"max {max(times):.3f})")
     for key, value in result["ratios"].items():
-        print(f"{key:11} {value:5.2f}x")
+        low, high = result["round_ratios_middle_half"][key]
+        print(f"{key:11} {value:5.2f}x   (the rounds' middle half: {low:.2f}x to {high:.2f}x)")
     print(f"goal {result['goal']}: {'PASS' if result['pass'] else 'MISS'}")
     return 0
 

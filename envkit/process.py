@@ -81,13 +81,20 @@ def _group_members(pgid: int, since: int) -> list[int]:
     """The processes of group ``pgid`` started at or after ``since``: the group envkit recorded, not a later one
     that reuses the number."""
     out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    # Every process's stat, read plainly (twice as fast as through pathlib): a login node has thousands, and every
+    # installer step ends with this.
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text(encoding="utf-8", errors="replace").rpartition(")")[2].split()
-            if fields[0] != "Z" and int(fields[2]) == pgid and int(fields[19]) >= since:  # (a zombie is done)
-                out.append(int(entry.name))
+            descriptor = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+            try:
+                stat = os.read(descriptor, 4096)
+            finally:
+                os.close(descriptor)
+            fields = stat.rpartition(b")")[2].split()
+            if fields[0] != b"Z" and int(fields[2]) == pgid and int(fields[19]) >= since:  # (a zombie is done)
+                out.append(int(name))
         except (OSError, ValueError, IndexError):
             continue
     return out

@@ -228,8 +228,9 @@ def test_the_collector_is_settled_before_the_command_runs():
     """Run as the process's entry (the console script), envkit collects young objects every 100,000 new ones rather
     than every 700, and envkit.cli freezes what is imported by the time the command runs (typer, the command's group)
     out of the garbage collector's reach, so that no collection walks it again and the exit does not tear it down;
-    what the command makes afterwards is collected (nothing is frozen after it). envkit.cli.main called with
-    arguments (by a program of someone's) changes nothing of theirs.
+    what the command makes afterwards is collected while it runs, and frozen once it has returned (the exit's last
+    collection skips it). envkit.cli.main called with arguments (by a program of someone's) changes nothing of
+    theirs.
     Counted from what was frozen before envkit was imported: a site hook of the interpreter's may have frozen objects
     of its own (one on the GPU machine of issue 15 does)."""
     probe = """
@@ -261,7 +262,10 @@ finally:
         assert result.returncode == 0, result.stderr
         when_it_ran, at_exit = result.stdout.rsplit(maxsplit=1)
         [[counts[how], thresholds[how]]] = json.loads(when_it_ran)
-        assert int(at_exit) == counts[how]
+        if how == "entry":
+            assert int(at_exit) > counts[how]  # (frozen while the command ran: nothing more; after it: its objects)
+        else:
+            assert int(at_exit) == counts[how]
     assert counts["entry"] > 10_000  # typer's objects and envkit's, frozen before the command ran
     assert counts["called"] == 0
     assert thresholds["called"] == list(gc.get_threshold())  # the caller's, as this process has them

@@ -15,7 +15,6 @@ import os
 import shutil
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -43,10 +42,29 @@ def local_path(url: str) -> Optional[Path]:
 def fetch_all(packages: Sequence[LockedPackage], sources: Sequence[str], store: Path,
               report: Callable[[str], None], mirrors: Sequence[str] = ()) -> list[Path]:
     """The verified local file of each package (``sources[i]`` is where package ``i`` is fetched from); a redirect
-    may lead only where a source may be (``allowed_hop``: ``mirrors`` are the configured mirrors' URLs)."""
-    with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
-        return list(pool.map(lambda pair: fetch_verified(pair[0], pair[1], store, report, mirrors),
-                             zip(packages, sources)))
+    may lead only where a source may be (``allowed_hop``: ``mirrors`` are the configured mirrors' URLs). What the
+    store holds unchanged since it was hash-checked is taken at once; the rest is fetched and checked four at a time
+    (no threads at all for a lock installed before: a few ms of every such create)."""
+    paths = [_kept(package, source, store) for package, source in zip(packages, sources)]
+    missing = [i for i, path in enumerate(paths) if path is None]
+    if missing:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(_WORKERS, len(missing))) as pool:
+            fetched = pool.map(lambda i: fetch_verified(packages[i], sources[i], store, report, mirrors), missing)
+            for i, path in zip(missing, fetched):
+                paths[i] = path
+    done = [path for path in paths if path is not None]
+    assert len(done) == len(paths)  # (pool.map raised for any it could not fetch)
+    return done
+
+
+def _kept(package: LockedPackage, source: str, store: Path) -> Optional[Path]:
+    """The store's copy of a remote package, if it is unchanged since it was hash-checked; else None."""
+    if local_path(source) is not None:
+        return None  # a file on disk is hashed where it is, each time
+    target = store / package.sha256 / package.file_name
+    return target if target.is_file() and _unchanged_since_verified(target) else None
 
 
 @dataclass(frozen=True)
@@ -69,9 +87,14 @@ class LockedFiles:
 
 def link_into(paths: Sequence[Path], links: Path) -> None:
     """A symbolic link in ``links`` to each of ``paths``, by its file name; each replaced atomically (two runs of
-    the same lock make the same links)."""
+    the same lock make the same links), unless it is that link already."""
     links.mkdir(parents=True, exist_ok=True)
     for path in paths:
+        try:
+            if os.readlink(links / path.name) == str(path):
+                continue
+        except OSError:  # not there, or not a link
+            pass
         temporary = links / f".{path.name}.{os.getpid()}.link"
         temporary.unlink(missing_ok=True)
         os.symlink(path, temporary)

@@ -121,3 +121,33 @@ def test_a_kept_file_is_hashed_again_only_when_it_may_have_changed(server, tmp_p
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert fetch_verified(PACKAGE, url, tmp_path, lambda line: None).read_bytes() == DATA
     assert len(hashed) == 5 and len(_Handler.seen) == 2  # the changed copy was caught, and fetched again
+
+
+def test_a_lock_installed_before_takes_its_kept_files_in_order_and_fetches_only_the_rest(server, tmp_path: Path):
+    from dataclasses import replace
+
+    from envkit.lockfile.fetch import fetch_all, link_into
+
+    store = tmp_path / "store"
+    url = f"{server}/pkgs/x-1.0-0.conda"
+    kept = fetch_verified(PACKAGE, url, store, lambda line: None)
+    time.sleep(1.1)
+    fetch_verified(PACKAGE, url, store, lambda line: None)  # hash-checked again, a second on: its mark is trusted
+    other_data = b"another conda package\n"
+    other = replace(PACKAGE, name="y", url="https://conda.anaconda.org/c/linux-64/y-1.0-0.conda",
+                    sha256=hashlib.sha256(other_data).hexdigest(), md5=hashlib.md5(other_data).hexdigest())
+    (tmp_path / "y-1.0-0.conda").write_bytes(other_data)  # a file:// source: hashed where it is, every time
+    said: list[str] = []
+    _Handler.seen.clear()
+    paths = fetch_all([other, PACKAGE], [(tmp_path / "y-1.0-0.conda").as_uri(), url], store, said.append)
+    assert paths == [tmp_path / "y-1.0-0.conda", kept]  # in the lock's order
+    assert _Handler.seen == [] and said == []  # nothing downloaded
+
+    links = tmp_path / "links"
+    link_into(paths, links)
+    first = os.lstat(links / kept.name)
+    (links / "y-1.0-0.conda").unlink()
+    os.symlink(tmp_path / "elsewhere", links / "y-1.0-0.conda")  # a stale link: replaced
+    link_into(paths, links)
+    assert os.lstat(links / kept.name).st_ino == first.st_ino  # the same link: left as it was
+    assert [os.readlink(links / path.name) for path in paths] == [str(path) for path in paths]
