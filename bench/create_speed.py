@@ -19,7 +19,8 @@ The same environment, served from a local index on 127.0.0.1, is created three w
 Warm caches: one round of each route runs first and is not counted (uv's cache, pip's cache, and Python's bytecode
 caches, kept under the temporary directory by PYTHONPYCACHEPREFIX): a second environment on a machine. Cold caches:
 uv's and pip's package caches are emptied before each run: the first environment on a machine. The machines are
-noisy, so the routes run interleaved (the order rotates each round) and the medians over the rounds are compared.
+noisy, so the routes run interleaved (the order rotates each round), and each round's envkit/uv is taken (their
+median is judged; round_ratios says why).
 Every route makes its environments in envkit's environments directory, and each run starts with the last one's
 environment removed and written out (sync), untimed (Bench.__init__ and _settle say why). Goals: envkit within
 1.2x of raw uv (for the real torch wheel: on the tiny synthetic wheels uv has almost nothing to do, and envkit's
@@ -285,20 +286,23 @@ def _rmtree(path: Path) -> None:
 # The report
 
 
-def middle_half(samples: dict[str, list[float]], over: str, under: str) -> tuple[float, float]:
-    """The middle half of each round's ``over`` / ``under`` (the two runs of a round are seconds apart): how far
-    the ratio of the medians can be trusted on a machine this noisy."""
+def round_ratios(samples: dict[str, list[float]], over: str, under: str) -> dict[str, float]:
+    """Each round's ``over`` / ``under`` (the two runs of a round are seconds apart): their median, the ratio that is
+    judged, and their middle half (``low``, ``high``). These machines drift: a route's time moved from 0.7 s to
+    1.2 s and back within one bench, and a ratio of the medians, which pairs runs of different minutes, swung
+    between runs of the bench from 1.18x to 1.45x while the rounds' own ratios stayed between 1.11x and 1.24x.
+    ``of_medians`` is shown beside it."""
     ratios = [a / b for a, b in zip(samples[over], samples[under])]
-    if len(ratios) < 2:
-        return ratios[0], ratios[0]
-    quartiles = statistics.quantiles(ratios, n=4, method="inclusive")
-    return quartiles[0], quartiles[2]
+    low, _, high = (statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1
+                    else (ratios[0], None, ratios[0]))
+    return {"median": statistics.median(ratios), "low": low, "high": high,
+            "of_medians": statistics.median(samples[over]) / statistics.median(samples[under])}
 
 
 def report(samples: dict[str, list[float]], bench: Bench, rounds: int, cold: bool) -> dict:
     medians = {route: statistics.median(times) for route, times in samples.items()}
-    envkit_over_uv = medians["envkit"] / medians["uv"]
-    manual_over_envkit = medians["manual"] / medians["envkit"]
+    envkit_over_uv = round_ratios(samples, "envkit", "uv")
+    manual_over_envkit = round_ratios(samples, "manual", "envkit")
     return {
         "workload": bench.workload.name,
         "build": bench.workload.build,
@@ -313,13 +317,17 @@ def report(samples: dict[str, list[float]], bench: Bench, rounds: int, cold: boo
         "median_s": medians,
         "samples_s": samples,
         "ratios": {"envkit/uv": envkit_over_uv, "manual/envkit": manual_over_envkit},
-        "round_ratios_middle_half": {"envkit/uv": middle_half(samples, "envkit", "uv"),
-                                     "manual/envkit": middle_half(samples, "manual", "envkit")},
         "envkit_minus_uv_s": medians["envkit"] - medians["uv"],  # envkit's own time: start-up, imports, planning
         "goals": {"envkit/uv": f"<= {GOAL_ENVKIT_OVER_UV}", "manual/envkit": f">= {GOAL_MANUAL_OVER_ENVKIT}"},
-        "pass": {"envkit/uv": envkit_over_uv <= GOAL_ENVKIT_OVER_UV,
-                 "manual/envkit": manual_over_envkit >= GOAL_MANUAL_OVER_ENVKIT},
+        "pass": {"envkit/uv": envkit_over_uv["median"] <= GOAL_ENVKIT_OVER_UV,
+                 "manual/envkit": manual_over_envkit["median"] >= GOAL_MANUAL_OVER_ENVKIT},
     }
+
+
+def ratio_text(ratio: dict[str, float]) -> str:
+    """The rounds' median ratio, the middle half of them, and the ratio of the medians."""
+    return (f"{ratio['median']:6.2f}x a round (middle half {ratio['low']:.2f}-{ratio['high']:.2f}x; "
+            f"medians' ratio {ratio['of_medians']:.2f}x)")
 
 
 def print_table(result: dict) -> None:
@@ -339,9 +347,7 @@ def print_table(result: dict) -> None:
     for key, goal in (("envkit/uv", f"goal <= {GOAL_ENVKIT_OVER_UV}"),
                       ("manual/envkit", f"goal >= {GOAL_MANUAL_OVER_ENVKIT:.0f}")):
         verdict = "PASS" if result["pass"][key] else "MISS"
-        low, high = result["round_ratios_middle_half"][key]
-        print(f"{key:14} {result['ratios'][key]:6.2f}x   ({goal})  {verdict}   (the rounds' middle half: "
-              f"{low:.2f}x to {high:.2f}x)")
+        print(f"{key:14} {ratio_text(result['ratios'][key])}  {goal}: {verdict}")
     print(f"envkit's own time (envkit - uv medians): {result['envkit_minus_uv_s'] * 1000:+.0f} ms "
           "(Python start-up, imports, planning; the same uv does the work)")
     print()
