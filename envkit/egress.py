@@ -112,8 +112,11 @@ def plain_http_guard(allowed: Sequence[str], environ: Mapping[str, str]
         yield {"HTTP_PROXY": proxy, "http_proxy": proxy, "NO_PROXY": no_proxy, "no_proxy": no_proxy}, refused
     finally:
         stop.set()
-        with contextlib.suppress(OSError):  # a connection of its own wakes the server up to see it must stop
-            socket.create_connection(server.server_address, timeout=5).close()
+        # A connection of its own wakes the server up to see it must stop: to the address itself, not through the
+        # resolver (which loads the idna codec, 1.2 ms, for every installer step).
+        with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_STREAM) as wake:
+            wake.settimeout(5)
+            wake.connect(server.server_address)
         thread.join(timeout=10)
         server.server_close()
 

@@ -295,3 +295,19 @@ def test_create_from_a_lock_of_a_known_build_imports_no_specifier_parser(tmp_pat
     modules, output = imported_by(tmp_path, *args)
     assert json.loads(output)["build"] == "torch-2.15-cpu"
     assert "envkit.lockfile.install" in modules and heavy(modules, ("packaging.specifiers", "packaging.tags")) == []
+    assert "envkit.site" not in modules  # the site file's package (2.4 ms) is for a lock made for a --partition
+
+
+def test_the_plain_http_guard_around_each_installer_step_reaches_its_server_without_the_resolver():
+    """Stopping the guard wakes its server with a connection to its address: through the resolver (a host name)
+    that loaded the idna codec, 1.2 ms of every installer step."""
+    probe = """
+import sys
+from envkit.egress import plain_http_guard
+with plain_http_guard(("http://127.0.0.1:9/",), {}) as (proxy, refused):
+    pass
+print("encodings.idna" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -38,7 +38,6 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
         from envkit.lockfile.format import read_lock
         from envkit.lockfile.install import FromLock, Target, prepare_from_lock
         from envkit.lockfile.model import MANIFEST
-        from envkit.site import parse_partition_spec
 
         if verify_on_node:
             check_verify_on_node(target, json_output, dry_run)
@@ -59,7 +58,7 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
         # What a lock made for the target would be named after: its partition, the directory of its profiles, or
         # its (first) machine.
         directories = [path for path in target.machine or () if path.is_dir()]
-        label = (parse_partition_spec(target.partition)[0] if target.partition is not None
+        label = (_partition_name(target.partition) if target.partition is not None
                  else directories[0].resolve().name if len(target.machine or ()) == 1 and directories
                  else fleet.names[0])
         prepared, the_manifest = prepare_from_lock(
@@ -75,6 +74,12 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
         make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
              json_output=json_output, verbose=verbose, probe_timeout=probe_timeout, verify_on_node=verify_on_node,
              fleet=fleet)
+
+
+def _partition_name(spec: str) -> str:
+    from envkit.site import parse_partition_spec  # (the site package, only where a partition is named)
+
+    return parse_partition_spec(spec)[0]
 
 
 def read_pylock_file(path: Path, python: Optional[str], tables):
