@@ -199,8 +199,8 @@ class Bench:
         self.python, self.uv, self.envkit_prefix = self._envkit_plan()
         # Every route makes its environments in the directory envkit puts its own in. Another directory of the same
         # temporary one can sit in another part of the disk (ext4 spreads directories over its block groups): uv
-        # made the same torch environment 3.6x slower in envkit's directory than in its sibling, and each mkdir
-        # took 10x as long. The place, not the route, was timed.
+        # made the same torch environment 3.6x slower in envkit's directory than in the one its route used, and
+        # each mkdir took 10x as long. The place, not the route, was timed.
         self.envs = self.envkit_prefix
         self.envs.mkdir(parents=True, exist_ok=True)
 
@@ -288,10 +288,10 @@ def _rmtree(path: Path) -> None:
 
 def round_ratios(samples: dict[str, list[float]], over: str, under: str) -> dict[str, float]:
     """Each round's ``over`` / ``under`` (the two runs of a round are seconds apart): their median, the ratio that is
-    judged, and their middle half (``low``, ``high``). These machines drift: a route's time moved from 0.7 s to
-    1.2 s and back within one bench, and a ratio of the medians, which pairs runs of different minutes, swung
-    between runs of the bench from 1.18x to 1.45x while the rounds' own ratios stayed between 1.11x and 1.24x.
-    ``of_medians`` is shown beside it."""
+    judged, and their middle half (``low``, ``high``). These machines drift: a route's time moved from 0.75 s to
+    1.2 s and back within one bench, and a ratio of the medians, which pairs runs of different minutes, ranged from
+    1.06x to 1.45x over six runs of lock_create.py while the middle half of the rounds' own ratios stayed within
+    1.11x to 1.24x. ``of_medians`` is shown beside it."""
     ratios = [a / b for a, b in zip(samples[over], samples[under])]
     low, _, high = (statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1
                     else (ratios[0], None, ratios[0]))

@@ -325,7 +325,8 @@ def _supervise(process: subprocess.Popen, sinks: Sinks, timeout: Optional[float]
 class Pending:
     """A child started now (start_captured) and waited for later (``finish``), so that a short check runs beside a
     longer step. Nothing reads its output before ``finish``: what it prints beyond a pipe's buffer (64 KiB) waits
-    until then. Its time limit counts from its start."""
+    until then. Its time limit counts from its start; once it has ended, what it printed is read in full however
+    long the step beside it took (a 3 GB download far past the check's limit)."""
 
     def __init__(self, process: subprocess.Popen, feed: Optional[bytes], max_output: int) -> None:
         self.process, self.feed, self.started = process, feed, time.monotonic()
@@ -336,7 +337,10 @@ class Pending:
         stopped, returncode None), reading its output; on any exception while waiting (Ctrl-C) it is stopped too."""
         process = self.process
         assert process.stdout is not None and process.stderr is not None
-        left = max(0.0, timeout - (time.monotonic() - self.started))
+        left = timeout - (time.monotonic() - self.started)
+        if _exited(process):  # ended meanwhile: its output is waiting in the pipes, to be read, not cut off
+            left = max(left, LINGER)
+        left = max(left, 0.0)
         returncode, _ = _supervise(process, {process.stdout.fileno(): self.out.add,
                                              process.stderr.fileno(): self.err.add}, left, grace, feed=self.feed,
                                    announced=True)

@@ -123,6 +123,14 @@ def test_a_child_waited_for_later_has_its_time_limit_counted_from_its_start():
     assert done.elapsed < 30
 
 
+def test_a_child_that_ended_long_before_it_was_waited_for_is_read_in_full_past_its_time_limit():
+    # create's Python check (120 s) beside a pip step that downloads for ten minutes: the check answered at once
+    pending = start_captured(["sh", "-c", "echo 3.11; exit 0"], ENV)
+    time.sleep(1.5)
+    done = pending.finish(1)
+    assert (done.returncode, done.stdout) == (0, "3.11\n")
+
+
 def test_a_child_no_longer_wanted_is_stopped_with_everything_it_started():
     pending = start_captured(["sh", "-c", "sleep 3600 & echo $!; sleep 3600"], ENV)
     deadline = time.monotonic() + 60
