@@ -196,12 +196,11 @@ class Bench:
         self.pip_env = {**base, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
                         "PIP_CACHE_DIR": str(temp / "pip-cache"), "PIP_NO_INPUT": "1"}
         self.count = 0
-        self.python, self.uv, self.envkit_prefix = self._envkit_plan()
-        # Every route makes its environments in the directory envkit puts its own in. Another directory of the same
-        # temporary one can sit in another part of the disk (ext4 spreads directories over its block groups): uv
-        # made the same torch environment 3.6x slower in envkit's directory than in the one its route used, and
-        # each mkdir took 10x as long. The place, not the route, was timed.
-        self.envs = self.envkit_prefix
+        # Every route makes its environments in envs, the directory envkit puts its own in. Another directory of
+        # the same temporary one can sit in another part of the disk (ext4 spreads directories over its block
+        # groups): uv made the same torch environment 3.6x slower in envkit's directory than in the one its route
+        # used, and each mkdir took 10x as long. The place, not the route, was timed.
+        self.python, self.uv, self.envs = self._envkit_plan()
         self.envs.mkdir(parents=True, exist_ok=True)
 
     def _envkit_argv(self, name: str, *extra: str) -> list[str]:
@@ -229,7 +228,7 @@ class Bench:
         if route == "envkit":
             name = f"bench-{self.count}"
             commands = [(self._envkit_argv(name), self.envkit_env)]
-            prefix = self.envkit_prefix / name
+            prefix = self.envs / name
         elif route == "uv":
             prefix = self.envs / f"bench-uv-{self.count}"
             commands = [

@@ -74,10 +74,10 @@ class LockBench(base.Bench):
         if route == "lock":
             commands = [([*base.envkit_command(), "create", "--from-lock", str(self.lock), "--name", name,
                           "--machine", str(base.PROFILE), "--yes", "--no-verify"], self.envkit_env)]
-            prefix = self.envkit_prefix / name
+            prefix = self.envs / name
         elif route == "solve":
             commands = [(self._envkit_argv(name), self.envkit_env)]
-            prefix = self.envkit_prefix / name
+            prefix = self.envs / name
         else:
             prefix = self.envs / f"{name}-uv"
             commands = [([self.uv, "venv", "--python", self.python, str(prefix)], self.uv_env),

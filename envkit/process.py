@@ -317,9 +317,13 @@ def _supervise(process: subprocess.Popen, sinks: Sinks, timeout: Optional[float]
         _stop(process, sinks, grace)
         raise
     finally:
-        for pipe in (process.stdin, process.stdout, process.stderr):
-            if pipe is not None:
-                pipe.close()
+        _close_pipes(process)
+
+
+def _close_pipes(process: subprocess.Popen) -> None:
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 class Pending:
@@ -352,9 +356,7 @@ class Pending:
             try:
                 _stop(self.process, {}, grace=0)
             finally:
-                for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
-                    if pipe is not None:
-                        pipe.close()
+                _close_pipes(self.process)
 
 
 def start_captured(argv: Sequence[str], env: Mapping[str, str], input_text: Optional[str] = None,
