@@ -61,7 +61,7 @@ def _print_version(value: bool) -> None:
 
 
 def _color_choice(value: str) -> str:
-    from envkit.colour import parse_choice
+    from envkit.text.colour import parse_choice
 
     try:
         return parse_choice(value)

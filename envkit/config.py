@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 from envkit.errors import BadInputError, ConfigError
 from envkit.files import read_text_file, user_path
+from envkit.text.words import described
 from envkit.userdirs import CONFIG_VARIABLE, UserDirs, config_path, has_config
-from envkit.words import described
 
 _KEYS = ("mirrors", "envs_dir", "site", "manifests", "cache_dir", "shared")
 

@@ -155,7 +155,7 @@ def in_this_process(variables: Mapping[str, str]) -> Iterator[None]:
 
 def refusal(installer: str, refused: Sequence[str]) -> PlainHttpRefused:
     """The error for an installer step that failed after the guard refused ``refused``."""
-    from envkit.redact import redact
+    from envkit.text.redact import redact
 
     where = ", ".join(refused)
     return PlainHttpRefused(redact(f"{installer} was sent to {where} over plain http (a redirect, or a link of the "

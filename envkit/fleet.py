@@ -16,7 +16,7 @@ from typing import Any, Hashable, NamedTuple, Optional, Sequence
 
 from envkit.errors import ProfileError
 from envkit.machine import MachineProfile
-from envkit.words import counted
+from envkit.text.words import counted
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 THIS_MACHINE = "this machine"  # the name of the detected machine when its profile gives none
@@ -185,8 +185,8 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
 
 # The code that makes a directory's Machines from its files: every envkit module that loading them imports, the
 # cache's own included (tests/test_filecache.py checks), so that a fix to any of them is a miss.
-PROFILES_CODE = ("fleet.py", "machine.py", "versions.py", "yamltext.py", "errors.py", "words.py", "filecache.py",
-                 "files.py", "terminal.py", "jsonout.py")
+PROFILES_CODE = ("fleet.py", "machine.py", "versions.py", "yamltext.py", "errors.py", "text/__init__.py", "text/words.py",
+                 "filecache.py", "files.py", "text/terminal.py", "text/jsonout.py")
 
 
 def size_text(fleet: Fleet) -> str:

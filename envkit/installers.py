@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from envkit.launch import python_module
 from envkit.plan import PipPart
-from envkit.redact import has_credentials, host_of
+from envkit.text.redact import has_credentials, host_of
 from envkit.userdirs import UserDirs
 
 if TYPE_CHECKING:

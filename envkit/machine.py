@@ -21,8 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
-from envkit.jsonout import KEY as VERSION_KEY, version_problem
 from envkit.errors import ProfileError
+from envkit.text.jsonout import KEY as VERSION_KEY, version_problem
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, quote_it
 
 # Keys of MachineProfile.sources: which probe (or file, or option) gave each fact.
@@ -237,7 +237,7 @@ def _gpu_from_dict(entry: Any, position: int, origin: str, key: str = "gpus") ->
     source = entry.get("source")
     if source is not None and not isinstance(source, str):
         raise ProfileError(f"machine profile {origin}: {where}.source: expected text, got {source!r}")
-    from envkit.terminal import printable
+    from envkit.text.terminal import printable
 
     return Gpu(index=index, name=printable(name.strip()), compute_capability=capability, memory_mib=memory,
                source=f"file {origin}")

@@ -13,7 +13,7 @@ from envkit.fleet import Fleet, fleet_json, names_text
 from envkit.fleet_resolve import FleetResolution
 from envkit.machine import MachineProfile
 from envkit.render import gpu_unused_json, listing_json, listing_text, machine_line, manifest_block
-from envkit.words import counted
+from envkit.text.words import counted
 
 # A group's create command: (manifest name, group) -> the command line, shell-quoted; supplied by the CLI.
 GroupCommand = Callable[[str, Any], Optional[str]]

@@ -84,7 +84,7 @@ def _config_cells(config: "Config", manifests: Sequence["Manifest"], tables: "Ta
 
 def _fleet_cell(resolved: Any) -> Cell:
     """A partition's cell from its FleetResolution."""
-    from envkit.words import counted
+    from envkit.text.words import counted
 
     if resolved.split:
         return Cell(None, False, f"no build runs on every configuration: split into "

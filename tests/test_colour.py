@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from envkit import records
-from envkit.colour import colour_wanted, paint
+from envkit.text.colour import colour_wanted, paint
 from envkit.userdirs import user_dirs
 from tests.test_cli import PROFILES, assert_clean_error
 

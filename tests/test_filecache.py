@@ -90,9 +90,11 @@ def test_a_directory_of_profiles_is_keyed_on_every_module_that_makes_its_machine
     profiles = Path(__file__).parent / "profiles"
     script = ("import sys; from pathlib import Path; from envkit.fleet import load_profiles; "
               f"load_profiles([Path({str(profiles)!r})], Path({str(tmp_path / 'cache')!r})); "
-              "print(*sorted(m for m in sys.modules if m.startswith('envkit.')))")
+              "top = Path(sys.modules['envkit'].__file__).parent; "
+              "print(*sorted(Path(m.__file__).relative_to(top).as_posix() for n, m in sys.modules.items() "
+              "if n.startswith('envkit.')))")  # a package as its __init__.py
     imported = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-    modules = {name.removeprefix("envkit.").replace(".", "/") + ".py" for name in imported.split()}
+    modules = set(imported.split())
     assert {"versions.py", "yamltext.py", "filecache.py"} <= modules <= set(PROFILES_CODE)
 
 

@@ -114,7 +114,7 @@ def test_the_keys_an_unknown_key_is_told_are_the_keys_read(tmp_path):
     assert message.startswith(": unknown key 'hiden_gpus' (did you mean 'hidden_gpus'?)")
     listed = message.split("the keys are: ")[1].split(", ")
     path = tmp_path / "every-key.json"
-    from envkit.jsonout import versioned
+    from envkit.text.jsonout import versioned
 
     written = versioned(full_profile().seen_dict())  # every key `envkit detect --json` writes, each read back
     path.write_text(json.dumps(written))

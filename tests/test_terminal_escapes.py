@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from envkit.slurm.sinfo import parse_sinfo
-from envkit.terminal import printable
+from envkit.text.terminal import printable
 
 from tests.test_cli import envkit
 

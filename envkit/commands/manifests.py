@@ -51,7 +51,7 @@ def validate(directory: DirectoryArgument = None, json_output: JsonOption = Fals
             if validation.ok:
                 typer.echo(f"{validation.directory}: {len(validation.files)} files, {builds} builds: valid.")
             else:
-                from envkit.words import counted
+                from envkit.text.words import counted
 
                 typer.echo(f"{validation.directory}: {counted(len(validation.problems), 'problem')}.", err=True)
         if not validation.ok:
@@ -116,7 +116,7 @@ def check(
         if json_output:
             print_json(report.to_dict())
         else:
-            from envkit.terminal import printable
+            from envkit.text.terminal import printable
 
             # (what the indexes said, file names and versions among it, is shown escaped, never obeyed)
             render_check(report, lambda line: typer.echo(printable(line, lines=True)))

@@ -11,14 +11,14 @@ class Settings:
     """The global options (``envkit --debug ...``), set once by the app's callback."""
 
     debug = False
-    colour = "auto"  # --color WHEN (--no-color: never): envkit.colour.colour_wanted decides with the environment
+    colour = "auto"  # --color WHEN (--no-color: never): envkit.text.colour.colour_wanted decides with the environment
 
 
 def echo_report(text: str, table: bool = False) -> None:
-    """A report on stdout, its verdicts, warnings and pick coloured when colour is on (envkit.colour)."""
+    """A report on stdout, its verdicts, warnings and pick coloured when colour is on (envkit.text.colour)."""
     import os
 
-    from envkit.colour import colour_wanted, paint
+    from envkit.text.colour import colour_wanted, paint
 
     if colour_wanted(Settings.colour, os.environ, stdout_is_terminal()):
         typer.echo(paint(text, table), color=True)  # color=True: click strips escapes from what is not a terminal
@@ -38,8 +38,8 @@ def reported_errors() -> Iterator[None]:
             import traceback
 
             traceback.print_exc()
-        from envkit.redact import redact  # a mirror's password, in a URL an error names, is never shown
-        from envkit.terminal import printable  # nor another program's escape sequences
+        from envkit.text.redact import redact  # a mirror's password, in a URL an error names, is never shown
+        from envkit.text.terminal import printable  # nor another program's escape sequences
 
         for line in getattr(error, "tail", ()):  # an installer's last lines, where it failed
             typer.echo(printable(redact(f"  | {line}")), err=True)
@@ -68,7 +68,7 @@ def reported_errors() -> Iterator[None]:
     except Exception as error:  # a bug in envkit: never a bare traceback unless asked for
         if Settings.debug:
             raise
-        from envkit.redact import redact
+        from envkit.text.redact import redact
 
         typer.echo(redact(f"envkit: internal error: {type(error).__name__}: {error}"), err=True)
         typer.echo("  Rerun with --debug for the traceback, and report it.", err=True)
@@ -91,8 +91,8 @@ def closed_output() -> int:
 
 
 def print_json(data: object) -> None:
-    """JSON on stdout (json_text), with the credentials of any URL in it masked (envkit.redact)."""
-    from envkit.redact import redact
+    """JSON on stdout (json_text), with the credentials of any URL in it masked (envkit.text.redact)."""
+    from envkit.text.redact import redact
 
     text = redact(json_text(data))
     keep_json_for_tests(text)
@@ -128,7 +128,7 @@ def json_text(data: object, indented: Optional[bool] = None) -> str:
     which takes several milliseconds over `envkit list --json`'s 70 KB, more than the rest of the listing."""
     import json
 
-    from envkit.jsonout import versioned
+    from envkit.text.jsonout import versioned
 
     return json.dumps(versioned(data), indent=2 if (stdout_is_terminal() if indented is None else indented) else None)
 

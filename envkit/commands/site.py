@@ -122,7 +122,7 @@ def _gpus(profile) -> str:
 
 def site_text(loaded) -> str:
     from envkit.fleet import names_text
-    from envkit.words import counted
+    from envkit.text.words import counted
 
     if loaded.missing:
         return (f"No site file at {loaded.path}.\n"

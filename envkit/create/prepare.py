@@ -82,7 +82,7 @@ def _no_secret_in_argv(requested: str, why: str, build, python, tables: Tables, 
     """conda, mamba and micromamba take channels in their argv only, which every user's `ps` shows: where a mirror of
     the build's channels carries credentials, the embedded engine (no argv) makes it instead, or --backend conda is
     refused."""
-    from envkit.redact import has_credentials, redact
+    from envkit.text.redact import has_credentials, redact
 
     channels = conda_part(build, python, tables.python, config, (None, ""), with_pip=False).channels
     secret = next((channel for channel in channels if has_credentials(channel)), None)

@@ -13,8 +13,8 @@ import shutil
 import time
 from typing import Callable, Iterator, TextIO
 
-from envkit.redact import redact
-from envkit.terminal import printable
+from envkit.text.redact import redact
+from envkit.text.terminal import printable
 
 
 class Progress:

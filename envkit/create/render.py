@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from envkit.backends.base import python_of
 from envkit.create.prepare import Prepared
 from envkit.installers import pip_command, pip_environ
-from envkit.redact import redact
 from envkit.render import machine_line
+from envkit.text.redact import redact
 
 if TYPE_CHECKING:
     from envkit.create.execute import Outcome
@@ -80,7 +80,7 @@ def _target_lines(plan) -> list[str]:
     if len(machines) <= 1:
         return [f"Machine:     {line}"]
     from envkit.fleet import names_text
-    from envkit.words import counted
+    from envkit.text.words import counted
 
     nodes = (plan.target or {}).get("nodes")  # a site file entry standing for several nodes counts them all
     count = counted(nodes, "node") if isinstance(nodes, int) and nodes > len(machines) else len(machines)

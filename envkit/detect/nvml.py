@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from envkit.detect.sources import NVML, gpu_from_name
-from envkit.terminal import printable
 from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
+from envkit.text.terminal import printable
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 if TYPE_CHECKING:  # annotations only: detection that looks nothing up in the tables imports none of this

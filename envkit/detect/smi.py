@@ -17,7 +17,7 @@ from envkit.detect.sources import GPU_TABLE, SMI, gpu_from_name, smi_missing
 from envkit.detect.timeout import ProbeTimeout
 from envkit.gpu_names import GpuNameTable
 from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
-from envkit.terminal import printable
+from envkit.text.terminal import printable
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 QUERY_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version")

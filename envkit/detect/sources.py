@@ -25,7 +25,7 @@ def gpu_from_name(
     """A GPU whose probe knows only its name: the compute capability comes from the GPU name table, if listed."""
     capability = gpu_names.lookup(name)
     source = f"{probe} + {GPU_TABLE}" if capability is not None else probe
-    from envkit.terminal import printable
+    from envkit.text.terminal import printable
 
     return Gpu(index=index, name=printable(name), compute_capability=capability, memory_mib=memory_mib,
                source=source)

@@ -124,7 +124,7 @@ def fetch_verified(package: LockedPackage, source: str, store: Path, report: Cal
             return target
         except HashMismatch:  # a damaged (or changed) copy in the cache: fetched again
             target.unlink(missing_ok=True)
-    from envkit.redact import redact
+    from envkit.text.redact import redact
 
     report(redact(f"downloading {package.file_name} from {source}"))
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -193,7 +193,7 @@ def _opener(mirrors: Sequence[str]):
 
     class CheckedRedirects(HTTPRedirectHandler):
         def redirect_request(self, req, fp, code, msg, headers, newurl):
-            from envkit.redact import redact
+            from envkit.text.redact import redact
 
             if not allowed_hop(newurl, mirrors):
                 raise RedirectRefused(
@@ -212,7 +212,7 @@ def _download(url: str, out, mirrors: Sequence[str] = ()) -> None:
     from urllib.error import URLError
     from urllib.request import Request
 
-    from envkit.redact import redact, split_credentials
+    from envkit.text.redact import redact, split_credentials
 
     bare, has_credentials = split_credentials(url)
     headers = {"User-Agent": "envkit"}

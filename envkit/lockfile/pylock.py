@@ -26,8 +26,8 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
     that have one, for CPython ``python`` (X.Y) on linux-64."""
     from envkit.egress import guarded
     from envkit.process import run_captured
-    from envkit.redact import has_credentials
     from envkit.scratch import scratch_dir
+    from envkit.text.redact import has_credentials
 
     with scratch_dir("lock") as scratch:
         requirements = Path(scratch) / "requirements.in"
@@ -54,7 +54,7 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
 
 def _url_args(option: str, url: Optional[str]) -> list[str]:
     """``[option, url]``, or nothing for no URL or one with credentials (uv's environment gets that)."""
-    from envkit.redact import has_credentials
+    from envkit.text.redact import has_credentials
 
     return [option, url] if url and not has_credentials(url) else []
 

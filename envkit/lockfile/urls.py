@@ -9,7 +9,7 @@ def upstream_url(url: str, config: Config) -> str:
     """``url`` with the longest mirror it lies under replaced by that mirror's upstream (the inverse of
     ``Config.mirrored``), or ``url`` itself. Credentials are left out of the comparison: an installer reports the
     URLs of a mirror that has them without them, and a lock holds none."""
-    from envkit.redact import split_credentials
+    from envkit.text.redact import split_credentials
 
     bare = split_credentials(url)[0]
     targets = [(split_credentials(m.target)[0], m) for m in config.mirrors]

@@ -14,7 +14,7 @@ from envkit.catalog.model import Build, Catalog
 from envkit.config import is_under
 from envkit.errors import BadInputError, UnknownNameError
 from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed, upstream_index
-from envkit.words import counted
+from envkit.text.words import counted
 
 if TYPE_CHECKING:
     from packaging.version import Version

@@ -135,7 +135,7 @@ class PageFetcher:
             try:
                 response = self._session(url).get(url, timeout=settings.timeout_s)
             except _RedirectRefused as refused:
-                from envkit.redact import redact
+                from envkit.text.redact import redact
 
                 return Page(url, error=redact(f"redirected to {refused.target}, which is neither https nor on loopback "
                                               "or a configured mirror: refused"))

@@ -11,7 +11,7 @@ from envkit.errors import BadInputError, ProfileError
 from envkit.machine import not_text, profile_from_dict, read_profile
 from envkit.site.model import (MAX_NODE_COUNT, SITE_VARIABLE, VERSION, Partition, Site, SiteError, SiteNode,
                                valid_name)
-from envkit.words import described
+from envkit.text.words import described
 
 _TOP_KEYS = ("version", "shared", "partitions")
 _PARTITION_KEYS = ("surveyed", "nodes", "unreachable", "error")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from envkit.terminal import printable
+from envkit.text.terminal import printable
 from envkit.versions import is_ascii_number
 
 # partition (no '*' for the default) | availability | node | GRES | features | state

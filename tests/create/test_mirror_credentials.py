@@ -13,7 +13,7 @@ from pathlib import Path
 from conftest import CONDA_FORGE, CU126, GTX1080TI, LEGACY_BUILD, LEGACY_CHANNEL, PROFILES, Home
 from support.pypi_index import IndexServer
 
-from envkit.redact import redact, split_credentials
+from envkit.text.redact import redact, split_credentials
 
 PASSWORD = "s3cret-Pa55word"
 RTX4090 = ("--machine", str(PROFILES / "rtx4090-cuda126.yaml"))

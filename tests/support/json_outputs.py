@@ -27,7 +27,7 @@ def problems(directory: Path) -> tuple[int, list[str]]:
     """How many outputs were checked, and what is wrong with them (one line each, the same problem once)."""
     import jsonschema
 
-    from envkit.jsonout import SCHEMA_VERSION
+    from envkit.text.jsonout import SCHEMA_VERSION
 
     found: dict[str, None] = {}
     validators: dict[Path, object] = {}
