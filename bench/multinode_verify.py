@@ -49,8 +49,8 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
 
 
 def make_env(root: Path, env: dict[str, str]) -> None:
-    from envkit import records
-    from envkit.userdirs import user_dirs
+    from envkit.state import records
+    from envkit.state.userdirs import user_dirs
 
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=120)
     from support.local_wheels import find_torch_cpu_wheel

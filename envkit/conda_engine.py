@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from envkit.errors import InstallError
-from envkit.testpause import pause_at
+from envkit.state.testpause import pause_at
 
 if TYPE_CHECKING:
     from rattler import Channel, Client, GenericVirtualPackage, MatchSpec, RepoDataRecord, Subdir

@@ -33,8 +33,8 @@ _MAX_LINE = 16 << 10
 
 def allowed_hop(url: str, mirrors: Sequence[str]) -> bool:
     """Whether a redirect may lead to ``url``: https, or plain http on loopback or under a configured mirror (the
-    transport rule of envkit.config.check_transport, for every hop)."""
-    from envkit.config import is_loopback, is_under
+    transport rule of envkit.state.config.check_transport, for every hop)."""
+    from envkit.state.config import is_loopback, is_under
 
     scheme = urlsplit(url).scheme.lower()
     return scheme == "https" or (scheme == "http" and (is_loopback(url) or any(is_under(url, m) for m in mirrors)))

@@ -24,7 +24,7 @@ class BadInputError(EnvkitError):
 
 
 class ConfigError(BadInputError):
-    """The config file (envkit.config) cannot be read or says something envkit cannot use."""
+    """The config file (envkit.state.config) cannot be read or says something envkit cannot use."""
 
 
 class ManifestError(BadInputError):

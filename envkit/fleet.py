@@ -154,7 +154,7 @@ def profile_files(path: Path) -> list[Path]:
 
 def load_profiles(paths: Sequence[Path], cache_dir: Optional[Path] = None) -> list[Machine]:
     """The machines in profile files and directories of them. A broken file is an error naming it (exit 2). A
-    directory's profiles are parsed together and cached as one entry (envkit.filecache), so a warm run over
+    directory's profiles are parsed together and cached as one entry (envkit.state.filecache), so a warm run over
     hundreds of nodes reads one cache file and stats each profile."""
     machines: list[Machine] = []
     for path in paths:
@@ -173,7 +173,7 @@ def _one(path: Path, cache_dir: Optional[Path]) -> Machine:
 
 
 def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
-    from envkit.filecache import cached
+    from envkit.state.filecache import cached
 
     def parse() -> list[Machine]:
         return [_one(path, None) for path in files]
@@ -185,8 +185,9 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
 
 # The code that makes a directory's Machines from its files: every envkit module that loading them imports, the
 # cache's own included (tests/test_filecache.py checks), so that a fix to any of them is a miss.
-PROFILES_CODE = ("fleet.py", "machine.py", "versions.py", "yamltext.py", "errors.py", "text/__init__.py", "text/words.py",
-                 "filecache.py", "files.py", "text/terminal.py", "text/jsonout.py")
+PROFILES_CODE = ("fleet.py", "machine.py", "versions.py", "errors.py", "state/__init__.py", "state/yamltext.py",
+                 "state/filecache.py", "state/files.py", "text/__init__.py", "text/words.py", "text/terminal.py",
+                 "text/jsonout.py")
 
 
 def size_text(fleet: Fleet) -> str:

@@ -18,8 +18,8 @@ from packaging.version import Version
 
 from envkit.launch import python_module
 from envkit.plan import PipPart
+from envkit.state.userdirs import UserDirs
 from envkit.text.redact import has_credentials, host_of
-from envkit.userdirs import UserDirs
 
 if TYPE_CHECKING:
     from packaging.markers import Marker

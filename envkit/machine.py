@@ -249,13 +249,13 @@ _SAVE_HINT = ("Save a machine's profile with `envkit detect --json > FILE` on it
 
 def read_profile(path: Path, cache_dir: Optional[Path] = None) -> MachineProfile:
     """Read a machine profile file (YAML or JSON: the output of ``envkit detect --json`` works as is); its parsed
-    text from ``cache_dir`` (envkit.filecache) when the file has not changed."""
-    from envkit.filecache import cached
+    text from ``cache_dir`` (envkit.state.filecache) when the file has not changed."""
+    from envkit.state.filecache import cached
 
     def parse() -> Any:
-        from envkit.yamltext import parse_yaml
+        from envkit.state.yamltext import parse_yaml
 
-        from envkit.files import read_text_file
+        from envkit.state.files import read_text_file
 
         try:
             text = read_text_file(path, "machine profile")
@@ -268,7 +268,7 @@ def read_profile(path: Path, cache_dir: Optional[Path] = None) -> MachineProfile
         except ValueError as exc:
             raise ProfileError(f"machine profile {path} is not valid YAML or JSON: {exc}") from None
 
-    return profile_from_dict(cached(cache_dir, "yaml", [path], ("yamltext.py",), parse), str(path))
+    return profile_from_dict(cached(cache_dir, "yaml", [path], ("state/yamltext.py",), parse), str(path))
 
 
 class Overrides(NamedTuple):

@@ -120,7 +120,7 @@ def check_words(verify: Optional[dict[str, Any]]) -> str:
 
 
 def module_info(name: str, record: Any, publisher: Optional[str] = None) -> ModuleInfo:
-    """The modulefile's contents for a record (envkit.records.Record) of the environment named ``name``."""
+    """The modulefile's contents for a record (envkit.state.records.Record) of the environment named ``name``."""
     cuda = cuda_of(record.build)
     build = f"{record.manifest} build {record.build} ({f'CUDA {cuda}' if cuda else 'no CUDA'}), Python {record.python}"
     fits = fits_words(record.target, record.machine)

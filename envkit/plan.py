@@ -13,9 +13,9 @@ from typing import Mapping, Optional
 from packaging.version import Version
 
 from envkit.catalog.model import Build, PythonTable
-from envkit.config import Config, check_transport
 from envkit.errors import BadInputError
 from envkit.machine import MachineProfile
+from envkit.state.config import Config, check_transport
 from envkit.versions import is_solve_cuda
 
 JUPYTER_PACKAGES = ("ipykernel",)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from envkit.ownership import GONE, holding_problem
-from envkit.records import Record, Unreadable
+from envkit.state.ownership import GONE, holding_problem
+from envkit.state.records import Record, Unreadable
 
 if TYPE_CHECKING:
     from envkit.create.journal import Interrupted

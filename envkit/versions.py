@@ -40,7 +40,7 @@ def is_solve_cuda(text: str) -> bool:
 
 def read_as_number(value: object) -> Optional[str]:
     """How YAML read ``value`` when it is a number (a version written unquoted), fit to follow "must be quoted":
-    'YAML reads 12.10 as the number 12.1' (a float from envkit.yamltext keeps its text as written), or where the
+    'YAML reads 12.10 as the number 12.1' (a float from envkit.state.yamltext keeps its text as written), or where the
     text is the number 'unquoted, YAML reads it as a number (and 12.10 as 12.1)'. None when ``value`` is not a
     number: text, true/false, nothing."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

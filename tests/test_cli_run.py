@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit import records
-from envkit.userdirs import user_dirs
+from envkit.state import records
+from envkit.state.userdirs import user_dirs
 
 
 class Here:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from envkit import records
+from envkit.state import records
+from envkit.state.userdirs import user_dirs
 from envkit.text.colour import colour_wanted, paint
-from envkit.userdirs import user_dirs
 from tests.test_cli import PROFILES, assert_clean_error
 
 GREEN, RED, YELLOW, BOLD, RESET = "\033[32m", "\033[31m", "\033[33m", "\033[1m", "\033[0m"

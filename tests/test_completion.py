@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from envkit import records
 from envkit.cli import completed_words, completion_wanted
-from envkit.userdirs import user_dirs
+from envkit.state import records
+from envkit.state.userdirs import user_dirs
 from tests.test_cli import PROFILES, assert_clean_error
 
 CONSOLE_SCRIPT = Path(sysconfig.get_path("scripts")) / "envkit"

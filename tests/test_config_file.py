@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from envkit import records
-from envkit.config import ConfigError, load_config, parse_config
 from envkit.jupyter import remove_kernel
 from envkit.records_render import envs_json, envs_text
-from envkit.userdirs import user_dirs
+from envkit.state import records
+from envkit.state.config import ConfigError, load_config, parse_config
+from envkit.state.userdirs import user_dirs
 
 CONFIG = Path("/home/me/.config/envkit/config.yaml")
 TORCH = "https://download.pytorch.org/whl"

@@ -1,4 +1,4 @@
-"""The file cache (envkit.filecache): catalogs and parsed YAML come back as loading gives them, never stale."""
+"""The file cache (envkit.state.filecache): catalogs and parsed YAML come back as loading gives them, never stale."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_a_directory_of_profiles_is_keyed_on_every_module_that_makes_its_machine
               "if n.startswith('envkit.')))")  # a package as its __init__.py
     imported = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     modules = set(imported.split())
-    assert {"versions.py", "yamltext.py", "filecache.py"} <= modules <= set(PROFILES_CODE)
+    assert {"versions.py", "state/yamltext.py", "state/filecache.py"} <= modules <= set(PROFILES_CODE)
 
 
 def test_a_file_replaced_with_the_same_size_and_time_is_a_miss(envs_copy: Path, tmp_path: Path):
@@ -117,7 +117,7 @@ def test_a_file_replaced_with_the_same_size_and_time_is_a_miss(envs_copy: Path, 
 def test_a_link_pointed_at_another_file_of_the_same_size_and_time_is_a_miss(tmp_path: Path):
     """An input's path is keyed as given, not resolved: the file it names is told by its device and inode, so a link
     (a manifest an admin links to the current release) repointed at another file is another state."""
-    from envkit.filecache import cached
+    from envkit.state.filecache import cached
 
     first, second = tmp_path / "v1.yaml", tmp_path / "v2.yaml"
     first.write_text("release: 1\n")

@@ -1,6 +1,6 @@
 """Files a user (or an attacker) names: every one envkit reads is bounded (a regular file under a limit per kind, a
 pipe or device read no further than it, a FIFO nobody writes to never waited on), and every file envkit writes at a
-named path is written beside it and renamed over it, never through a symbolic link (envkit.output)."""
+named path is written beside it and renamed over it, never through a symbolic link (envkit.state.output)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInputError
-from envkit.files import LIMITS, read_text_file
-from envkit.output import UnsafeOutput, write_output
+from envkit.state.files import LIMITS, read_text_file
+from envkit.state.output import UnsafeOutput, write_output
 
 from tests.support.slurm_cluster import slurm_required
 from tests.test_cli import PROFILES, assert_clean_error, envkit
@@ -72,9 +72,9 @@ def test_a_nul_byte_or_a_long_silence_is_an_error_not_a_hang(tmp_path: Path, mon
     text.write_bytes(b"a: 1\nb: \x00\n")
     with pytest.raises(ValueError, match=r"holds a NUL byte \(line 2\)"):
         read_text_file(text, "machine profile")
-    import envkit.files
+    import envkit.state.files
 
-    monkeypatch.setattr(envkit.files, "PIPE_WAIT_S", 0.2)
+    monkeypatch.setattr(envkit.state.files, "PIPE_WAIT_S", 0.2)
     reading, writing = os.pipe()
     try:  # a writer that holds the pipe open and sends nothing
         with pytest.raises(ValueError, match="sent nothing for 0.2 seconds"):

@@ -24,7 +24,7 @@ FORBIDDEN = {
     "envkit.detect": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
                       "envkit.resolve", "envkit.catalog"),
     "envkit.storage": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
-                       "envkit.resolve", "envkit.catalog", "envkit.detect", "envkit.config"),
+                       "envkit.resolve", "envkit.catalog", "envkit.detect", "envkit.state.config"),
     "envkit.machine": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
                        "envkit.resolve", "envkit.catalog", "envkit.detect"),
 }

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit import filecache
-from envkit.filecache import EVERY_MODULE, cached_text
+from envkit.state import filecache
+from envkit.state.filecache import EVERY_MODULE, cached_text
 
 PROFILES = Path(__file__).parent / "profiles"
 
@@ -43,7 +43,7 @@ def listed(result: subprocess.CompletedProcess) -> dict:
 
 
 def entry_of(key: str, answer: str) -> bytes:
-    """An entry as envkit.filecache keeps text: the key, a NUL, the answer, and the CRC-32 of both in hex."""
+    """An entry as envkit.state.filecache keeps text: the key, a NUL, the answer, and the CRC-32 of both in hex."""
     body = f"{key}\0{answer}".encode()
     return body + b"%08x" % zlib.crc32(body)
 
@@ -117,6 +117,14 @@ def test_the_machine_detected_here_is_part_of_the_answer(envkit, this_machine, t
     assert [gpu["name"] for m in seen for gpu in m["gpus"]] == [a100["name"], k80["name"], a100["name"]]
     hidden = listed(envkit("list", "torch", "--json", env={**modern, "CUDA_VISIBLE_DEVICES": ""}))["machine"]
     assert hidden["gpus"] == [] and len(answers(tmp_path)) == 3
+
+
+def test_every_module_is_every_module_of_envkit_wherever_the_cache_module_sits():
+    """EVERY_MODULE walks envkit's own directory, not the package the cache module is in (envkit/state/): a change to
+    envkit/pick/resolve.py must be a miss too."""
+    import envkit
+
+    assert filecache.ENVKIT == Path(envkit.__file__).resolve().parent
 
 
 def test_a_change_to_any_module_of_envkit_is_a_miss(tmp_path: Path, monkeypatch):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.files import real_path, user_path, write_atomic
+from envkit.state.files import real_path, user_path, write_atomic
 
 from tests.test_cli import PROFILES, assert_clean_error, envkit
 

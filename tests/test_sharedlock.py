@@ -1,4 +1,4 @@
-"""The lock a writer of a shared file holds while it reads, changes and writes it back (envkit/sharedlock.py)."""
+"""The lock a writer of a shared file holds while it reads, changes and writes it back (envkit/state/sharedlock.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import EnvkitError
-from envkit.sharedlock import holding, lock_path
+from envkit.state.sharedlock import holding, lock_path
 
 
 def test_a_second_writer_waits_for_the_first_and_a_link_takes_the_same_lock(tmp_path: Path):

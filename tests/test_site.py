@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from envkit.config import config_from_data
 from envkit.errors import BadInputError, UnknownNameError
 from envkit.machine import read_profile
 from envkit.site import (
     MAX_NODE_COUNT, Partition, SiteError, SiteNode, load_site, parse_partition_spec, partition_profiles, save_site,
     site_path, site_to_dict, slurm_node, unnamed_entry, with_partition,
 )
-from envkit.userdirs import user_dirs
+from envkit.state.config import config_from_data
+from envkit.state.userdirs import user_dirs
 from envkit.versions import ComputeCapability, CudaVersion
 
 PROFILES = Path(__file__).parent / "profiles"
@@ -330,7 +330,7 @@ def test_site_path_order(tmp_path):
 
 @pytest.mark.parametrize("value", ["", 3, "  "])
 def test_config_site_key_must_be_a_path(tmp_path, value):
-    from envkit.config import ConfigError
+    from envkit.state.config import ConfigError
 
     with pytest.raises(ConfigError) as caught:
         config_from_data({"site": value}, tmp_path / "config.yaml")

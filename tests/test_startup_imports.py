@@ -25,7 +25,7 @@ PROFILES = Path(__file__).parent / "profiles"
 # Modules the warm `envkit list --json --machine PROFILE` must not import (their packages' submodules neither).
 NEVER_ON_THE_WARM_PATH = ("yaml", "packaging.specifiers", "packaging.tags", "pynvml", "rattler", "requests",
                           "envkit.catalog.load", "envkit.catalog.schema", "envkit.catalog.tables",
-                          "envkit.yamltext", "envkit.site", "envkit.probe", "envkit.maintain", "envkit.create",
+                          "envkit.state.yamltext", "envkit.site", "envkit.probe", "envkit.maintain", "envkit.create",
                           "envkit.backends", "envkit.detect", "ctypes", "tempfile")
 # Runs envkit as its console script does and writes the names of the modules it imported to argv[1]: those that
 # were not already there when the interpreter started (a Python's own .pth hooks may import some, e.g. tempfile).
@@ -89,7 +89,7 @@ def test_no_dataclass_is_defined_on_the_list_path(tmp_path: Path):
 def test_a_warm_list_on_this_machine_imports_no_yaml_and_no_specifiers(tmp_path: Path):
     imported_by(tmp_path, "list", "--json", "torch")
     warm, output = imported_by(tmp_path, "list", "--json", "torch")
-    assert heavy(warm, ("yaml", "packaging.specifiers", "envkit.catalog.load", "envkit.yamltext")) == []
+    assert heavy(warm, ("yaml", "packaging.specifiers", "envkit.catalog.load", "envkit.state.yamltext")) == []
     assert json.loads(output)
 
 
@@ -127,7 +127,7 @@ def test_detect_reads_the_tables_from_the_cache_when_it_needs_them(tmp_path: Pat
     cold, first = imported_by(tmp_path, "detect", "--json", env=machine)
     assert "yaml" in cold
     warm, second = imported_by(tmp_path, "detect", "--json", env=machine)
-    assert heavy(warm, ("yaml", "envkit.catalog.load", "envkit.catalog.schema", "envkit.yamltext")) == []
+    assert heavy(warm, ("yaml", "envkit.catalog.load", "envkit.catalog.schema", "envkit.state.yamltext")) == []
     assert json.loads(second) == json.loads(first)
     assert json.loads(first)["sources"]["cuda_driver"] == "driver version + envs/cuda.yaml"
     tables = tmp_path / "cache" / "envkit" / "machine-tables"
@@ -191,12 +191,12 @@ def test_the_command_table_names_every_command_its_group_registers():
 
 
 def test_a_listing_with_no_config_file_does_not_import_the_config_reader(tmp_path: Path):
-    """Most users have no config file, and `envkit list` then never imports envkit.config (about 0.5 ms); one that
+    """Most users have no config file, and `envkit list` then never imports envkit.state.config (about 0.5 ms); one that
     $ENVKIT_CONFIG names is still read, and its absence still said."""
     args = ("list", "--json", "--machine", str(PROFILES / "h100-cuda128.yaml"))
     imported_by(tmp_path, *args)
     warm, _ = imported_by(tmp_path, *args)
-    assert "envkit.userdirs" in warm and "envkit.config" not in warm
+    assert "envkit.state.userdirs" in warm and "envkit.state.config" not in warm
     missing = tmp_path / "nowhere.yaml"
     environ = {**os.environ, "HOME": str(tmp_path / "home"), "ENVKIT_CONFIG": str(missing)}
     result = subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=environ,

@@ -1,4 +1,4 @@
-"""The one YAML loader (envkit.yamltext.parse_yaml) every reader uses: duplicate keys refused (in every file envkit
+"""The one YAML loader (envkit.state.yamltext.parse_yaml) every reader uses: duplicate keys refused (in every file envkit
 reads), merge keys kept working, numbers that remember how they were written."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from envkit.state.yamltext import YamlFloat, parse_yaml
 from envkit.versions import quote_it
-from envkit.yamltext import YamlFloat, parse_yaml
 
 
 def error(text: str) -> str:
@@ -51,7 +51,7 @@ def test_a_syntax_error_names_line_and_column():
 
 
 def test_the_c_loader_is_used_where_pyyaml_has_one():
-    from envkit.yamltext import _loader
+    from envkit.state.yamltext import _loader
 
     assert issubclass(_loader(), getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
@@ -60,7 +60,7 @@ def test_a_number_keeps_its_text_as_written():
     value = parse_yaml("v: 12.10\n")["v"]
     assert isinstance(value, YamlFloat) and value == 12.1
     assert (str(value), f"{value}", repr(value), json.dumps(value)) == ("12.10", "12.10", "12.1", "12.1")
-    again = pickle.loads(pickle.dumps(value))  # envkit.filecache keeps parsed files
+    again = pickle.loads(pickle.dumps(value))  # envkit.state.filecache keeps parsed files
     assert again == 12.1 and str(again) == "12.10"
 
 
@@ -110,7 +110,7 @@ def test_a_key_or_a_json_value_in_octal_is_refused_too_and_plain_numbers_and_tex
 # --- every reader refuses a key given twice -----------------------------------------------------------------------
 
 def test_the_config_refuses_a_key_given_twice(tmp_path: Path):
-    from envkit.config import ConfigError, parse_config
+    from envkit.state.config import ConfigError, parse_config
 
     path = tmp_path / "config.yaml"
     with pytest.raises(ConfigError) as caught:
@@ -120,8 +120,8 @@ def test_the_config_refuses_a_key_given_twice(tmp_path: Path):
 
 
 def test_the_config_file_refuses_a_key_given_twice(tmp_path: Path):
-    from envkit.config import ConfigError, load_config
-    from envkit.userdirs import user_dirs
+    from envkit.state.config import ConfigError, load_config
+    from envkit.state.userdirs import user_dirs
 
     path = tmp_path / "config.yaml"
     path.write_text("envs_dir: /a\nenvs_dir: /b\n")
@@ -143,23 +143,23 @@ def test_the_catalog_and_the_other_readers_share_the_loader():
     from envkit.maintain import validate
 
     assert catalog_load.parse_yaml is parse_yaml
-    assert "from envkit.yamltext import parse_yaml" in Path(validate.__file__).read_text()
+    assert "from envkit.state.yamltext import parse_yaml" in Path(validate.__file__).read_text()
 
 
 def test_the_caches_of_parsed_files_name_the_loader():
-    """A change to the loader must invalidate what was parsed with it (envkit.filecache keys on the code)."""
+    """A change to the loader must invalidate what was parsed with it (envkit.state.filecache keys on the code)."""
     from envkit.catalog.cache import _CODE
 
-    assert "yamltext.py" in _CODE and "catalog/load.py" in _CODE and "gpu_names.py" in _CODE
+    assert "state/yamltext.py" in _CODE and "catalog/load.py" in _CODE and "gpu_names.py" in _CODE
     package = Path(__file__).resolve().parents[1] / "envkit"
-    for module in ("machine.py", "site/read.py", "config.py", "fleet.py", "lockfile/format.py"):
+    for module in ("machine.py", "site/read.py", "state/config.py", "fleet.py", "lockfile/format.py"):
         source = (package / module).read_text()
-        assert "parse_yaml" not in source or '"yamltext.py"' in source, module
+        assert "parse_yaml" not in source or '"state/yamltext.py"' in source, module
 
 
 def test_the_merge_rule_is_envkits_own_not_the_installed_pyyamls(monkeypatch):
     # PyYAML 6.0.4 changed flatten_mapping and read y.k below as 1; envkit's loader never calls PyYAML's.
-    from envkit import yamltext
+    from envkit.state import yamltext
 
     def refuse(*_args):
         raise AssertionError("PyYAML's flatten_mapping was called")

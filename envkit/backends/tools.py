@@ -17,7 +17,7 @@ from packaging.version import Version
 
 from envkit.errors import BadInputError
 from envkit.process import query
-from envkit.userdirs import UserDirs
+from envkit.state.userdirs import UserDirs
 
 # Fastest first: micromamba and mamba solve in a fraction of conda's time (conda >= 23.10 uses libmamba too).
 CONDA_KINDS = ("micromamba", "mamba", "conda")

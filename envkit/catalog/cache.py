@@ -1,4 +1,4 @@
-"""Loaded catalogs from the user's cache (envkit.filecache), so that `envkit list` and `envkit create` do not parse
+"""Loaded catalogs from the user's cache (envkit.state.filecache), so that `envkit list` and `envkit create` do not parse
 and validate the manifests every time, and answers computed from a catalog (`envkit list`'s) kept until anything
 they were computed from changes. Only what was computed without error is ever cached."""
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence, cast
 
 from envkit.catalog.layout import CUDA_TABLE, GPU_TABLE, SUFFIX, TABLE_FILES, manifest_names
 from envkit.errors import EnvkitError
-from envkit.filecache import EVERY_MODULE, cached, cached_text
+from envkit.state.filecache import EVERY_MODULE, cached, cached_text
 
 if TYPE_CHECKING:
     from envkit.catalog.machine_tables import MachineTables
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # The code whose output is cached: a change to any of it (a new field, a fixed parser) is a different key.
 _CODE = ("catalog/layout.py", "catalog/load.py", "catalog/machine_tables.py", "catalog/model.py", "catalog/node.py",
          "catalog/tables.py", "catalog/schema.py", "catalog/entries.py", "cuda.py", "versions.py", "gpu_names.py",
-         "yamltext.py")
+         "state/yamltext.py")
 
 
 def cached_catalog(directory: Path, names: Sequence[str], cache_dir: Optional[Path]) -> Catalog:

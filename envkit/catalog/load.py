@@ -19,8 +19,8 @@ from envkit.catalog.model import Catalog, Manifest, Tables
 from envkit.catalog.schema import parse_manifest
 from envkit.catalog.tables import parse_cuda_table, parse_python_table
 from envkit.errors import ManifestError
-from envkit.files import LIMITS, NotUtf8, size_words, utf8_text
-from envkit.yamltext import parse_yaml  # the loader of every YAML/JSON file a user gives: no key given twice
+from envkit.state.files import LIMITS, NotUtf8, size_words, utf8_text
+from envkit.state.yamltext import parse_yaml  # the loader of every YAML/JSON file a user gives: no key given twice
 
 
 def load_catalog(directory: Path, names: Sequence[str] = ()) -> Catalog:

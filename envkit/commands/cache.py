@@ -24,8 +24,8 @@ app = typer.Typer(
 def _caches():
     import os
 
-    from envkit.config import load_config
     from envkit.create.storage import all_caches
+    from envkit.state.config import load_config
 
     dirs = user_dirs()
     return all_caches(load_config(os.environ, dirs), dirs, os.environ)

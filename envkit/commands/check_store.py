@@ -14,10 +14,10 @@ def store_verify(record, reports, names, target: TargetOptions) -> None:
     Machines named with --machine/--partition become the record's target."""
     import os
 
-    from envkit import ownership, records
     from envkit.create.lock import name_lock
     from envkit.probe.check import verify_summary
     from envkit.slurm.job_context import job_context
+    from envkit.state import ownership, records
 
     from envkit.shared.store import is_shared, save_own_check
 

@@ -56,7 +56,7 @@ def environment_names(incomplete: str) -> list[str]:
 
     def names() -> Iterable[str]:
         from envkit.commands.places import user_dirs
-        from envkit.records import scan
+        from envkit.state.records import scan
 
         records, _ = scan(user_dirs().records)
         return [record.name for record in records if record.name.startswith(incomplete)]

@@ -130,10 +130,10 @@ def create(
 
         from envkit.catalog.cache import cached_catalog
         from envkit.commands.making import check_verify_on_node, for_target, make
-        from envkit.config import load_config
         from envkit.create.prepare import CreateRequest, prepare
         from envkit.render import list_command
         from envkit.resolve import parse_python_request
+        from envkit.state.config import load_config
 
         if verify_on_node:
             check_verify_on_node(target, json_output, dry_run)

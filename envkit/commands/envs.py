@@ -25,9 +25,9 @@ def list_envs(json_output: JsonOption = False) -> None:
     published them, for which machines, the admins' last check and yours; in JSON, beside yours, with "shared": true.
     `envkit run site:NAME -- CMD` runs in one; `module load envkit/NAME` loads it."""
     with reported_errors():
-        from envkit import records
         from envkit.create.journal import interrupted
         from envkit.records_render import envs_json, envs_text
+        from envkit.state import records
 
         dirs = user_dirs()
         found, broken = records.scan(dirs.records)
@@ -53,9 +53,9 @@ def _sizes(found, runs, dirs):
     line, caches included."""
     import os
 
-    from envkit.config import load_config
     from envkit.create.storage import all_caches
-    from envkit.ownership import holding_problem
+    from envkit.state.config import load_config
+    from envkit.state.ownership import holding_problem
     from envkit.storage.cache import PARTS
     from envkit.storage.room import size_text
     from envkit.storage.usage import Usage, disk_usage
@@ -106,11 +106,11 @@ def remove(
         import os
         import sys
 
-        from envkit import ownership, records
         from envkit.create.journal import Journal
         from envkit.create.lock import journal_path
         from envkit.create.remove import remove_environment
         from envkit.errors import BadInputError
+        from envkit.state import ownership, records
 
         dirs = user_dirs()
         from envkit.shared.layout import shared_name

@@ -33,11 +33,11 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
                                 hint="Leave them out, or make another lock (`envkit lock MANIFEST --build ID`).")
         from envkit.catalog.cache import cached_catalog
         from envkit.commands.making import check_verify_on_node, for_target, make
-        from envkit.config import load_config
         from envkit.errors import EnvkitError
         from envkit.lockfile.format import read_lock
         from envkit.lockfile.install import FromLock, Target, prepare_from_lock
         from envkit.lockfile.model import MANIFEST
+        from envkit.state.config import load_config
 
         if verify_on_node:
             check_verify_on_node(target, json_output, dry_run)

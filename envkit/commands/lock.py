@@ -65,10 +65,10 @@ def lock(
         import os
 
         from envkit.catalog.cache import cached_catalog
-        from envkit.config import load_config
         from envkit.lockfile.make import LockRequest, make_lock
-        from envkit.output import check_output
         from envkit.resolve import parse_python_request
+        from envkit.state.config import load_config
+        from envkit.state.output import check_output
 
         check_output(output, force=force, what="the lock")  # before the solve, not after it
         dirs = user_dirs()
@@ -135,9 +135,9 @@ def export(
         import os
 
         from envkit.commands.recorded import find_record
-        from envkit.config import load_config
         from envkit.lockfile.export import export_lock
-        from envkit.output import check_output
+        from envkit.state.config import load_config
+        from envkit.state.output import check_output
 
         if output is None:
             output = Path("pylock.toml" if lock_format == "pylock" else "conda-lock.yml")
@@ -181,7 +181,7 @@ def _write_pylock(made, output: Path, force: bool) -> None:
 
 def _write_text(text: str, output: Path, force: bool) -> None:
     from envkit.errors import EnvkitError
-    from envkit.output import write_output
+    from envkit.state.output import write_output
 
     try:
         write_output(output, text.encode("utf-8"), force=force, what="the lock")

@@ -77,7 +77,7 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
         raise typer.Exit(0)
     replaces = check_available(prepared.plan, dirs, force, os.environ)
     from envkit.create.storage import check_room
-    from envkit.userdirs import config_path
+    from envkit.state.userdirs import config_path
 
     check_room(prepared.storage, config_path(os.environ, dirs)[0])  # before anything is downloaded: exit 1
     asks = not yes and sys.stdin.isatty()
@@ -132,7 +132,7 @@ def _made_from(target: TargetOptions) -> Optional[str]:
     from envkit.catalog import default_manifests_dir
     from envkit.commands.places import manifests_dir
     from envkit.errors import BadInputError
-    from envkit.files import real_path
+    from envkit.state.files import real_path
 
     directory = real_path(manifests_dir(target.manifests))
     try:

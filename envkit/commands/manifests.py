@@ -96,10 +96,10 @@ def check(
         import os
 
         from envkit.catalog import load_catalog
-        from envkit.config import load_config
         from envkit.maintain.check import check_builds, render_check
         from envkit.maintain.fetch import FetchSettings
         from envkit.resolve import parse_python_request
+        from envkit.state.config import load_config
 
         catalog = load_catalog(manifests_dir(manifests), names or ())
         pythons = [parse_python_request(text, catalog.tables.python).python for text in python or ()]

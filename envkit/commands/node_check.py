@@ -8,7 +8,7 @@ import typer
 
 def node_args(env: Optional[str], prefix: Optional[Path], check, target, json_output: bool) -> list[str]:
     """The arguments of the `envkit verify` the node runs: the same check, judged on the node's own hardware."""
-    from envkit.files import real_path
+    from envkit.state.files import real_path
 
     args = ["verify", "--on-node"]  # the node's own GPUs, whatever the environment was made for
     args += [env] if env is not None else ["--prefix", str(real_path(Path(prefix)))]  # type: ignore[arg-type]

@@ -110,9 +110,9 @@ def store(record, outcome: dict[str, Any]) -> None:
     """Into the record: the check across nodes, with the nodes it ran on (unless the environment was replaced)."""
     from datetime import datetime, timezone
 
-    from envkit import ownership, records
     from envkit.commands.places import user_dirs
     from envkit.create.lock import name_lock
+    from envkit.state import ownership, records
 
     nodes = outcome["nodes"]
     ar = outcome["all_reduce"]

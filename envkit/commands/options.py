@@ -35,7 +35,7 @@ def path_value(text: "str | Path") -> Path:
     """A path option's value (typer's ``parser=``; a default given as a Path comes through it too): what the user
     typed, ``~`` expanded, with an empty value refused rather than read as the current directory (``--prefix ""``:
     typer's own Path type makes "" into ".")."""
-    from envkit.files import user_path
+    from envkit.state.files import user_path
 
     if isinstance(text, Path):
         return text

@@ -10,7 +10,7 @@ from typing import Optional
 def user_dirs():
     import os
 
-    from envkit.userdirs import user_dirs as dirs_of
+    from envkit.state.userdirs import user_dirs as dirs_of
 
     return dirs_of(os.environ)
 
@@ -47,12 +47,12 @@ def manifests_dir(manifests: Optional[Path]) -> Path:
             from envkit.errors import BadInputError
 
             raise BadInputError("$ENVKIT_MANIFESTS is empty", hint="Unset it, or give a manifests directory.")
-        from envkit.userdirs import has_config
+        from envkit.state.userdirs import has_config
 
         dirs = user_dirs()
-        if not has_config(os.environ, dirs):  # as most users have none: envkit.config is not even imported
+        if not has_config(os.environ, dirs):  # as most users have none: envkit.state.config is not even imported
             return default_manifests_dir()
-        from envkit.config import load_config
+        from envkit.state.config import load_config
 
         return load_config(os.environ, dirs).manifests or default_manifests_dir()
     return manifests  # never empty: the option's parser refuses "" (which Path would read as ".")
@@ -62,8 +62,8 @@ def current_site():
     """The site file envkit reads here ($ENVKIT_SITE, the config's ``site:``, else the default), loaded."""
     import os
 
-    from envkit.config import load_config
     from envkit.site import load_site, site_path
+    from envkit.state.config import load_config
 
     dirs = user_dirs()
     return load_site(site_path(os.environ, load_config(os.environ, dirs), dirs), dirs.cache)

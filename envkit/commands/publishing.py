@@ -22,10 +22,10 @@ def shared_target(config, dirs, name: Optional[str], manifest: str, force: bool,
     an admin, a shared directory that is missing, unsafe or not writable, a name already published (without
     --force), or a modulefiles directory that is not on $MODULEPATH."""
     from envkit.errors import BadInputError
-    from envkit.records import check_name
     from envkit.shared.access import check_group, check_publishable, require_root
     from envkit.shared.find import shared_directory
     from envkit.shared.layout import shown_name
+    from envkit.state.records import check_name
 
     if prefix is not None:
         raise BadInputError("--prefix and --shared: a shared environment goes where the shared directory's layout "
@@ -66,7 +66,7 @@ def staging(prepared, shared: SharedTarget, dirs):
     from datetime import datetime, timezone
 
     from envkit.shared.layout import version_id
-    from envkit.userdirs import UserDirs
+    from envkit.state.userdirs import UserDirs
 
     plan = prepared.plan
     first = version = version_id(plan.build.id, plan.manifest, datetime.now(timezone.utc))

@@ -15,9 +15,9 @@ def find_record(name: str, settled: bool = True, held: bool = True):
     ``settled``, a create run of it going on or interrupted; ``held``, a directory that no longer holds it (gone,
     another environment's, no envkit record in it: ownership.check_held). Only `envkit remove` asks for neither: it
     settles the run first and forgets an entry whose directory is not its environment, leaving the directory."""
-    from envkit import ownership, records
     from envkit.errors import UnknownNameError
     from envkit.shared.layout import shared_name
+    from envkit.state import ownership, records
 
     dirs = user_dirs()
     if shared_name(name) is not None:  # site:NAME, the site's shared environment (envkit.shared)
@@ -99,6 +99,6 @@ def recorded_build(record, manifests: Optional[Path]):
 
 
 def plain_name(name: str) -> bool:
-    from envkit.records import is_name
+    from envkit.state.records import is_name
 
     return is_name(name)

@@ -59,7 +59,7 @@ def survey(
             check_partition_name(name, hint="Run `sinfo -s` to see the partitions.")
         site = current_site()
         path = site.path
-        from envkit.output import check_output
+        from envkit.state.output import check_output
 
         check_output(path, force=force, what="the site file")  # before the survey, not after it
         slurm = Slurm()
@@ -75,8 +75,8 @@ def survey(
             typer.echo(f"{name}: {message}", err=True)
 
         outcomes = run_survey(slurm, chosen, all_nodes=all_nodes, timeout=timeout, progress=progress)
-        from envkit.sharedlock import holding
-        from envkit.testpause import pause_at
+        from envkit.state.sharedlock import holding
+        from envkit.state.testpause import pause_at
 
         pause_at("surveyed")
         with holding(path, f"the site file {path}"):  # read again under the lock: another survey's partitions stay

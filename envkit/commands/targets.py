@@ -75,7 +75,7 @@ def group_command(fleet, target: TargetOptions, manifest: str, group, python: Op
         return None
     members = [m for m in fleet.machines if m.name in set(group.machines)]
     argv = ["envkit", command, manifest, "--build", group.selected.build.id]
-    from envkit.records import name_for_machine
+    from envkit.state.records import name_for_machine
 
     name = name_for_machine(manifest, members[0].name)
     if command == "create":

@@ -20,12 +20,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
 
-from envkit import ownership, records
 from envkit.backends.base import Context, PythonCheck, python_of, run_step, start_python_check
 from envkit.create.journal import Journal, empty_directory, recover, recover_others, unstamp
 from envkit.create.leftovers import MARK
 from envkit.create.lock import journal_path, name_lock, prefix_lock
-from envkit.plan import Plan
 from envkit.create.prepare import Prepared, elsewhere_hint
 from envkit.create.progress import Progress
 from envkit.create.storage import room_said
@@ -33,11 +31,13 @@ from envkit.egress import guarded
 from envkit.errors import EnvkitError, InstallError
 from envkit.installers import pip_command, pip_environ, uses_uv, wrong_builds
 from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
+from envkit.plan import Plan
 from envkit.process import watching
 from envkit.scratch import scratch_dir, sweep
 from envkit.signals import interrupting_signals
-from envkit.testpause import fault_at, pause_at
-from envkit.userdirs import UserDirs
+from envkit.state import ownership, records
+from envkit.state.testpause import fault_at, pause_at
+from envkit.state.userdirs import UserDirs
 
 if TYPE_CHECKING:
     from envkit.probe.diagnose import Report
@@ -307,7 +307,7 @@ def _make_room(journal: Journal, plan: Plan, dirs: UserDirs, environ: Mapping[st
     try:
         journal.make_room(plan.prefix)
     except OSError as error:
-        from envkit.config import config_path
+        from envkit.state.config import config_path
 
         where = error.filename or plan.prefix.parent
         raise EnvkitError(f"cannot create {plan.prefix}: {where} cannot be made: {error.strerror or error}",

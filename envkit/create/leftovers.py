@@ -11,7 +11,7 @@ import signal
 import time
 from pathlib import Path
 
-from envkit.records import RECORD_DIR
+from envkit.state.records import RECORD_DIR
 
 MARK = "ENVKIT_RUN"
 

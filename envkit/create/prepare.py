@@ -13,16 +13,16 @@ from envkit.backends.base import Backend, Context, install_limits
 from envkit.backends.choose import backend_for, choose_backend
 from envkit.backends.tools import Tools, find_conda, find_python, find_uv
 from envkit.catalog.model import Manifest, Tables
-from envkit.config import Config
-from envkit.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
+from envkit.cpu_fallback import gpu_unused
 from envkit.errors import BadInputError, EnvkitError, UnknownNameError
 from envkit.installers import installer_environ
 from envkit.machine import MachineProfile
-from envkit.records import check_name
-from envkit.cpu_fallback import gpu_unused
+from envkit.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.render import list_command
 from envkit.resolve import Candidate, Request, Resolution, resolve
-from envkit.userdirs import UserDirs
+from envkit.state.config import Config
+from envkit.state.records import check_name
+from envkit.state.userdirs import UserDirs
 
 if TYPE_CHECKING:
     from envkit.create.storage import StoragePlan
@@ -238,7 +238,7 @@ def _outside_environments(prefix: Path) -> Path:
     import errno
     import os
 
-    from envkit.ownership import owner
+    from envkit.state.ownership import owner
 
     try:
         os.lstat(prefix)

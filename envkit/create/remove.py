@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 from typing import Mapping, Optional
 
-from envkit import ownership, records
 from envkit.create.journal import recover_name
 from envkit.create.lock import name_lock
 from envkit.errors import EnvkitError
 from envkit.jupyter import kernels_dir, remove_kernel
-from envkit.records import in_prefix
-from envkit.testpause import fault_at
-from envkit.userdirs import UserDirs
+from envkit.state import ownership, records
+from envkit.state.records import in_prefix
+from envkit.state.testpause import fault_at
+from envkit.state.userdirs import UserDirs
 
 
 def remove_environment(name: str, dirs: UserDirs, environ: Mapping[str, str]) -> Optional[list[str]]:

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
-from envkit.config import Config
 from envkit.errors import EnvkitError, InstallError
+from envkit.state.config import Config
+from envkit.state.userdirs import UserDirs
 from envkit.storage.cache import CachePlace, cache_place, named_cache
 from envkit.storage.links import LinkProbe, probe_links
 from envkit.storage.room import Free, free_space, needs, recorded_size, shortfalls, size_key, size_text
 from envkit.storage.usage import Usage
-from envkit.userdirs import UserDirs
 
 
 class NoRoom(EnvkitError):

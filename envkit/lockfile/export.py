@@ -14,15 +14,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from envkit import records
-from envkit.ownership import check_held
-from envkit.config import Config
 from envkit.errors import EnvkitError
 from envkit.lockfile import model
 from envkit.lockfile.format import LockFileError, read_lock
 from envkit.lockfile.make import split_depends
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 from envkit.lockfile.urls import fetch_url, upstream_url
+from envkit.state import records
+from envkit.state.config import Config
+from envkit.state.ownership import check_held
 
 _PIP_INSTALLERS = ("uv", "pip")
 
@@ -103,7 +103,7 @@ def _direct(path: Path) -> Optional[tuple[str, str]]:
 
 
 def _conda_package(path: Path, config: Config, known: Mapping) -> LockedPackage:
-    from envkit.files import read_text_file
+    from envkit.state.files import read_text_file
 
     hint = "The environment is damaged: recreate it."
     try:  # bounded, and never waiting on a FIFO: the environment's files are not envkit's own

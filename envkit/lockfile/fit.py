@@ -73,7 +73,7 @@ def remake_command(manifest: str, machine: str, target_args: str) -> str:
     never over the lock that did not fit."""
     import shlex
 
-    from envkit.records import name_for_machine
+    from envkit.state.records import name_for_machine
 
     output = shlex.quote(lock_file_name(name_for_machine(manifest, machine)))
     return f"envkit lock {shlex.quote(manifest)} -o {output}" + (f" {target_args}" if target_args else "")

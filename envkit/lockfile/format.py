@@ -46,7 +46,7 @@ def install_name(path: Path) -> Optional[str]:
     """The environment a lock at ``NAME.conda-lock.yml`` installs as: NAME (each group's `envkit lock` of a fleet
     writes one, named as `envkit create` names that group's environment: under the build's default name, two groups'
     locks of one build would make one environment). None for another file name, or a NAME no environment can have."""
-    from envkit.records import is_name
+    from envkit.state.records import is_name
 
     stem = path.name[:-len(LOCK_SUFFIX)] if path.name.endswith(LOCK_SUFFIX) else ""
     return stem if stem and is_name(stem) else None
@@ -60,16 +60,16 @@ def read_lock(path: Path, cache_dir: Optional[Path] = None) -> LockFile:
     """The lock in ``path``; with ``cache_dir``, parsed once and kept there while the file is unchanged (a warm
     `create --from-lock` then imports no PyYAML)."""
     if cache_dir is not None and path.is_file():
-        from envkit.filecache import cached
+        from envkit.state.filecache import cached
 
-        return cached(cache_dir, "lock", [path], ("lockfile/format.py", "lockfile/model.py", "yamltext.py",
+        return cached(cache_dir, "lock", [path], ("lockfile/format.py", "lockfile/model.py", "state/yamltext.py",
                                                   "catalog/model.py", "catalog/entries.py", "versions.py"),
                       lambda: _read(path))
     return _read(path)
 
 
 def _read(path: Path) -> LockFile:
-    from envkit.files import read_text_file
+    from envkit.state.files import read_text_file
 
     try:
         text = read_text_file(path, "lock file")
@@ -82,7 +82,7 @@ def _read(path: Path) -> LockFile:
 
 
 def parse_lock(text: str, origin: str) -> LockFile:
-    from envkit.yamltext import parse_yaml
+    from envkit.state.yamltext import parse_yaml
 
     try:
         data = parse_yaml(text)

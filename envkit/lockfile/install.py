@@ -22,10 +22,8 @@ from packaging.version import InvalidVersion, Version
 from envkit.backends.base import Backend, Context, OnLine, install_limits
 from envkit.backends.tools import Tools, find_python, find_uv
 from envkit.catalog.model import Build, Manifest, Tables
-from envkit.config import Config
 from envkit.create.prepare import Prepared, name_for, storage_context, usable_prefix
 from envkit.errors import EnvkitError, InstallError
-from envkit.files import write_atomic
 from envkit.fleet import names_text
 from envkit.lockfile import model
 from envkit.lockfile.fetch import LockedFiles
@@ -35,9 +33,11 @@ from envkit.lockfile.model import LockedPackage, LockFile, python_of_lock
 from envkit.lockfile.urls import fetch_url
 from envkit.machine import MachineProfile
 from envkit.plan import CondaPart, PipPart, Plan, cuda_for_solve
-from envkit.records import RECORD_DIR
 from envkit.resolve import Request, assess
-from envkit.userdirs import UserDirs
+from envkit.state.config import Config
+from envkit.state.files import write_atomic
+from envkit.state.records import RECORD_DIR
+from envkit.state.userdirs import UserDirs
 
 LOCKED_FILES = "the lock's files, fetched and hash-checked by envkit"  # a PipPart's index_url: none (no "://")
 LOCK_IN_PREFIX = "conda-lock.yml"  # a copy of the installed lock, beside envkit's record: PREFIX/.envkit/
@@ -256,7 +256,7 @@ def _default_name(lock: LockFile, path: Path) -> str:
     named = install_name(path)
     if named is not None:
         return named
-    from envkit.records import is_name
+    from envkit.state.records import is_name
 
     middle = path.name[len("pylock."):-len(".toml")] if path.name.startswith("pylock.") else ""
     if path.name.endswith(".toml") and is_name(middle):  # PEP 751's pylock.NAME.toml

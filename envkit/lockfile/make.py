@@ -16,13 +16,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
-from envkit.config import Config
 from envkit.errors import InstallError
 from envkit.lockfile import model
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 from envkit.lockfile.urls import upstream_url
 from envkit.machine import Gpu, MachineProfile
 from envkit.plan import conda_part, cuda_for_solve, pip_parts
+from envkit.state.config import Config
 
 if TYPE_CHECKING:
     from rattler import RepoDataRecord

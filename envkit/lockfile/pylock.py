@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from envkit.config import Config
 from envkit.errors import InstallError
 from envkit.lockfile.model import PLATFORM, LockedPackage
 from envkit.lockfile.urls import upstream_url
+from envkit.state.config import Config
 
 # The platform the pip part is resolved for: linux-64 with a glibc of manylinux_2_28 (RHEL 8 and newer, Ubuntu 20.04
 # and newer), the oldest that current CUDA wheels (PyTorch, JAX, TensorFlow) are built for.

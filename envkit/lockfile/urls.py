@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envkit.config import Config, check_transport, is_under, mirror_url
+from envkit.state.config import Config, check_transport, is_under, mirror_url
 
 
 def upstream_url(url: str, config: Config) -> str:

@@ -11,17 +11,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
-from envkit.config import is_under
 from envkit.errors import BadInputError, UnknownNameError
 from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed, upstream_index
+from envkit.state.config import is_under
 from envkit.text.words import counted
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from envkit.config import Config
     from envkit.maintain.fetch import FetchSettings, Page, Progress
     from envkit.maintain.resolvable import Resolver
+    from envkit.state.config import Config
 
 
 @dataclass(frozen=True)

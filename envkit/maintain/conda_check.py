@@ -15,7 +15,7 @@ from envkit.scratch import scratch_dir
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from envkit.config import Config
+    from envkit.state.config import Config
 
 PLATFORMS = ("linux-64", "noarch")
 

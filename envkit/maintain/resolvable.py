@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
-from envkit.config import Config
 from envkit.errors import EnvkitError, InstallError
 from envkit.maintain.findings import MISSING, UNREADABLE, Finding, upstream_index
 from envkit.process import start_time, stop_leftovers, watching
+from envkit.state.config import Config
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -15,8 +15,8 @@ from envkit.maintain.findings import NEW, Finding, PipNeed
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from envkit.config import Config
     from envkit.maintain.fetch import Page, PageFetcher
+    from envkit.state.config import Config
 
 
 def _line(version: Version) -> tuple[int, ...]:
@@ -62,7 +62,7 @@ def _newest_version(page: Optional[Page]) -> Optional[Version]:
 
 def variant_roots(path: str) -> list[str]:
     """The parts before ``{variant}`` of the index URL templates a manifest file writes (``.../whl``)."""
-    from envkit.yamltext import parse_yaml
+    from envkit.state.yamltext import parse_yaml
 
     try:
         with open(path, encoding="utf-8") as stream:

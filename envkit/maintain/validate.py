@@ -66,8 +66,8 @@ def validate_directory(directory: Path) -> Validation:
 
 def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
     from envkit.catalog.load import read_text
-    from envkit.yamltext import parse_yaml
     from envkit.maintain.yamlmarks import compose, syntax_error_line
+    from envkit.state.yamltext import parse_yaml
 
     try:
         text = read_text(path)  # as the catalog reads it: missing, a link to nothing, a FIFO, ... said plainly

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from envkit.errors import BadInputError
-from envkit.process import run_captured
 from envkit.probe.result import ProbeResult, cut_off, parse_output
 from envkit.probe.zipapp import probe_program
-from envkit.userdirs import user_dirs
+from envkit.process import run_captured
+from envkit.state.userdirs import user_dirs
 
 FRAMEWORK_CHOICES = ("auto", "torch", "tensorflow", "jax", "mxnet")
 

@@ -17,7 +17,7 @@ from typing import Iterator, Mapping
 
 from envkit import __version__
 from envkit.errors import EnvkitError
-from envkit.files import write_atomic
+from envkit.state.files import write_atomic
 
 SOURCE = Path(__file__).with_name("program")
 PACKAGE = "envkit_probe"

@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from envkit import ownership
 from envkit.errors import UnknownNameError
-from envkit.records import Record, is_name
 from envkit.shared.layout import VARIABLE, SharedLayout, shared_name, shared_root, shown_name
 from envkit.shared.store import all_shared, load_shared
-from envkit.userdirs import UserDirs, has_config
+from envkit.state import ownership
+from envkit.state.records import Record, is_name
+from envkit.state.userdirs import UserDirs, has_config
 
 
 def shared_directory(environ: Mapping[str, str], dirs: UserDirs, config: Any = None) -> Optional[Path]:
@@ -23,7 +23,7 @@ def shared_directory(environ: Mapping[str, str], dirs: UserDirs, config: Any = N
     if root is not None:
         return root
     if config is None and has_config(environ, dirs):
-        from envkit.config import load_config
+        from envkit.state.config import load_config
 
         config = load_config(environ, dirs)
     if config is not None and config.shared is not None:

@@ -19,9 +19,9 @@ from typing import Optional
 
 from envkit.errors import BadInputError, EnvkitError
 from envkit.modulefile import lua_text, module_info, tcl_text
-from envkit.records import Record
 from envkit.shared.layout import CURRENT, SharedLayout, is_version, shown_name
 from envkit.shared.store import write_file
+from envkit.state.records import Record
 
 
 def dir_mode(gid: Optional[int]) -> int:

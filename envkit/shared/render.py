@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from envkit.modulefile import check_words, fits_words
-from envkit.ownership import holding_problem
-from envkit.records import Record
 from envkit.shared.layout import SharedLayout, shown_name
 from envkit.shared.store import own_check, shared_info
+from envkit.state.ownership import holding_problem
+from envkit.state.records import Record
 
 
 def shared_json(layout: Optional[SharedLayout], found: Sequence[Record], data_dir: Path) -> list[dict[str, Any]]:

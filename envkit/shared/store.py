@@ -1,5 +1,5 @@
 """Reading the shared records, and the one function that writes a file into the shared directory (a modulefile, a
-record): a new file beside it, then a rename over the old one (envkit.output), so a reader sees the old file or the
+record): a new file beside it, then a rename over the old one (envkit.state.output), so a reader sees the old file or the
 new, never half of one, and a link at the path is replaced, never followed."""
 
 from __future__ import annotations
@@ -8,16 +8,16 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from envkit import records
 from envkit.errors import EnvkitError
-from envkit.records import Record
 from envkit.shared.layout import SharedLayout, shown_name
+from envkit.state import records
+from envkit.state.records import Record
 
 
 def write_file(path: Path, data: bytes, mode: int = 0o644, gid: Optional[int] = None) -> None:
     """Write ``data`` to ``path`` in one step, with ``mode`` (and group ``gid``) set before it appears there, never
-    through a link (envkit.output.write_output, as every file envkit writes where it is told to)."""
-    from envkit.output import write_output
+    through a link (envkit.state.output.write_output, as every file envkit writes where it is told to)."""
+    from envkit.state.output import write_output
 
     write_output(path, data, force=True, mode=mode, gid=gid, what="the shared file")  # a link: replaced, unfollowed
 

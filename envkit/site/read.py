@@ -27,7 +27,7 @@ def site_path(environ: Mapping[str, str], config: Any, dirs: Any) -> Path:
     if named is not None:
         if not named.strip():
             raise BadInputError(f"${SITE_VARIABLE} is empty", hint="Unset it, or give the path of a site file.")
-        from envkit.files import user_path
+        from envkit.state.files import user_path
 
         try:
             return user_path(named)
@@ -41,7 +41,7 @@ def site_path(environ: Mapping[str, str], config: Any, dirs: Any) -> Path:
 
 def load_site(path: Path, cache_dir: Optional[Path] = None) -> Site:
     """The site file at ``path``, validated; an empty site (``missing=True``) when there is no file."""
-    from envkit.filecache import cached
+    from envkit.state.filecache import cached
 
     try:
         path.stat()
@@ -51,9 +51,9 @@ def load_site(path: Path, cache_dir: Optional[Path] = None) -> Site:
         raise SiteError(path, "", f"cannot be read: {exc.strerror or exc}") from None
 
     def parse() -> Any:
-        from envkit.yamltext import parse_yaml
+        from envkit.state.yamltext import parse_yaml
 
-        from envkit.files import read_text_file
+        from envkit.state.files import read_text_file
 
         try:
             text = read_text_file(path, "site file")
@@ -66,7 +66,7 @@ def load_site(path: Path, cache_dir: Optional[Path] = None) -> Site:
         except ValueError as exc:
             raise SiteError(path, "", f"not valid YAML or JSON: {exc}") from None
 
-    return site_from_dict(cached(cache_dir, "yaml", [path], ("yamltext.py",), parse), path, cache_dir)
+    return site_from_dict(cached(cache_dir, "yaml", [path], ("state/yamltext.py",), parse), path, cache_dir)
 
 
 def site_from_dict(data: Any, path: Path, cache_dir: Optional[Path] = None) -> Site:
@@ -155,7 +155,7 @@ def _node(item: Any, where: str, path: Path, cache_dir: Optional[Path]) -> SiteN
     if file is not None:
         if not isinstance(file, str) or not file.strip():
             raise SiteError(path, f"{where}.profile_file", not_text(file) or f"expected a file path, got {file!r}")
-        from envkit.files import user_path
+        from envkit.state.files import user_path
 
         try:
             profile = read_profile(path.parent / user_path(file), cache_dir)

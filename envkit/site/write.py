@@ -51,12 +51,12 @@ def with_partition(site: Site, partition: Partition) -> Site:
 
 def save_site(site: Site, path: Path, force: bool = False) -> None:
     """Write ``site`` to ``path`` atomically (readers see the old file or the new, never half of it), never through
-    a symbolic link (envkit.output: one is refused unless ``force``, which replaces the link)."""
+    a symbolic link (envkit.state.output: one is refused unless ``force``, which replaces the link)."""
     import yaml  # lazy: only survey writes a site file
 
     from envkit.errors import EnvkitError
-    from envkit.files import real_path
-    from envkit.output import write_output
+    from envkit.state.files import real_path
+    from envkit.state.output import write_output
 
     same_place = real_path(path).parent == real_path(site.path).parent
     text = yaml.safe_dump(site_to_dict(site, inline_files=not same_place), sort_keys=False, allow_unicode=True)

@@ -72,7 +72,7 @@ def named_cache(environ: Mapping[str, str], configured: Optional[Path], config_f
 def check_cache_dir(path: Path, what: str) -> None:
     """ConfigError (exit 2) when ``path`` cannot hold the caches: not a directory, not writable, or inside an
     environment (removing the environment would delete the cache every other one is linked from)."""
-    from envkit.ownership import owner
+    from envkit.state.ownership import owner
 
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{what} is not a directory", hint="Give a directory (it is made if it does not exist).")

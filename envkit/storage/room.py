@@ -70,7 +70,7 @@ def measurement_due(data_dir: Path, key: str, now: Optional[datetime] = None) ->
 
 def record_size(data_dir: Path, key: str, usage: Usage) -> None:
     """Keep ``usage`` for ``key`` (best effort: a file that cannot be written loses an estimate, nothing else)."""
-    from envkit.files import write_atomic
+    from envkit.state.files import write_atomic
 
     path = data_dir / "sizes.json"
     try:

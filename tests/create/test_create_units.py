@@ -12,12 +12,12 @@ from envkit.backends.base import Context
 from envkit.backends.choose import choose_backend
 from envkit.backends.conda import CondaBackend
 from envkit.backends.tools import CondaTool, Tools
-from envkit.config import Config, ConfigError, Mirror, check_transport, load_config, parse_config
-from envkit.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.errors import BadInputError
 from envkit.installers import installer_environ, pip_command
-from envkit.userdirs import user_dirs
-from envkit.records import check_name
+from envkit.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
+from envkit.state.config import Config, ConfigError, Mirror, check_transport, load_config, parse_config
+from envkit.state.records import check_name
+from envkit.state.userdirs import user_dirs
 
 PYTORCH = "https://download.pytorch.org/whl"
 

@@ -3,7 +3,7 @@ included, for the venv and the embedded conda engine (rattler), a fresh create a
 left afterwards (the prefix, the set-aside copy, the records, `envkit envs`) and what the next `remove` and `create`
 make of it. Nothing is lost (the environment --force was replacing comes back, or the complete new one stands),
 nothing half-made is ever recorded, a removed environment stays removed, and nothing the dead run started is still
-running. The test-only hook ENVKIT_TEST_PAUSE_AT (envkit/testpause.py) holds envkit at the step so that the kill
+running. The test-only hook ENVKIT_TEST_PAUSE_AT (envkit/state/testpause.py) holds envkit at the step so that the kill
 lands exactly there."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Filesystem faults at every write of `envkit create` (fresh, --force, --from-lock) and `envkit remove`, for the
 venv and the embedded conda engine (rattler): the faults a shared machine produces (ENOSPC, EDQUOT, EACCES, EROFS,
-EXDEV), injected exactly at a write with the test-only fault point ENVKIT_TEST_FAULT_AT (envkit/testpause.py).
+EXDEV), injected exactly at a write with the test-only fault point ENVKIT_TEST_FAULT_AT (envkit/state/testpause.py).
 Whatever the step: one line naming the path and the cause, exit 1, no traceback, nothing half-made, the environment
 a --force run was replacing intact, the journal clean. The same faults from real filesystems (a tmpfs out of
 inodes, a read-only one) are in test_fs_real.py."""

@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from envkit import ownership, records
 from envkit.create.journal import Journal, check_settled, interrupted, recover, recover_others, stamp, unstamp
 from envkit.create.lock import journal_path, name_lock
+from envkit.state import ownership, records
 
 SAME_SECOND = "2026-11-21T10:00:00+00:00"
 

@@ -15,9 +15,9 @@ from typing import Optional
 import pytest
 
 from conftest import CU126, Home
-from envkit import ownership, records
 from envkit.create.lock import journal_path, name_lock
 from envkit.errors import EnvkitError
+from envkit.state import ownership, records
 from support.pypi_index import IndexServer
 
 RECORD = {"kind": "venv", "backend": "venv", "manifest": "torch", "build": "torch-2.13-cpu", "python": "3.12",
@@ -159,7 +159,7 @@ def test_a_remove_that_fails_part_way_keeps_the_record_so_the_next_one_finishes(
     # The record inside the directory goes last: before, a failure after it was gone left a half-deleted directory
     # that the next `envkit remove` (as the error advised) no longer knew as the environment, and only forgot.
     from envkit.create.remove import remove_environment
-    from envkit.userdirs import user_dirs
+    from envkit.state.userdirs import user_dirs
 
     prefix = fake_env(home, "half")
     (prefix / "lib").mkdir()

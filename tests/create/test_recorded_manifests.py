@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PROFILES, PYTHON, Home
-from envkit import records
 from envkit.errors import BadInputError
+from envkit.state import records
 from support.pypi_index import IndexServer
 
 ADA = str(PROFILES / "rtx4090-cuda126.yaml")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import Home
-from envkit import records
 from envkit.errors import BadInputError
 from envkit.records_render import envs_json, envs_text
+from envkit.state import records
 
 GOOD = {"name": "good", "prefix": "/envs/good", "kind": "venv", "backend": "venv", "manifest": "torch",
         "build": "torch-2.13-cpu", "python": "3.12", "created": "2026-11-21T10:00:00+00:00", "machine": {},

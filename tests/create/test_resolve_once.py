@@ -15,12 +15,12 @@ from envkit.catalog import default_manifests_dir, load_tables
 from envkit.catalog.load import load_manifest
 from envkit.commands.options import TargetOptions
 from envkit.commands.targets import build_for_target
-from envkit.config import load_config
 from envkit.create.prepare import CreateRequest, pick_candidate, prepare
 from envkit.fleet import fleet_of, load_profiles, profile_key
 from envkit.lockfile.make import LockRequest
 from envkit.resolve import Request, resolve
-from envkit.userdirs import user_dirs
+from envkit.state.config import load_config
+from envkit.state.userdirs import user_dirs
 
 PROFILES = Path(__file__).resolve().parent.parent / "profiles"
 

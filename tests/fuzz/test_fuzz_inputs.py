@@ -97,7 +97,7 @@ PROFILE_TEXTS = _profile_texts()
 @given(st.data())
 def test_a_profile_is_read_or_refused(data):
     from envkit.machine import profile_from_dict
-    from envkit.yamltext import parse_yaml
+    from envkit.state.yamltext import parse_yaml
 
     text = data.draw(st.sampled_from(PROFILE_TEXTS))
     base = parse_yaml(text)
@@ -108,7 +108,7 @@ def test_a_profile_is_read_or_refused(data):
 @given(st.data())
 def test_a_profile_envkit_writes_reads_back_the_same(data):
     from envkit.machine import profile_from_dict
-    from envkit.yamltext import parse_yaml
+    from envkit.state.yamltext import parse_yaml
 
     profile = profile_from_dict(parse_yaml(data.draw(st.sampled_from(PROFILE_TEXTS))), "p.yaml")
     name = data.draw(st.text(min_size=1, max_size=30).filter(lambda s: s.strip() == s and s.isprintable()))
@@ -132,7 +132,7 @@ CONFIG = {"mirrors": {"https://pypi.org/simple": "http://127.0.0.1:8080/pypi/sim
 
 @given(st.data())
 def test_a_config_is_read_or_refused(data):
-    from envkit.config import config_from_data, parse_config
+    from envkit.state.config import config_from_data, parse_config
 
     holds(lambda: config_from_data(mutated(data.draw, CONFIG), Path("/fuzz/config.yaml")))
     text = json.dumps(CONFIG, indent=1)
@@ -176,7 +176,7 @@ def _lock_texts() -> list[str]:
 
 LOCK_TEXTS = _lock_texts()
 LOCK_TEXT = LOCK_TEXTS[0]
-LOCK_DATA = __import__("envkit.yamltext", fromlist=["x"]).parse_yaml(LOCK_TEXT)
+LOCK_DATA = __import__("envkit.state.yamltext", fromlist=["x"]).parse_yaml(LOCK_TEXT)
 
 
 @given(st.data())
@@ -231,16 +231,16 @@ def _pylock_texts() -> list[str]:
 
 @given(st.data())
 def test_a_pylock_is_read_or_refused(data):
-    from envkit.config import Config
     from envkit.lockfile.pylock import pylock_packages
+    from envkit.state.config import Config
 
     text = data.draw(st.sampled_from(_pylock_texts()))
     holds(lambda: pylock_packages(garbled(data.draw, text), "3.12", Config(path=None)))
 
 
 def test_the_pylock_seed_is_read():
-    from envkit.config import Config
     from envkit.lockfile.pylock import pylock_packages
+    from envkit.state.config import Config
 
     assert [p.name for p in pylock_packages(PYLOCK, "3.12", Config(path=None))] == ["filelock", "torch"]
 
@@ -295,7 +295,7 @@ def test_the_probe_s_json_is_parsed_whatever_it_says(data):
 @given(st.data())
 def test_a_manifest_is_read_or_refused(data):
     from envkit.catalog.schema import parse_manifest
-    from envkit.yamltext import parse_yaml
+    from envkit.state.yamltext import parse_yaml
 
     tables = _tables()
     name = data.draw(st.sampled_from(["torch", "tensorflow", "jax", "mxnet"]))

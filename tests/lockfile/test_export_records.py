@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from envkit.config import Config
 from envkit.errors import EnvkitError
 from envkit.lockfile.export import _conda_package
+from envkit.state.config import Config
 
 GOOD = {"name": "python", "version": "3.11.7", "build": "0", "url": "https://conda.anaconda.org/c/linux-64/p.conda",
         "sha256": "a" * 64, "md5": "b" * 32, "depends": []}

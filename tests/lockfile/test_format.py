@@ -15,7 +15,7 @@ from envkit.errors import BadInputError
 from envkit.lockfile.format import LockFileError, dump_lock, parse_lock, read_lock
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 from envkit.lockfile.pylock import best_wheel, pylock_packages
-from envkit.config import Config, Mirror
+from envkit.state.config import Config, Mirror
 
 SHA = hashlib.sha256(b"a").hexdigest()
 MD5 = hashlib.md5(b"a").hexdigest()

@@ -10,10 +10,10 @@ from maintain_helpers import complete_index, index, manifests, wheels  # noqa: F
 from packaging.version import Version
 
 from envkit.catalog import load_catalog
-from envkit.config import Config, Mirror
 from envkit.errors import BadInputError, UnknownNameError
 from envkit.maintain.check import MISSING, NEW, UNREADABLE, check_builds
 from envkit.maintain.fetch import FetchSettings
+from envkit.state.config import Config, Mirror
 
 FAST = FetchSettings(timeout_s=0.5, retries=2, backoff_s=0.01, jobs=4)
 

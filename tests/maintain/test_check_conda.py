@@ -5,9 +5,9 @@ from __future__ import annotations
 from maintain_helpers import manifests  # noqa: F401 (a fixture)
 
 from envkit.catalog import load_catalog
-from envkit.config import Config, Mirror
 from envkit.maintain.check import MISSING, UNREADABLE, check_builds, render_check
 from envkit.maintain.fetch import FetchSettings
+from envkit.state.config import Config, Mirror
 from support.conda_channel import build_package, index_channel
 
 LEGACY = """

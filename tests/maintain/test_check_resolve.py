@@ -19,12 +19,12 @@ from support.pypi_index import IndexServer
 from support.wheels import build_wheel
 
 from envkit.catalog import load_catalog
-from envkit.config import Config, Mirror
 from envkit.errors import EnvkitError, InstallError
 from envkit.maintain.check import MISSING, UNREADABLE, check_builds, claimed_pythons, select_builds
 from envkit.maintain.fetch import FetchSettings
 from envkit.maintain.resolvable import (Resolution, check_resolvable, finding_for, resolutions, uv_reason,
                                         uv_resolver)
+from envkit.state.config import Config, Mirror
 
 FAST = FetchSettings(timeout_s=2, retries=0, backoff_s=0.01, jobs=4)
 # A jax-like manifest: jax is pure Python, but its extra pins a plugin that has wheels for some Pythons only.

@@ -15,7 +15,7 @@ from envkit.probe.result import ProbeResult
 from envkit.probe.runner import ProbeOptions, run_probe
 from envkit.probe.zipapp import cached_program
 from envkit.slurm.job_context import apply_job_context, job_context
-from envkit.userdirs import user_dirs
+from envkit.state.userdirs import user_dirs
 
 HERE = Path(__file__).parent
 FAKES = HERE / "fakes"

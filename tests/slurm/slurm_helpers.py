@@ -41,8 +41,8 @@ def make_torch_env(root: Path, env: Mapping[str, str], name: str = "torch-test",
     import shutil
     from datetime import datetime, timezone
 
-    from envkit import records
-    from envkit.userdirs import user_dirs
+    from envkit.state import records
+    from envkit.state.userdirs import user_dirs
 
     subprocess.run([python, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True, timeout=60)
     [site] = root.glob("lib/python*/site-packages")

@@ -9,8 +9,8 @@ from typing import Optional
 import pytest
 from slurm_helpers import envkit, make_torch_env, user_env, wait_done
 
-from envkit import records
-from envkit.userdirs import user_dirs
+from envkit.state import records
+from envkit.state.userdirs import user_dirs
 
 
 def _record(env):

@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 import pytest
 from slurm_helpers import envkit, wait_done
 
-from envkit import records
-from envkit.userdirs import user_dirs
+from envkit.state import records
+from envkit.state.userdirs import user_dirs
 
 NAME = "torch-cpu"
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from slurm_helpers import envkit, make_torch_env, user_env, wait_done
 
-from envkit import records
 from envkit.shared.layout import SharedLayout
 from envkit.shared.publish import make_layout, publish
-from envkit.userdirs import user_dirs
+from envkit.state import records
+from envkit.state.userdirs import user_dirs
 
 SHOW = "import json, sys; print(json.dumps([sys.argv[1:], sys.prefix]))"
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from slurm_helpers import make_torch_env, wait_done
 
-from envkit import records
 from envkit.shared.layout import SharedLayout
 from envkit.shared.publish import make_layout, publish
-from envkit.userdirs import user_dirs
+from envkit.state import records
+from envkit.state.userdirs import user_dirs
 from support import fake_nvml, unix_users
 from support.slurm_cluster import SlurmCluster, slurm_required
 

@@ -1,5 +1,5 @@
 """Whether a directory still holds the environment envkit recorded there: the record inside the prefix
-(``PREFIX/.envkit/record.json``, see envkit.records) names it.
+(``PREFIX/.envkit/record.json``, see envkit.state.records) names it.
 
 An index entry outlives its directory: the directory may be deleted, or replaced by another environment, or hold
 something envkit did not make. Every command that acts on a named environment's directory (run, verify, export,
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from envkit.errors import EnvkitError
-from envkit.records import Record, in_prefix, save
+from envkit.state.records import Record, in_prefix, save
 
 
 GONE = "it is gone"  # what holding_problem says of a directory that is not there

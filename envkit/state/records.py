@@ -2,7 +2,7 @@
 index under the user data dir (``records/NAME.json``), which `envkit envs`, `run`, `remove` and `verify` read.
 
 Records are written atomically (a temporary file, then a rename), so a crash never leaves half a record. Whether
-an environment's directory still holds it (the record inside names it) is envkit.ownership's.
+an environment's directory still holds it (the record inside names it) is envkit.state.ownership's.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from envkit.errors import BadInputError, EnvkitError
-from envkit.files import write_atomic
-from envkit.testpause import fault_at
+from envkit.state.files import write_atomic
+from envkit.state.testpause import fault_at
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 SCHEMA = 1
@@ -181,7 +181,7 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
     hint = _forget_hint(records_dir, name)
     if not _entry_exists(records_dir, name):
         return None
-    from envkit.files import read_bytes_file
+    from envkit.state.files import read_bytes_file
 
     try:
         text = read_bytes_file(path, "record").decode("utf-8")  # bounded; a FIFO planted there is not waited on
@@ -246,7 +246,7 @@ def _unreadable(records_dir: Path, name: str, error: EnvkitError) -> Unreadable:
 def _raw(path: Path) -> dict[str, Any]:
     if not os.path.isfile(path):
         return {}
-    from envkit.files import read_text_file
+    from envkit.state.files import read_text_file
 
     try:
         data = json.loads(read_text_file(path, "record"))

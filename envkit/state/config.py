@@ -27,9 +27,9 @@ from typing import Any, Mapping, NamedTuple, Optional
 from urllib.parse import urlsplit
 
 from envkit.errors import BadInputError, ConfigError
-from envkit.files import read_text_file, user_path
+from envkit.state.files import read_text_file, user_path
+from envkit.state.userdirs import CONFIG_VARIABLE, UserDirs, config_path, has_config
 from envkit.text.words import described
-from envkit.userdirs import CONFIG_VARIABLE, UserDirs, config_path, has_config
 
 _KEYS = ("mirrors", "envs_dir", "site", "manifests", "cache_dir", "shared")
 
@@ -104,7 +104,7 @@ def check_transport(url: str, config: Config, what: str) -> str:
 
 def load_config(environ: Mapping[str, str], dirs: UserDirs) -> Config:
     """The config file's settings; its parsed text comes from the user cache while the file is unchanged."""
-    from envkit.filecache import cached
+    from envkit.state.filecache import cached
 
     if not has_config(environ, dirs):
         return Config(path=None)
@@ -120,7 +120,7 @@ def load_config(environ: Mapping[str, str], dirs: UserDirs) -> Config:
                               hint=f"envkit reads its settings from this YAML file{_from(explicit)}.") from None
         return _parse_yaml(text, path)
 
-    return config_from_data(cached(dirs.cache, "yaml", [path], ("yamltext.py",), parse), path)
+    return config_from_data(cached(dirs.cache, "yaml", [path], ("state/yamltext.py",), parse), path)
 
 
 def _from(explicit: bool) -> str:
@@ -128,7 +128,7 @@ def _from(explicit: bool) -> str:
 
 
 def _parse_yaml(text: str, path: Path) -> Any:
-    from envkit.yamltext import parse_yaml
+    from envkit.state.yamltext import parse_yaml
 
     try:
         return parse_yaml(text)

@@ -82,6 +82,6 @@ def check_output(path: Path, *, force: bool = False, what: str = "output") -> Op
 
 
 def _umask() -> int:
-    from envkit.files import _umask as umask
+    from envkit.state.files import _umask as umask
 
     return umask()

@@ -16,10 +16,10 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional, Sequence, TypeVar, Union
 
-from envkit.files import write_atomic
+from envkit.state.files import write_atomic
 
 T = TypeVar("T")
-ENVKIT = Path(__file__).resolve().parent
+ENVKIT = Path(__file__).resolve().parents[1]  # envkit/ (this module is envkit/state/filecache.py)
 KEEP = 16  # entries of each kind: the newest are kept, the others deleted
 
 

@@ -1,5 +1,5 @@
 """The user's own directories, by the XDG base-directory rules: the only places envkit writes besides environments;
-and where the config file is (envkit.config reads it).
+and where the config file is (envkit.state.config reads it).
 
 Pure: computed from the environment variables, created by whoever writes there; has_config alone looks whether a
 file is there.
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Mapping, NamedTuple
 
 from envkit.errors import ConfigError
-from envkit.files import user_path
+from envkit.state.files import user_path
 
 APP = "envkit"
 CONFIG_VARIABLE = "ENVKIT_CONFIG"
@@ -80,7 +80,7 @@ def config_path(environ: Mapping[str, str], dirs: UserDirs) -> tuple[Path, bool]
 def has_config(environ: Mapping[str, str], dirs: UserDirs) -> bool:
     """Whether there is a config file to read: the one $ENVKIT_CONFIG names (reading it says when it is missing), or
     config.yaml in the config directory (a link to nothing counts: it is a config the user meant). Most users have
-    none, and a command that finds none need not import envkit.config (about 0.5 ms of `envkit list`)."""
+    none, and a command that finds none need not import envkit.state.config (about 0.5 ms of `envkit list`)."""
     path, named = config_path(environ, dirs)
     return named or os.path.lexists(path)
 
