@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 
 from packaging.version import Version
 
-from envkit.launch import python_module
 from envkit.plan import PipPart
 from envkit.state.userdirs import UserDirs
+from envkit.system.launch import python_module
 from envkit.text.redact import has_credentials, host_of
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Mapping, Optional
 
-from envkit.launch import python_module
+from envkit.system.launch import python_module
 
 
 def kernel_name(env_name: str) -> str:

@@ -102,7 +102,7 @@ def test_an_option_after_env_is_the_command_and_the_error_says_so(here: Here):
 
 
 def test_the_environment_active_now_is_left_first_as_activating_does():
-    from envkit.activation import activated_environ
+    from envkit.system.activation import activated_environ
 
     venv = {"PATH": "/work/other/bin:/usr/bin", "VIRTUAL_ENV": "/work/other"}  # its tools stood in for this one's
     assert activated_environ(Path("/envs/t"), "venv", "t", venv)["PATH"] == "/envs/t/bin:/usr/bin"

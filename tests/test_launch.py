@@ -20,10 +20,10 @@ from packaging.version import Version
 from envkit.backends.tools import find_python
 from envkit.installers import pip_command
 from envkit.jupyter import install_argv
-from envkit.launch import python_module
 from envkit.plan import PipPart
 from envkit.slurm.remote import envkit_argv
 from envkit.slurm.survey import envkit_on_node
+from envkit.system.launch import python_module
 
 PLANTED = ("envkit/", "envkit.py", "json.py", "ipykernel/", "pip/", "venv/", "runpy.py", "importlib/")
 

@@ -1,4 +1,4 @@
-"""envkit's one subprocess gateway (envkit/process.py) against programs that misbehave, for real: one endless line,
+"""envkit's one subprocess gateway (envkit/system/process.py) against programs that misbehave, for real: one endless line,
 output without end, a program that exits leaving a child holding its output, one that hangs silent, one that stops
 reading its input. Each bound is checked by what it keeps (bytes, lines, processes), never by how long it took; the
 ``timeout`` of the outer subprocess.run only turns a hang into a failure."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import time
 
-from envkit.process import MAX_LINE, run_captured, run_streamed, start_captured, watching
+from envkit.system.process import MAX_LINE, run_captured, run_streamed, start_captured, watching
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath)}
 
@@ -47,7 +47,7 @@ def _alive(pid: int) -> bool:
 def test_one_300_mib_line_costs_its_last_bytes_not_its_size():
     result = _in_a_fresh_python(f"""
         import sys
-        from envkit.process import run_streamed
+        from envkit.system.process import run_streamed
         writer = "import sys\\nfor _ in range(300): sys.stdout.buffer.write(b'x' * (1 << 20))\\nprint('END')"
         seen = []
         done = run_streamed([{sys.executable!r}, "-c", writer], {ENV!r}, seen.append, timeout=240)
@@ -62,7 +62,7 @@ def test_one_300_mib_line_costs_its_last_bytes_not_its_size():
 
 def test_output_without_end_is_cut_off_at_the_time_limit_with_a_bounded_buffer():
     result = _in_a_fresh_python("""
-        from envkit.process import run_captured
+        from envkit.system.process import run_captured
         done = run_captured(["yes", "endless"], {"PATH": "/usr/bin:/bin"}, 3, max_output=1 << 20)
         result = {"returncode": done.returncode, "kept": len(done.stdout), "tail": done.stdout[-8:]}
     """)
@@ -72,7 +72,7 @@ def test_output_without_end_is_cut_off_at_the_time_limit_with_a_bounded_buffer()
 
 def test_an_installer_that_exits_leaving_a_child_on_its_output_ends_with_its_child():
     result = _in_a_fresh_python("""
-        from envkit.process import run_streamed
+        from envkit.system.process import run_streamed
         done = run_streamed(["sh", "-c", "sleep 3600 & echo $!; echo failed; exit 1"], {"PATH": "/usr/bin:/bin"},
                             timeout=120)
         result = {"returncode": done.returncode, "tail": list(done.tail)}
@@ -181,7 +181,7 @@ def test_an_nvidia_smi_that_prints_without_end_costs_a_bounded_buffer(tmp_path: 
 def test_a_child_that_closed_its_output_is_looked_at_again_after_1_ms_then_less_and_less_often(monkeypatch):
     """Waiting for a child to exit sleeps 1 ms, 2, 4, ... at most 20 ms between looks (a first wait of 20 ms
     made each installer step of create 20 ms longer), and never past the deadline. Counted, not timed."""
-    import envkit.process as gateway
+    import envkit.system.process as gateway
 
     looks = iter([False] * 7 + [True])
     pauses: list[float] = []

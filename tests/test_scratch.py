@@ -1,4 +1,4 @@
-"""envkit.scratch: $TMPDIR directories named after the envkit that made them, removed by the next envkit once that
+"""envkit.system.scratch: $TMPDIR directories named after the envkit that made them, removed by the next envkit once that
 one is gone (a SIGKILL left them for good). Only this user's directories named so, never links, are touched."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit.process import start_time
-from envkit.scratch import scratch_dir, sweep
+from envkit.system.process import start_time
+from envkit.system.scratch import scratch_dir, sweep
 
 
 def _dead_pid() -> tuple[int, int]:

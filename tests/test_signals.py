@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import Interrupted
-from envkit.process import run_captured
-from envkit.signals import interrupting_signals, lost_signal, raise_lost_signal
+from envkit.system.process import run_captured
+from envkit.system.signals import interrupting_signals, lost_signal, raise_lost_signal
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 

@@ -303,7 +303,7 @@ def test_the_plain_http_guard_around_each_installer_step_reaches_its_server_with
     that loaded the idna codec, 1.2 ms of every installer step."""
     probe = """
 import sys
-from envkit.egress import plain_http_guard
+from envkit.system.egress import plain_http_guard
 with plain_http_guard(("http://127.0.0.1:9/",), {}) as (proxy, refused):
     pass
 print("encodings.idna" in sys.modules)

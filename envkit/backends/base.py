@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Protocol, Sequence
 
 from envkit.backends.tools import Tools
-from envkit.plan import Plan
 from envkit.errors import BadInputError, InstallError
-from envkit.process import Pending, run_streamed, start_captured
+from envkit.plan import Plan
+from envkit.system.process import Pending, run_streamed, start_captured
 
 OnLine = Callable[[str], None]
 
@@ -32,7 +32,7 @@ class Context:
     tools: Tools
     environ: Mapping[str, str]  # already isolated from the user's installer config (installers.installer_environ)
     conda_cache: Path
-    mirrors: tuple[str, ...] = ()  # the configured mirrors' URLs: where plain http may go (envkit.egress)
+    mirrors: tuple[str, ...] = ()  # the configured mirrors' URLs: where plain http may go (envkit.system.egress)
 
 
 class Backend(Protocol):

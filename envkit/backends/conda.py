@@ -10,7 +10,7 @@ from typing import Mapping
 from envkit.backends.base import Context, OnLine, command_text, run_step
 from envkit.backends.tools import CondaTool
 from envkit.plan import CUDA_OVERRIDE, Plan
-from envkit.process import query
+from envkit.system.process import query
 
 _INFO_TIMEOUT = 60.0
 # conda and micromamba read any setting from a CONDA_<KEY> (micromamba: MAMBA_<KEY>) variable. These choose what is
@@ -76,7 +76,7 @@ class CondaBackend:
         return [f"{CUDA_OVERRIDE}={cuda or ''} {command_text(self._argv(plan))}"]
 
     def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
-        from envkit.egress import guarded
+        from envkit.system.egress import guarded
 
         assert plan.conda is not None
         with guarded(self.tool.kind, (*plan.conda.channels, *context.mirrors), context.environ) as proxy:

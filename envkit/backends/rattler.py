@@ -18,7 +18,7 @@ class RattlerBackend:
 
     def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
         from envkit.conda_engine import CondaSolveRequest, create_prefix
-        from envkit.egress import guarded, in_this_process
+        from envkit.system.egress import guarded, in_this_process
 
         assert plan.conda is not None
         virtual = (("__cuda", plan.conda.cuda),) if plan.conda.cuda else ()

@@ -16,8 +16,8 @@ from typing import Mapping, Optional
 from packaging.version import Version
 
 from envkit.errors import BadInputError
-from envkit.process import query
 from envkit.state.userdirs import UserDirs
+from envkit.system.process import query
 
 # Fastest first: micromamba and mamba solve in a fraction of conda's time (conda >= 23.10 uses libmamba too).
 CONDA_KINDS = ("micromamba", "mamba", "conda")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from envkit.backends.base import Context, OnLine, command_text, run_step
-from envkit.plan import Plan
 from envkit.errors import InstallError
 from envkit.installers import uses_uv
-from envkit.launch import python_module
-from envkit.scratch import scratch_dir
+from envkit.plan import Plan
+from envkit.system.launch import python_module
+from envkit.system.scratch import scratch_dir
 
 
 class VenvBackend:

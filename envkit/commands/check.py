@@ -383,7 +383,7 @@ def verify(
         python = environment_python(prefix, record)
         environ = None
         if record is not None:  # as `envkit run` would run it: the environment activated
-            from envkit.activation import activated_environ
+            from envkit.system.activation import activated_environ
 
             environ = activated_environ(prefix, record.kind, record.name, os.environ)
         from envkit.commands.nodes_check import collective_alongside

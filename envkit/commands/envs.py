@@ -197,8 +197,8 @@ def run(
     with reported_errors():
         import os
 
-        from envkit.activation import activated_argv, activated_environ, check_command
         from envkit.errors import BadInputError, EnvkitError
+        from envkit.system.activation import activated_argv, activated_environ, check_command
 
         record = find_record(env)  # no create of it going on or interrupted, and its directory holds it
         argv = list(command or [])

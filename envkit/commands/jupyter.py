@@ -86,7 +86,7 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
         adds = shlex.join([uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "jupyterlab"])
         raise EnvkitError(f"{env} has no Jupyter (no jupyter-lab or jupyter-server in {prefix / 'bin'}); envkit does "
                           "not change an environment without being asked", hint=f"Add JupyterLab to it: {adds}")
-    from envkit.signals import interrupting_signals
+    from envkit.system.signals import interrupting_signals
 
     with interrupting_signals():  # a closed terminal or a `kill` while waiting cancels the job as Ctrl-C does
         _submit_and_wait(env, program, spec, slurm, base, timeout, server_timeout, json_output)
@@ -102,8 +102,8 @@ def _submit_and_wait(env: str, program: str, spec, slurm, base: Path, timeout: f
 
     from envkit.slurm import jupyter_job as jj
     from envkit.slurm.jupyter_server import cancel, forget, new_directory, servers, wait_for_server
-    from envkit.launch import python_module
     from envkit.slurm.script import directives, overriding_variables
+    from envkit.system.launch import python_module
 
     servers(slurm, base)  # the private directories of servers that ended go first, their tokens with them
     directory, token = new_directory(base)

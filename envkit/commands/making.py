@@ -173,9 +173,9 @@ def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe
     progress = Progress(sys.stderr, step_count(prepared.plan), verbose=verbose, live=sys.stderr.isatty())
 
     def checker(plan, python):
-        from envkit.activation import activated_environ
         from envkit.probe.check import check_against
         from envkit.probe.runner import ProbeOptions
+        from envkit.system.activation import activated_environ
 
         options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout)
         environ = activated_environ(plan.prefix, plan.kind, plan.name, os.environ)  # as `envkit run` runs it

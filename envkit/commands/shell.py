@@ -36,7 +36,7 @@ def shell(
 
         from envkit.commands.on_node import prepare
         from envkit.slurm.interactive import JOB_NAME, login_shell, shell_argv
-        from envkit.launch import python_module
+        from envkit.system.launch import python_module
 
         record, spec, slurm = prepare(env, partition, gpus, cpus, time, manifests, JOB_NAME)
         spec = replace(spec, activate=(*python_module(sys.executable, "envkit", "run", env), "--"))

@@ -155,8 +155,8 @@ def job(
         import sys
 
         from envkit.errors import BadInputError
-        from envkit.launch import python_module
         from envkit.slurm.script import JobSpec, job_name as check_job_name, sbatch_script
+        from envkit.system.launch import python_module
 
         import shlex
 

@@ -27,17 +27,17 @@ from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.create.prepare import Prepared, elsewhere_hint
 from envkit.create.progress import Progress
 from envkit.create.storage import room_said
-from envkit.egress import guarded
 from envkit.errors import EnvkitError, InstallError
 from envkit.installers import pip_command, pip_environ, uses_uv, wrong_builds
 from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
 from envkit.plan import Plan
-from envkit.process import watching
-from envkit.scratch import scratch_dir, sweep
-from envkit.signals import interrupting_signals
 from envkit.state import ownership, records
 from envkit.state.testpause import fault_at, pause_at
 from envkit.state.userdirs import UserDirs
+from envkit.system.egress import guarded
+from envkit.system.process import watching
+from envkit.system.scratch import scratch_dir, sweep
+from envkit.system.signals import interrupting_signals
 
 if TYPE_CHECKING:
     from envkit.probe.diagnose import Report
@@ -78,7 +78,7 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
             notes = recover(journal_path(dirs.locks, plan.name), dirs.records)
             for note in notes + recover_others(dirs.locks, dirs.records, plan.name):
                 progress.note(note)
-            sweep()  # what a dead run's installers had in $TMPDIR (envkit.scratch)
+            sweep()  # what a dead run's installers had in $TMPDIR (envkit.system.scratch)
             old = records.load(dirs.records, plan.name)
             replaced = to_replace(plan, old, force, environ)
             spec = kernels_dir(environ) / kernel_name(plan.name) if plan.jupyter else None

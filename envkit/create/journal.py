@@ -29,9 +29,9 @@ from envkit.create.leftovers import backend_made, stop_marked
 from envkit.create.lock import Busy, journal_path, name_lock, prefix_lock
 from envkit.errors import EnvkitError
 from envkit.jupyter import runs_in
-from envkit.process import start_time, stop_leftovers
 from envkit.state import ownership, records
 from envkit.state.testpause import fault_at, pause_at
+from envkit.system.process import start_time, stop_leftovers
 
 STAMP = "incomplete"
 

@@ -139,7 +139,7 @@ def report_only_json(prepared: Prepared, report: "Report") -> dict[str, Any]:
 
 def outcome_text(prepared: Prepared, outcome: "Outcome") -> str:
     """The check's report, then what was made and how to use it."""
-    from envkit.activation import activation_hint
+    from envkit.system.activation import activation_hint
 
     plan, record = prepared.plan, outcome.record
     if outcome.report is not None:

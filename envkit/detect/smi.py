@@ -229,7 +229,7 @@ def _header(executable: str, deadline: float) -> SmiHeader:
 def _run(argv: Sequence[str], deadline: float) -> tuple[int, str, str]:
     """Run nvidia-smi: its exit status, standard output and error. SmiError if it cannot start, ProbeTimeout
     past the deadline (the process and its children are killed)."""
-    from envkit.process import run_captured
+    from envkit.system.process import run_captured
 
     remaining = deadline - time.monotonic()
     if remaining <= 0:

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 from urllib.parse import unquote, urlsplit
 
-from envkit.egress import HINT, allowed_hop
 from envkit.errors import InstallError
 from envkit.lockfile.model import LockedPackage
+from envkit.system.egress import HINT, allowed_hop
 
 _CHUNK = 1 << 20
 _TIMEOUT_S = 60.0  # per read, not per download: a 3 GB package on a slow line is fine

@@ -24,9 +24,9 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
              environ: Mapping[str, str], find_links: Optional[str] = None) -> list[LockedPackage]:
     """Resolve ``packages`` from ``index_url`` (already mirrored) only, plus the ``find_links`` page of the builds
     that have one, for CPython ``python`` (X.Y) on linux-64."""
-    from envkit.egress import guarded
-    from envkit.process import run_captured
-    from envkit.scratch import scratch_dir
+    from envkit.system.egress import guarded
+    from envkit.system.process import run_captured
+    from envkit.system.scratch import scratch_dir
     from envkit.text.redact import has_credentials
 
     with scratch_dir("lock") as scratch:

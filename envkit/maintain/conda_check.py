@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build
 from envkit.maintain.findings import MISSING, UNREADABLE, Finding
-from envkit.scratch import scratch_dir
+from envkit.system.scratch import scratch_dir
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -42,10 +42,10 @@ def _check_group(channels: tuple[str, ...], builds: Sequence[Build], pythons: Ma
                  cache: Path, mirrors: Sequence[str] = ()) -> list[Finding]:
     import os
 
-    from envkit.egress import guarded, in_this_process
+    from envkit.system.egress import guarded, in_this_process
 
     specs = sorted({spec for b in builds for spec in b.conda.packages})
-    try:  # py-rattler, in this process, held to the transport rule on every hop (envkit.egress)
+    try:  # py-rattler, in this process, held to the transport rule on every hop (envkit.system.egress)
         with guarded("the conda engine", (*channels, *mirrors), os.environ, failures=(Exception,)) as proxy, \
                 in_this_process(proxy):
             records = _query(channels, specs, cache)

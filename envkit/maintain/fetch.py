@@ -114,10 +114,10 @@ class PageFetcher:
             return session
 
     def _checked_redirect(self, response, *args: object, **kwargs: object) -> None:
-        """Every redirect held to the transport rule before requests follows it (envkit.egress.allowed_hop)."""
+        """Every redirect held to the transport rule before requests follows it (envkit.system.egress.allowed_hop)."""
         from urllib.parse import urljoin
 
-        from envkit.egress import allowed_hop
+        from envkit.system.egress import allowed_hop
 
         if response.is_redirect:
             target = urljoin(response.url, response.headers.get("Location", ""))

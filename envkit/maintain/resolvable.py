@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 from envkit.catalog.model import Build, Catalog
 from envkit.errors import EnvkitError, InstallError
 from envkit.maintain.findings import MISSING, UNREADABLE, Finding, upstream_index
-from envkit.process import start_time, stop_leftovers, watching
 from envkit.state.config import Config
+from envkit.system.process import start_time, stop_leftovers, watching
 
 if TYPE_CHECKING:
     from pathlib import Path

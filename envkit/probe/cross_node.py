@@ -17,8 +17,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from envkit.probe.runner import probe_environment
 from envkit.probe.zipapp import probe_program
-from envkit.process import run_captured
 from envkit.state.userdirs import user_dirs
+from envkit.system.process import run_captured
 
 CROSS_NODE_BYTES = 16 * 2 ** 20  # what each node contributes to the timed all-reduce
 CROSS_NODE_ITERATIONS = 5

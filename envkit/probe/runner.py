@@ -18,8 +18,8 @@ from typing import Mapping, Optional
 from envkit.errors import BadInputError
 from envkit.probe.result import ProbeResult, cut_off, parse_output
 from envkit.probe.zipapp import probe_program
-from envkit.process import run_captured
 from envkit.state.userdirs import user_dirs
+from envkit.system.process import run_captured
 
 FRAMEWORK_CHOICES = ("auto", "torch", "tensorflow", "jax", "mxnet")
 
@@ -129,9 +129,9 @@ def run_probe(
 def _run(python: Path, program: Path, options: ProbeOptions, environ: Mapping[str, str]) -> ProbeResult:
     argv = [str(python), "-I", str(program), options.framework]
     argv += ["--multi-gpu"] * options.multi_gpu + ["--bench"] * options.bench
-    from envkit.scratch import make_scratch, remove
+    from envkit.system.scratch import make_scratch, remove
 
-    try:  # what the probe (and the framework) put in $TMPDIR goes with it, even when it is cut off (envkit.scratch)
+    try:  # what the probe (and the framework) put in $TMPDIR goes with it, even when it is cut off (envkit.system.scratch)
         tmpdir = make_scratch("check")
     except OSError:  # $TMPDIR not writable: the probe gets it as it is
         tmpdir = None

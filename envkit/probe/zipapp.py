@@ -85,7 +85,7 @@ def probe_program(cache_dir: Path, source: Path = SOURCE) -> Iterator[Path]:
     if cached is not None:
         yield cached
         return
-    from envkit.scratch import make_scratch, remove
+    from envkit.system.scratch import make_scratch, remove
 
     try:
         directory = make_scratch("probe")

@@ -1,4 +1,4 @@
-"""The Slurm programs envkit calls (sinfo, srun, sbatch, scancel), each through envkit.process with a time limit.
+"""The Slurm programs envkit calls (sinfo, srun, sbatch, scancel), each through envkit.system.process with a time limit.
 
 Whether Slurm is here is asked once per :class:`Slurm` (``shutil.which("sinfo")``); the job id of a submission is
 read from ``sbatch --parsable`` in one place. A job that cannot start within its time limit is withdrawn (``srun
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 from envkit.errors import EnvkitError
-from envkit.process import Captured, run_captured
+from envkit.system.process import Captured, run_captured
 
 QUERY_TIMEOUT = 30.0  # sinfo hangs while slurmctld is not answering
 _JOB_ID = re.compile(r"^([0-9]+)(?:;\S+)?$")

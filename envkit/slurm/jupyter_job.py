@@ -27,7 +27,7 @@ PORT_IN_USE = "is already in use"  # Jupyter's words when it cannot bind its por
 
 # The stdlib-only program that finds a port free on the given address (the kernel's choice for port 0).
 # The working directory's entry leaves sys.path first (python -c puts it there): a socket.py where the job starts
-# must not run (envkit.launch).
+# must not run (envkit.system.launch).
 _FREE_PORT = ("import sys; sys.path[:] = [p for p in sys.path if p]; import socket; s = socket.socket(); "
               "s.bind((sys.argv[1], 0)); print(s.getsockname()[1]); s.close()")
 # NodeAddr of the node this job runs on, from scontrol; the host's first address when Slurm does not say.

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from envkit.errors import EnvkitError
-from envkit.signals import raise_lost_signal
 from envkit.slurm.client import Slurm, SlurmError
 from envkit.slurm.jupyter_job import (CHECK_FILE, CHECK_STATUS_FILE, CONNECTION_FILE, JOB_FILE, LOG_FILE, TOKEN_FILE,
                                       Connection, last_lines, read_connection)
+from envkit.system.signals import raise_lost_signal
 
 POLL = 0.2  # seconds between looks at the queue, the connection file and the server
 ASK_TIMEOUT = 2.0  # seconds for one request to the server
@@ -132,7 +132,7 @@ def wait_for_server(slurm: Slurm, job: str, directory: Path, token: str, queue_t
     started: Optional[float] = None
     connection: Optional[Connection] = None
     while True:
-        raise_lost_signal()  # a SIGTERM whose Interrupted a finalizer swallowed (envkit.signals) ends the wait
+        raise_lost_signal()  # a SIGTERM whose Interrupted a finalizer swallowed (envkit.system.signals) ends the wait
         state = job_state(slurm, job)
         now = time.monotonic()
         if state in _WAITING:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from envkit.errors import UnknownNameError
-from envkit.launch import python_module
 from envkit.slurm.client import Slurm
 from envkit.slurm.sinfo import PartitionInfo
 from envkit.slurm.survey import gpu_partitions
+from envkit.system.launch import python_module
 
 CHECK_GRACE = 120.0  # seconds on top of the probe's own limit for envkit to start and answer on the node
 

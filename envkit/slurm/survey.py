@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from envkit.errors import BadInputError, ProfileError, UnknownNameError
-from envkit.launch import python_module
 from envkit.machine import MachineProfile, profile_from_dict
 from envkit.site import Partition, SiteNode
 from envkit.slurm.client import Slurm, StepResult
 from envkit.slurm.sinfo import (SINFO_FORMAT, NodeRow, PartitionInfo, distinct_configurations, parse_sinfo,
                                 partitions as group_partitions)
+from envkit.system.launch import python_module
 
 DETECT_RUN_TIMEOUT = 120.0  # seconds envkit detect may run on a node once the job started
 Progress = Callable[[str, str], None]  # (partition, message)

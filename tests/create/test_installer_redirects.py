@@ -1,5 +1,5 @@
 """uv follows every redirect it is given; envkit holds it to the transport rule (https, or plain http only on loopback
-and under a configured mirror) through a proxy of its own that refuses (envkit.egress). A real `envkit create` from
+and under a configured mirror) through a proxy of its own that refuses (envkit.system.egress). A real `envkit create` from
 an index on 127.0.0.1 whose wheel redirects off loopback to plain http: refused, named, exit 1, nothing made; a
 redirect to another server on loopback: followed."""
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import CU126, GTX1080TI, LEGACY_BUILD, LEGACY_CHANNEL, Home
 from support.pypi_index import IndexServer
 
-from envkit.egress import plain_http_guard
+from envkit.system.egress import plain_http_guard
 
 FILELOCK = "filelock-3.20.0-py3-none-any.whl"  # torch's dependency, fetched from the build's own index
 OFF_LOOPBACK = f"http://203.0.113.9/{FILELOCK}"  # TEST-NET-3: the proxy refuses it before any connection is tried

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import InstallError
-from envkit.egress import allowed_hop
 from envkit.lockfile.fetch import RedirectRefused, fetch_verified
 from envkit.lockfile.model import LockedPackage
+from envkit.system.egress import allowed_hop
 
 DATA = b"a conda package\n"
 OFF_LOOPBACK = "http://203.0.113.9/pkgs/x-1.0-0.conda"  # TEST-NET-3: refused before any connection is tried

@@ -204,7 +204,7 @@ def test_ctrl_c_stops_the_uv_runs_at_once_and_starts_no_other():
 import os, signal, sys, threading, time
 from packaging.version import Version
 from envkit.maintain.resolvable import Resolution, check_resolvable
-from envkit.process import run_captured
+from envkit.system.process import run_captured
 wanted = [Resolution(f"b{{n}}", Version("3.12"), ("x",), "http://127.0.0.1:9/", "https://pypi.org/simple")
           for n in range(8)]
 started = time.monotonic()

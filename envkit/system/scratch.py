@@ -21,7 +21,7 @@ _NAME = re.compile(r"envkit-[a-z]+-(?P<pid>[0-9]+)-(?P<since>[0-9]+)-[A-Za-z0-9_
 
 
 def _owner_name() -> str:
-    from envkit.process import start_time
+    from envkit.system.process import start_time
 
     pid = os.getpid()
     return f"{pid}-{start_time(pid) or 0}"
@@ -29,7 +29,7 @@ def _owner_name() -> str:
 
 def sweep(base: Optional[Path] = None) -> list[Path]:
     """Remove the scratch directories in ``base`` ($TMPDIR) of envkit runs that are gone; those removed."""
-    from envkit.process import start_time
+    from envkit.system.process import start_time
 
     base = Path(tempfile.gettempdir()) if base is None else base
     removed = []

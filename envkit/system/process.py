@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional, Sequence
 
-from envkit.signals import raise_lost_signal
+from envkit.system.signals import raise_lost_signal
 
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 _AFTER_KILL = 5.0  # seconds to wait for the pipes to close after SIGKILL
@@ -223,7 +223,7 @@ def _pump(process: subprocess.Popen, sinks: Sinks, deadline: float, silence: Opt
     """Move the child's output into ``sinks`` (and ``feed`` into its stdin) until its pipes close ("closed"), the
     ``deadline`` passes ("deadline"), it prints nothing for ``silence`` seconds ("silence"), or it has exited and
     what it started still holds the pipes LINGER seconds later ("held"). With ``signals``, a SIGTERM whose
-    Interrupted a finalizer swallowed (envkit.signals) is raised here (not while stopping a child)."""
+    Interrupted a finalizer swallowed (envkit.system.signals) is raised here (not while stopping a child)."""
     selector = selectors.DefaultSelector()
     reading = 0
     try:
