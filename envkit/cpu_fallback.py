@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from envkit.machine import MachineProfile
+from envkit.machines.profile import MachineProfile
 from envkit.resolve import Candidate, Resolution
 
 

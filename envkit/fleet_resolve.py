@@ -23,8 +23,8 @@ from itertools import combinations
 from typing import Mapping, NamedTuple, Optional, Sequence
 
 from envkit.catalog.model import Manifest, Tables
-from envkit.fleet import Config, Fleet, names_text, profile_key
-from envkit.machine import MachineProfile
+from envkit.machines.fleet import Config, Fleet, names_text, profile_key
+from envkit.machines.profile import MachineProfile
 from envkit.resolve import Candidate, Request, Resolution, rank, resolve
 
 EXACT_LIMIT = 16  # maximal sets up to which the cover is searched exhaustively

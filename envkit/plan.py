@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from envkit.catalog.model import Build, PythonTable
 from envkit.errors import BadInputError
-from envkit.machine import MachineProfile
+from envkit.machines.profile import MachineProfile
 from envkit.state.config import Config, check_transport
 from envkit.versions import is_solve_cuda
 
@@ -64,7 +64,7 @@ class Plan:
     on_target: bool  # whether the profile is this machine's (so the check after installing can judge its GPUs)
     in_conda_envs: bool = False  # made by name in the user's conda envs directory: `conda activate NAME` finds it
     gpu_unused: Optional[str] = None  # why a CPU build was picked on a machine with GPUs (envkit.cpu_fallback)
-    target: Optional[dict] = None  # the machines it is for, when not this one (recorded; see envkit.target)
+    target: Optional[dict] = None  # the machines it is for, when not this one (recorded; see envkit.machines.target)
     unchecked: str = "--no-verify"  # without ``verify``: why not, in words
 
     @property

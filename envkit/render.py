@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
+from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
 from envkit.resolve import Candidate, Resolution
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from envkit.fleet import Fleet, fleet_json, names_text
 from envkit.fleet_resolve import FleetResolution
-from envkit.machine import MachineProfile
+from envkit.machines.fleet import Fleet, fleet_json, names_text
+from envkit.machines.profile import MachineProfile
 from envkit.render import gpu_unused_json, listing_json, listing_text, machine_line, manifest_block
 from envkit.text.words import counted
 

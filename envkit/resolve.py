@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple, Optional, Sequence
 
 from envkit.catalog.model import ArchSet, Build, Manifest, PythonTable, Tables
 from envkit.errors import BadInputError
-from envkit.machine import Gpu, MachineProfile
+from envkit.machines.profile import Gpu, MachineProfile
 from envkit.versions import ComputeCapability, CudaVersion
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Optional, Sequence
 
 if TYPE_CHECKING:
     from envkit.catalog.model import Manifest, Tables
-    from envkit.fleet import Config, Fleet
+    from envkit.machines.fleet import Config, Fleet
 
 
 class Cell(NamedTuple):
@@ -134,7 +134,7 @@ def rows_json(rows: Sequence[Row]) -> list[dict[str, Any]]:
 def rows_text(rows: Sequence[Row], manifests: Sequence[str], reasons: bool) -> str:
     """The table: partitions (and their configurations, indented) down, manifests across; with ``reasons`` each CPU,
     split or empty cell's reason below the table."""
-    from envkit.fleet import names_text
+    from envkit.machines.fleet import names_text
 
     header = ["PARTITION", "NODES", "GPUS", "CUDA", *(name.upper() for name in manifests)]
     table = [header]

@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 import pytest
 
 from envkit.catalog import Catalog, default_manifests_dir, load_catalog
-from envkit.machine import MachineProfile, read_profile
+from envkit.machines.profile import MachineProfile, read_profile
 
 from support import fake_nvml, json_outputs
 

@@ -13,7 +13,7 @@ import pytest
 from envkit.catalog import load_catalog
 from envkit.catalog.entries import conda_spec_problem, pip_requirement_problem
 from envkit.errors import ManifestError
-from envkit.machine import Gpu, MachineProfile
+from envkit.machines.profile import Gpu, MachineProfile
 from envkit.resolve import assess
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from envkit.machine import profile_from_dict
+from envkit.machines.profile import profile_from_dict
 from envkit.resolve import assess, impossible_driver
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 

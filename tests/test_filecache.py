@@ -64,7 +64,7 @@ def test_old_entries_are_pruned(envs_copy: Path, tmp_path: Path):
 
 def test_a_profile_is_parsed_again_when_it_changes_and_a_broken_one_is_not_cached(tmp_path: Path):
     from envkit.errors import ProfileError
-    from envkit.machine import read_profile
+    from envkit.machines.profile import read_profile
 
     cache = tmp_path / "cache"
     profile = tmp_path / "node.yaml"
@@ -80,15 +80,15 @@ def test_a_profile_is_parsed_again_when_it_changes_and_a_broken_one_is_not_cache
 
 
 def test_a_directory_of_profiles_is_keyed_on_every_module_that_makes_its_machines(tmp_path: Path):
-    """envkit.fleet keeps a directory's parsed Machines: a change to any envkit module that making them imports (a
+    """envkit.machines.fleet keeps a directory's parsed Machines: a change to any envkit module that making them imports (a
     fixed version parser in versions.py) must be a miss, so PROFILES_CODE names them all."""
     import subprocess
     import sys
 
-    from envkit.fleet import PROFILES_CODE
+    from envkit.machines.fleet import PROFILES_CODE
 
     profiles = Path(__file__).parent / "profiles"
-    script = ("import sys; from pathlib import Path; from envkit.fleet import load_profiles; "
+    script = ("import sys; from pathlib import Path; from envkit.machines.fleet import load_profiles; "
               f"load_profiles([Path({str(profiles)!r})], Path({str(tmp_path / 'cache')!r})); "
               "top = Path(sys.modules['envkit'].__file__).parent; "
               "print(*sorted(Path(m.__file__).relative_to(top).as_posix() for n, m in sys.modules.items() "

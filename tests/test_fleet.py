@@ -14,9 +14,9 @@ from packaging.version import Version
 import envkit.fleet_resolve as fleet_resolve
 from envkit.catalog import ArchSet, Build, Manifest, PipInstall
 from envkit.errors import ProfileError
-from envkit.fleet import Fleet, Machine, fleet_of, load_profiles, named
 from envkit.fleet_resolve import resolve_fleet
-from envkit.machine import profile_from_dict
+from envkit.machines.fleet import Fleet, Machine, fleet_of, load_profiles, named
+from envkit.machines.profile import profile_from_dict
 from envkit.versions import ComputeCapability, CudaVersion
 
 PROFILES = Path(__file__).parent / "profiles"
@@ -278,8 +278,8 @@ def test_many_sets_fall_back_to_the_greedy_cover():
 # --- the target a record keeps -----------------------------------------------------------------------------------
 
 def test_a_recorded_target_reads_back_and_knows_its_machines():
+    from envkit.machines.target import matching, target_dict, target_fleet
     from envkit.slurm.job_context import apply_job_context, job_context
-    from envkit.target import matching, target_dict, target_fleet
 
     lab = fleet(DEEPNINE, DEEPTEN, profile("deepnine-2", "12.4", "550.54.14", "7.5", "7.5",
                                            gpu="NVIDIA GeForce RTX 2070"))
@@ -304,7 +304,7 @@ def test_a_recorded_target_reads_back_and_knows_its_machines():
                                      {"profiles": []}])
 def test_a_damaged_target_is_a_clear_error(damaged):
     from envkit.errors import BadInputError
-    from envkit.target import target_fleet
+    from envkit.machines.target import target_fleet
 
     with pytest.raises(BadInputError) as caught:
         target_fleet(damaged, "the record of torch-x")

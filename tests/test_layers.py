@@ -25,7 +25,7 @@ FORBIDDEN = {
                       "envkit.resolve", "envkit.catalog"),
     "envkit.storage": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
                        "envkit.resolve", "envkit.catalog", "envkit.detect", "envkit.state.config"),
-    "envkit.machine": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
+    "envkit.machines.profile": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
                        "envkit.resolve", "envkit.catalog", "envkit.detect"),
 }
 

@@ -170,7 +170,7 @@ def test_an_nvidia_smi_that_prints_without_end_costs_a_bounded_buffer(tmp_path: 
     smi.chmod(0o755)
     result = _in_a_fresh_python(f"""
         from envkit.detect.smi import probe_smi
-        from envkit.gpu_names import GpuNameTable
+        from envkit.machines.gpu_names import GpuNameTable
         profile = probe_smi(GpuNameTable({{}}), command={str(smi)!r}, timeout=3)
         result = {{"notes": list(profile.notes), "gpus": len(profile.gpus)}}
     """)

@@ -150,7 +150,7 @@ def test_list_all_on_the_d2l_machine_picks_1_8_1_cu101_and_shows_what_is_unconfi
 # --- issue 30: reports of 2026-11-26 -------------------------------------------------------------------------------
 
 def gpu_profile(name, cuda, driver, capability, gpu):
-    from envkit.machine import profile_from_dict
+    from envkit.machines.profile import profile_from_dict
 
     return profile_from_dict({"name": name, "cuda_driver": cuda, "driver_version": driver,
                               "gpus": [{"name": gpu, "compute_capability": capability}]}, name)
@@ -180,8 +180,8 @@ def test_a_k80_and_an_rtx_3090_no_longer_share_torch_1_5_through_jit(catalog):
     no GPU build fits both: the K80 gets cu101's newest, 1.8.1 (sm_37 SASS, cuDNN 7.6 within its range), the 3090
     the newest build for its driver, 2.14 cu126 (sm_86 SASS, through CUDA 12 minor-version compatibility, before
     the unconfirmed cu129 that would run the same way; the CUDA 13 builds need a newer driver)."""
-    from envkit.fleet import fleet_of, named
     from envkit.fleet_resolve import resolve_fleet
+    from envkit.machines.fleet import fleet_of, named
 
     k80 = gpu_profile("k80-r418", "10.1", "418.87.01", "3.7", "Tesla K80")
     machines = fleet_of([named(k80, "k80-r418"), named(gpu_profile(*RTX3090_R550), "rtx3090")])
@@ -246,7 +246,7 @@ def test_an_r610_rtx_2080_super_read_through_nvidia_smi_gets_the_cuda_13_2_build
     from pathlib import Path
 
     from envkit.detect.smi import parse_header
-    from envkit.machine import Gpu, MachineProfile
+    from envkit.machines.profile import Gpu, MachineProfile
     from envkit.versions import ComputeCapability
 
     real = Path(__file__).parent / "detect" / "data" / "real" / "smi"
@@ -263,7 +263,7 @@ def test_a_pascal_gpu_on_its_last_driver_and_a_profile_that_claims_a_newer_one(c
     """NixOS/nixos-hardware#1880: the 595 driver "will ignore this GPU" (Pascal): R580 is the last for Maxwell,
     Pascal and Volta. A GTX 1080 on 580.95.05 (CUDA 13.0) gets torch 2.14 cu126 (sm_60 code; 2.15 is cu130/cu132
     only, sm_75 and newer). The same GPU in a hand-written profile on 595.45.04 is warned about."""
-    from envkit.machine import profile_from_dict
+    from envkit.machines.profile import profile_from_dict
     from envkit.resolve import impossible_driver
 
     def gtx1080(driver, cuda):
@@ -283,7 +283,7 @@ def test_a_gtx_960m_laptop_known_only_by_its_name_gets_cu126(catalog):
     every GPU build was refused as of unknown compute capability. Now 5.0: torch 2.14 cu126 (sm_50 SASS) through
     CUDA 12 minor-version compatibility; cu129 has no sm_50."""
     from envkit.detect.sources import gpu_from_name
-    from envkit.machine import MachineProfile
+    from envkit.machines.profile import MachineProfile
     from envkit.versions import CudaVersion, DriverVersion
 
     gpu = gpu_from_name(0, "NVIDIA GeForce GTX 960M", catalog.tables.gpu_names, "/proc/driver/nvidia/gpus")

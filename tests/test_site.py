@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInputError, UnknownNameError
-from envkit.machine import read_profile
+from envkit.machines.profile import read_profile
 from envkit.site import (
     MAX_NODE_COUNT, Partition, SiteError, SiteNode, load_site, parse_partition_spec, partition_profiles, save_site,
     site_path, site_to_dict, slurm_node, unnamed_entry, with_partition,

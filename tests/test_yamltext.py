@@ -150,9 +150,9 @@ def test_the_caches_of_parsed_files_name_the_loader():
     """A change to the loader must invalidate what was parsed with it (envkit.state.filecache keys on the code)."""
     from envkit.catalog.cache import _CODE
 
-    assert "state/yamltext.py" in _CODE and "catalog/load.py" in _CODE and "gpu_names.py" in _CODE
+    assert "state/yamltext.py" in _CODE and "catalog/load.py" in _CODE and "machines/gpu_names.py" in _CODE
     package = Path(__file__).resolve().parents[1] / "envkit"
-    for module in ("machine.py", "site/read.py", "state/config.py", "fleet.py", "lockfile/format.py"):
+    for module in ("machines/profile.py", "site/read.py", "state/config.py", "machines/fleet.py", "lockfile/format.py"):
         source = (package / module).read_text()
         assert "parse_yaml" not in source or '"state/yamltext.py"' in source, module
 

@@ -15,12 +15,12 @@ from envkit.state.filecache import EVERY_MODULE, cached, cached_text
 if TYPE_CHECKING:
     from envkit.catalog.machine_tables import MachineTables
     from envkit.catalog.model import Catalog
-    from envkit.cuda import CudaTable
-    from envkit.gpu_names import GpuNameTable
+    from envkit.machines.cuda import CudaTable
+    from envkit.machines.gpu_names import GpuNameTable
 
 # The code whose output is cached: a change to any of it (a new field, a fixed parser) is a different key.
 _CODE = ("catalog/layout.py", "catalog/load.py", "catalog/machine_tables.py", "catalog/model.py", "catalog/node.py",
-         "catalog/tables.py", "catalog/schema.py", "catalog/entries.py", "cuda.py", "versions.py", "gpu_names.py",
+         "catalog/tables.py", "catalog/schema.py", "catalog/entries.py", "machines/cuda.py", "versions.py", "machines/gpu_names.py",
          "state/yamltext.py")
 
 

@@ -40,7 +40,7 @@ def load_tables(directory: Path) -> Tables:
 
 def load_machine_tables(directory: Path) -> MachineTables:
     """The tables detection needs (cuda.yaml, gpus.yaml), without the Python table."""
-    from envkit.gpu_names import parse_gpu_names
+    from envkit.machines.gpu_names import parse_gpu_names
 
     return MachineTables(
         cuda=parse_cuda_table(_read_yaml(directory / CUDA_TABLE), str(directory / CUDA_TABLE)),

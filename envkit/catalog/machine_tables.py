@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # detection that never looks a table up (no NVIDIA driver) imports neither
-    from envkit.cuda import CudaTable
-    from envkit.gpu_names import GpuNameTable
+    from envkit.machines.cuda import CudaTable
+    from envkit.machines.gpu_names import GpuNameTable
 
 
 class MachineTables(NamedTuple):

@@ -10,14 +10,14 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Optional
 
-from envkit.cuda import CudaTable
+from envkit.machines.cuda import CudaTable
 from envkit.versions import ComputeCapability, CudaVersion
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
-    from envkit.gpu_names import GpuNameTable
+    from envkit.machines.gpu_names import GpuNameTable
 
 # The frameworks envkit has a post-install check for; a manifest names one of them.
 FRAMEWORKS = ("torch", "tensorflow", "jax", "mxnet")

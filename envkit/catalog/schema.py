@@ -24,8 +24,8 @@ from envkit.catalog.model import (
     valid_id,
 )
 from envkit.catalog.node import Node
-from envkit.cuda import CudaTable
 from envkit.errors import ManifestError
+from envkit.machines.cuda import CudaTable
 from envkit.versions import ComputeCapability, CudaVersion
 
 if TYPE_CHECKING:

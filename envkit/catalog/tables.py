@@ -1,5 +1,5 @@
 """Schema checks of the shared tables of a manifests directory: cuda.yaml and python.yaml (gpus.yaml is parsed by
-envkit.gpu_names). Pure: data in, frozen tables out, a ManifestError naming file and field otherwise."""
+envkit.machines.gpu_names). Pure: data in, frozen tables out, a ManifestError naming file and field otherwise."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Callable
 from envkit.catalog.entries import https_url_problem
 from envkit.catalog.model import PythonTable
 from envkit.catalog.node import Node
-from envkit.cuda import CudaTable, LastDriver
+from envkit.machines.cuda import CudaTable, LastDriver
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 

@@ -53,7 +53,7 @@ def _outside_target(record, here):
     """(the machines, the partition they were named by) the record says the environment was made for, when this
     machine (``here``) is not one of them; None when it is, or when the record names none (or a damaged target)."""
     from envkit.errors import EnvkitError
-    from envkit.target import matching, target_fleet
+    from envkit.machines.target import matching, target_fleet
 
     if record is None or not getattr(record, "target", None):
         return None
@@ -79,7 +79,7 @@ def _machines_to_judge(tables, target: TargetOptions, record):
             return [((fleet.machines[0].name,), fleet.single, here,
                      _job_naming() if here else _naming(fleet.machines, target))]
         return [(config.names, config.profile, False, _naming(config.machines, target)) for config in fleet.configs()]
-    from envkit.target import matching, target_fleet
+    from envkit.machines.target import matching, target_fleet
 
     fleet = target_fleet(record.target, f"the record of {record.name}")
     here = fleet_for(tables, TargetOptions(manifests=target.manifests, timeout=target.timeout)).single
@@ -184,7 +184,7 @@ def _print_reports(reports, names, json_output: bool, record, partition: Optiona
             print_json({"ok": all(r.ok for r in reports), "machines": [n for group in names for n in group],
                         "reports": [{**report_json(r), "machines": n} for r, n in zip(reports, names)]})
         return
-    from envkit.fleet import names_text
+    from envkit.machines.fleet import names_text
     from envkit.probe.render import report_text
 
     blocks = [_outside_text(record, names[0][0], *outside)] if outside else []
@@ -205,7 +205,7 @@ def _print_reports(reports, names, json_output: bool, record, partition: Optiona
 def _outside_text(record, here: str, machines, partition: Optional[str]) -> str:
     import os
 
-    from envkit.fleet import names_text
+    from envkit.machines.fleet import names_text
 
     job_partition = os.environ.get("SLURM_JOB_PARTITION")
     this = f"{here} (partition {job_partition})" if job_partition else here

@@ -45,7 +45,7 @@ def store_verify(record, reports, names, target: TargetOptions) -> None:
                 if target.elsewhere:
                     import dataclasses
 
-                    from envkit.target import target_dict
+                    from envkit.machines.target import target_dict
 
                     fleet = fleet_for(None, target)
                     updated = dataclasses.replace(updated, target=target_dict(

@@ -132,7 +132,7 @@ def listing_of(request: ListingRequest, fleet, catalog) -> str:
 
 def _profile_warnings(fleet, tables) -> tuple[str, ...]:
     """What the machines' profiles claim that no driver does (a GPU on a branch past the last that drives it)."""
-    from envkit.fleet import names_text
+    from envkit.machines.fleet import names_text
     from envkit.resolve import impossible_driver
 
     configs = fleet.configs()

@@ -36,7 +36,7 @@ def for_target(prepared, fleet, target: TargetOptions, **plan_changes: Any):
         return prepared
     import dataclasses
 
-    from envkit.target import target_dict
+    from envkit.machines.target import target_dict
 
     plan = dataclasses.replace(prepared.plan, target=target_dict(fleet, target_argv(target, absolute=True,
                                                                                      manifests=False)),

@@ -211,9 +211,9 @@ def _given_catalog(directory: Path, argument: str):
 
 def _targets(machines, partitions, tables):
     """(name, kind, fleet) per machine named, per partition, or this machine when nothing is named."""
-    from envkit.commands.targets import fleet_for, partition_machines
     from envkit.commands.options import TargetOptions
-    from envkit.fleet import Fleet, fleet_of, load_profiles
+    from envkit.commands.targets import fleet_for, partition_machines
+    from envkit.machines.fleet import Fleet, fleet_of, load_profiles
 
     out = []
     for machine in load_profiles(list(machines), user_dirs().cache) if machines else []:

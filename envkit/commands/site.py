@@ -50,7 +50,7 @@ def site(
 
 def _show_builds(loaded, manifests, reasons: bool, json_output: bool) -> None:
     from envkit.catalog.cache import cached_catalog
-    from envkit.fleet import fleet_of
+    from envkit.machines.fleet import fleet_of
     from envkit.site_builds import rows_json, rows_text, site_rows
 
     catalog = cached_catalog(manifests_dir(manifests), (), user_dirs().cache)
@@ -68,7 +68,7 @@ def _show_builds(loaded, manifests, reasons: bool, json_output: bool) -> None:
 
 
 def _partitions(loaded) -> list[dict[str, Any]]:
-    from envkit.fleet import distinct, named
+    from envkit.machines.fleet import distinct, named
     from envkit.site import machine_names
 
     out = []
@@ -121,7 +121,7 @@ def _gpus(profile) -> str:
 
 
 def site_text(loaded) -> str:
-    from envkit.fleet import names_text
+    from envkit.machines.fleet import names_text
     from envkit.text.words import counted
 
     if loaded.missing:

@@ -8,10 +8,10 @@ from envkit.commands.places import current_site, user_dirs
 
 
 def fleet_for(tables, target: TargetOptions):
-    """The machines to resolve for (envkit.fleet.Fleet): this one (detected), or the profiles and partition
+    """The machines to resolve for (envkit.machines.fleet.Fleet): this one (detected), or the profiles and partition
     named, with the command-line overrides applied (to one machine only: they describe one)."""
-    from envkit.fleet import THIS_MACHINE, Fleet, Machine, fleet_of, load_profiles
-    from envkit.machine import apply_overrides, parse_overrides
+    from envkit.machines.fleet import THIS_MACHINE, Fleet, Machine, fleet_of, load_profiles
+    from envkit.machines.profile import apply_overrides, parse_overrides
 
     overrides = parse_overrides(target.cuda, target.gpu_arch or ())
     if not target.elsewhere:
@@ -43,7 +43,7 @@ def fleet_for(tables, target: TargetOptions):
 def partition_machines(spec: str):
     """The machines of ``PARTITION[:NODE,...]`` in the site file (NODE: as `envkit site` names it, or its
     ``node:``)."""
-    from envkit.fleet import named
+    from envkit.machines.fleet import named
     from envkit.site import parse_partition_spec, partition_nodes
 
     name, wanted = parse_partition_spec(spec)
@@ -69,7 +69,7 @@ def group_command(fleet, target: TargetOptions, manifest: str, group, python: Op
     (--partition NAME:NODE,...)."""
     import shlex
 
-    from envkit.fleet import distinct
+    from envkit.machines.fleet import distinct
 
     if group.selected is None:
         return None
@@ -151,8 +151,8 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
     from envkit.cpu_fallback import gpu_unused
     from envkit.create.prepare import DoesNotFit
     from envkit.errors import BadInputError
-    from envkit.fleet import names_text, size_text
     from envkit.fleet_resolve import resolve_fleet
+    from envkit.machines.fleet import names_text, size_text
     from envkit.render import list_command
 
     result = resolve_fleet(manifest, fleet, tables, request)
@@ -183,7 +183,7 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
 
 def target_words(target: TargetOptions, fleet) -> str:
     """What a lock (or an environment made from one) is for, in words: this machine, a partition, profiles."""
-    from envkit.fleet import THIS_MACHINE, names_text
+    from envkit.machines.fleet import THIS_MACHINE, names_text
 
     if target.on_target:
         return THIS_MACHINE

@@ -16,7 +16,7 @@ from envkit.catalog.model import Manifest, Tables
 from envkit.cpu_fallback import gpu_unused
 from envkit.errors import BadInputError, EnvkitError, UnknownNameError
 from envkit.installers import installer_environ
-from envkit.machine import MachineProfile
+from envkit.machines.profile import MachineProfile
 from envkit.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.render import list_command
 from envkit.resolve import Candidate, Request, Resolution, resolve

@@ -79,7 +79,7 @@ def _target_lines(plan) -> list[str]:
     line = machine_line(plan.profile).removeprefix("Machine: ")
     if len(machines) <= 1:
         return [f"Machine:     {line}"]
-    from envkit.fleet import names_text
+    from envkit.machines.fleet import names_text
     from envkit.text.words import counted
 
     nodes = (plan.target or {}).get("nodes")  # a site file entry standing for several nodes counts them all

@@ -15,11 +15,11 @@ from envkit.detect.proc import probe_proc
 from envkit.detect.sources import DERIVED_CUDA, SMI, smi_missing
 from envkit.detect.timeout import ProbeTimeout, call_with_timeout
 from envkit.errors import ManifestError
-from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
+from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
 
 if TYPE_CHECKING:  # annotations only: detection that looks nothing up in the tables imports none of this
-    from envkit.cuda import CudaTable
-    from envkit.gpu_names import GpuNameTable
+    from envkit.machines.cuda import CudaTable
+    from envkit.machines.gpu_names import GpuNameTable
 
 __all__ = ["detect_machine", "merge_probes"]
 

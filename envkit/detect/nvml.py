@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from envkit.detect.sources import NVML, gpu_from_name
-from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
+from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
 from envkit.text.terminal import printable
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 if TYPE_CHECKING:  # annotations only: detection that looks nothing up in the tables imports none of this
-    from envkit.gpu_names import GpuNameTable
+    from envkit.machines.gpu_names import GpuNameTable
 
 _MIB = 1024 * 1024
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from envkit.detect.sources import PROC_GPUS, PROC_VERSION, gpu_from_name
-from envkit.machine import DRIVER_VERSION, GPUS, MachineProfile
+from envkit.machines.profile import DRIVER_VERSION, GPUS, MachineProfile
 from envkit.versions import DriverVersion
 
 if TYPE_CHECKING:  # annotations only: detection that looks nothing up in the tables imports none of this
-    from envkit.gpu_names import GpuNameTable
+    from envkit.machines.gpu_names import GpuNameTable
 
 _VERSION_TOKEN = r"^[0-9]+\.[0-9]+(\.[0-9]+){0,2}$"  # compiled by re when first matched: without a driver, never
 

@@ -15,8 +15,8 @@ from typing import Callable, Optional, Sequence, TypeVar
 
 from envkit.detect.sources import GPU_TABLE, SMI, gpu_from_name, smi_missing
 from envkit.detect.timeout import ProbeTimeout
-from envkit.gpu_names import GpuNameTable
-from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
+from envkit.machines.gpu_names import GpuNameTable
+from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
 from envkit.text.terminal import printable
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Optional
 
-from envkit.machine import Gpu
+from envkit.machines.profile import Gpu
 
 if TYPE_CHECKING:  # annotations only: detection that looks nothing up in the tables imports none of this
-    from envkit.gpu_names import GpuNameTable
+    from envkit.machines.gpu_names import GpuNameTable
 
 NVML = "nvml"
 PROC_VERSION = "/proc/driver/nvidia/version"

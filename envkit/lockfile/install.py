@@ -24,14 +24,14 @@ from envkit.backends.tools import Tools, find_python, find_uv
 from envkit.catalog.model import Build, Manifest, Tables
 from envkit.create.prepare import Prepared, name_for, storage_context, usable_prefix
 from envkit.errors import EnvkitError, InstallError
-from envkit.fleet import names_text
 from envkit.lockfile import model
 from envkit.lockfile.fetch import LockedFiles
 from envkit.lockfile.fit import THEY, check_platform, raise_unless_fits, remake_command, virtual_reasons
 from envkit.lockfile.format import LockFileError, install_name
 from envkit.lockfile.model import LockedPackage, LockFile, python_of_lock
 from envkit.lockfile.urls import fetch_url
-from envkit.machine import MachineProfile
+from envkit.machines.fleet import names_text
+from envkit.machines.profile import MachineProfile
 from envkit.plan import CondaPart, PipPart, Plan, cuda_for_solve
 from envkit.resolve import Request, assess
 from envkit.state.config import Config

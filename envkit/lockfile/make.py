@@ -20,7 +20,7 @@ from envkit.errors import InstallError
 from envkit.lockfile import model
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 from envkit.lockfile.urls import upstream_url
-from envkit.machine import Gpu, MachineProfile
+from envkit.machines.profile import Gpu, MachineProfile
 from envkit.plan import conda_part, cuda_for_solve, pip_parts
 from envkit.state.config import Config
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from envkit.catalog.model import Catalog, Manifest, Tables
-from envkit.fleet import THIS_MACHINE, Fleet, size_text
+from envkit.machines.fleet import THIS_MACHINE, Fleet, size_text
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class TargetDiff:
     kind: str  # "machine" or "partition"
     machines: tuple[str, ...]
     manifests: tuple[ManifestDiff, ...]
-    size: str = ""  # how many machines, in words (envkit.fleet.size_text): "3 machines", "24 nodes"
+    size: str = ""  # how many machines, in words (envkit.machines.fleet.size_text): "3 machines", "24 nodes"
 
     @property
     def changed(self) -> bool:

@@ -89,7 +89,7 @@ def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
 def _tables(sources: dict[str, SourceFile], problems: list[Problem]) -> Optional[Tables]:
     from envkit.catalog.load import CUDA_TABLE, GPU_TABLE, PYTHON_TABLE
     from envkit.catalog.tables import parse_cuda_table, parse_python_table
-    from envkit.gpu_names import parse_gpu_names
+    from envkit.machines.gpu_names import parse_gpu_names
 
     parsed: dict[str, Any] = {}
     for file_name, parse in ((CUDA_TABLE, parse_cuda_table), (PYTHON_TABLE, parse_python_table),

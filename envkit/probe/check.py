@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Manifest, Tables
-from envkit.machine import MachineProfile
+from envkit.machines.profile import MachineProfile
 from envkit.probe.builds import FleetTarget
 from envkit.probe.diagnose import Report, diagnose
 from envkit.probe.runner import ProbeOptions, run_probe

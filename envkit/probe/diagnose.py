@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from envkit.catalog.model import Build, Manifest, Tables
-from envkit.machine import MachineProfile
+from envkit.machines.profile import MachineProfile
 from envkit.probe.builds import FleetTarget, NextStep, installed_build, next_step, observed_profile
 from envkit.probe.facts import Facts, cc_text, covers
 from envkit.probe.matchers import driver_cuda_from
@@ -147,7 +147,7 @@ def _create_phrase(facts: Facts) -> str:
     if facts.next is not None:
         machine = "this machine" if facts.on_target else "that machine"
         if facts.next.machines:  # advice for a fleet: the machines it is for are named
-            from envkit.fleet import names_text
+            from envkit.machines.fleet import names_text
 
             machine = names_text(facts.next.machines)
             machine = f"every machine ({machine})" if not facts.next.others else machine

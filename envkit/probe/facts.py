@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional, Sequence
 
 from envkit.catalog.model import ArchSet, Build, Manifest, Tables
-from envkit.machine import MachineProfile
+from envkit.machines.profile import MachineProfile
 from envkit.probe.builds import NextStep
 from envkit.probe.result import Check, ProbeResult
 from envkit.resolve import runs_on

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from envkit.errors import BadInputError
-from envkit.machine import MachineProfile
+from envkit.machines.profile import MachineProfile
 
 SITE_VARIABLE = "ENVKIT_SITE"
 VERSION = 1

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from envkit.errors import BadInputError, ProfileError
-from envkit.machine import not_text, profile_from_dict, read_profile
+from envkit.machines.profile import not_text, profile_from_dict, read_profile
 from envkit.site.model import (MAX_NODE_COUNT, SITE_VARIABLE, VERSION, Partition, Site, SiteError, SiteNode,
                                valid_name)
 from envkit.text.words import described

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 from envkit.errors import BadInputError, UnknownNameError
-from envkit.machine import MachineProfile
+from envkit.machines.profile import MachineProfile
 from envkit.site.model import Partition, Site, SiteNode, valid_name
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Mapping, NamedTuple, Optional
 
-from envkit.machine import MachineProfile
+from envkit.machines.profile import MachineProfile
 from envkit.versions import is_ascii_number  # a GPU index as CUDA reads one: not '²' or '１'
 
 # Values of CUDA_VISIBLE_DEVICES that hide every GPU.

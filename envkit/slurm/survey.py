@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from envkit.errors import BadInputError, ProfileError, UnknownNameError
-from envkit.machine import MachineProfile, profile_from_dict
+from envkit.machines.profile import MachineProfile, profile_from_dict
 from envkit.site import Partition, SiteNode
 from envkit.slurm.client import Slurm, StepResult
 from envkit.slurm.sinfo import (SINFO_FORMAT, NodeRow, PartitionInfo, distinct_configurations, parse_sinfo,

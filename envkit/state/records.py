@@ -40,7 +40,7 @@ class Record:
     installer: Optional[str] = None  # uv or pip, when pip packages were installed
     kernel: Optional[str] = None  # the Jupyter kernelspec name, with --jupyter
     verify: Optional[dict[str, Any]] = None  # the last check: {"ok", "time", "causes", "judged"}
-    target: Optional[dict[str, Any]] = None  # the machines it is for (envkit.target); None: the machine it was made on
+    target: Optional[dict[str, Any]] = None  # what it is for (envkit.machines.target); None: the machine it was made on
     run: Optional[str] = None  # the id of the create run that made it (its journal's)
     manifests: Optional[str] = None  # the manifests directory it was made from (absolute); None: the shipped one
     schema: int = SCHEMA

@@ -16,8 +16,8 @@ from envkit.catalog.load import load_manifest
 from envkit.commands.options import TargetOptions
 from envkit.commands.targets import build_for_target
 from envkit.create.prepare import CreateRequest, pick_candidate, prepare
-from envkit.fleet import fleet_of, load_profiles, profile_key
 from envkit.lockfile.make import LockRequest
+from envkit.machines.fleet import fleet_of, load_profiles, profile_key
 from envkit.resolve import Request, resolve
 from envkit.state.config import load_config
 from envkit.state.userdirs import user_dirs

@@ -15,7 +15,7 @@ from support import fake_nvml
 from envkit.detect import detect_machine, merge_probes
 from envkit.detect.nvml import probe_nvml
 from envkit.detect.sources import DERIVED_CUDA
-from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
+from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 R535_TWO_GPUS = {"0000:00:1b.0": "information-r535-v100.txt", "0000:00:1c.0": "information-r535-a100.txt"}

@@ -8,7 +8,7 @@ from detect_fakes import data, nvml_missing
 from envkit.detect import detect_machine
 from envkit.detect.proc import parse_driver_version, parse_gpu_model, probe_proc
 from envkit.detect.sources import DERIVED_CUDA
-from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS
+from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 

@@ -9,7 +9,7 @@ from detect_fakes import data, nvml_missing
 from envkit.detect import detect_machine
 from envkit.detect.proc import l4t_release, parse_driver_version, probe_proc
 from envkit.detect.smi import parse_header, parse_query
-from envkit.machine import CUDA_DRIVER, DRIVER_VERSION
+from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 

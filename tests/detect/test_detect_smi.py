@@ -11,7 +11,7 @@ from detect_fakes import data, nvml_missing
 
 from envkit.detect import detect_machine
 from envkit.detect.smi import LEGACY_QUERY_FIELDS, parse_header, parse_query, probe_smi
-from envkit.machine import CUDA_DRIVER, DRIVER_VERSION, GPUS
+from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 QUERY_ARGS = "--query-gpu=index,name,compute_cap,memory.total,driver_version --format=csv,noheader,nounits"

@@ -1,4 +1,4 @@
-"""envkit.gpu_names and envs/gpus.yaml: GPU model name -> compute capability."""
+"""envkit.machines.gpu_names and envs/gpus.yaml: GPU model name -> compute capability."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from envkit.errors import ManifestError
-from envkit.gpu_names import GpuNameTable, parse_gpu_names
+from envkit.machines.gpu_names import GpuNameTable, parse_gpu_names
 from envkit.versions import ComputeCapability
 
 from detect_fakes import REPO
@@ -168,7 +168,7 @@ def test_an_unknown_model_is_never_guessed_and_every_gpu_build_says_why(tables):
     from envkit.catalog.load import load_catalog
     from envkit.cpu_fallback import gpu_unused
     from envkit.detect.sources import gpu_from_name
-    from envkit.machine import MachineProfile
+    from envkit.machines.profile import MachineProfile
     from envkit.resolve import resolve
     from envkit.versions import CudaVersion, DriverVersion
 

@@ -96,7 +96,7 @@ PROFILE_TEXTS = _profile_texts()
 
 @given(st.data())
 def test_a_profile_is_read_or_refused(data):
-    from envkit.machine import profile_from_dict
+    from envkit.machines.profile import profile_from_dict
     from envkit.state.yamltext import parse_yaml
 
     text = data.draw(st.sampled_from(PROFILE_TEXTS))
@@ -107,7 +107,7 @@ def test_a_profile_is_read_or_refused(data):
 
 @given(st.data())
 def test_a_profile_envkit_writes_reads_back_the_same(data):
-    from envkit.machine import profile_from_dict
+    from envkit.machines.profile import profile_from_dict
     from envkit.state.yamltext import parse_yaml
 
     profile = profile_from_dict(parse_yaml(data.draw(st.sampled_from(PROFILE_TEXTS))), "p.yaml")
@@ -140,7 +140,7 @@ def test_a_config_is_read_or_refused(data):
 
 
 def _site_data() -> dict:
-    profile = json.loads(json.dumps(__import__("envkit.machine", fromlist=["x"]).read_profile(
+    profile = json.loads(json.dumps(__import__("envkit.machines.profile", fromlist=["x"]).read_profile(
         PROFILES / "h100-cuda128.yaml").to_dict()))
     return {"version": 1, "partitions": {"gpu": {"nodes": [{"node": "n1", "count": 2, "profile": profile}]},
                                          "cpu": {"unreachable": [{"node": "c1", "reason": "no answer"}]}}}

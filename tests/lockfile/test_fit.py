@@ -14,7 +14,7 @@ from envkit.errors import InstallError
 from envkit.lockfile.fit import LockDoesNotFit, raise_unless_fits, virtual_reasons
 from envkit.lockfile.make import cuda_arch
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
-from envkit.machine import Gpu, MachineProfile
+from envkit.machines.profile import Gpu, MachineProfile
 from envkit.versions import ComputeCapability, CudaVersion
 
 SHA = hashlib.sha256(b"x").hexdigest()

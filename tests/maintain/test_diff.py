@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from envkit.catalog import load_catalog
-from envkit.fleet import Fleet, load_profiles
+from envkit.machines.fleet import Fleet, load_profiles
 from envkit.maintain.diff import diff_target, render_diff
 
 PROFILES = Path(__file__).resolve().parents[1] / "profiles"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from envkit.machine import MachineProfile
+from envkit.machines.profile import MachineProfile
 from envkit.probe.result import ProbeResult
 from envkit.probe.runner import ProbeOptions, run_probe
 from envkit.probe.zipapp import cached_program

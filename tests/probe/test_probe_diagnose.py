@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from probe_helpers import DATA, PROFILES, narrowed
 
-from envkit.machine import Gpu, MachineProfile, read_profile
+from envkit.machines.profile import Gpu, MachineProfile, read_profile
 from envkit.probe.builds import installed_build, manifest_for, manual_commands, parse_cuda
 from envkit.probe.diagnose import RULES, covers, diagnose, driver_cuda_from
 from envkit.probe.render import report_text

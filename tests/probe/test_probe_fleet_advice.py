@@ -14,9 +14,9 @@ from probe_helpers import PROFILES, base_environ, envkit
 
 from envkit.catalog import default_manifests_dir, load_tables
 from envkit.catalog.load import load_manifest
-from envkit.commands.targets import group_command
 from envkit.commands.options import TargetOptions
-from envkit.fleet import fleet_of, load_profiles
+from envkit.commands.targets import group_command
+from envkit.machines.fleet import fleet_of, load_profiles
 from envkit.probe.builds import FleetTarget, next_step
 from envkit.probe.check import check_against
 from envkit.probe.render import report_json, report_text

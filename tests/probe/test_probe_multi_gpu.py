@@ -12,7 +12,7 @@ import time
 import pytest
 from probe_helpers import A100, V100, probe, raw_probe
 
-from envkit.machine import Gpu, MachineProfile
+from envkit.machines.profile import Gpu, MachineProfile
 from envkit.probe.diagnose import diagnose
 from envkit.probe.render import report_json, report_text
 from envkit.versions import ComputeCapability

@@ -9,7 +9,7 @@ import pytest
 from probe_helpers import A100, RTX5090, V100, base_environ, probe, raw_probe
 
 from envkit.catalog import load_catalog
-from envkit.machine import Gpu, MachineProfile
+from envkit.machines.profile import Gpu, MachineProfile
 from envkit.probe.builds import manifest_for
 from envkit.probe.diagnose import diagnose
 from envkit.versions import ComputeCapability

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import BadInputError
-from envkit.machine import Gpu, MachineProfile
+from envkit.machines.profile import Gpu, MachineProfile
 from envkit.slurm.client import SlurmError, StepResult, exec_failure, parse_job_id
 from envkit.slurm.job_context import apply_job_context, hides_all, job_context
 from envkit.slurm.script import JobSpec, sbatch_script

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from envkit.errors import BadInputError
-from envkit.fleet import Fleet, Machine, profile_key
-from envkit.machine import MachineProfile, profile_from_dict
+from envkit.machines.fleet import Fleet, Machine, profile_key
+from envkit.machines.profile import MachineProfile, profile_from_dict
 
 
 def target_dict(fleet: Fleet, options: Sequence[str]) -> dict[str, Any]:

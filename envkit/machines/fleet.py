@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Hashable, NamedTuple, Optional, Sequence
 
 from envkit.errors import ProfileError
-from envkit.machine import MachineProfile
+from envkit.machines.profile import MachineProfile
 from envkit.text.words import counted
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -167,7 +167,7 @@ def load_profiles(paths: Sequence[Path], cache_dir: Optional[Path] = None) -> li
 
 
 def _one(path: Path, cache_dir: Optional[Path]) -> Machine:
-    from envkit.machine import read_profile
+    from envkit.machines.profile import read_profile
 
     return named(read_profile(path, cache_dir), path.stem, str(path))
 
@@ -185,9 +185,9 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
 
 # The code that makes a directory's Machines from its files: every envkit module that loading them imports, the
 # cache's own included (tests/test_filecache.py checks), so that a fix to any of them is a miss.
-PROFILES_CODE = ("fleet.py", "machine.py", "versions.py", "errors.py", "state/__init__.py", "state/yamltext.py",
-                 "state/filecache.py", "state/files.py", "text/__init__.py", "text/words.py", "text/terminal.py",
-                 "text/jsonout.py")
+PROFILES_CODE = ("machines/__init__.py", "machines/fleet.py", "machines/profile.py", "versions.py", "errors.py",
+                 "state/__init__.py", "state/yamltext.py", "state/filecache.py", "state/files.py", "text/__init__.py",
+                 "text/words.py", "text/terminal.py", "text/jsonout.py")
 
 
 def size_text(fleet: Fleet) -> str:
