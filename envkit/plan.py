@@ -63,7 +63,7 @@ class Plan:
     profile: MachineProfile
     on_target: bool  # whether the profile is this machine's (so the check after installing can judge its GPUs)
     in_conda_envs: bool = False  # made by name in the user's conda envs directory: `conda activate NAME` finds it
-    gpu_unused: Optional[str] = None  # why a CPU build was picked on a machine with GPUs (envkit.cpu_fallback)
+    gpu_unused: Optional[str] = None  # why a CPU build was picked on a machine with GPUs (envkit.pick.cpu_fallback)
     target: Optional[dict] = None  # the machines it is for, when not this one (recorded; see envkit.machines.target)
     unchecked: str = "--no-verify"  # without ``verify``: why not, in words
 

@@ -14,7 +14,7 @@ from envkit.catalog import load_catalog
 from envkit.catalog.entries import conda_spec_problem, pip_requirement_problem
 from envkit.errors import ManifestError
 from envkit.machines.profile import Gpu, MachineProfile
-from envkit.resolve import assess
+from envkit.pick.resolve import assess
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envkit.cpu_fallback import gpu_unused
-from envkit.resolve import resolve
+from envkit.pick.cpu_fallback import gpu_unused
+from envkit.pick.resolve import resolve
 
 from tests.test_cli import PROFILES, envkit
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from envkit.machines.profile import profile_from_dict
-from envkit.resolve import assess, impossible_driver
+from envkit.pick.resolve import assess, impossible_driver
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 # NVIDIA's table (Linux x86_64, GA). 13.3: ">=610.43.02" (CUDA 13.3 release notes; mesonbuild/meson

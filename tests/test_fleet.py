@@ -1,6 +1,6 @@
 """Fleets: loading several profiles, a build fits only when it fits every machine, groups when none does.
 
-The expectations are worked out by hand from the CUDA rules (docs in envkit/resolve.py) and the builds' GPU code.
+The expectations are worked out by hand from the CUDA rules (docs in envkit/pick/resolve.py) and the builds' GPU code.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-import envkit.fleet_resolve as fleet_resolve
+import envkit.pick.fleet_resolve as fleet_resolve
 from envkit.catalog import ArchSet, Build, Manifest, PipInstall
 from envkit.errors import ProfileError
-from envkit.fleet_resolve import resolve_fleet
 from envkit.machines.fleet import Fleet, Machine, fleet_of, load_profiles, named
 from envkit.machines.profile import profile_from_dict
+from envkit.pick.fleet_resolve import resolve_fleet
 from envkit.versions import ComputeCapability, CudaVersion
 
 PROFILES = Path(__file__).parent / "profiles"
@@ -47,7 +47,7 @@ def test_lab_pair_one_torch_build_for_both(catalog):
     [candidate] = [c for c in result.resolution.candidates if c.build.id == "torch-2.14-cu126"]
     assert candidate.reasons == ("deepten: needs driver CUDA >= 12.6, the driver has 11.2",)
     # Each machine alone would pick something newer for deepnine: the fleet costs it.
-    from envkit.resolve import resolve
+    from envkit.pick.resolve import resolve
 
     alone = resolve(catalog.manifests["torch"], DEEPNINE, catalog.tables)
     assert alone.selected.build.version > result.selected.build.version
@@ -189,7 +189,7 @@ def test_heterogeneous_partition_a100_and_v100_nodes(catalog):
                                   "v")
     assert {str(g.compute_capability) for g in a100_node.gpus} == {"8.0"}
     assert {str(g.compute_capability) for g in v100_node.gpus} == {"7.0"}
-    from envkit.resolve import resolve
+    from envkit.pick.resolve import resolve
 
     result = resolve_fleet(catalog.manifests["torch"], fleet(a100_node, v100_node), catalog.tables)
     single = resolve(catalog.manifests["torch"], both, catalog.tables)
@@ -208,7 +208,7 @@ def _load(name):
 
 
 def test_one_configuration_is_the_single_machine_answer(catalog):
-    from envkit.resolve import resolve
+    from envkit.pick.resolve import resolve
 
     result = resolve_fleet(catalog.manifests["torch"], fleet(DEEPNINE), catalog.tables)
     assert result.resolution == resolve(catalog.manifests["torch"], DEEPNINE, catalog.tables)
@@ -267,7 +267,7 @@ def test_memory_and_names_do_not_split_a_configuration():
 
 
 def test_many_sets_fall_back_to_the_greedy_cover():
-    from envkit.fleet_resolve import EXACT_LIMIT, _cover
+    from envkit.pick.fleet_resolve import EXACT_LIMIT, _cover
 
     sets = [frozenset({i}) for i in range(EXACT_LIMIT + 4)] + [frozenset({0, 1, 2})]
     cover = _cover(sets, frozenset(range(EXACT_LIMIT + 4)))

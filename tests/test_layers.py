@@ -17,16 +17,16 @@ MAX_LINES = 450
 FORBIDDEN = {
     "envkit.backends": ("envkit.create", "envkit.commands", "envkit.cli", "envkit.probe"),
     "envkit.plan": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe"),
-    "envkit.resolve": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
+    "envkit.pick.resolve": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
                        "envkit.detect"),
     "envkit.catalog": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
-                       "envkit.resolve", "envkit.detect"),
+                       "envkit.pick.resolve", "envkit.detect"),
     "envkit.detect": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
-                      "envkit.resolve", "envkit.catalog"),
+                      "envkit.pick.resolve", "envkit.catalog"),
     "envkit.storage": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
-                       "envkit.resolve", "envkit.catalog", "envkit.detect", "envkit.state.config"),
+                       "envkit.pick.resolve", "envkit.catalog", "envkit.detect", "envkit.state.config"),
     "envkit.machines.profile": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
-                       "envkit.resolve", "envkit.catalog", "envkit.detect"),
+                       "envkit.pick.resolve", "envkit.catalog", "envkit.detect"),
 }
 
 

@@ -9,7 +9,7 @@ from packaging.version import Version
 from envkit.catalog import ArchSet, Build, Catalog, Manifest, PipInstall
 from envkit.errors import BadInputError
 from envkit.machines.profile import Gpu, MachineProfile
-from envkit.resolve import Request, assess, choose_python, describe_arch, parse_python_request, rank, resolve
+from envkit.pick.resolve import Request, assess, choose_python, describe_arch, parse_python_request, rank, resolve
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from envkit.resolve import resolve
+from envkit.pick.resolve import resolve
 
 
 @pytest.fixture
@@ -165,7 +165,7 @@ def test_torch_1_4_and_1_5_do_not_jit_onto_an_rtx_3090(catalog, build_id):
     RTX 30xx fail with CUDNN_STATUS_EXECUTION_FAILED. torch 1.4/1.5 carry compute_37 PTX, which the R550 driver
     could JIT for sm_86, but their cuDNN 7.6 supports compute capability 3.0-7.5 (NVIDIA's cuDNN 7.6 support
     matrix): refused, with the library as the reason."""
-    from envkit.resolve import assess
+    from envkit.pick.resolve import assess
 
     build = next(b for b in catalog.manifests["torch"].builds if b.id == build_id)
     verdict = assess(build, gpu_profile(*RTX3090_R550), catalog.tables)
@@ -180,8 +180,8 @@ def test_a_k80_and_an_rtx_3090_no_longer_share_torch_1_5_through_jit(catalog):
     no GPU build fits both: the K80 gets cu101's newest, 1.8.1 (sm_37 SASS, cuDNN 7.6 within its range), the 3090
     the newest build for its driver, 2.14 cu126 (sm_86 SASS, through CUDA 12 minor-version compatibility, before
     the unconfirmed cu129 that would run the same way; the CUDA 13 builds need a newer driver)."""
-    from envkit.fleet_resolve import resolve_fleet
     from envkit.machines.fleet import fleet_of, named
+    from envkit.pick.fleet_resolve import resolve_fleet
 
     k80 = gpu_profile("k80-r418", "10.1", "418.87.01", "3.7", "Tesla K80")
     machines = fleet_of([named(k80, "k80-r418"), named(gpu_profile(*RTX3090_R550), "rtx3090")])
@@ -222,7 +222,7 @@ def test_python_3_15_picks_torch_2_15_and_its_install_leaves_torchaudio_out(cata
     version compatibility), and what pip is given installs there: torchaudio's marker leaves it out on 3.15 only."""
     from packaging.requirements import Requirement
 
-    from envkit.resolve import parse_python_request
+    from envkit.pick.resolve import parse_python_request
 
     request = parse_python_request("3.15", catalog.tables.python)
     resolution = resolve(catalog.manifests["torch"], load_profile("h100-cuda130"), catalog.tables, request)
@@ -264,7 +264,7 @@ def test_a_pascal_gpu_on_its_last_driver_and_a_profile_that_claims_a_newer_one(c
     Pascal and Volta. A GTX 1080 on 580.95.05 (CUDA 13.0) gets torch 2.14 cu126 (sm_60 code; 2.15 is cu130/cu132
     only, sm_75 and newer). The same GPU in a hand-written profile on 595.45.04 is warned about."""
     from envkit.machines.profile import profile_from_dict
-    from envkit.resolve import impossible_driver
+    from envkit.pick.resolve import impossible_driver
 
     def gtx1080(driver, cuda):
         return profile_from_dict({"name": "pascal", "driver_version": driver, "cuda_driver": cuda,

@@ -79,7 +79,7 @@ def test_no_dataclass_is_defined_on_the_list_path(tmp_path: Path):
     imported_by(tmp_path, *args)
     warm, _ = imported_by(tmp_path, *args, "--all")  # the catalog from the cache, the answer computed
     envkit_modules = sorted(m for m in warm if m == "envkit" or m.startswith("envkit."))
-    assert "envkit.catalog.model" in envkit_modules and "envkit.resolve" in envkit_modules
+    assert "envkit.catalog.model" in envkit_modules and "envkit.pick.resolve" in envkit_modules
     defined = [f"{name}.{attribute}" for name in envkit_modules
                for attribute, value in vars(importlib.import_module(name)).items()
                if isinstance(value, type) and value.__module__ == name and dataclasses.is_dataclass(value)]
@@ -110,11 +110,11 @@ def test_a_listing_asked_again_needs_no_catalog_and_no_resolver(tmp_path: Path, 
     imported), and nothing is resolved, rendered or encoded."""
     machine = this_machine([{"name": "NVIDIA A100-SXM4-80GB", "capability": (8, 0), "memory": 80 * 2**30}])
     cold, first = imported_by(tmp_path, "list", "--json", env=machine)
-    assert "envkit.resolve" in cold and "json" in cold  # the first run computes (so the check below can fail)
+    assert "envkit.pick.resolve" in cold and "json" in cold  # the first run computes (so the check below can fail)
     warm, second = imported_by(tmp_path, "list", "--json", env=machine)
     detection = ("pynvml", "envkit.detect", "ctypes", "tempfile")  # this machine is detected, by NVML (pynvml)
-    kept = ("pickle", "json", "packaging.version", "envkit.catalog.model", "envkit.resolve", "envkit.fleet_resolve",
-            "envkit.render", "envkit.render_fleet")
+    kept = ("pickle", "json", "packaging.version", "envkit.catalog.model", "envkit.pick.resolve", "envkit.pick.fleet_resolve",
+            "envkit.pick.render", "envkit.pick.render_fleet")
     assert heavy(warm, kept + tuple(m for m in NEVER_ON_THE_WARM_PATH if m not in detection)) == []
     assert second == first and json.loads(second)["machine"]["gpus"][0]["compute_capability"] == "8.0"
 

@@ -131,8 +131,8 @@ def create(
         from envkit.catalog.cache import cached_catalog
         from envkit.commands.making import check_verify_on_node, for_target, make
         from envkit.create.prepare import CreateRequest, prepare
-        from envkit.render import list_command
-        from envkit.resolve import parse_python_request
+        from envkit.pick.render import list_command
+        from envkit.pick.resolve import parse_python_request
         from envkit.state.config import load_config
 
         if verify_on_node:

@@ -90,7 +90,7 @@ def read_pylock_file(path: Path, python: Optional[str], tables):
     from envkit.errors import BadInputError
     from envkit.lockfile.format import LockFileError
     from envkit.lockfile.pep751 import default_python, parse_pylock, read_pylock
-    from envkit.resolve import parse_python_request
+    from envkit.pick.resolve import parse_python_request
 
     try:
         text = path.read_text(encoding="utf-8")

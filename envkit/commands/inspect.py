@@ -35,7 +35,7 @@ def detect(
         if json_output:  # as list --json prints the machine it judged: with the GPUs CUDA_VISIBLE_DEVICES hides
             print_json(profile.seen_dict())
         else:
-            from envkit.render import profile_text
+            from envkit.pick.render import profile_text
 
             typer.echo(profile_text(profile))
 
@@ -107,20 +107,20 @@ class ListingRequest(NamedTuple):
 
 def listing_of(request: ListingRequest, fleet, catalog) -> str:
     """`envkit list`'s output for ``fleet`` from ``catalog`` (pure)."""
-    from envkit.fleet_resolve import resolve_fleet
-    from envkit.resolve import parse_python_request
+    from envkit.pick.fleet_resolve import resolve_fleet
+    from envkit.pick.resolve import parse_python_request
 
     python, target = request.python, request.target
     parsed = parse_python_request(python, catalog.tables.python)
     results = [resolve_fleet(m, fleet, catalog.tables, parsed) for m in catalog.manifests.values()]
     warnings = _profile_warnings(fleet, catalog.tables)
     if request.json_output:
-        from envkit.render_fleet import fleet_listing_json
+        from envkit.pick.render_fleet import fleet_listing_json
 
         data = fleet_listing_json(fleet, results)
         data["warnings"] = list(warnings)
         return json_text(data, request.indented)
-    from envkit.render_fleet import fleet_listing_text
+    from envkit.pick.render_fleet import fleet_listing_text
 
     text = fleet_listing_text(fleet, results, request.show_all, target_args(target, python),
                               lambda name, group: group_command(fleet, target, name, group, python))
@@ -133,7 +133,7 @@ def listing_of(request: ListingRequest, fleet, catalog) -> str:
 def _profile_warnings(fleet, tables) -> tuple[str, ...]:
     """What the machines' profiles claim that no driver does (a GPU on a branch past the last that drives it)."""
     from envkit.machines.fleet import names_text
-    from envkit.resolve import impossible_driver
+    from envkit.pick.resolve import impossible_driver
 
     configs = fleet.configs()
     return tuple(warning if len(configs) == 1 else f"{names_text(config.names)}: {warning}"

@@ -66,7 +66,7 @@ def lock(
 
         from envkit.catalog.cache import cached_catalog
         from envkit.lockfile.make import LockRequest, make_lock
-        from envkit.resolve import parse_python_request
+        from envkit.pick.resolve import parse_python_request
         from envkit.state.config import load_config
         from envkit.state.output import check_output
 

@@ -98,7 +98,7 @@ def check(
         from envkit.catalog import load_catalog
         from envkit.maintain.check import check_builds, render_check
         from envkit.maintain.fetch import FetchSettings
-        from envkit.resolve import parse_python_request
+        from envkit.pick.resolve import parse_python_request
         from envkit.state.config import load_config
 
         catalog = load_catalog(manifests_dir(manifests), names or ())

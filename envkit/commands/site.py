@@ -51,7 +51,7 @@ def site(
 def _show_builds(loaded, manifests, reasons: bool, json_output: bool) -> None:
     from envkit.catalog.cache import cached_catalog
     from envkit.machines.fleet import fleet_of
-    from envkit.site_builds import rows_json, rows_text, site_rows
+    from envkit.pick.site_builds import rows_json, rows_text, site_rows
 
     catalog = cached_catalog(manifests_dir(manifests), (), user_dirs().cache)
     partitions = [(entry["partition"].name, fleet_of(entry["machines"])) for entry in _partitions(loaded)

@@ -256,7 +256,7 @@ def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Opt
     the site file does not have it)."""
     from envkit.catalog import load_tables
     from envkit.errors import EnvkitError
-    from envkit.resolve import assess
+    from envkit.pick.resolve import assess
     from envkit.site import partition_profiles
 
     profiles = partition_profiles(site, partition, node.split(",") if node is not None else ())

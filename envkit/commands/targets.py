@@ -148,12 +148,12 @@ def build_for_target(manifest, fleet, tables, request, build_id: Optional[str], 
     there); a fleet with no common GPU build is refused with one command per group."""
     if fleet.single is not None:
         return TargetBuild(fleet.single, build_id, None)
-    from envkit.cpu_fallback import gpu_unused
     from envkit.create.prepare import DoesNotFit
     from envkit.errors import BadInputError
-    from envkit.fleet_resolve import resolve_fleet
     from envkit.machines.fleet import names_text, size_text
-    from envkit.render import list_command
+    from envkit.pick.cpu_fallback import gpu_unused
+    from envkit.pick.fleet_resolve import resolve_fleet
+    from envkit.pick.render import list_command
 
     result = resolve_fleet(manifest, fleet, tables, request)
     same_machines = target_args(target, python)

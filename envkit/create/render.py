@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from envkit.backends.base import python_of
 from envkit.create.prepare import Prepared
 from envkit.installers import pip_command, pip_environ
-from envkit.render import machine_line
+from envkit.pick.render import machine_line
 from envkit.text.redact import redact
 
 if TYPE_CHECKING:

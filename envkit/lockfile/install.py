@@ -32,8 +32,8 @@ from envkit.lockfile.model import LockedPackage, LockFile, python_of_lock
 from envkit.lockfile.urls import fetch_url
 from envkit.machines.fleet import names_text
 from envkit.machines.profile import MachineProfile
+from envkit.pick.resolve import Request, assess
 from envkit.plan import CondaPart, PipPart, Plan, cuda_for_solve
-from envkit.resolve import Request, assess
 from envkit.state.config import Config
 from envkit.state.files import write_atomic
 from envkit.state.records import RECORD_DIR

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rattler import RepoDataRecord
 
     from envkit.catalog.model import Manifest, Tables
-    from envkit.resolve import Request, Resolution
+    from envkit.pick.resolve import Request, Resolution
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def make_lock(request: LockRequest, config: Config, cache_dir: Path, uv: Path,
                                            request.build_id, request.on_target, request.target_args,
                                            request.resolution)
     if request.build_id is None and warn is not None:
-        from envkit.cpu_fallback import gpu_unused
+        from envkit.pick.cpu_fallback import gpu_unused
 
         unused = gpu_unused(resolution, request.profile)
         if unused:

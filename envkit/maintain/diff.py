@@ -58,7 +58,7 @@ def _verdict(manifest: Optional[Manifest], fleet: Fleet, tables: Tables) -> tupl
     """(selected build id, compatible build ids in rank order) of a manifest for a fleet."""
     if manifest is None:
         return None, []
-    from envkit.fleet_resolve import resolve_fleet
+    from envkit.pick.fleet_resolve import resolve_fleet
 
     resolution = resolve_fleet(manifest, fleet, tables)
     selected = resolution.selected

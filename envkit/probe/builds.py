@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple, Optional, Sequence
 
 from envkit.catalog.model import Build, Manifest, Tables
-from envkit.fleet_resolve import Group, resolve_fleet
 from envkit.machines.fleet import Fleet
 from envkit.machines.profile import CUDA_DRIVER, GPUS, Gpu, MachineProfile
+from envkit.pick.fleet_resolve import Group, resolve_fleet
+from envkit.pick.resolve import Candidate, Resolution, resolve
 from envkit.probe.result import ProbeResult
-from envkit.resolve import Candidate, Resolution, resolve
 from envkit.versions import ComputeCapability, CudaVersion
 
 

@@ -205,7 +205,7 @@ def _static_devices(facts: Facts) -> tuple[DeviceVerdict, ...]:
         return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), False, unused)
                      for g in gpus) if facts.gpus_wanted else ()
     if facts.installed is not None and facts.tables is not None:
-        from envkit.resolve import assess
+        from envkit.pick.resolve import assess
 
         candidate = assess(facts.installed, facts.profile, facts.tables)
         runs = candidate.compatible

@@ -9,9 +9,9 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 from envkit.catalog.model import ArchSet, Build, Manifest, Tables
 from envkit.machines.profile import MachineProfile
+from envkit.pick.resolve import runs_on
 from envkit.probe.builds import NextStep
 from envkit.probe.result import Check, ProbeResult
-from envkit.resolve import runs_on
 from envkit.versions import ComputeCapability, CudaVersion
 
 

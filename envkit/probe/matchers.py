@@ -289,7 +289,7 @@ def wrong_results(f: Facts) -> Iterable[Mapping[str, Any]]:
 def does_not_fit(f: Facts) -> Iterable[Mapping[str, Any]]:
     if f.on_target or f.installed is None or f.tables is None or not f.probe.imported:
         return
-    from envkit.resolve import assess
+    from envkit.pick.resolve import assess
 
     candidate = assess(f.installed, f.profile, f.tables)
     if candidate.build.is_gpu and not candidate.compatible:

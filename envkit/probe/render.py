@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from envkit.pick.render import machine_line
 from envkit.probe.diagnose import Report
 from envkit.probe.result import Bench, Check, Collective, ErrorText, ProbeResult
-from envkit.render import machine_line
 
 _SHOWN_WARNINGS = 3
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import envkit.create.prepare as prepare_module
-import envkit.fleet_resolve as fleet_resolve_module
+import envkit.pick.fleet_resolve as fleet_resolve_module
 from envkit.catalog import default_manifests_dir, load_tables
 from envkit.catalog.load import load_manifest
 from envkit.commands.options import TargetOptions
@@ -18,7 +18,7 @@ from envkit.commands.targets import build_for_target
 from envkit.create.prepare import CreateRequest, pick_candidate, prepare
 from envkit.lockfile.make import LockRequest
 from envkit.machines.fleet import fleet_of, load_profiles, profile_key
-from envkit.resolve import Request, resolve
+from envkit.pick.resolve import Request, resolve
 from envkit.state.config import load_config
 from envkit.state.userdirs import user_dirs
 

@@ -14,7 +14,7 @@ from envkit.detect.proc import parse_driver_version, parse_gpu_model
 from envkit.detect.smi import LEGACY_QUERY_FIELDS, parse_header, parse_query
 from envkit.detect.sources import NVML, PROC_GPUS, PROC_VERSION, SMI
 from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile, read_profile
-from envkit.render import profile_text
+from envkit.pick.render import profile_text
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 CAPTURED = DATA / "captured" / "detect-h100-r580.json"

@@ -166,10 +166,10 @@ def test_an_unknown_model_is_never_guessed_and_every_gpu_build_says_why(tables):
     """What an unknown name gets: no compute capability (the 940MX is not on the list read), and every GPU build is
     refused with the way out; a CPU build is picked, with the warning that the GPU goes unused."""
     from envkit.catalog.load import load_catalog
-    from envkit.cpu_fallback import gpu_unused
     from envkit.detect.sources import gpu_from_name
     from envkit.machines.profile import MachineProfile
-    from envkit.resolve import resolve
+    from envkit.pick.cpu_fallback import gpu_unused
+    from envkit.pick.resolve import resolve
     from envkit.versions import CudaVersion, DriverVersion
 
     gpu = gpu_from_name(0, "NVIDIA GeForce 940MX", tables.gpu_names, "/proc/driver/nvidia/gpus")

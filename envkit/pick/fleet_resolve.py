@@ -1,6 +1,6 @@
 """Which builds fit a whole fleet, and how to split a fleet that no GPU build fits. Pure functions: no I/O.
 
-- Each distinct configuration is resolved once (envkit.resolve); a build fits the fleet only when it fits every
+- Each distinct configuration is resolved once (envkit.pick.resolve); a build fits the fleet only when it fits every
   configuration. Its reasons name the machines they hold for (``deepten: needs driver CUDA >= 12.1 ...``), and
   ``fails_on`` lists the machines it does not fit.
 - Machines without a GPU in a fleet that has GPU machines (a login node, a front-end) do not veto GPU builds: such
@@ -25,7 +25,7 @@ from typing import Mapping, NamedTuple, Optional, Sequence
 from envkit.catalog.model import Manifest, Tables
 from envkit.machines.fleet import Config, Fleet, names_text, profile_key
 from envkit.machines.profile import MachineProfile
-from envkit.resolve import Candidate, Request, Resolution, rank, resolve
+from envkit.pick.resolve import Candidate, Request, Resolution, rank, resolve
 
 EXACT_LIMIT = 16  # maximal sets up to which the cover is searched exhaustively
 

@@ -44,7 +44,7 @@ class Row(NamedTuple):
 def site_rows(partitions: Sequence[tuple[str, "Fleet"]], manifests: Sequence["Manifest"], tables: "Tables"
               ) -> list[Row]:
     """The rows of the table: each partition, then its configurations when it has more than one."""
-    from envkit.fleet_resolve import resolve_fleet
+    from envkit.pick.fleet_resolve import resolve_fleet
 
     rows = []
     for name, fleet in partitions:
@@ -67,8 +67,8 @@ def _config_row(partition: str, config: "Config", manifests: Sequence["Manifest"
 
 
 def _config_cells(config: "Config", manifests: Sequence["Manifest"], tables: "Tables") -> dict[str, Cell]:
-    from envkit.cpu_fallback import gpu_unused
-    from envkit.resolve import resolve
+    from envkit.pick.cpu_fallback import gpu_unused
+    from envkit.pick.resolve import resolve
 
     cells = {}
     for manifest in manifests:

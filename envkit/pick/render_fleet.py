@@ -1,6 +1,6 @@
 """``envkit list`` for a fleet (several machines, a directory of profiles, a partition): text and JSON. Pure.
 
-One machine renders exactly as envkit.render does, with ``"machines"`` added to the JSON. Several add: the distinct
+One machine renders exactly as envkit.pick.render does, with ``"machines"`` added to the JSON. Several add: the distinct
 configurations and the machines sharing each, per build the machines it does not fit (``"fails_on"``), and, when no
 GPU build fits every GPU machine, the groups with the build for each (``"groups"``).
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from envkit.fleet_resolve import FleetResolution
 from envkit.machines.fleet import Fleet, fleet_json, names_text
 from envkit.machines.profile import MachineProfile
-from envkit.render import gpu_unused_json, listing_json, listing_text, machine_line, manifest_block
+from envkit.pick.fleet_resolve import FleetResolution
+from envkit.pick.render import gpu_unused_json, listing_json, listing_text, machine_line, manifest_block
 from envkit.text.words import counted
 
 # A group's create command: (manifest name, group) -> the command line, shell-quoted; supplied by the CLI.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from envkit.machines.profile import MachineProfile
-from envkit.resolve import Candidate, Resolution
+from envkit.pick.resolve import Candidate, Resolution
 
 
 def gpu_unused(resolution: Resolution, profile: MachineProfile) -> Optional[str]:

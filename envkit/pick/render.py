@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
-from envkit.resolve import Candidate, Resolution
+from envkit.pick.resolve import Candidate, Resolution
 
 
 def profile_text(profile: MachineProfile) -> str:
@@ -85,7 +85,7 @@ def listing_text(profile: MachineProfile, resolutions: Sequence[Resolution], sho
 def manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bool, target_args: str,
                     where: str = "this machine") -> str:
     """One manifest's part of `envkit list`: its builds for ``where``, the pick marked, what does not fit counted."""
-    from envkit.cpu_fallback import gpu_unused
+    from envkit.pick.cpu_fallback import gpu_unused
 
     manifest = resolution.manifest
     lines = [f"{manifest.name}: {manifest.summary}"]
@@ -164,7 +164,7 @@ def listing_json(profile: MachineProfile, resolutions: Sequence[Resolution]) -> 
 
 
 def gpu_unused_json(resolution: Resolution, profile: MachineProfile) -> dict[str, Any] | None:
-    from envkit.cpu_fallback import gpu_unused
+    from envkit.pick.cpu_fallback import gpu_unused
 
     reason = gpu_unused(resolution, profile)
     return None if reason is None else {"reason": reason}
