@@ -34,7 +34,7 @@ def is_ascii_number(text: str) -> bool:
 
 def is_solve_cuda(text: str) -> bool:
     """Whether ``text`` is a ``__cuda`` a conda solve may see: $CONDA_OVERRIDE_CUDA as conda takes it (12, 12.4,
-    12.4.1; no spaces), or the driver's X.Y. Checked where it is set (envkit.plan) and where a lock says it."""
+    12.4.1; no spaces), or the driver's X.Y. Checked where it is set (envkit.backends.plan) and where a lock says it."""
     return bool(re.fullmatch(_SOLVE_CUDA, text))
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support.conda_channel import build_package, build_python_package, index_channel
 
-from envkit.conda_engine import CondaSolveRequest, create_prefix, solve
+from envkit.backends.conda_engine import CondaSolveRequest, create_prefix, solve
 from envkit.errors import InstallError
 
 PY = ".".join(str(part) for part in sys.version_info[:3])
@@ -182,7 +182,7 @@ def test_create_prefix_refuses_an_existing_prefix_and_keeps_it(channel, tmp_path
 
 
 def test_without_cuda_the_gpu_build_is_unsatisfiable_and_the_cpu_build_installs(channel, tmp_path):
-    cuda = None  # a machine without an NVIDIA driver (envkit.plan.cuda_for_solve)
+    cuda = None  # a machine without an NVIDIA driver (envkit.backends.plan.cuda_for_solve)
     with pytest.raises(InstallError, match="the solve has no __cuda") as raised:
         solve(request(channel, "tensorflow-gpu", cuda=cuda), tmp_path / "cache")
     assert any("__cuda" in line for line in raised.value.tail)
@@ -201,7 +201,7 @@ def test_explicit_cuda_is_what_the_solve_uses(channel, tmp_path):
 
 
 def test_the_engine_takes_cuda_from_the_request_only(channel, tmp_path, monkeypatch):
-    """The caller applies CONDA_OVERRIDE_CUDA (envkit.plan.cuda_for_solve); the engine neither detects __cuda nor
+    """The caller applies CONDA_OVERRIDE_CUDA (envkit.backends.plan.cuda_for_solve); the engine neither detects __cuda nor
     reads the variable, so a profile for another machine is what the solve sees."""
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.0")
     with pytest.raises(InstallError, match="the solve has no __cuda"):
@@ -270,6 +270,6 @@ def test_ctrl_c_during_the_download_propagates_and_removes_the_prefix(channel, t
 
 
 def test_importing_the_engine_does_not_load_rattler():
-    code = "import sys, envkit.conda_engine; print('rattler' in sys.modules)"
+    code = "import sys, envkit.backends.conda_engine; print('rattler' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"

@@ -16,7 +16,7 @@ MAX_LINES = 450
 # module prefix -> the envkit packages it must never import
 FORBIDDEN = {
     "envkit.backends": ("envkit.create", "envkit.commands", "envkit.cli", "envkit.probe"),
-    "envkit.plan": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe"),
+    "envkit.backends.plan": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe"),
     "envkit.pick.resolve": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
                        "envkit.detect"),
     "envkit.catalog": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from envkit.backends.installers import wrong_builds
+from envkit.backends.plan import PipPart
 from envkit.catalog import load_catalog
 from envkit.errors import ManifestError
-from envkit.installers import wrong_builds
-from envkit.plan import PipPart
 
 
 @pytest.fixture

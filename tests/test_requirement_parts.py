@@ -1,4 +1,4 @@
-"""The installer success check reads each package of a step (envkit.installers.requirement_parts) as packaging's
+"""The installer success check reads each package of a step (envkit.backends.installers.requirement_parts) as packaging's
 Requirement does, without importing packaging.requirements for the plain ones: the same name, specifiers and
 marker for every package of every shipped manifest, and for the odd ones; a bad one refused as Requirement
 refuses it."""
@@ -10,8 +10,8 @@ import sys
 import pytest
 from packaging.requirements import InvalidRequirement, Requirement
 
+from envkit.backends.installers import requirement_parts
 from envkit.catalog import default_manifests_dir, load_catalog
-from envkit.installers import requirement_parts
 
 ODD = ["torch", "torch==2.13.*", "torch == 2.13.* ", "jax[cuda12]==0.4.30", "torchaudio==2.11.*; python_version<'3.15'",
        "numpy>=1.21,<2", "mxnet-cu101==1.8.0.post0", "Foo.Bar_baz-1>=1.0", "x===1.0+local", "tf~=2.15.0",
@@ -54,7 +54,7 @@ def test_the_check_of_plain_ones_imports_neither_the_marker_grammar_nor_packagin
     site = tmp_path / "lib" / "python3.11" / "site-packages" / "Torch_Audio-2.11.0+cu126.dist-info"
     site.mkdir(parents=True)
     (site / "METADATA").write_text("Metadata-Version: 2.1\nName: Torch_Audio\nVersion: 2.11.0+cu126\n\n")
-    code = ("import sys; from pathlib import Path; from envkit.installers import wrong_builds; from envkit.plan import "
+    code = ("import sys; from pathlib import Path; from envkit.backends.installers import wrong_builds; from envkit.backends.plan import "
             "PipPart; print(wrong_builds(Path(sys.argv[1]), PipPart('p', ('torch.audio==2.11.*', 'torch>=2'), 'u', "
             "local='cu126'))); print(sorted(" + forbidden + " & set(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)

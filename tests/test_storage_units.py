@@ -125,7 +125,7 @@ def test_a_clean_never_waits_for_a_create(tmp_path: Path):
 
 
 def test_the_installers_cache_where_the_storage_plan_says_and_copy_only_when_told(tmp_path: Path):
-    from envkit.installers import installer_environ
+    from envkit.backends.installers import installer_environ
     from envkit.state.userdirs import user_dirs
 
     dirs = user_dirs({"HOME": str(tmp_path / "home")})

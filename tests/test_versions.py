@@ -107,7 +107,7 @@ def test_a_number_from_yaml_is_what_read_as_number_speaks_of():
 
 
 def test_a_cuda_for_the_solve_is_what_conda_takes_from_conda_override_cuda():
-    # One check for $CONDA_OVERRIDE_CUDA (envkit.plan) and for a lock's envkit.cuda_driver, which records it.
+    # One check for $CONDA_OVERRIDE_CUDA (envkit.backends.plan) and for a lock's envkit.cuda_driver, which records it.
     assert all(is_solve_cuda(text) for text in ("12", "12.4", "12.4.1", "11.8", "999.999.999"))
     assert not any(is_solve_cuda(text) for text in ("", "12.", ".4", "12.4.1.7", " 12.4", "12.4 ", "１２.４", "1234",
                                                       "12.4a", "-x", "sm_80"))

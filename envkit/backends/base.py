@@ -1,5 +1,5 @@
 """The interface every backend implements: say what it will run, then make the environment's prefix with Python
-and the plan's conda packages. The pip steps that follow are the same for all of them (envkit.installers)."""
+and the plan's conda packages. The pip steps that follow are the same for all of them (envkit.backends.installers)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Protocol, Sequence
 
+from envkit.backends.plan import Plan
 from envkit.backends.tools import Tools
 from envkit.errors import BadInputError, InstallError
-from envkit.plan import Plan
 from envkit.system.process import Pending, run_streamed, start_captured
 
 OnLine = Callable[[str], None]

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Mapping
 
 from envkit.backends.base import Context, OnLine, command_text, run_step
+from envkit.backends.plan import CUDA_OVERRIDE, Plan
 from envkit.backends.tools import CondaTool
-from envkit.plan import CUDA_OVERRIDE, Plan
 from envkit.system.process import query
 
 _INFO_TIMEOUT = 60.0

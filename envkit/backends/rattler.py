@@ -4,7 +4,7 @@ conda builds, on machines without any conda."""
 from __future__ import annotations
 
 from envkit.backends.base import Context, OnLine
-from envkit.plan import Plan
+from envkit.backends.plan import Plan
 
 
 class RattlerBackend:
@@ -17,7 +17,7 @@ class RattlerBackend:
                 f"{' '.join(plan.conda.specs)} from {', '.join(plan.conda.channels)} only"]
 
     def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
-        from envkit.conda_engine import CondaSolveRequest, create_prefix
+        from envkit.backends.conda_engine import CondaSolveRequest, create_prefix
         from envkit.system.egress import guarded, in_this_process
 
         assert plan.conda is not None

@@ -82,7 +82,7 @@ def find_python(version: Version, uv: Optional[Path], environ: Mapping[str, str]
     if f"{sys.version_info[0]}.{sys.version_info[1]}" == str(version):
         return Path(getattr(sys, "_base_executable", None) or sys.executable)  # the one running envkit: no search
     if uv is not None:
-        from envkit.installers import installer_environ
+        from envkit.backends.installers import installer_environ
 
         out = query([str(uv), "python", "find", "--no-python-downloads", "--system", str(version)],
                     installer_environ(environ, dirs), _QUERY_TIMEOUT)  # uv's cache: envkit's, never ~/.cache/uv

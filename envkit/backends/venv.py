@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from envkit.backends.base import Context, OnLine, command_text, run_step
+from envkit.backends.installers import uses_uv
+from envkit.backends.plan import Plan
 from envkit.errors import InstallError
-from envkit.installers import uses_uv
-from envkit.plan import Plan
 from envkit.system.launch import python_module
 from envkit.system.scratch import scratch_dir
 

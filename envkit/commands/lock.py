@@ -87,8 +87,8 @@ def lock(
         chosen = build_for_target(the_manifest, fleet, tables, request, build, target, python, command="lock")
         if chosen.gpu_unused:
             warn(f"the lock pins a CPU build for machines with GPUs: {chosen.gpu_unused}")
+        from envkit.backends.installers import installer_environ
         from envkit.create.storage import package_cache
-        from envkit.installers import installer_environ
 
         cache = package_cache(config, dirs, os.environ)  # the package caches `create` uses (docs/storage.md)
         made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=chosen.profile,

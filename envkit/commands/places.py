@@ -28,10 +28,10 @@ def uv_binary() -> Path:
 
 
 def uv_environ():
-    """The environment uv runs in: envkit's own uv cache, no user configuration (envkit.installers)."""
+    """The environment uv runs in: envkit's own uv cache, no user configuration (envkit.backends.installers)."""
     import os
 
-    from envkit.installers import installer_environ
+    from envkit.backends.installers import installer_environ
 
     return installer_environ(os.environ, user_dirs())
 

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 from envkit.backends.base import Backend, Context, install_limits
 from envkit.backends.choose import backend_for, choose_backend
+from envkit.backends.installers import installer_environ
+from envkit.backends.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.backends.tools import Tools, find_conda, find_python, find_uv
 from envkit.catalog.model import Manifest, Tables
 from envkit.errors import BadInputError, EnvkitError, UnknownNameError
-from envkit.installers import installer_environ
 from envkit.machines.profile import MachineProfile
 from envkit.pick.cpu_fallback import gpu_unused
 from envkit.pick.render import list_command
 from envkit.pick.resolve import Candidate, Request, Resolution, resolve
-from envkit.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.state.config import Config
 from envkit.state.records import check_name
 from envkit.state.userdirs import UserDirs

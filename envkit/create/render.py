@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from envkit.backends.base import python_of
+from envkit.backends.installers import pip_command, pip_environ
 from envkit.create.prepare import Prepared
-from envkit.installers import pip_command, pip_environ
 from envkit.pick.render import machine_line
 from envkit.text.redact import redact
 

@@ -20,6 +20,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from packaging.version import InvalidVersion, Version
 
 from envkit.backends.base import Backend, Context, OnLine, install_limits
+from envkit.backends.plan import CondaPart, PipPart, Plan, cuda_for_solve
 from envkit.backends.tools import Tools, find_python, find_uv
 from envkit.catalog.model import Build, Manifest, Tables
 from envkit.create.prepare import Prepared, name_for, storage_context, usable_prefix
@@ -33,7 +34,6 @@ from envkit.lockfile.urls import fetch_url
 from envkit.machines.fleet import names_text
 from envkit.machines.profile import MachineProfile
 from envkit.pick.resolve import Request, assess
-from envkit.plan import CondaPart, PipPart, Plan, cuda_for_solve
 from envkit.state.config import Config
 from envkit.state.files import write_atomic
 from envkit.state.records import RECORD_DIR
@@ -80,7 +80,7 @@ class LockedCondaBackend:
                 f"install them into {plan.prefix} as they are (no solve)"]
 
     def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
-        from envkit.conda_engine import install_archives
+        from envkit.backends.conda_engine import install_archives
         from envkit.lockfile.fetch import fetch_all
 
         if self.pip_files is not None:  # first: a refused redirect or a wrong file leaves no prefix made
@@ -234,7 +234,7 @@ def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, pytho
         said = f"{names_text(names)}: " if several else ""
         judged = THEY if len(names) > 1 else "it" if several else names[0] if names else "this machine"
         if lock.conda() and (names, profile) in with_gpus:  # the engine is not loaded for a pip-only lock
-            from envkit.conda_engine import target_virtual_packages
+            from envkit.backends.conda_engine import target_virtual_packages
             from envkit.lockfile.make import cuda_arch
 
             cuda, _ = cuda_for_solve(profile, environ)

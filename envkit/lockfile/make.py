@@ -16,12 +16,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
+from envkit.backends.plan import conda_part, cuda_for_solve, pip_parts
 from envkit.errors import InstallError
 from envkit.lockfile import model
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 from envkit.lockfile.urls import upstream_url
 from envkit.machines.profile import Gpu, MachineProfile
-from envkit.plan import conda_part, cuda_for_solve, pip_parts
 from envkit.state.config import Config
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def make_lock(request: LockRequest, config: Config, cache_dir: Path, uv: Path,
 
 def _lock_conda(channels: tuple[str, ...], specs: tuple[str, ...], virtual: tuple[tuple[str, str], ...],
                 config: Config, cache_dir: Path) -> list[LockedPackage]:
-    from envkit.conda_engine import CondaSolveRequest, solve
+    from envkit.backends.conda_engine import CondaSolveRequest, solve
 
     records = solve(CondaSolveRequest(channels=channels, specs=specs, virtual_packages=virtual), cache_dir)
     return [conda_package(record, config) for record in records]

@@ -89,7 +89,7 @@ def _channels(build: Build, read: Sequence[str]) -> str:
 def _query(channels: Sequence[str], specs: Sequence[str], cache: Path) -> list[Any]:
     import rattler
 
-    from envkit.conda_engine import query_records
+    from envkit.backends.conda_engine import query_records
 
     names = sorted({rattler.MatchSpec(spec).name.normalized for spec in specs})
     return query_records(channels, PLATFORMS, names, cache)

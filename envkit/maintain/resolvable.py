@@ -59,7 +59,7 @@ Resolver = Callable[[Resolution], None]  # raises InstallError (with uv's lines 
 def resolutions(builds: Sequence[Build], catalog: Catalog, config: Config,
                 pythons: Mapping[str, tuple[Version, ...]]) -> list[Resolution]:
     """One per pip build (or pip part of a conda build) and Python it claims."""
-    from envkit.plan import pip_parts
+    from envkit.backends.plan import pip_parts
 
     out = []
     for build in builds:

@@ -224,7 +224,7 @@ def main(argv):
             (LOG.parent / "held-child.pid").write_text(str(child.pid))
             return 1
         return 0  # "empty": success, and an empty prefix
-    from envkit.conda_engine import CondaSolveRequest, create_prefix
+    from envkit.backends.conda_engine import CondaSolveRequest, create_prefix
     from envkit.errors import InstallError
 
     cuda = os.environ.get("CONDA_OVERRIDE_CUDA", "").strip()

@@ -11,10 +11,10 @@ from packaging.version import Version
 from envkit.backends.base import Context
 from envkit.backends.choose import choose_backend
 from envkit.backends.conda import CondaBackend
+from envkit.backends.installers import installer_environ, pip_command
+from envkit.backends.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.backends.tools import CondaTool, Tools
 from envkit.errors import BadInputError
-from envkit.installers import installer_environ, pip_command
-from envkit.plan import Plan, conda_part, cuda_for_solve, default_name, pip_parts
 from envkit.state.config import Config, ConfigError, Mirror, check_transport, load_config, parse_config
 from envkit.state.records import check_name
 from envkit.state.userdirs import user_dirs

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.conda_channel import build_package, index_channel
 
-from envkit.conda_engine import CondaSolveRequest, solve
+from envkit.backends.conda_engine import CondaSolveRequest, solve
 from envkit.errors import InstallError
 from envkit.lockfile.fit import LockDoesNotFit, raise_unless_fits, virtual_reasons
 from envkit.lockfile.make import cuda_arch

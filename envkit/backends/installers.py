@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from packaging.version import Version
 
-from envkit.plan import PipPart
+from envkit.backends.plan import PipPart
 from envkit.state.userdirs import UserDirs
 from envkit.system.launch import python_module
 from envkit.text.redact import has_credentials, host_of
