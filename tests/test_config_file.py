@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit.jupyter import remove_kernel
-from envkit.records_render import envs_json, envs_text
+from envkit.create.jupyter import remove_kernel
+from envkit.create.records_render import envs_json, envs_text
 from envkit.state import records
 from envkit.state.config import ConfigError, load_config, parse_config
 from envkit.state.userdirs import user_dirs

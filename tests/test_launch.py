@@ -20,7 +20,7 @@ from packaging.version import Version
 from envkit.backends.installers import pip_command
 from envkit.backends.plan import PipPart
 from envkit.backends.tools import find_python
-from envkit.jupyter import install_argv
+from envkit.create.jupyter import install_argv
 from envkit.slurm.remote import envkit_argv
 from envkit.slurm.survey import envkit_on_node
 from envkit.system.launch import python_module

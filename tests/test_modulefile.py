@@ -1,4 +1,4 @@
-"""Modulefiles from one pure function per syntax (envkit.modulefile): their text, and what the real module systems
+"""Modulefiles from one pure function per syntax (envkit.shared.modulefile): their text, and what the real module systems
 make of it (Lmod, Environment Modules: tests/support/module_systems.py): a path with spaces, `$`, quotes and
 brackets reaches PATH and VIRTUAL_ENV exactly, `module help` and `whatis` say the build, loading a second envkit
 module swaps the first, and `module unload` restores the environment exactly."""
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from envkit.modulefile import ModuleInfo, cuda_of, lua_string, lua_text, module_info, tcl_string, tcl_text
+from envkit.shared.modulefile import ModuleInfo, cuda_of, lua_string, lua_text, module_info, tcl_string, tcl_text
 from support import module_systems
 
 NASTY = "/opt/site envs/it's \"$HOME\" [x] {y} \\z"

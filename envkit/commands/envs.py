@@ -26,7 +26,7 @@ def list_envs(json_output: JsonOption = False) -> None:
     `envkit run site:NAME -- CMD` runs in one; `module load envkit/NAME` loads it."""
     with reported_errors():
         from envkit.create.journal import interrupted
-        from envkit.records_render import envs_json, envs_text
+        from envkit.create.records_render import envs_json, envs_text
         from envkit.state import records
 
         dirs = user_dirs()

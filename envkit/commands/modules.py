@@ -41,7 +41,7 @@ def module(
         import os
 
         from envkit.errors import BadInputError, EnvkitError
-        from envkit.modulefile import lua_text, module_info, tcl_text
+        from envkit.shared.modulefile import lua_text, module_info, tcl_text
         from envkit.shared.store import shared_info
 
         if lmod and tcl:

@@ -24,13 +24,13 @@ from envkit.backends.base import Context, PythonCheck, python_of, run_step, star
 from envkit.backends.installers import pip_command, pip_environ, uses_uv, wrong_builds
 from envkit.backends.plan import Plan
 from envkit.create.journal import Journal, empty_directory, recover, recover_others, unstamp
+from envkit.create.jupyter import install_argv, kernel_name, kernels_dir, runs_in
 from envkit.create.leftovers import MARK
 from envkit.create.lock import journal_path, name_lock, prefix_lock
 from envkit.create.prepare import Prepared, elsewhere_hint
 from envkit.create.progress import Progress
 from envkit.create.storage import room_said
 from envkit.errors import EnvkitError, InstallError
-from envkit.jupyter import install_argv, kernel_name, kernels_dir, runs_in
 from envkit.state import ownership, records
 from envkit.state.testpause import fault_at, pause_at
 from envkit.state.userdirs import UserDirs

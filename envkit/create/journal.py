@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from envkit.create.jupyter import runs_in
 from envkit.create.leftovers import backend_made, stop_marked
 from envkit.create.lock import Busy, journal_path, name_lock, prefix_lock
 from envkit.errors import EnvkitError
-from envkit.jupyter import runs_in
 from envkit.state import ownership, records
 from envkit.state.testpause import fault_at, pause_at
 from envkit.system.process import start_time, stop_leftovers

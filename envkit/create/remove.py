@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from envkit.create.journal import recover_name
+from envkit.create.jupyter import kernels_dir, remove_kernel
 from envkit.create.lock import name_lock
 from envkit.errors import EnvkitError
-from envkit.jupyter import kernels_dir, remove_kernel
 from envkit.state import ownership, records
 from envkit.state.records import in_prefix
 from envkit.state.testpause import fault_at

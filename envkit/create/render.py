@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def plan_commands(prepared: Prepared) -> list[str]:
     """Every command the run will execute, in order, as a user could type them."""
     from envkit.backends.base import command_text
-    from envkit.jupyter import install_argv
+    from envkit.create.jupyter import install_argv
 
     plan, context = prepared.plan, prepared.context
     python = python_of(plan.prefix)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Optional
 
 from envkit.errors import BadInputError, EnvkitError
-from envkit.modulefile import lua_text, module_info, tcl_text
 from envkit.shared.layout import CURRENT, SharedLayout, is_version, shown_name
+from envkit.shared.modulefile import lua_text, module_info, tcl_text
 from envkit.shared.store import write_file
 from envkit.state.records import Record
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from envkit.modulefile import check_words, fits_words
 from envkit.shared.layout import SharedLayout, shown_name
+from envkit.shared.modulefile import check_words, fits_words
 from envkit.shared.store import own_check, shared_info
 from envkit.state.ownership import holding_problem
 from envkit.state.records import Record

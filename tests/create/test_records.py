@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import Home
+from envkit.create.records_render import envs_json, envs_text
 from envkit.errors import BadInputError
-from envkit.records_render import envs_json, envs_text
 from envkit.state import records
 
 GOOD = {"name": "good", "prefix": "/envs/good", "kind": "venv", "backend": "venv", "manifest": "torch",
