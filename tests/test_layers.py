@@ -1,6 +1,8 @@
-"""The house rules, checked on the code itself: lower floors never import higher ones, and no module grows huge.
+"""The house rules, checked on the code itself: each room of the house imports only the rooms on its floors below,
+no modules import each other in a loop, and no module grows huge.
 
-docs/architecture.md draws the floors; these tests keep the drawing true.
+A room is a package of envkit/ or a module at its root. docs/architecture.md draws the floors; FLOORS states them
+(which room may import which) and these tests keep the drawing true.
 """
 
 from __future__ import annotations
@@ -13,21 +15,39 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "envkit"
 MAX_LINES = 450
 
-# module prefix -> the envkit packages it must never import
-FORBIDDEN = {
-    "envkit.backends": ("envkit.create", "envkit.commands", "envkit.cli", "envkit.probe"),
-    "envkit.backends.plan": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe"),
-    "envkit.pick.resolve": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
-                       "envkit.detect"),
-    "envkit.catalog": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
-                       "envkit.pick.resolve", "envkit.detect"),
-    "envkit.detect": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
-                      "envkit.pick.resolve", "envkit.catalog"),
-    "envkit.storage": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
-                       "envkit.pick.resolve", "envkit.catalog", "envkit.detect", "envkit.state.config"),
-    "envkit.machines.profile": ("envkit.create", "envkit.backends", "envkit.commands", "envkit.cli", "envkit.probe",
-                       "envkit.pick.resolve", "envkit.catalog", "envkit.detect"),
+# The ground: what every room may import, and which imports nothing of envkit. ("envkit" is the package
+# itself: its __version__.)
+GROUND = ("envkit", "envkit.errors", "envkit.versions", "envkit.text")
+# Each room above the ground -> the rooms it may import besides the ground, from the lowest floor up.
+FLOORS: dict[str, tuple[str, ...]] = {
+    "envkit.state": (),
+    "envkit.system": ("envkit.state",),
+    "envkit.machines": ("envkit.state",),
+    "envkit.storage": ("envkit.state",),
+    "envkit.catalog": ("envkit.machines", "envkit.state"),
+    "envkit.detect": ("envkit.machines", "envkit.system"),
+    "envkit.site": ("envkit.machines", "envkit.state"),
+    "envkit.pick": ("envkit.catalog", "envkit.machines"),  # pure: no I/O, no detection
+    "envkit.backends": ("envkit.catalog", "envkit.machines", "envkit.state", "envkit.system"),
+    "envkit.shared": ("envkit.site", "envkit.state"),
+    "envkit.slurm": ("envkit.machines", "envkit.site", "envkit.system"),
+    "envkit.probe": ("envkit.catalog", "envkit.machines", "envkit.pick", "envkit.slurm", "envkit.state",
+                     "envkit.system"),
+    "envkit.create": ("envkit.backends", "envkit.catalog", "envkit.machines", "envkit.pick", "envkit.probe",
+                      "envkit.site", "envkit.state", "envkit.storage", "envkit.system"),
+    "envkit.lockfile": ("envkit.backends", "envkit.catalog", "envkit.create", "envkit.machines", "envkit.pick",
+                        "envkit.state", "envkit.system"),
+    "envkit.maintain": ("envkit.backends", "envkit.catalog", "envkit.lockfile", "envkit.machines", "envkit.pick",
+                        "envkit.state", "envkit.system"),
 }
+FLOORS["envkit.commands"] = tuple(FLOORS)  # the command line uses the whole library, which never imports it
+FLOORS["envkit.cli"] = ("envkit.commands",)
+FLOORS["envkit.__main__"] = ("envkit.cli",)
+# Modules that must not import a room their own room may: (module prefix, module prefix it never imports, why)
+NEVER = [
+    ("envkit.storage", "envkit.state.config", "the caches' place is given to storage; create/storage.py reads the "
+                                              "config"),
+]
 
 
 def modules() -> list[tuple[str, Path]]:
@@ -62,22 +82,56 @@ def _reaches(module: str, forbidden: str) -> bool:
     return module == forbidden or module.startswith(forbidden + ".")
 
 
+def room(module: str) -> str:
+    """The room a module (or a name imported from one) is in: envkit.pick for envkit.pick.resolve.rank, envkit for
+    envkit.__version__."""
+    parts = module.split(".")
+    if len(parts) > 1 and ((PACKAGE / parts[1]).is_dir() or (PACKAGE / f"{parts[1]}.py").is_file()):
+        return f"{parts[0]}.{parts[1]}"
+    return parts[0]
+
+
+def rooms_imported(path: Path, name: str) -> set[str]:
+    return {room(m) for m in imported(path, name) if m == "envkit" or m.startswith("envkit.")} - {room(name)}
+
+
 @pytest.mark.parametrize("name,path", modules(), ids=[name for name, _ in modules()])
 def test_no_import_runs_up(name: str, path: Path):
-    if name.startswith(("envkit.commands", "envkit.cli", "envkit.__main__")):
-        return
-    rules = [bad for prefix, bad in FORBIDDEN.items() if name == prefix or name.startswith(prefix + ".")]
-    upward = {"envkit.commands", "envkit.cli"}  # the library never imports the command line
-    for bad in rules:
-        upward.update(bad)
-    wrong = sorted(m for m in imported(path, name) for b in upward if _reaches(m, b))
-    assert not wrong, f"{name} imports {wrong}: a lower floor reaching a higher one (docs/architecture.md)"
+    here = room(name)
+    assert here in GROUND or here in FLOORS, f"{here} stands on no floor: add it to FLOORS and docs/architecture.md"
+    allowed = set(GROUND) if here not in GROUND else set()
+    allowed.update(FLOORS.get(here, ()))
+    wrong = sorted(rooms_imported(path, name) - allowed)
+    assert not wrong, f"{name} imports {wrong}: not on a floor below {here} (docs/architecture.md)"
+    for prefix, bad, why in NEVER:
+        if _reaches(name, prefix):
+            reached = sorted(m for m in imported(path, name) if _reaches(m, bad))
+            assert not reached, f"{name} imports {reached}: {why}"
 
 
 def test_the_rule_sees_a_violation(tmp_path: Path):
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from envkit.create.execute import execute\n")
-    assert any(_reaches(m, "envkit.create") for m in imported(bad, "envkit.backends.bad"))
+    bad.write_text("def f():\n    from envkit.create.execute import execute\n    from envkit import __version__\n")
+    assert rooms_imported(bad, "envkit.backends.bad") == {"envkit.create", "envkit"}
+    assert "envkit.create" not in FLOORS["envkit.backends"]
+
+
+def test_the_floors_draw_without_a_circle():
+    """The floors themselves: each room's imports stand on floors below it, so no loop of rooms is allowed, and
+    every room of envkit/ has its floor."""
+    floor: dict[str, int] = {ground: 0 for ground in GROUND}
+
+    def height(name: str, seen: tuple[str, ...] = ()) -> int:
+        assert name not in seen, f"the floors allow a circle: {' -> '.join([*seen, name])}"
+        if name not in floor:
+            floor[name] = 1 + max((height(below, (*seen, name)) for below in FLOORS[name]), default=0)
+        return floor[name]
+
+    for name in FLOORS:
+        height(name)
+    every = {room(name) for name, _ in modules()}
+    assert every <= set(floor), sorted(every - set(floor))
+    assert set(FLOORS) - every == set(), "FLOORS names a room that is not in envkit/"
 
 
 @pytest.mark.parametrize("name,path", modules(), ids=[name for name, _ in modules()])
