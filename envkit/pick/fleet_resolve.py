@@ -68,6 +68,9 @@ class FleetResolution(NamedTuple):
 
 
 def resolve_fleet(manifest: Manifest, fleet: Fleet, tables: Tables, request: Request = Request()) -> FleetResolution:
+    """The one-machine pick (envkit.pick.resolve) is asked here and only here: each configuration's resolution, then
+    its ranking of the verdicts the fleet weighs (the merged verdicts, and the groups' order of preference). Merging
+    and grouping below are the fleet's own set logic on what it answered."""
     configs = fleet.configs()
     per_config = [resolve(manifest, config.profile, tables, request) for config in configs]
     each = tuple((config.profile, resolution) for config, resolution in zip(configs, per_config))
@@ -90,7 +93,12 @@ def resolve_fleet(manifest: Manifest, fleet: Fleet, tables: Tables, request: Req
     groups: tuple[Group, ...] = ()
     fits_all_gpus = any(c.compatible and c.build.is_gpu for c in merged)
     if len(gpu) > 1 and not fits_all_gpus:
-        groups = _groups([configs[i] for i in gpu], [per_config[i] for i in gpu], cpu_only)
+        gpu_resolutions = [per_config[i] for i in gpu]
+        # each GPU build's verdict on each GPU configuration it fits, ranked: a build's place is its last there
+        fitting = rank([c for r in gpu_resolutions for c in r.candidates if c.compatible and c.build.is_gpu],
+                       has_gpus=True)
+        order = {c.build.id: place for place, c in enumerate(fitting)}
+        groups = _groups([configs[i] for i in gpu], gpu_resolutions, order)
     return FleetResolution(resolution, fails_on, fleet.names, cpu_only, groups, each)
 
 
@@ -123,11 +131,10 @@ def _merge(verdicts: Sequence[tuple[Config, Candidate]], judged_ids: set[int], g
     return Candidate(first.build, compatible, native, first.python, words), tuple(failing)
 
 
-def _groups(configs: Sequence[Config], resolutions: Sequence[Resolution], cpu_only: Sequence[str]
+def _groups(configs: Sequence[Config], resolutions: Sequence[Resolution], order: Mapping[str, int]
             ) -> tuple[Group, ...]:
-    """The fewest groups of GPU configurations, each with a GPU build that fits all of its machines."""
-    order = {c.build.id: i for i, c in enumerate(rank(
-        [c for r in resolutions for c in r.candidates if c.compatible and c.build.is_gpu], has_gpus=True))}
+    """The fewest groups of GPU configurations, each with a GPU build that fits all of its machines (``order``: the
+    GPU builds' places in the one-machine ranking, the best first)."""
     fits: dict[str, frozenset[int]] = {}
     for index, resolution in enumerate(resolutions):
         for candidate in resolution.compatible:
@@ -146,15 +153,15 @@ def _groups(configs: Sequence[Config], resolutions: Sequence[Resolution], cpu_on
         home = next((n for n, members in enumerate(cover) if index in members), None)
         if home is not None:
             assigned[home].append(index)
-    groups = [_group(configs, resolutions, members, order) for members in assigned if members]
+    groups = [_group(configs, resolutions, members) for members in assigned if members]
     # The machines no GPU build fits: one group, with the CPU build that fits them all (one environment serves
     # them; a group each made two of the same build, under one default name); a group each where none fits all.
     uncovered = [i for i in range(len(configs)) if i not in coverable]
-    together = _group(configs, resolutions, uncovered, order) if uncovered else None
+    together = _group(configs, resolutions, uncovered) if uncovered else None
     if together is not None and (together.selected is not None or len(uncovered) == 1):
         groups.append(together)
     else:
-        groups += [_group(configs, resolutions, [i], order) for i in uncovered]
+        groups += [_group(configs, resolutions, [i]) for i in uncovered]
     return tuple(groups)
 
 
@@ -174,11 +181,10 @@ def _cover(sets: Sequence[frozenset[int]], universe: frozenset[int]) -> list[fro
     return chosen_sets
 
 
-def _group(configs: Sequence[Config], resolutions: Sequence[Resolution], members: Sequence[int],
-           order: Mapping[str, int]) -> Group:
-    """The group's machines and the newest build fitting them all (a GPU one first)."""
+def _group(configs: Sequence[Config], resolutions: Sequence[Resolution], members: Sequence[int]) -> Group:
+    """The group's machines and the newest build fitting them all (a GPU one first): the first such build in its
+    first machine's resolution, which is already in the one-machine ranking's order."""
     names = tuple(name for i in members for name in configs[i].names)
     common = set.intersection(*({c.build.id for c in resolutions[i].compatible} for i in members))
-    candidates = [c for c in resolutions[members[0]].candidates if c.build.id in common]
-    ranked = rank(candidates, has_gpus=True)
-    return Group(machines=names, selected=ranked[0] if ranked else None)
+    ranked = resolutions[members[0]].candidates
+    return Group(machines=names, selected=next((c for c in ranked if c.build.id in common), None))
