@@ -2,9 +2,10 @@
 """What a fleet costs: `envkit list torch --json` for one profile against a directory of 500 node profiles (5
 distinct configurations, 100 nodes each), measured in one run. Goal: the directory within 2x of one profile.
 
-Identical profiles are resolved once, and a directory's parsed profiles are cached as one entry (envkit.state.filecache),
-so the cost that grows with the nodes is a stat per file and the JSON listing of the machines. The two commands run
-interleaved, many times, in a private temporary home (its own cache); the ratio of their medians is what counts.
+Identical profiles are resolved once, and a directory's parsed profiles are cached as one entry
+(envkit.state.filecache), so the cost that grows with the nodes is a stat per file and the JSON listing of the
+machines. The two commands run interleaved, many times, in a private temporary home (its own cache); the ratio of
+their medians is what counts.
 
     python3 bench/fleet_list.py [--runs 15] [--nodes 500]
 """

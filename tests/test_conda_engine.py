@@ -201,8 +201,8 @@ def test_explicit_cuda_is_what_the_solve_uses(channel, tmp_path):
 
 
 def test_the_engine_takes_cuda_from_the_request_only(channel, tmp_path, monkeypatch):
-    """The caller applies CONDA_OVERRIDE_CUDA (envkit.backends.plan.cuda_for_solve); the engine neither detects __cuda nor
-    reads the variable, so a profile for another machine is what the solve sees."""
+    """The caller applies CONDA_OVERRIDE_CUDA (envkit.backends.plan.cuda_for_solve); the engine neither detects __cuda
+    nor reads the variable, so a profile for another machine is what the solve sees."""
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "12.0")
     with pytest.raises(InstallError, match="the solve has no __cuda"):
         solve(request(channel, "tensorflow-gpu"), tmp_path / "cache")

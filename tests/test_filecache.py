@@ -80,8 +80,8 @@ def test_a_profile_is_parsed_again_when_it_changes_and_a_broken_one_is_not_cache
 
 
 def test_a_directory_of_profiles_is_keyed_on_every_module_that_makes_its_machines(tmp_path: Path):
-    """envkit.machines.fleet keeps a directory's parsed Machines: a change to any envkit module that making them imports (a
-    fixed version parser in versions.py) must be a miss, so PROFILES_CODE names them all."""
+    """envkit.machines.fleet keeps a directory's parsed Machines: a change to any envkit module that making them imports
+    (a fixed version parser in versions.py) must be a miss, so PROFILES_CODE names them all."""
     import subprocess
     import sys
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import ProfileError
-from envkit.machines.profile import Gpu, MachineProfile, apply_overrides, parse_overrides, profile_from_dict, read_profile
+from envkit.machines.profile import (Gpu, MachineProfile, apply_overrides, parse_overrides, profile_from_dict,
+                                     read_profile)
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 PROFILES = Path(__file__).parent / "profiles"

@@ -1,5 +1,5 @@
-"""Modulefiles from one pure function per syntax (envkit.shared.modulefile): their text, and what the real module systems
-make of it (Lmod, Environment Modules: tests/support/module_systems.py): a path with spaces, `$`, quotes and
+"""Modulefiles from one pure function per syntax (envkit.shared.modulefile): their text, and what the real module
+systems make of it (Lmod, Environment Modules: tests/support/module_systems.py): a path with spaces, `$`, quotes and
 brackets reaches PATH and VIRTUAL_ENV exactly, `module help` and `whatis` say the build, loading a second envkit
 module swaps the first, and `module unload` restores the environment exactly."""
 

@@ -1,5 +1,5 @@
-"""envkit's one subprocess gateway (envkit/system/process.py) against programs that misbehave, for real: one endless line,
-output without end, a program that exits leaving a child holding its output, one that hangs silent, one that stops
+"""envkit's one subprocess gateway (envkit/system/process.py) against programs that misbehave, for real: one endless
+line, output without end, a program that exits leaving a child holding its output, one that hangs silent, one that stops
 reading its input. Each bound is checked by what it keeps (bytes, lines, processes), never by how long it took; the
 ``timeout`` of the outer subprocess.run only turns a hang into a failure."""
 

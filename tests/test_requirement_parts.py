@@ -1,5 +1,5 @@
-"""The installer success check reads each package of a step (envkit.backends.installers.requirement_parts) as packaging's
-Requirement does, without importing packaging.requirements for the plain ones: the same name, specifiers and
+"""The installer success check reads each package of a step (envkit.backends.installers.requirement_parts) as
+packaging's Requirement does, without importing packaging.requirements for the plain ones: the same name, specifiers and
 marker for every package of every shipped manifest, and for the odd ones; a bad one refused as Requirement
 refuses it."""
 
@@ -54,8 +54,9 @@ def test_the_check_of_plain_ones_imports_neither_the_marker_grammar_nor_packagin
     site = tmp_path / "lib" / "python3.11" / "site-packages" / "Torch_Audio-2.11.0+cu126.dist-info"
     site.mkdir(parents=True)
     (site / "METADATA").write_text("Metadata-Version: 2.1\nName: Torch_Audio\nVersion: 2.11.0+cu126\n\n")
-    code = ("import sys; from pathlib import Path; from envkit.backends.installers import wrong_builds; from envkit.backends.plan import "
-            "PipPart; print(wrong_builds(Path(sys.argv[1]), PipPart('p', ('torch.audio==2.11.*', 'torch>=2'), 'u', "
+    code = ("import sys; from pathlib import Path; from envkit.backends.installers import wrong_builds; "
+            "from envkit.backends.plan import PipPart; "
+            "print(wrong_builds(Path(sys.argv[1]), PipPart('p', ('torch.audio==2.11.*', 'torch>=2'), 'u', "
             "local='cu126'))); print(sorted(" + forbidden + " & set(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.stdout.splitlines() == ["['torch is not installed']", "[]"], done.stderr

@@ -1,5 +1,5 @@
-"""envkit.system.scratch: $TMPDIR directories named after the envkit that made them, removed by the next envkit once that
-one is gone (a SIGKILL left them for good). Only this user's directories named so, never links, are touched."""
+"""envkit.system.scratch: $TMPDIR directories named after the envkit that made them, removed by the next envkit once
+that one is gone (a SIGKILL left them for good). Only this user's directories named so, never links, are touched."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The one YAML loader (envkit.state.yamltext.parse_yaml) every reader uses: duplicate keys refused (in every file envkit
-reads), merge keys kept working, numbers that remember how they were written."""
+"""The one YAML loader (envkit.state.yamltext.parse_yaml) every reader uses: duplicate keys refused (in every file
+envkit reads), merge keys kept working, numbers that remember how they were written."""
 
 from __future__ import annotations
 

@@ -279,8 +279,8 @@ def _virtual_packages(explicit: Sequence[tuple[str, str]]) -> list[GenericVirtua
     """The machine's own virtual packages (__unix, __linux, __glibc, __archspec; CONDA_OVERRIDE_GLIBC and the like
     honoured as conda does), each replaced by an explicit one of the same name, plus the other explicit ones.
 
-    __cuda is never detected: it comes from the machine profile (through ``envkit.backends.plan.cuda_for_solve``), which may describe
-    another machine, and detecting it would load the NVIDIA driver for nothing.
+    __cuda is never detected: it comes from the machine profile (through ``envkit.backends.plan.cuda_for_solve``), which
+    may describe another machine, and detecting it would load the NVIDIA driver for nothing.
     """
     from rattler import BuildString, GenericVirtualPackage, Override, PackageName, Version, VirtualPackage
     from rattler import VirtualPackageOverrides

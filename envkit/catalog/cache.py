@@ -1,5 +1,5 @@
-"""Loaded catalogs from the user's cache (envkit.state.filecache), so that `envkit list` and `envkit create` do not parse
-and validate the manifests every time, and answers computed from a catalog (`envkit list`'s) kept until anything
+"""Loaded catalogs from the user's cache (envkit.state.filecache), so that `envkit list` and `envkit create` do not
+parse and validate the manifests every time, and answers computed from a catalog (`envkit list`'s) kept until anything
 they were computed from changes. Only what was computed without error is ever cached."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 # The code whose output is cached: a change to any of it (a new field, a fixed parser) is a different key.
 _CODE = ("catalog/layout.py", "catalog/load.py", "catalog/machine_tables.py", "catalog/model.py", "catalog/node.py",
-         "catalog/tables.py", "catalog/schema.py", "catalog/entries.py", "machines/cuda.py", "versions.py", "machines/gpu_names.py",
-         "state/yamltext.py")
+         "catalog/tables.py", "catalog/schema.py", "catalog/entries.py", "machines/cuda.py", "versions.py",
+         "machines/gpu_names.py", "state/yamltext.py")
 
 
 def cached_catalog(directory: Path, names: Sequence[str], cache_dir: Optional[Path]) -> Catalog:

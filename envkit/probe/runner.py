@@ -131,7 +131,8 @@ def _run(python: Path, program: Path, options: ProbeOptions, environ: Mapping[st
     argv += ["--multi-gpu"] * options.multi_gpu + ["--bench"] * options.bench
     from envkit.system.scratch import make_scratch, remove
 
-    try:  # what the probe (and the framework) put in $TMPDIR goes with it, even when it is cut off (envkit.system.scratch)
+    # what the probe (and the framework) put in $TMPDIR goes with it, even when it is cut off (envkit.system.scratch)
+    try:
         tmpdir = make_scratch("check")
     except OSError:  # $TMPDIR not writable: the probe gets it as it is
         tmpdir = None

@@ -5,5 +5,5 @@
 published records and writes files there (one function, so that every write is a temporary file and a rename,
 never through a link); ``publish.py`` makes a new version everyone can read and points the stable name at it, and
 retires old ones; ``find.py`` finds the shared directory and ``site:NAME`` for a command; ``render.py`` is their
-section of `envkit envs`. The modulefiles themselves are ``envkit.shared.modulefile``'s (pure).
+section of `envkit envs`; ``modulefile.py`` writes the modulefiles themselves (Lua and Tcl, pure).
 """

@@ -1,6 +1,6 @@
 """Reading the shared records, and the one function that writes a file into the shared directory (a modulefile, a
-record): a new file beside it, then a rename over the old one (envkit.state.output), so a reader sees the old file or the
-new, never half of one, and a link at the path is replaced, never followed."""
+record): a new file beside it, then a rename over the old one (envkit.state.output), so a reader sees the old file or
+the new, never half of one, and a link at the path is replaced, never followed."""
 
 from __future__ import annotations
 

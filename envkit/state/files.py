@@ -158,7 +158,7 @@ def write_atomic(path: Path, data: bytes, mode: Optional[int] = None) -> None:
     if path.parent.exists() and not path.parent.is_dir():
         raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent))
     path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile  # here: the list path reads files.py (real_path) and never writes
+    import tempfile  # here: the list path reads this module (real_path) and never writes
 
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

@@ -36,8 +36,8 @@ MAX_DEPTH = 200  # envkit's deepest file nests about 8 levels
 class YamlFloat(float):
     """A float read from YAML that keeps its text as written ("12.10", which YAML reads as 12.1). ``str()`` (and an
     f-string) give that text, so an error quotes what the user wrote; ``repr()``, JSON and arithmetic see the
-    float. Pickles with its text (envkit.state.filecache keeps parsed files). yaml.safe_dump does not know it: what envkit
-    writes as YAML (the site file, locks) is built from its models, never from parsed values."""
+    float. Pickles with its text (envkit.state.filecache keeps parsed files). yaml.safe_dump does not know it: what
+    envkit writes as YAML (the site file, locks) is built from its models, never from parsed values."""
 
     __slots__ = ("text",)
     text: str

@@ -3,8 +3,8 @@ mirror, or ``https://TOKEN@host/...``) kept out of everything envkit shows and o
 
 ``redact(text)`` masks them in any text (a plan, an error, an installer's output): the password, or a user part
 that stands alone (a token), becomes ``***``. ``split_credentials(url)`` gives the URL without them, for an argv,
-and whether it had any; the installers then get the full URL through their environment (installers.py), which
-other users of the machine cannot read, where an argv is in everyone's ``ps``.
+and whether it had any; the installers then get the full URL through their environment
+(envkit.backends.installers), which other users of the machine cannot read, where an argv is in everyone's ``ps``.
 """
 
 from __future__ import annotations

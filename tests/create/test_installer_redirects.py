@@ -1,6 +1,6 @@
 """uv follows every redirect it is given; envkit holds it to the transport rule (https, or plain http only on loopback
-and under a configured mirror) through a proxy of its own that refuses (envkit.system.egress). A real `envkit create` from
-an index on 127.0.0.1 whose wheel redirects off loopback to plain http: refused, named, exit 1, nothing made; a
+and under a configured mirror) through a proxy of its own that refuses (envkit.system.egress). A real `envkit create`
+from an index on 127.0.0.1 whose wheel redirects off loopback to plain http: refused, named, exit 1, nothing made; a
 redirect to another server on loopback: followed."""
 
 from __future__ import annotations

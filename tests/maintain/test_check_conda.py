@@ -84,7 +84,8 @@ def test_an_unreadable_channel_names_the_channel_its_mirror_and_why(manifests, t
 
 
 def test_a_channel_whose_repodata_redirects_off_loopback_to_plain_http_is_refused(manifests, tmp_path):
-    """py-rattler runs in envkit's process; the plain-http guard (envkit.system.egress) holds it to the transport rule."""
+    """py-rattler runs in envkit's process; the plain-http guard (envkit.system.egress) holds it to the transport
+    rule."""
     from support.http_servers import directory_handler, serving
 
     (manifests / "legacy.yaml").write_text(LEGACY)
