@@ -136,6 +136,37 @@ def utf8_text(data: bytes) -> str:
         raise NotUtf8(data[error.start], data[:error.start].count(b"\n") + 1) from None
 
 
+_NAME_MAX = 255  # bytes of one file name on Linux filesystems
+
+
+def plain_name_problem(name: str) -> Optional[str]:
+    """Why ``name`` (a field of a file someone else wrote: a lock's hash, the last part of a URL, percent-decoded)
+    cannot be one file name inside a directory of envkit's, in words following the name; None when it can. A plain
+    name is not empty, not ``.`` or ``..``, holds no ``/``, NUL or other control character, and fits a filesystem,
+    so that ``directory / name`` is an entry of ``directory`` and never a path elsewhere."""
+    if name in ("", ".", ".."):
+        return "names no file" if not name else "names a directory, not a file in it"
+    if "/" in name:
+        return "holds a path separator"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        return "holds a control character"
+    if len(name.encode("utf-8", "surrogatepass")) > _NAME_MAX:
+        return f"is longer than {_NAME_MAX} bytes"
+    return None
+
+
+def inside(directory: Path, *names: str) -> Path:
+    """``directory / name / ...``, each of ``names`` proved a plain name (:func:`plain_name_problem`), so the path
+    lies inside ``directory`` whatever the names say; ValueError ("'../x' holds a path separator") otherwise."""
+    for name in names:
+        problem = plain_name_problem(name)
+        if problem is not None:
+            raise ValueError(f"{name!r} {problem}")
+    path = directory.joinpath(*names)
+    assert os.path.normpath(path).startswith(os.path.normpath(directory) + os.sep)  # (what the names proved)
+    return path
+
+
 def real_path(path: Path) -> Path:
     """``path`` with its symbolic links resolved; the absolute path as given when they loop (opening it then says
     so, as the error of whatever reads it)."""

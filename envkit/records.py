@@ -208,7 +208,19 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
                             hint=hint)
     if record.manifests is not None and not os.path.isabs(record.manifests):
         raise BadInputError(f"{path}: the manifests directory {record.manifests!r} is not an absolute path", hint=hint)
+    _check_names(record, path, hint)
     return record
+
+
+def _check_names(record: Record, path: Path, hint: str) -> None:
+    """BadInputError unless the fields envkit turns into paths are plain names: the manifest (the manifests
+    directory's MANIFEST.yaml) and the Jupyter kernel (the kernels directory's KERNEL, which `remove` deletes)."""
+    from envkit.files import plain_name_problem
+
+    for field_name, value in (("manifest", record.manifest), ("kernel", record.kernel)):
+        problem = plain_name_problem(value) if value is not None else None
+        if problem is not None:
+            raise BadInputError(f"{path}: its {field_name} {value!r} {problem}: it is not a name", hint=hint)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Optional, Sequence
 
 from envkit.lockfile import model
-from envkit.lockfile.format import LockFileError
+from envkit.lockfile.format import LockFileError, check_store_names
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 
 _HINT = "Make it again (`uv export --format pylock.toml`, `pip lock`, `pdm export -f pylock`), or fix the file."
@@ -111,6 +111,7 @@ def _locked(package: Any, wheel: Any, origin: str) -> LockedPackage:
                             hint="envkit installs locked files by URL, hash-checked.")
     if not sha256:
         raise LockFileError(f"{origin}: {package.name}'s wheel has no sha256", hint=_HINT)
+    check_store_names(sha256.lower(), wheel.url, origin, f"package {package.name}")  # before any download
     version = str(package.version) if package.version is not None else _wheel_version(wheel, package.name, origin)
     return LockedPackage(name=str(package.name), version=version, manager="pip", platform=PLATFORM, url=wheel.url,
                          sha256=sha256.lower())

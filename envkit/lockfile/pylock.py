@@ -10,7 +10,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from envkit.config import Config
 from envkit.errors import InstallError
-from envkit.lockfile.model import PLATFORM, LockedPackage
+from envkit.lockfile.model import PLATFORM, LockedPackage, file_name_of
 from envkit.lockfile.urls import upstream_url
 
 # The platform the pip part is resolved for: linux-64 with a glibc of manylinux_2_28 (RHEL 8 and newer, Ubuntu 20.04
@@ -100,7 +100,7 @@ def best_wheel(urls: Sequence[str], python: str) -> str | None:
     best: tuple[int, str] | None = None
     for url in urls:
         try:
-            tags = parse_wheel_filename(_file_name(url))[3]
+            tags = parse_wheel_filename(file_name_of(url))[3]
         except InvalidWheelFilename:
             continue
         rank = min((ranks[t] for t in tags if t in ranks), default=None)
@@ -117,12 +117,6 @@ def target_tags(python: str) -> list[Any]:
     platforms = [f"manylinux_{_MANYLINUX[0]}_{minor}_x86_64" for minor in range(_MANYLINUX[1], 4, -1)]
     platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
     return [*tags.cpython_tags(version, platforms=platforms), *tags.compatible_tags(version, platforms=platforms)]
-
-
-def _file_name(url: str) -> str:
-    from urllib.parse import unquote, urlsplit
-
-    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
 
 
 def _without_fragment(url: str) -> str:

@@ -104,3 +104,24 @@ def test_envs_lists_a_corrupt_record_and_remove_cleans_it_up(home: Home):
     kept = home.envkit("remove", "other", "--yes")  # its directory holds no envkit record of it: left alone
     assert kept.returncode == 0 and f"Left {elsewhere} alone" in kept.stdout and elsewhere.is_dir()
     assert "No environments yet" in home.envkit("envs").stdout
+
+
+def test_a_record_whose_kernel_climbs_out_of_the_kernels_directory_deletes_nothing_there(home: Home):
+    # The kernel a record names is deleted by `envkit remove` when it runs the environment's Python: a kernel of
+    # "../../victim" was the directory victim beside the kernels directory, deleted with all it held (issue #40).
+    prefix = home.prefix("k1")
+    (prefix / "bin").mkdir(parents=True)
+    victim = home.root / "victim"
+    victim.mkdir()
+    (victim / "kernel.json").write_text(json.dumps({"argv": [str(prefix / "bin" / "python")]}), encoding="utf-8")
+    (victim / "precious.txt").write_text("kept\n", encoding="utf-8")
+    record = {**GOOD, "name": "k1", "prefix": str(prefix), "kernel": "../../victim"}
+    records.write_json_atomic(records.in_prefix(prefix), record)
+    write(home.data / "records", "k1", record)
+    environ = {"JUPYTER_DATA_DIR": str(home.root / "jupyter")}
+    listed = home.envkit("envs", env=environ)
+    assert "k1" in listed.stdout and "its kernel '../../victim' holds a path separator" in listed.stdout, listed.stdout
+    done = home.envkit("remove", "k1", "--yes", env=environ)
+    assert done.returncode == 0, done.stderr
+    assert (victim / "precious.txt").read_text() == "kept\n"
+    assert not prefix.exists() and home.record("k1") is None

@@ -130,6 +130,13 @@ def test_envkit_reads_what_conda_locks_models_write(tmp_path: Path):
     (lambda t: t.replace("manager: pip", "manager: npm", 1), "manager 'npm' is not one of conda, pip"),
     (lambda t: t.replace("version: 2.4.1", "version: 2.4", 1).replace("version: '2.4'", "version: 2.4"), "version"),
     (lambda t: "- just\n- a list\n", "not a conda-lock file"),
+    # What envkit keeps a file under must be a plain name (issue #40): a conda package's file name, percent-decoded,
+    # and a hash followed by a line break (a regular expression's $ matched before it).
+    (lambda t: t.replace("python-3.11.7-0.tar.bz2", "..%2F..%2F..%2F.bashrc", 1),
+     "package 1 (python): the URL 'https://conda.anaconda.org/c/linux-64/..%2F..%2F..%2F.bashrc' ends in "
+     "'../../../.bashrc', which holds a path separator"),
+    (lambda t: t.replace("python-3.11.7-0.tar.bz2", "%2E%2E", 1), "ends in '..', which names a directory"),
+    (lambda t: t.replace(f"sha256: {SHA}", f'sha256: "{SHA}\\n"', 1), "is not a sha256 (64 hexadecimal digits)"),
 ])
 def test_broken_locks_are_refused_with_a_sentence(edit, words):
     text = edit(dump_lock(sample()))
