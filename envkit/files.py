@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 
 def user_path(text: str) -> Path:
@@ -34,6 +34,7 @@ LIMITS = {
     "lock file": 64 << 20,
     "record": 4 << 20,
     "conda-meta record": 256 << 20,  # a package's file list: tens of MB for the largest (CUDA toolkits)
+    "package metadata": 16 << 20,  # a .dist-info's METADATA (its long description), INSTALLER, direct_url.json
 }
 PIPE_WAIT_S = 10.0  # how long a pipe (a shell's <(...)) may stay silent before reading it gives up
 
@@ -118,6 +119,17 @@ def read_text_file(path: Path, what: str = "config file") -> str:
     if "\0" in text:
         raise ValueError(f"holds a NUL byte (line {text[:text.index(chr(0))].count(chr(10)) + 1}): it is not text")
     return text
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads(text)``; ValueError for text that nests arrays or objects deeper than Python's recursion limit
+    too (json raises RecursionError there), so that a reader's ``except ValueError`` holds for every input."""
+    import json
+
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("it nests arrays or objects too deeply to be read") from None
 
 
 class NotUtf8(ValueError):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from envkit.errors import BadInputError, EnvkitError
-from envkit.files import write_atomic
+from envkit.files import parse_json, write_atomic
 from envkit.testpause import fault_at
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -193,7 +193,7 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
     except ValueError as error:
         raise BadInputError(f"the record {path} {error}", hint=hint) from None
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError:
         raise BadInputError(f"{path} is not valid JSON", hint=hint) from None
     try:
@@ -261,7 +261,7 @@ def _raw(path: Path) -> dict[str, Any]:
     from envkit.files import read_text_file
 
     try:
-        data = json.loads(read_text_file(path, "record"))
+        data = parse_json(read_text_file(path, "record"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -39,6 +39,19 @@ class Read(NamedTuple):
     left_out: tuple[str, ...]
 
 
+def read_pylock_text(path: Path) -> str:
+    """The text of the pylock.toml at ``path``, read as every lock file is (envkit.files: at most 64 MiB, a pipe or
+    device no further, a FIFO nobody writes to never waited on); LockFileError (exit 2) naming the file."""
+    from envkit.files import read_text_file
+
+    try:
+        return read_text_file(path, "lock file")
+    except FileNotFoundError:
+        raise LockFileError(f"lock file {path} does not exist", hint="Give the path of a pylock.toml.") from None
+    except ValueError as error:
+        raise LockFileError(f"lock file {path} {error}") from None
+
+
 def parse_pylock(text: str, origin: str) -> Any:
     """The validated ``packaging.pylock.Pylock`` of ``text``; LockFileError (exit 2) naming the problem."""
     from packaging.pylock import Pylock, PylockUnsupportedVersionError, PylockValidationError
@@ -47,6 +60,9 @@ def parse_pylock(text: str, origin: str) -> Any:
         data = _toml_loads(text)
     except ValueError as error:  # tomllib.TOMLDecodeError
         raise LockFileError(f"{origin} is not valid TOML ({error}); a truncated file?", hint=_HINT) from None
+    except RecursionError:  # tomllib's parser nests a call per level of arrays and inline tables
+        raise LockFileError(f"{origin} nests deeper than envkit reads (arrays or tables inside each other, "
+                            f"{sys.getrecursionlimit()} deep or more): it is no lock file", hint=_HINT) from None
     try:
         return Pylock.from_dict(data)
     except PylockUnsupportedVersionError as error:

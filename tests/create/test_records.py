@@ -125,3 +125,21 @@ def test_a_record_whose_kernel_climbs_out_of_the_kernels_directory_deletes_nothi
     assert done.returncode == 0, done.stderr
     assert (victim / "precious.txt").read_text() == "kept\n"
     assert not prefix.exists() and home.record("k1") is None
+
+
+def test_a_record_nested_beyond_what_json_reads_is_unreadable_not_an_internal_error(home: Home):
+    # json.loads raises RecursionError (not ValueError) for 100,000 nested arrays: `envkit envs` ended in
+    # "internal error" for such an index entry, and for such a record inside an environment.
+    deep = "[" * 100_000 + "]" * 100_000
+    write(home.data / "records", "deep", deep)
+    prefix = home.prefix("inner")
+    (prefix / ".envkit").mkdir(parents=True)
+    (prefix / ".envkit" / "record.json").write_text(deep, encoding="utf-8")
+    write(home.data / "records", "inner", {**GOOD, "name": "inner", "prefix": str(prefix)})
+    listed = home.envkit("envs")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr and "internal error" not in listed.stderr, \
+        listed.stderr
+    assert "deep.json is not valid JSON" in listed.stdout and "record.json is not valid JSON" in listed.stdout
+    removed = home.envkit("remove", "inner", "--yes")
+    assert removed.returncode == 0 and "internal error" not in removed.stderr, removed.stderr
+    assert prefix.exists()  # its own record cannot be read: not known to be the environment, not deleted
