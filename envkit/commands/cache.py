@@ -96,16 +96,25 @@ def clean(
             if not typer.confirm(f"Remove {what} from {listed}?", default=False, err=True):
                 typer.echo("envkit: nothing removed", err=True)
                 raise typer.Exit(1)
+        from envkit.storage.room import size_text
+
         done = [(place, clean_cache(place.root, older_than)) for place in places]
+        freed = sum(result.freed for _, result in done)
         if json_output:
-            print_json({"caches": [{"path": str(place.root), "removed": result.removed, "kept": result.kept}
-                                   for place, result in done]})
+            print_json({"caches": [{"path": str(place.root), "removed": result.removed, "kept": result.kept,
+                                    "freed_bytes": result.freed} for place, result in done],
+                        "freed_bytes": freed})
             return
         for place, result in done:
             kept = f", kept {result.kept} used lately" if older_than is not None else ""
-            typer.echo(f"Cleaned {place.root}: removed {result.removed} entries{kept}.")
+            typer.echo(f"Cleaned {place.root}: removed {result.removed} entries{kept}, "
+                       f"freed {size_text(result.freed)}.")
         if not done:
             typer.echo("No package cache to clean.")
+        elif len(done) > 1:
+            typer.echo(f"Freed {size_text(freed)} in all.")
+        if done:
+            typer.echo("Files your environments are linked to stay on disk: they are not counted as freed.")
 
 
 def register(root: typer.Typer) -> None:
