@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.errors import BadInputError
+from envkit.errors import BadInputError, ConfigError
 from envkit.lockfile.format import LockFileError, dump_lock, parse_lock, read_lock
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 from envkit.lockfile.pylock import best_wheel, pylock_packages
@@ -215,7 +215,13 @@ def test_a_url_of_a_mirror_with_credentials_goes_back_upstream_without_them():
     wheel = "/cu126/torch/torch-2.13.0%2Bcu126-py3-none-any.whl"
     for reported in (f"http://127.0.0.1:9/whl{wheel}", f"http://alice:pw@127.0.0.1:9/whl{wheel}"):
         assert upstream_url(reported, config) == f"https://download.pytorch.org/whl{wheel}"  # uv reports it bare
-    assert upstream_url("http://127.0.0.1:9/other/x.whl", config) == "http://127.0.0.1:9/other/x.whl"
+    # On the mirrors' server but under no prefix they map: no upstream URL is known, and the lock is refused rather
+    # than keeping the mirror's (issue #39), with the mirror named without its password.
+    with pytest.raises(ConfigError, match=r"the mirror http://127\.0\.0\.1:9/whl serves x\.whl from "
+                                          r"http://127\.0\.0\.1:9/other/x\.whl, outside the prefix") as refused:
+        upstream_url("http://alice:pw@127.0.0.1:9/other/x.whl", config)
+    assert "pw" not in refused.value.message and refused.value.exit_code == 2
+    assert upstream_url("http://127.0.0.2:9/other/x.whl", config) == "http://127.0.0.2:9/other/x.whl"  # not a mirror
     assert upstream_url("http://127.0.0.1:9/pypi/simple/a/a-1.whl", config) == "https://pypi.org/simple/a/a-1.whl"
 
 
