@@ -52,3 +52,34 @@ def test_a_package_whose_file_would_lie_outside_the_store_touches_nothing(tmp_pa
     with pytest.raises(LockFileError):
         fetch_verified(made, made.url, store, lambda line: None)
     assert not list(tmp_path.rglob("made-by-lock"))
+
+
+@pytest.mark.parametrize("field, value", [("build", "../../../../escaped"), ("name", "../escaped")])
+def test_a_conda_package_whose_own_record_names_a_path_is_not_installed(tmp_path: Path, field, value):
+    # The lock pins the archive by hash, so its author chose what the archive's info/index.json says; the package
+    # cache and conda-meta name files after its name, version and build. The embedded engine refuses such a record.
+    import hashlib
+    import io
+    import json
+    import tarfile
+
+    from envkit.conda_engine import install_archives
+    from envkit.errors import InstallError
+    from support.conda_channel import build_package
+
+    made = build_package(tmp_path / "channel", "evil", "1.0", files={"x.txt": "x"})
+    archive = tmp_path / "evil-1.0-0.tar.bz2"
+    with tarfile.open(made, "r:bz2") as source, tarfile.open(archive, "w:bz2") as out:
+        for member in source.getmembers():
+            data = source.extractfile(member).read() if member.isfile() else None
+            if member.name == "info/index.json":
+                data = json.dumps({**json.loads(data), field: value}).encode()
+                member.size = len(data)
+            out.addfile(member, io.BytesIO(data) if data is not None else None)
+    body = archive.read_bytes()
+    cache = tmp_path / "cache" / "a" / "b" / "c"
+    cache.mkdir(parents=True)
+    with pytest.raises(InstallError):
+        install_archives(tmp_path / "prefix", [(archive, "https://conda.anaconda.org/x", hashlib.sha256(body).hexdigest(),
+                                                hashlib.md5(body).hexdigest())], cache)
+    assert not list(tmp_path.rglob("*escaped*")) and not (tmp_path / "prefix").exists()
