@@ -77,10 +77,13 @@ def clean(
 ) -> None:
     """Empty the package caches (only envkit's own directories in them: uv/, pip/, conda-pkgs/, uv-python/).
 
-    Refused while an `envkit create` is installing from a cache (it holds the cache's lock). Environments already
-    made keep working: their files are links of their own. The next create downloads again what it needs.
+    Refused while an `envkit create` is installing from a cache (it holds the cache's lock), and for a cache someone
+    else may change. Says how much it freed: what it removed, less the files environments are still linked to.
+    Environments already made keep working: their files are links of their own. The next create downloads again
+    what it needs.
 
-    Exit codes: 0 cleaned, 1 a create is using the cache (or cleaning failed), 2 bad input."""
+    Exit codes: 0 cleaned, 1 a create is using the cache (or cleaning failed), 2 bad input (a cache someone else
+    may change)."""
     with reported_errors():
         import sys
 
