@@ -89,7 +89,6 @@ def lock(
             warn(f"the lock pins a CPU build for machines with GPUs: {chosen.gpu_unused}")
         from envkit.create.storage import package_cache
         from envkit.installers import installer_environ
-
         from envkit.storage.cache import using_cache
 
         cache = package_cache(config, dirs, os.environ)  # the package caches `create` uses (docs/storage.md)

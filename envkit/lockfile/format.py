@@ -101,7 +101,7 @@ def parse_lock(text: str, origin: str) -> LockFile:
     channels = tuple(_channel(c, origin, i) for i, c in enumerate(_list(metadata.get("channels", []), origin,
                                                                           "metadata.channels")))
     content_hash = _string_map(metadata.get("content_hash", {}), origin, "metadata.content_hash")
-    custom = _envkit_facts(_string_map(metadata.get("custom_metadata") or {}, origin, "metadata.custom_metadata"),
+    custom = checked_facts(_string_map(metadata.get("custom_metadata") or {}, origin, "metadata.custom_metadata"),
                            origin)
     created = _mapping(metadata.get("time_metadata") or {}, origin, "metadata.time_metadata").get("created_at")
     packages = _list(data.get("package"), origin, "package")
@@ -114,7 +114,7 @@ def parse_lock(text: str, origin: str) -> LockFile:
                     custom=custom, created_at=created if isinstance(created, str) else None)
 
 
-def _envkit_facts(custom: dict[str, str], origin: str) -> dict[str, str]:
+def checked_facts(custom: dict[str, str], origin: str) -> dict[str, str]:
     """``custom`` if envkit's facts in it are what they say they are: the manifest and build become a record's (and
     are looked up in the manifests directory), the Python is the one the environment gets, the CUDA ones say what
     the solve saw, the index and find-links URLs reach uv (as upstream https URLs, as a manifest names them)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Optional, Sequence
 
 from envkit.lockfile import model
-from envkit.lockfile.format import LockFileError, check_store_names
+from envkit.lockfile.format import LockFileError, check_store_names, checked_facts
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 
 _HINT = "Make it again (`uv export --format pylock.toml`, `pip lock`, `pdm export -f pylock`), or fix the file."
@@ -106,7 +106,7 @@ def read_pylock(pylock: Any, origin: str, python: str) -> Read:
                             hint="Give --python another version, or lock for this platform.") from None
     if not packages:
         raise LockFileError(f"{origin} has nothing to install for CPython {python} on linux x86_64", hint=_HINT)
-    facts = _envkit_facts(pylock.tool)
+    facts = checked_facts(_envkit_facts(pylock.tool), origin)  # as conda-lock's: a manifest is a name, not a path
     facts[model.PYTHON] = python
     return Read(LockFile(packages=tuple(packages), content_hash={PLATFORM: ""}, custom=facts), tuple(left_out))
 

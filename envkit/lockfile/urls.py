@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Optional
 from urllib.parse import urlsplit
 
 from envkit.config import Config, check_transport, is_under, mirror_url
@@ -22,20 +23,21 @@ def upstream_url(url: str, config: Config) -> str:
                default=None)
     if best is not None:
         return best[1].upstream + bare[len(best[0]):]
-    served_by = next((target for target, m in targets if _origin(target) == _origin(bare)), None)
+    origin = _origin(bare)
+    served_by = next((target for target, _ in targets if origin is not None and _origin(target) == origin), None)
     if served_by is not None and not any(is_under(bare, m.upstream) for m in config.mirrors):
         raise _outside_mirror(bare, served_by)
     return url
 
 
-def _origin(url: str) -> tuple[str, str, object]:
-    """Scheme, host and port: where a URL is served (a file:// URL has none: it is nobody's server)."""
+def _origin(url: str) -> Optional[tuple[str, str, Optional[int]]]:
+    """Scheme, host and port: the server a URL is on; None for a file:// URL (no server) or one that cannot be
+    parsed."""
     try:
         parts = urlsplit(url)
-        return (parts.scheme.lower(), (parts.hostname or "").lower(), parts.port) if parts.scheme != "file" else \
-            ("file", url, None)
+        return (parts.scheme.lower(), (parts.hostname or "").lower(), parts.port) if parts.hostname else None
     except ValueError:
-        return ("", url, None)
+        return None
 
 
 def _outside_mirror(url: str, mirror: str) -> ConfigError:

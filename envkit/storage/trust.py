@@ -168,8 +168,10 @@ def open_lock(path: Path) -> int:
     this user's; UnsafeCache otherwise (nothing is created through a link someone planted)."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as error:  # a link (ELOOP), or another user's file in a sticky directory (EACCES)
-        problem = part_problem(path, directory=False) or f"{path} cannot be opened ({error.strerror or error})"
+    except OSError:  # a link (ELOOP), or another user's file in a sticky directory (EACCES): else as it is
+        problem = part_problem(path, directory=False)
+        if problem is None:
+            raise
         raise UnsafeCache(f"the package cache's lock: {problem}", hint=_FIX) from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():

@@ -87,3 +87,14 @@ def test_a_hostile_lock_is_refused_when_read_and_touches_nothing_outside_the_sto
         assert pypi_server.requests[asked:] == [], case  # refused before any download
         assert not [p for p in tmp_path.rglob("made-by-lock")], case
         assert not home.prefix("h1").exists() and home.record("h1") is None
+
+
+def test_a_pylock_s_envkit_facts_are_checked_as_conda_lock_s_are(home: Home):
+    # [tool.envkit] manifest became the record's manifest and was looked up as MANIFESTS/<manifest>.yaml: a path
+    # there read a file outside the manifests directory. Now refused as conda-lock's custom_metadata is.
+    lock = home.root / "pylock.toml"
+    lock.write_text(pylock("https://example.org/alpha-1.0-py3-none-any.whl", "a" * 64)
+                    + '\n[tool.envkit]\nmanifest = "../../etc/passwd"\nbuild = "x"\n', encoding="utf-8")
+    done = home.envkit("create", "--from-lock", str(lock), "--name", "f1", "--python", PYTHON, "--dry-run")
+    assert done.returncode == 2, done.stderr
+    assert "envkit.manifest '../../etc/passwd' is not a manifest name" in done.stderr and str(lock) in done.stderr
