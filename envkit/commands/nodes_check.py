@@ -37,6 +37,7 @@ def job_nodes(site, partition: str, named: Optional[str], nodes: int, framework:
     from envkit.commands.node_check import slurm_target
 
     targets = [slurm_target(site, partition, name, slurm) for name in names]
+    check_nodes(nodes, targets, None, partition)  # two names of one node: exit 2, before any job
     if slurm.present:
         check_nodes(nodes, targets, _partition_size(slurm, partition, targets), partition)
     return ",".join(targets)
@@ -157,6 +158,7 @@ def verify_across_nodes(env: Optional[str], prefix: Optional[Path], nodes: int, 
     if named:
         site = current_site()
         nodelist = ",".join(slurm_target(site, partition, name, slurm) for name in named)
+        check_nodes(nodes, nodelist.split(","), None, partition)  # two names of one node: exit 2, before any job
         _partition_size(slurm, partition, nodelist.split(","))  # exit 2 for a node sinfo does not list
     # Every node of the job is asked for the same GPUs: the fewest any of them (or of the partition's nodes) has.
     most = min(partition_gpus(slurm, partition, name) for name in nodelist.split(",")) if nodelist else \

@@ -63,7 +63,7 @@ def _kept(package: LockedPackage, source: str, store: Path) -> Optional[Path]:
     """The store's copy of a remote package, if it is unchanged since it was hash-checked; else None."""
     if local_path(source) is not None:
         return None  # a file on disk is hashed where it is, each time
-    target = store / package.sha256 / package.file_name
+    target = stored_at(store, package)
     return target if target.is_file() and _unchanged_since_verified(target) else None
 
 
@@ -101,6 +101,21 @@ def link_into(paths: Sequence[Path], links: Path) -> None:
         os.replace(temporary, links / path.name)
 
 
+def stored_at(store: Path, package: LockedPackage) -> Path:
+    """Where the store keeps ``package``'s file: ``store/<sha256>/<file name>``, proved to lie inside ``store``
+    (envkit.state.files.inside); LockFileError (exit 2) for a sha256 or file name that would lead elsewhere (the readers
+    refuse such a lock before this: this is the proof where the path is made)."""
+    from envkit.lockfile.format import LockFileError
+    from envkit.state.files import inside
+
+    try:
+        return inside(store, package.sha256, package.file_name)
+    except ValueError as error:
+        raise LockFileError(f"{package.name} {package.version}: {error}: the lock would have envkit keep a file "
+                            f"outside its store {store}; nothing was fetched",
+                            hint="Make the lock again from a source you trust.") from None
+
+
 class RedirectRefused(InstallError):
     """A download redirected somewhere envkit may not fetch from: plain http off loopback and the mirrors."""
 
@@ -114,7 +129,7 @@ def fetch_verified(package: LockedPackage, source: str, store: Path, report: Cal
                                hint="Check the mirror in envkit's config, or make the lock again.")
         verify(package, path, source)
         return path
-    target = store / package.sha256 / package.file_name
+    target = stored_at(store, package)
     if target.is_file():
         if _unchanged_since_verified(target):
             return target

@@ -155,7 +155,7 @@ def uv_resolver(uv: Path, config: Config, environ: Mapping[str, str], timeout_s:
     def resolve(resolution: Resolution) -> None:
         try:
             lock_pip(resolution.packages, resolution.index_url, str(resolution.python), config, uv, patient,
-                     resolution.find_links)
+                     resolution.find_links, upstream=False)  # (no lock written: a mirror's URLs may stay)
         except OSError as error:
             raise EnvkitError(f"uv ({uv}) could not resolve {resolution.label}: {error.strerror or error}",
                               hint="Reinstall envkit if uv is missing or broken.") from None

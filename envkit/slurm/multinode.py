@@ -58,10 +58,15 @@ def labelled_lines(text: str) -> dict[int, list[str]]:
 
 def check_nodes(nodes: int, named: Sequence[str], available: Optional[int], partition: str) -> int:
     """``nodes`` if a job can have that many nodes of ``partition``: BadInputError (exit 2) for fewer than 1, more
-    than ``available`` (sinfo's count, None when unknown), or more than the nodes ``P:NODE,...`` names."""
+    than ``available`` (sinfo's count, None when unknown), more than the nodes ``P:NODE,...`` names, or a node
+    named twice (by one name, or by two that stand for one Slurm node: ``named`` are then their Slurm names)."""
     if nodes < 1:
         raise BadInputError(f"--nodes {nodes}: a job needs at least 1 node", hint="Give --nodes 2 or more to run "
                             "across nodes.")
+    twice = next((node for i, node in enumerate(named) if node in named[:i]), None)
+    if twice is not None:  # (Slurm would run the job on fewer nodes than asked, and the check would not run)
+        raise BadInputError(f"--partition {partition}:{','.join(named)} names the node {twice} twice",
+                            hint="Name each node once.")
     if named and nodes > len(named):
         raise BadInputError(f"--nodes {nodes}: --partition {partition}:{','.join(named)} names only {len(named)} "
                             "node(s)", hint=f"Name {nodes} nodes, or give the partition alone.")

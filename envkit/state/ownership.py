@@ -9,7 +9,6 @@ and `remove` deletes a directory only when it names the environment being remove
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -37,16 +36,17 @@ class NotHeld(EnvkitError):
 def inside_record(prefix: Path) -> dict[str, Any]:
     """The record envkit keeps inside ``prefix``, as data; ValueError saying why there is none, in words following
     "it" ("it holds no envkit record", "its envkit record ... is not valid JSON")."""
+    from envkit.state.files import parse_json, read_text_file
+
     path = in_prefix(prefix)
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # bounded, and never waiting on a FIFO: a directory being asked about may be anyone's
+        text = read_text_file(path, "record")
     except FileNotFoundError:
         raise ValueError("it holds no envkit record") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"its envkit record {path} cannot be read "
-                         f"({getattr(error, 'strerror', None) or error})") from None
+    except ValueError as error:
+        raise ValueError(f"its envkit record {path} {error}") from None
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError:
         raise ValueError(f"its envkit record {path} is not valid JSON") from None
     if not isinstance(data, dict):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from envkit.errors import BadInputError, EnvkitError
-from envkit.state.files import write_atomic
+from envkit.state.files import parse_json, write_atomic
 from envkit.state.testpause import fault_at
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -193,7 +193,7 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
     except ValueError as error:
         raise BadInputError(f"the record {path} {error}", hint=hint) from None
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError:
         raise BadInputError(f"{path} is not valid JSON", hint=hint) from None
     try:
@@ -208,7 +208,19 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
                             hint=hint)
     if record.manifests is not None and not os.path.isabs(record.manifests):
         raise BadInputError(f"{path}: the manifests directory {record.manifests!r} is not an absolute path", hint=hint)
+    _check_names(record, path, hint)
     return record
+
+
+def _check_names(record: Record, path: Path, hint: str) -> None:
+    """BadInputError unless the fields envkit turns into paths are plain names: the manifest (the manifests
+    directory's MANIFEST.yaml) and the Jupyter kernel (the kernels directory's KERNEL, which `remove` deletes)."""
+    from envkit.state.files import plain_name_problem
+
+    for field_name, value in (("manifest", record.manifest), ("kernel", record.kernel)):
+        problem = plain_name_problem(value) if value is not None else None
+        if problem is not None:
+            raise BadInputError(f"{path}: its {field_name} {value!r} {problem}: it is not a name", hint=hint)
 
 
 @dataclass(frozen=True)
@@ -249,7 +261,7 @@ def _raw(path: Path) -> dict[str, Any]:
     from envkit.state.files import read_text_file
 
     try:
-        data = json.loads(read_text_file(path, "record"))
+        data = parse_json(read_text_file(path, "record"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -193,6 +193,7 @@ def test_job_on_two_nodes_runs_a_real_torchrun_on_each_and_every_rank_sees_the_w
     (["--nodes", "0"], "--nodes 0: a job needs at least 1 node"),
     (["--nodes", "3"], "--nodes 3: partition part-a has 2 node(s) (sinfo)"),
     (["--nodes", "2", "-p", "part-a:gpu-a1"], "names only 1 node(s)"),
+    (["--nodes", "2", "-p", "part-a:gpu-a1,gpu-a1"], "names the node gpu-a1 twice"),  # a job ran, "did not run"
 ])
 def test_bad_node_counts_are_exit_2_before_any_job(slurm_site, cluster_user, args, words):
     env, _ = cluster_user

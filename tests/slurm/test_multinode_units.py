@@ -103,6 +103,7 @@ def test_a_framework_without_a_launch_across_nodes_is_bad_input():
     (0, (), 4, "--nodes 0: a job needs at least 1 node"),
     (5, (), 4, "--nodes 5: partition gpu has 4 node(s) (sinfo)"),
     (3, ("a", "b"), 4, "--partition gpu:a,b names only 2 node(s)"),
+    (2, ("node-a100", "node-a100"), 4, "--partition gpu:node-a100,node-a100 names the node node-a100 twice"),
 ])
 def test_node_counts_a_job_cannot_have_are_bad_input(nodes, named, available, words):
     with pytest.raises(BadInputError) as caught:
