@@ -6,8 +6,8 @@ library it bundles runs on that driver, (2) EVERY GPU is covered by its SASS (sa
 PTX (lower-or-equal arch), (3) it publishes a Python envkit can provide, and (4) its packages install on the machine's
 glibc, when both are known. A profile that puts a GPU on a driver older than the first branch that drives it
 describes no real machine: no GPU build is judged to run there. Every verdict carries its reasons in words a user
-understands. They name no machine ("the driver has
-11.2", "the machine has none"), so they read true for this machine, for a profile, and after a fleet's machine names.
+understands. They name no machine ("the driver has 11.2", "the machine has none"), so they read true for this
+machine, for a profile, and after a fleet's machine names.
 """
 
 from __future__ import annotations

@@ -233,29 +233,6 @@ def test_envkit_list_warns_about_an_impossible_profile(tmp_path):
     assert "  * torch-2.15-cpu" in result.stdout
 
 
-@pytest.mark.parametrize("row, field, words", [
-    ('{gpus: "Blackwell", compute_capabilities: ["12.0"], branch: "R570", cuda: "12.9"}',
-     "first_driver_branch[0].cuda", "R570 supports CUDA 12.8 at most"),
-    ('{gpus: "Blackwell", compute_capabilities: ["12.0", "12.0"], branch: "R570", cuda: "12.8"}',
-     "first_driver_branch[0].compute_capabilities[1]", "12.0 has a first branch already"),
-    ('{gpus: "Blackwell", compute_capabilities: [], branch: "R570", cuda: "12.8"}',
-     "first_driver_branch[0].compute_capabilities", "missing or empty"),
-    ('{gpus: "Blackwell", compute_capabilities: ["sm120"], branch: "R570", cuda: "12.8"}',
-     "first_driver_branch[0].compute_capabilities[0]", "compute capability"),
-])
-def test_a_broken_first_driver_row_names_its_field(envs_copy, row, field, words):
-    from envkit.catalog.load import load_tables
-
-    path = envs_copy / "cuda.yaml"
-    text = path.read_text()
-    start = text.index("first_driver_branch:")
-    end = text.index("\n# The last driver branch")
-    path.write_text(text[:start] + f"first_driver_branch:\n  - {row}\n" + text[end:])
-    with pytest.raises(ManifestError) as caught:
-        load_tables(envs_copy)
-    assert caught.value.field == field and words in caught.value.problem
-
-
 # --- a bundled library's driver floor ----------------------------------------------------------------------------
 
 def test_a_bundled_cudnn_driver_floor_refuses_the_build_on_an_older_driver(demo):
