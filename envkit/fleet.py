@@ -2,8 +2,8 @@
 
 Low in the layers, beside machine.py: a fleet is a tuple of named profiles. Identical profiles are judged once, so
 machines are grouped by the facts resolution looks at (:func:`profile_key`: the driver, its CUDA, the C library,
-every GPU's name and architecture; not the name, not where the facts came from, not the GPUs' memory, which a node reports a little
-differently with ECC or MIG settings). A machine's name is its profile's ``name``, else its file's
+every GPU's name and architecture; not the name, not where the facts came from, not the GPUs' memory, which a node
+reports a little differently with ECC or MIG settings). A machine's name is its profile's ``name``, else its file's
 name (without the suffix).
 
 Reading profiles is the only I/O here (:func:`load_profiles`); everything else is pure.

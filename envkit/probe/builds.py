@@ -124,8 +124,8 @@ def observed_profile(profile: MachineProfile, probe: ProbeResult, driver_cuda: O
         first = max((each for each in firsts if each is not None), key=lambda each: each.cuda, default=None)
         framework = probe.framework or "the framework"
         if first is not None and first.cuda > started:
-            sources[CUDA_DRIVER] = (f"at least the CUDA {first.cuda} of {first.describe()} ({framework} started CUDA "
-                                    f"{started} here)")
+            sources[CUDA_DRIVER] = (f"at least CUDA {first.cuda}: {first.describe()} ({framework} started CUDA "
+                                    f"{started})")
             started = first.cuda
         else:
             sources[CUDA_DRIVER] = f"at least the CUDA {started} that {framework} started here"

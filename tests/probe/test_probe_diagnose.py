@@ -141,9 +141,9 @@ def test_where_detection_found_no_driver_the_machine_is_the_one_the_framework_me
     assert [(gpu.name, str(gpu.compute_capability)) for gpu in machine.gpus] == [("NVIDIA GeForce RTX 5090", "12.0")]
     assert machine.cuda_driver == CudaVersion(12, 8)
     assert machine.sources["gpus"] == "the probe"
-    assert machine.sources["cuda_driver"].startswith("at least the CUDA 12.8 of R570 (CUDA 12.8) is the first driver "
-                                                     "branch for Blackwell")
-    assert machine.sources["cuda_driver"].endswith("(torch started CUDA 12.4 here)")
+    assert machine.sources["cuda_driver"].startswith("at least CUDA 12.8: R570 (CUDA 12.8) is the first driver branch "
+                                                     "for Blackwell")
+    assert machine.sources["cuda_driver"].endswith("(torch started CUDA 12.4)")
     # cu128 runs natively, 2.12/2.13 cu129 through minor-version compatibility: the newest release ranks first
     # (2.13 has a cu129 build: issue 30; 2.14 has none: issue 46).
     assert report.next_step is not None and report.next_step.build.id == "torch-2.13-cu129"
