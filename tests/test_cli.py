@@ -117,7 +117,7 @@ def test_list_text_marks_the_selected_build_and_hides_incompatible_ones():
     lines = result.stdout.splitlines()
     assert lines[0].startswith("Machine: blackwell-desk: driver 570.133.07, CUDA 12.8")
     selected = [line for line in lines if line.startswith("  * ")]
-    assert len(selected) == 1 and "torch-2.14-cu129" in selected[0]  # CUDA 12 minor-version compat (issue 30)
+    assert len(selected) == 1 and "torch-2.13-cu129" in selected[0]  # CUDA 12 minor-version compat (issue 30, 46)
     assert "torch-2.14-cu130" not in result.stdout
     # The next step judges the same machine when pasted.
     machine = str(PROFILES / "rtx5090-cuda128.yaml")
@@ -198,7 +198,7 @@ def test_broken_manifest_exits_2_naming_file_build_and_field(tmp_path):
     path = envs / "torch.yaml"
     path.write_text(path.read_text().replace('{variant: cu130, cuda: "13.0"', '{variant: cu130, cuda: "13.7"', 1))
     result = envkit("list", "torch", "--manifests", str(envs), "--machine", str(PROFILES / "no-gpu.yaml"))
-    assert_clean_error(result, 2, str(path), "build torch-2.14-cu130", "field 'cuda'", "13.7")
+    assert_clean_error(result, 2, str(path), "build torch-2.15-cu130", "field 'cuda'", "13.7")
 
 
 def test_manifests_directory_from_the_environment(tmp_path):

@@ -100,7 +100,7 @@ def site_json(loaded) -> dict[str, Any]:
                 "configurations": [
                     {"machines": list(config.names), "nodes": count,
                      "cuda_driver": str(config.profile.cuda_driver) if config.profile.cuda_driver else None,
-                     "gpus": _gpus(config.profile)}
+                     "libc": config.profile.libc, "gpus": _gpus(config.profile)}
                     for config, count in entry["configs"]
                 ],
                 "unreachable": [{"node": n, "reason": r} for n, r in entry["partition"].unreachable],
@@ -146,7 +146,8 @@ def site_text(loaded) -> str:
         for config, count in configs:
             driver = f"CUDA {config.profile.cuda_driver}" if config.profile.cuda_driver else "no NVIDIA driver"
             version = f"driver {config.profile.driver_version}, " if config.profile.driver_version else ""
-            lines.append(f"  {names_text(config.names)} ({counted(count, 'node')}): {version}{driver}; "
+            libc = f", {config.profile.libc}" if config.profile.libc else ""
+            lines.append(f"  {names_text(config.names)} ({counted(count, 'node')}): {version}{driver}{libc}; "
                          f"{_gpus(config.profile)}")
             lines += [f"    note from {machine.name}: {note}" for machine in config.machines
                       for note in machine.profile.notes]  # what the node said about itself when surveyed

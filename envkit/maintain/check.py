@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
 from envkit.errors import BadInputError, UnknownNameError
-from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed, upstream_index
+from envkit.maintain.findings import LISTED, MISSING, NEW, UNREADABLE, Finding, PipNeed, upstream_index
 from envkit.state.config import is_under
 from envkit.text.words import counted
 
@@ -44,6 +44,7 @@ class CheckReport:
             "missing": [f.to_dict() for f in self.findings if f.kind == MISSING],
             "unreadable": [f.to_dict() for f in self.findings if f.kind == UNREADABLE],
             "not_in_manifests": [f.to_dict() for f in self.findings if f.kind == NEW],
+            "listed_unconfirmed": [f.to_dict() for f in self.findings if f.kind == LISTED],
             "pages": self.pages, "resolutions": self.resolutions, "mirrors": self.mirrors,
         }
 
@@ -170,6 +171,7 @@ def check_builds(
         wanted = resolutions([b for b in builds if b.id not in failed], catalog, config, claimed)
         findings += check_resolvable(wanted, resolver, settings.jobs, resolve_progress)
         resolved = len(wanted)
+    findings += listed_unconfirmed([b for b in builds if claimed[b.id]], findings)
     used = {need.index for need in needs} | {c for b in builds if b.conda for c in b.conda.channels}
     mirrors = {url: config.mirrored(url) for url in sorted(used) if config.mirrored(url) != url}
     return CheckReport(
@@ -179,24 +181,33 @@ def check_builds(
     )
 
 
+def listed_unconfirmed(builds: Sequence[Build], findings: Sequence[Finding]) -> list[Finding]:
+    """The checked builds marked `unconfirmed:` whose every package was found (no finding missing or unreadable for
+    them): envkit does not pick such a build over a confirmed one until its note is gone, and the listing may be what
+    the note doubted."""
+    failed = {f.build for f in findings if f.kind in (MISSING, UNREADABLE)}
+    return [Finding(LISTED, f"{build.id}: every package is there, but its manifest marks it unconfirmed "
+                            f"({build.unconfirmed}): where the listing is what that doubted, remove the note, and "
+                            "envkit picks it where it ranks first (until then, only with --build)", build.id)
+            for build in builds if build.unconfirmed and build.id not in failed]
+
+
 def _unique(findings: list[Finding]) -> list[Finding]:
-    order = {MISSING: 0, UNREADABLE: 1, NEW: 2}
+    order = {MISSING: 0, UNREADABLE: 1, NEW: 2, LISTED: 3}
     return sorted(dict.fromkeys(findings), key=lambda f: order[f.kind])
 
 
 def render_check(report: CheckReport, say: Callable[[str], None]) -> None:
-    """The report in words: what is missing or could not be read, then what is new upstream, then a summary."""
-    problems = [f for f in report.findings if f.kind != NEW]
-    for finding in problems:
-        say(finding.message)
-    news_found = [f for f in report.findings if f.kind == NEW]
-    if news_found:
-        if problems:
-            say("")
-        say("Not in the manifests:")
-        for finding in news_found:
-            say(f"  {finding.message}")
-    if problems or news_found:
+    """The report in words: what is missing or could not be read, then what is new upstream and the unconfirmed
+    builds whose packages are all there, then a summary."""
+    problems = [f for f in report.findings if f.kind in (MISSING, UNREADABLE)]
+    blocks = [[f.message for f in problems]]  # then a heading and its findings, for each kind found
+    for kind, heading in ((NEW, "Not in the manifests:"), (LISTED, "Listed, though marked unconfirmed:")):
+        found = [f"  {f.message}" for f in report.findings if f.kind == kind]
+        blocks.append([heading, *found] if found else [])
+    for block in (block for block in blocks if block):
+        for line in block:
+            say(line)
         say("")
     pythons = sum(len(p) for p in report.pythons.values())
     verdict = "everything is there" if report.ok else counted(len(problems), "problem")

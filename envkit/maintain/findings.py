@@ -1,5 +1,6 @@
 """What `envkit manifests check` finds, shared by its parts (check, conda_check, upstream): a missing or unreadable
-package, a release upstream that the manifests do not have; and what a build needs from a pip index."""
+package, a release upstream that the manifests do not have, an unconfirmed build whose packages are all there; and
+what a build needs from a pip index."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
 MISSING, UNREADABLE, NEW = "missing", "unreadable", "not in the manifests"
+# An `unconfirmed:` build whose every package was found: envkit picks it only when named with --build until its note
+# is removed (envkit.pick.resolve.rank), and the check says so.
+LISTED = "listed though unconfirmed"
 
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # MISSING, UNREADABLE or NEW
+    kind: str  # MISSING, UNREADABLE, NEW or LISTED
     message: str
     build: Optional[str] = None
     url: Optional[str] = None  # the upstream URL it is about

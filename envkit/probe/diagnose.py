@@ -82,7 +82,7 @@ def diagnose(
     """
     driver_cuda = driver_cuda_from(probe)
     installed = installed_build(manifest, probe) if manifest is not None else None
-    profile = observed_profile(profile, probe, driver_cuda, on_target)
+    profile = observed_profile(profile, probe, driver_cuda, on_target, tables)
     # A build to advise must fit the whole machine, the GPUs CUDA_VISIBLE_DEVICES hides from this check included: a
     # CPU build for a machine that merely looks GPU-less here would be the wrong advice.
     planned = profile.whole()

@@ -11,7 +11,7 @@ from packaging.version import Version
 
 from envkit.catalog import load_catalog
 from envkit.errors import BadInputError, UnknownNameError
-from envkit.maintain.check import MISSING, NEW, UNREADABLE, check_builds
+from envkit.maintain.check import LISTED, MISSING, NEW, UNREADABLE, check_builds
 from envkit.maintain.fetch import FetchSettings
 from envkit.state.config import Config, Mirror
 
@@ -336,3 +336,23 @@ def test_an_index_page_redirected_off_loopback_to_plain_http_is_refused_and_said
                              "or a configured mirror: refused") and not refused.found
     assert followed.status == 200 and followed.text == "ok" and followed.final_url == f"{base}/mirror/jax/"
     assert [path for path, _ in asked] == ["/simple/torch/", "/simple/jax/", "/mirror/jax/"]
+
+
+def test_an_unconfirmed_build_whose_packages_are_all_there_is_said_to_be_listed(manifests, index):
+    """Issue 46: an `unconfirmed:` build is not picked over a confirmed one until its note is gone; the check lists
+    those whose every package it found (the cu130 one), and not one with a package missing (the cpu one)."""
+    path = manifests / "torch.yaml"
+    path.write_text(path.read_text().replace(
+        '{variant: cu130, cuda: "13.0", arch: {sass: ["7.5", "8.0", "9.0"]}}',
+        '{variant: cu130, cuda: "13.0", arch: {sass: ["7.5", "8.0", "9.0"]}, unconfirmed: "reported installed"}'
+    ).replace("{variant: cpu}", '{variant: cpu, unconfirmed: "not seen"}'))
+    complete_index(index, variants=("cu130",))
+    index.add("/whl/cpu", [*wheels("torch", "2.14.0+cpu"), *wheels("torchvision", "0.29.1+cpu")])  # no torchaudio
+    report = run(manifests, mirrored(index))
+    [listed] = messages(report, LISTED)
+    assert listed.startswith("torch-2.14-cu130: every package is there, but its manifest marks it unconfirmed "
+                             "(reported installed): where the listing is what that doubted, remove the note")
+    assert [f.build for f in report.findings if f.kind == MISSING] == ["torch-2.14-cpu"]
+    assert report.to_dict()["listed_unconfirmed"][0]["build"] == "torch-2.14-cu130"
+    lines = rendered(report)
+    assert lines[lines.index("Listed, though marked unconfirmed:") + 1] == f"  {listed}"

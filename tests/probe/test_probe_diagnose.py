@@ -133,16 +133,20 @@ def test_driver_too_old_never_advises_a_driver_that_cannot_drive_the_gpu(catalog
 
 def test_where_detection_found_no_driver_the_machine_is_the_one_the_framework_met(catalog):
     # No probe of envkit's could read the driver (no NVML library, no /proc, no nvidia-smi: a container, say), yet
-    # torch ran CUDA 12.4 on an RTX 5090: the machine is judged as having that GPU and at least that CUDA.
+    # torch ran CUDA 12.4 on an RTX 5090: the machine is judged as having that GPU and at least that CUDA, and at
+    # least the CUDA 12.8 of R570, the first driver branch of any Blackwell GPU (issue 46: an RTX 5090 on a CUDA 12.4
+    # driver is no real machine).
     report = judge("torch-2.6.0-cu124-rtx5090-no-kernels", "no-gpu", True, catalog)
     machine = report.machine
     assert [(gpu.name, str(gpu.compute_capability)) for gpu in machine.gpus] == [("NVIDIA GeForce RTX 5090", "12.0")]
-    assert machine.cuda_driver == CudaVersion(12, 4)
+    assert machine.cuda_driver == CudaVersion(12, 8)
     assert machine.sources["gpus"] == "the probe"
-    assert machine.sources["cuda_driver"] == "at least the CUDA 12.4 that torch started here"
-    # 12.8 and 12.9 both run there only through minor-version compatibility: the newest release (2.14 has a cu129
-    # build: issue 30), then the newer CUDA, ranks first.
-    assert report.next_step is not None and report.next_step.build.id == "torch-2.14-cu129"
+    assert machine.sources["cuda_driver"].startswith("at least CUDA 12.8: R570 (CUDA 12.8) is the first driver branch "
+                                                     "for Blackwell")
+    assert machine.sources["cuda_driver"].endswith("(torch started CUDA 12.4)")
+    # cu128 runs natively, 2.12/2.13 cu129 through minor-version compatibility: the newest release ranks first
+    # (2.13 has a cu129 build: issue 30; 2.14 has none: issue 46).
+    assert report.next_step is not None and report.next_step.build.id == "torch-2.13-cu129"
     # Judged for another machine (a login node's check), the profile stands as it is.
     assert judge("torch-2.6.0-cu124-rtx5090-no-kernels", "no-gpu", False, catalog).machine.gpus == ()
 

@@ -28,6 +28,8 @@ def test_survey_writes_every_gpu_partition_from_its_nodes(slurm_site, tmp_path):
     assert str(a_node.profile.cuda_driver) == "12.2" and str(a_node.profile.driver_version) == "535.129.03"
     raw = yaml.safe_load((tmp_path / "site.yaml").read_text())["partitions"]["part-a"]["nodes"][0]["profile"]
     assert any("inside Slurm job" in note and "gpu-a1" in note for note in raw["notes"])  # the node said so
+    # Each node's C library, as the node's own `envkit detect` read it (issue 46), kept in the site file.
+    assert raw["libc"].startswith("glibc 2.") and a_node.profile.libc == raw["libc"]
     [v_node] = site.partitions["part-v"].nodes
     assert [str(g.compute_capability) for g in v_node.profile.gpus] == ["7.0"]
     assert str(v_node.profile.cuda_driver) == "11.4"
