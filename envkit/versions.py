@@ -1,4 +1,5 @@
-"""Small value types for the versions envkit compares: CUDA versions, compute capabilities, driver versions, glibc.
+"""Small value types for the versions envkit compares: CUDA versions, compute capabilities, driver versions, glibc,
+Linux for Tegra releases.
 
 All are immutable, ordered, and parse from the forms users and tools write ("12.4", "sm_75", "7.5", 12040,
 "535.54.03"). Parsing failures raise ValueError with a message fit to show a user.
@@ -19,6 +20,8 @@ _CAPABILITY = r"^\s*([0-9]{1,3})\.([0-9])\s*$"
 _SM = r"^\s*(?:sm|compute)_([0-9]{1,3})([0-9])\s*$"
 # A GNU C library version, 2.17 or 2.28 (what a manylinux_2_28 wheel needs, and what `ldd --version` prints).
 _GLIBC = r"^\s*([0-9])\.([0-9]{1,3})\s*$"
+# A Linux for Tegra release (a Jetson's system): major.minor.patch, 36.4.4 (R36 REVISION 4.4), or 36.4 (patch 0).
+_L4T = r"^\s*([0-9]{2})\.([0-9]{1,2})(?:\.([0-9]{1,2}))?\s*$"
 # An NVIDIA driver as NVIDIA numbers them: branch.minor[.patch], 580.159.04, 470.256.02, 390.157 (or a branch: 580).
 _DRIVER = r"^[0-9]{2,3}(?:\.[0-9]{1,3}){0,2}$"
 # The largest CUDA version encoded as NVML and cuDriverGetVersion encode it (999.99 -> 999990).
@@ -123,6 +126,25 @@ class GlibcVersion(MajorMinor):
     @classmethod
     def parse(cls, value: Union[str, int, float]) -> GlibcVersion:
         return cls(*_parse_major_minor(value, (_GLIBC,), "a glibc version like '2.28'"))
+
+
+class L4tVersion(NamedTuple):
+    """A Linux for Tegra release such as 36.4.4, the system of a Jetson (/etc/nv_tegra_release says "R36 ...
+    REVISION: 4.4"); its JetPack follows from it (cuda.yaml's ``jetpack`` table)."""
+
+    major: int
+    minor: int
+    patch: int = 0
+
+    @classmethod
+    def parse(cls, value: Union[str, int, float]) -> L4tVersion:
+        match = None if isinstance(value, bool) else re.match(_L4T, str(value))
+        if match is None:
+            raise ValueError(f"{value!r} is not a Linux for Tegra release like '36.4.4'")
+        return cls(int(match[1]), int(match[2]), int(match[3] or 0))
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
 
 
 @functools.total_ordering

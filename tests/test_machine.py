@@ -9,7 +9,7 @@ import pytest
 
 from envkit.errors import ProfileError
 from envkit.machines.profile import Gpu, MachineProfile, apply_overrides, parse_overrides, profile_from_dict, read_profile
-from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion, L4tVersion
 
 PROFILES = Path(__file__).parent / "profiles"
 
@@ -104,7 +104,7 @@ def test_a_misspelt_key_is_refused_not_read_as_a_machine_without_gpus(tmp_path):
     # `gpu:` for `gpus:` used to give a machine with no GPU (and CPU builds), exit 0.
     message = refused(tmp_path, 'cuda_driver: "12.8"\ngpu:\n  - {name: NVIDIA H100, compute_capability: "9.0"}\n')
     assert message == (": unknown key 'gpu' (did you mean 'gpus'?); the keys are: name, driver_version, cuda_driver, "
-                       "libc, gpus, sources, notes, hidden_gpus, schema_version")
+                       "libc, platform, l4t, gpus, sources, notes, hidden_gpus, schema_version")
     assert refused(tmp_path, 'cuda_driver: "12.8"\ngpus: []\nfoo: 1\n').startswith(": unknown key 'foo'; the keys")
 
 
@@ -144,7 +144,7 @@ def full_profile() -> MachineProfile:
               Gpu(1, "NVIDIA Future GPU", None, None, "nvidia-smi")),
         cuda_driver=CudaVersion(12, 10), driver_version=DriverVersion.parse("580.65.06"), name="deepnine",
         sources={"driver_version": "nvml", "cuda_driver": "nvml", "gpus": "nvml", "libc": "confstr"},
-        notes=("a note",), glibc=GlibcVersion(2, 28))
+        notes=("a note",), glibc=GlibcVersion(2, 28), platform="linux-aarch64", l4t=L4tVersion(36, 4, 4))
 
 
 def test_what_envkit_writes_reads_back(tmp_path):
@@ -159,6 +159,7 @@ def test_what_envkit_writes_reads_back(tmp_path):
         assert again.gpus == tuple(g._replace(source=f"file {path}") for g in profile.gpus)
         assert (again.cuda_driver, again.driver_version, again.name) == (CudaVersion(12, 10), profile.driver_version,
                                                                           "deepnine")
+        assert (again.platform, again.l4t) == ("linux-aarch64", L4tVersion(36, 4, 4))  # issue 43
 
 
 def test_hidden_gpus_read_back_as_the_gpus_that_were_seen_and_a_note_naming_the_others(tmp_path):

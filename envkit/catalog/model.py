@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Optional
 
 from envkit.machines.cuda import CudaTable
+from envkit.machines.platforms import DEFAULT_PLATFORM
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class PipInstall(NamedTuple):
     index_url: Optional[str] = None  # None: the default index (PyPI or its mirror)
     local_version: Optional[str] = None  # what follows '+' in each installed version ("cu126"); "": no local part
     find_links: Optional[str] = None  # a flat page of links to wheels searched besides the index (pip --find-links)
+    plain: tuple[str, ...] = ()  # packages installed with a plain version even where the others carry local_version
 
 
 class BundledLibrary(NamedTuple):
@@ -126,6 +128,17 @@ class PythonRange:
         self._spec = None
 
 
+class PlatformView(NamedTuple):
+    """What a build has on one of its platforms where that differs from what it says for all of them (the aarch64
+    torch wheels carry fewer GPUs' code; an aarch64 fact no one could confirm). None: as the build says."""
+
+    arch: Optional[ArchSet] = None
+    unconfirmed: Optional[str] = None
+    notes: Optional[str] = None
+    glibc: Optional[GlibcVersion] = None
+    pip: Optional[PipInstall] = None
+
+
 class Build(NamedTuple):
     """One installable build of a framework: its version, its CUDA and GPU code, the Pythons it is for."""
 
@@ -142,6 +155,29 @@ class Build(NamedTuple):
     bundled: tuple[BundledLibrary, ...] = ()  # GPU builds only
     unconfirmed: Optional[str] = None  # what the manifest's authors could not check (shown to admins)
     glibc: Optional[GlibcVersion] = None  # the oldest glibc its packages install on (manylinux_2_28: 2.28)
+    # The platforms it has packages for (conda's names; a conda build's subdirs), what differs on some of them, and
+    # why it has none for others where the manifest says so ("tensorflow's aarch64 wheels carry no CUDA").
+    platforms: tuple[str, ...] = (DEFAULT_PLATFORM,)
+    per_platform: tuple[tuple[str, PlatformView], ...] = ()
+    absent: tuple[tuple[str, str], ...] = ()
+    l4t: Optional[str] = None  # a Jetson build: the L4T releases it runs on (a PEP 440 range: ">=36.4,<37")
+
+    def on(self, platform: str) -> Build:
+        """The build as it is on ``platform``: its arch list, notes, glibc and install settings there. (The build
+        itself where nothing differs, or where it has no packages for the platform: resolution refuses it there.)"""
+        view = dict(self.per_platform).get(platform)
+        if view is None:
+            return self
+        changed = {key: value for key, value in view._asdict().items() if value is not None}
+        return self._replace(**changed)
+
+    def absent_reason(self, platform: str) -> Optional[str]:
+        """Why the build has no packages for ``platform``, as its manifest says, or None when it does not say."""
+        return dict(self.absent).get(platform)
+
+    @property
+    def is_jetson(self) -> bool:
+        return self.l4t is not None
 
     @property
     def min_compute_capability(self) -> Optional[ComputeCapability]:

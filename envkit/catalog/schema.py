@@ -19,11 +19,13 @@ from envkit.catalog.model import (
     CondaInstall,
     Manifest,
     PipInstall,
+    PlatformView,
     PythonRange,
     Tables,
     valid_id,
 )
 from envkit.catalog.node import Node
+from envkit.catalog.platforms import parse_platforms
 from envkit.errors import ManifestError
 from envkit.machines.cuda import CudaTable
 from envkit.versions import ComputeCapability, CudaVersion, GlibcVersion
@@ -36,9 +38,13 @@ _PLACEHOLDER = re.compile(r"\{[^{}]*\}")  # {variant}, or what a manifest may wr
 # companions: how companion packages follow the framework's version; read by `envkit manifests validate` only.
 _MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip", "conda", "releases", "companions"}
 # `bundled`, `unconfirmed` and `glibc` may be set on a release for all its builds; a build's own value wins.
-_RELEASE_KEYS = {"version", "python", "notes", "pip", "conda", "builds", "bundled", "unconfirmed", "glibc"}
-_BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda", "bundled", "unconfirmed", "glibc"}
-_PIP_KEYS = {"index_url", "find_links", "packages", "local_version"}
+# `platforms`, `absent` and `l4t` too (envkit.catalog.platforms).
+_PLATFORM_KEYS = {"platforms", "absent", "l4t"}
+_RELEASE_KEYS = {"version", "python", "notes", "pip", "conda", "builds", "bundled", "unconfirmed", "glibc",
+                 *_PLATFORM_KEYS}
+_BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda", "bundled", "unconfirmed", "glibc",
+               *_PLATFORM_KEYS}
+_PIP_KEYS = {"index_url", "find_links", "packages", "local_version", "plain"}
 _CONDA_KEYS = {"channels", "packages"}
 _ARCH_KEYS = {"sass", "ptx"}
 
@@ -230,10 +236,43 @@ def _parse_build(
     bundled = step(lambda: parse_bundled(node, release, arch)) if arch is not _FAILED else _FAILED
     unconfirmed = step(lambda: node.text("unconfirmed", required=False) or release.text("unconfirmed", False))
     glibc = step(lambda: _glibc(node, release))
+    placed = _FAILED
+    if not failed:
+        placed = step(lambda: _placed(node, release, arch_sets, cuda, tables, variant, install))
     if failed:
         return None
+    platforms, per_platform, absent, l4t = placed
     return Build(id=build_id, manifest=manifest, version=version, variant=variant, python=python, cuda=cuda,
-                 arch=arch, pip=pip, conda=conda, notes=notes, bundled=bundled, unconfirmed=unconfirmed, glibc=glibc)
+                 arch=arch, pip=pip, conda=conda, notes=notes, bundled=bundled, unconfirmed=unconfirmed, glibc=glibc,
+                 platforms=platforms, per_platform=per_platform, absent=absent, l4t=l4t)
+
+
+def _placed(node: Node, release: Node, arch_sets: Mapping[str, Optional[ArchSet]], cuda: Optional[CudaVersion],
+            tables: Tables, variant: str, install: Mapping[str, Mapping[str, Any]]) -> Any:
+    """The build's platforms, what differs on each (envkit.catalog.platforms), why it has none elsewhere, and a
+    Jetson build's L4T range (a GPU build only)."""
+
+    def view(sub: Node, platform: str) -> PlatformView:
+        arch = _build_arch(sub, arch_sets) if sub.has("arch") else None
+        if arch is not None:
+            if cuda is None:
+                sub.fail("a cpu build has no arch", "arch")
+            _check_cuda(sub, cuda, arch, tables.cuda)
+        pip = None
+        if sub.has("pip"):
+            if "pip" not in install:
+                sub.fail("the build installs no pip packages to differ", "pip")
+            own = sub.child("pip")
+            own.only(_PIP_KEYS)
+            pip = _pip(sub, {**install["pip"], **own.data}, variant)
+        glibc = sub.parsed("glibc", GlibcVersion.parse, required=False)
+        return PlatformView(arch=arch, unconfirmed=sub.text("unconfirmed", required=False),
+                            notes=sub.text("notes", required=False), glibc=glibc, pip=pip)
+
+    placed = parse_platforms(node, release, view)
+    if placed[3] is not None and cuda is None:
+        node.fail("a Jetson build (l4t) is a GPU build: give its cuda and arch", "l4t")
+    return placed
 
 
 _FAILED = object()  # what a step that failed gives, in collecting mode
@@ -321,7 +360,7 @@ def _check_cuda(node: Node, cuda: CudaVersion, arch: ArchSet, table: CudaTable) 
 
 
 def _pip(node: Node, values: Mapping[str, Any], variant: str) -> PipInstall:
-    pip = Node(values, node.path, node.build, "pip.")
+    pip = Node(values, node.path, node.build, f"{node.prefix}pip.")
     packages = pip.text_list("packages", strings=True)
     if not packages:
         pip.fail("missing or empty", "packages")
@@ -335,7 +374,24 @@ def _pip(node: Node, values: Mapping[str, Any], variant: str) -> PipInstall:
             if problem:
                 pip.fail(problem, key)
         urls[key] = url
-    return PipInstall(packages=packages, **urls, local_version=_local_version(pip, variant, any(urls.values())))
+    return PipInstall(packages=packages, **urls, local_version=_local_version(pip, variant, any(urls.values())),
+                      plain=_plain(pip, packages))
+
+
+def _plain(pip: Node, packages: Sequence[str]) -> tuple[str, ...]:
+    """``plain``: packages of the build whose wheels carry no local version where the others carry one (the aarch64
+    torchvision on PyTorch's CUDA index): each must be one of its packages."""
+    names = pip.text_list("plain", strings=True)
+    if not names:
+        return ()
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    known = {canonicalize_name(Requirement(text).name) for text in packages}
+    for position, name in enumerate(names):
+        if canonicalize_name(name) not in known:
+            pip.fail(f"{name!r} is not one of the build's packages ({', '.join(sorted(known))})", f"plain[{position}]")
+    return tuple(canonicalize_name(name) for name in names)
 
 
 def _with_variant(node: Node, key: str, template: str, variant: str) -> str:

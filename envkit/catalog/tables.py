@@ -9,14 +9,14 @@ from typing import Any, Callable
 from envkit.catalog.entries import https_url_problem
 from envkit.catalog.model import PythonTable
 from envkit.catalog.node import Node
-from envkit.machines.cuda import CudaTable, FirstDriver, LastDriver
-from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
+from envkit.machines.cuda import CudaTable, FirstDriver, JetPack, LastDriver
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, L4tVersion
 
 
 def parse_cuda_table(data: Any, path: str) -> CudaTable:
     node = Node(data, path)
     node.only({"min_driver", "minor_version_compatibility", "min_compute_capability", "last_driver_branch",
-               "first_driver_branch"})
+               "first_driver_branch", "jetpack"})
 
     def table(key: str, parse_key: Callable[[str], Any], parse_value: Callable[[str], Any]) -> dict[Any, Any]:
         sub = node.child(key)
@@ -39,7 +39,34 @@ def parse_cuda_table(data: Any, path: str) -> CudaTable:
         min_compute_capability=table("min_compute_capability", _major, ComputeCapability.parse),
         last_drivers=_last_drivers(node, min_driver) if node.has("last_driver_branch") else (),
         first_drivers=_first_drivers(node, min_driver) if node.has("first_driver_branch") else (),
+        jetpacks=_jetpacks(node, min_driver) if node.has("jetpack") else (),
     )
+
+
+def _jetpacks(node: Node, min_driver: dict[CudaVersion, DriverVersion]) -> tuple[JetPack, ...]:
+    """jetpack: each JetPack's L4T release (each once), the CUDA it ships (a row of min_driver), and ``sbsa: true``
+    where the ordinary aarch64 CUDA packages run on its GPU."""
+    raw = node.data["jetpack"]
+    if not isinstance(raw, list):
+        node.fail("expected a list of {l4t, jetpack, cuda, sbsa}", "jetpack")
+    out: list[JetPack] = []
+    for position, item in enumerate(raw):
+        entry = Node(item, node.path, prefix=f"jetpack[{position}].")
+        entry.only({"l4t", "jetpack", "cuda", "sbsa"})
+        l4t = entry.parsed("l4t", L4tVersion.parse)
+        if any(row.l4t == l4t for row in out):
+            entry.fail(f"L4T {l4t} has a row already", "l4t")
+        jetpack = entry.text("jetpack")
+        if not re.fullmatch(r"[0-9]+(\.[0-9]+){1,2}", jetpack):
+            entry.fail(f"{jetpack!r} is not a JetPack version like '6.2.1'", "jetpack")
+        cuda = entry.parsed("cuda", CudaVersion.parse)
+        if cuda not in min_driver:
+            entry.fail(f"CUDA {cuda} is not in min_driver", "cuda")
+        sbsa = entry.data.get("sbsa", False)
+        if not isinstance(sbsa, bool):
+            entry.fail(f"expected true or false, got {sbsa!r}", "sbsa")
+        out.append(JetPack(l4t=l4t, jetpack=jetpack, cuda=cuda, sbsa=sbsa))
+    return tuple(sorted(out, key=lambda row: row.l4t))
 
 
 def _last_drivers(node: Node, min_driver: dict[CudaVersion, DriverVersion]) -> tuple[LastDriver, ...]:

@@ -16,6 +16,7 @@ def fleet_for(tables, target: TargetOptions):
     overrides = parse_overrides(target.cuda, target.gpu_arch or ())
     if not target.elsewhere:
         from envkit.detect import detect_machine
+        from envkit.detect.jetson import with_platform
         from envkit.detect.system import with_system
 
         import os
@@ -23,8 +24,10 @@ def fleet_for(tables, target: TargetOptions):
 
         from envkit.slurm.job_context import apply_job_context, job_context
 
-        # The driver and GPUs, then the system they run on (its C library; a WSL2 driver said to be Windows').
+        # The driver and GPUs, then the system they run on (its C library; a WSL2 driver said to be Windows'; its
+        # platform, and on a Jetson its L4T release, board and JetPack).
         profile = with_system(detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout), Path("/proc"))
+        profile = with_platform(profile, tables.cuda, tables.gpu_names)
         # Inside a Slurm job (or with CUDA_VISIBLE_DEVICES set): only the GPUs the job was given count.
         profile = apply_overrides(apply_job_context(profile, job_context(os.environ)), overrides)
         return Fleet((Machine(name=profile.name or THIS_MACHINE, profile=profile),))

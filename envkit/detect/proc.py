@@ -71,18 +71,15 @@ def probe_proc(proc_root: Path, gpu_names: GpuNameTable) -> MachineProfile:
     except FileNotFoundError:
         if _tegra(proc_root):
             return MachineProfile(notes=(f"{PROC_VERSION}: not present: this is an NVIDIA Jetson (Tegra), whose "
-                                         "integrated GPU has neither NVML nor that driver; envkit's builds are for "
-                                         "discrete NVIDIA GPUs, so it is judged as having none (for its GPU, use "
-                                         "NVIDIA's JetPack builds)",))
+                                         "integrated GPU has no such file; its GPU comes from the device tree",))
         return MachineProfile(notes=(f"{PROC_VERSION}: not present (no NVIDIA kernel module loaded)",))
     except OSError as exc:
         return MachineProfile(notes=(f"{PROC_VERSION}: cannot be read: {exc.strerror or exc}",))
     release = l4t_release(version_text)
     if release is not None:
         return MachineProfile(notes=(f"{PROC_VERSION}: names L4T release {release}, not a driver version: this is an "
-                                     "NVIDIA Jetson, whose integrated GPU envkit's builds are not for (they are for "
-                                     "discrete NVIDIA GPUs), so it is judged as having none (for its GPU, use NVIDIA's "
-                                     "JetPack builds)",))
+                                     "NVIDIA Jetson, judged by its JetPack (from /etc/nv_tegra_release), never as a "
+                                     "discrete GPU",))
     notes = []
     sources = {}
     driver_version = parse_driver_version(version_text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple, Optional
 
-from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, L4tVersion
 
 
 class LastDriver(NamedTuple):
@@ -42,6 +42,23 @@ class FirstDriver(NamedTuple):
         return None
 
 
+class JetPack(NamedTuple):
+    """A JetPack release: the Linux for Tegra release it is, the CUDA it ships, and whether the ordinary aarch64
+    (server, SBSA) CUDA packages run on its integrated GPU (JetPack 7 on Thor: CUDA 13 unified Tegra with server
+    ARM), or only builds made for Jetson do."""
+
+    l4t: L4tVersion
+    jetpack: str  # "6.2.1"
+    cuda: CudaVersion
+    sbsa: bool = False
+
+    def describe(self, l4t: Optional[L4tVersion] = None) -> str:
+        """"JetPack 6.2.1 (L4T 36.4.4)"; for a machine's later L4T of the same major than this row's, "JetPack 7.0 or
+        newer (L4T 38.4.0)"."""
+        newer = " or newer" if l4t is not None and l4t != self.l4t else ""
+        return f"JetPack {self.jetpack}{newer} (L4T {l4t or self.l4t})"
+
+
 class CudaTable(NamedTuple):
     """cuda.yaml: which driver each CUDA release needs, and the floors of minor-version compatibility."""
 
@@ -56,6 +73,15 @@ class CudaTable(NamedTuple):
     last_drivers: tuple[LastDriver, ...] = ()
     # The first driver branch of GPU generations, by compute capability.
     first_drivers: tuple[FirstDriver, ...] = ()
+    # JetPack releases by their Linux for Tegra release, oldest first.
+    jetpacks: tuple[JetPack, ...] = ()
+
+    def jetpack_for(self, l4t: L4tVersion) -> Optional[JetPack]:
+        """The JetPack a Jetson's L4T release is: its row, else the newest row of the same L4T major below it (a later
+        release of that JetPack line, which ships the same CUDA or newer: 36.4.7 counts as JetPack 6.2.1's 36.4.4);
+        None for one whose major the table has no row of, or below all of them."""
+        below = [row for row in self.jetpacks if row.l4t.major == l4t.major and row.l4t <= l4t]
+        return max(below, key=lambda row: row.l4t, default=None)
 
     def first_driver_for(self, capability: ComputeCapability) -> Optional[FirstDriver]:
         """The first driver branch that drives a GPU of this compute capability, when the table knows it."""

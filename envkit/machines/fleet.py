@@ -2,7 +2,7 @@
 
 Low in the layers, beside profile.py: a fleet is a tuple of named profiles. Identical profiles are judged once, so
 machines are grouped by the facts resolution looks at (:func:`profile_key`: the driver, its CUDA, the C library,
-every GPU's name and architecture; not the name, not where the facts came from, not the GPUs' memory, which a node
+the platform and a Jetson's L4T release, every GPU's name and architecture; not the name, not where the facts came from, not the GPUs' memory, which a node
 reports a little differently with ECC or MIG settings). A machine's name is its profile's ``name``, else its file's
 name (without the suffix).
 
@@ -93,6 +93,8 @@ def profile_key(profile: MachineProfile) -> Hashable:
         str(profile.cuda_driver) if profile.cuda_driver else None,
         str(profile.driver_version) if profile.driver_version else None,
         profile.libc,
+        profile.platform,
+        str(profile.l4t) if profile.l4t else None,
         tuple((g.name, str(g.compute_capability) if g.compute_capability else None) for g in profile.gpus),
     )
 
@@ -186,7 +188,8 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
 
 # The code that makes a directory's Machines from its files: every envkit module that loading them imports, the
 # cache's own included (tests/test_filecache.py checks), so that a fix to any of them is a miss.
-PROFILES_CODE = ("machines/__init__.py", "machines/fleet.py", "machines/profile.py", "versions.py", "errors.py",
+PROFILES_CODE = ("machines/__init__.py", "machines/fleet.py", "machines/profile.py", "machines/platforms.py",
+                 "versions.py", "errors.py",
                  "state/__init__.py", "state/yamltext.py", "state/filecache.py", "state/files.py", "text/__init__.py",
                  "text/words.py", "text/terminal.py", "text/jsonout.py")
 

@@ -8,6 +8,8 @@ partition) is read back from it, and resolution takes it as input. The file cont
     cuda_driver: "12.4"            # highest CUDA the driver supports; absent or null without an NVIDIA driver
     libc: "glibc 2.28"             # optional: the C library (a build whose wheels need a newer glibc is refused);
                                    # absent or null: unknown, and no build is refused for it
+    platform: linux-aarch64        # optional: conda's name of the platform (linux-64, linux-aarch64); absent: linux-64
+    l4t: "36.4.4"                  # a Jetson only: its Linux for Tegra release (needs platform linux-aarch64)
     gpus:                          # empty list when there is no GPU
       - name: NVIDIA GeForce RTX 2070
         compute_capability: "7.5"  # null when unknown (detect could not tell; pass --gpu-arch)
@@ -25,7 +27,8 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from envkit.errors import ProfileError
 from envkit.text.jsonout import KEY as VERSION_KEY, version_problem
-from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion, quote_it
+from envkit.machines.platforms import DEFAULT_PLATFORM, LINUX_AARCH64, platform_problem
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion, L4tVersion, quote_it
 
 # Keys of MachineProfile.sources: which probe (or file, or option) gave each fact.
 DRIVER_VERSION = "driver_version"
@@ -33,6 +36,8 @@ CUDA_DRIVER = "cuda_driver"
 GPUS = "gpus"
 LIBC = "libc"
 GLIBC = "glibc"  # the C library envkit knows the versions of (manylinux wheels name the glibc they need)
+PLATFORM = "platform"  # conda's name of the machine's platform (envkit.machines.platforms)
+L4T = "l4t"  # a Jetson's Linux for Tegra release
 
 
 class Gpu(NamedTuple):
@@ -72,6 +77,13 @@ class MachineProfile(NamedTuple):
     # the check tells GPUs hidden from a machine without any. A fact of this process, not of the machine: never saved.
     hidden_gpus: tuple[Gpu, ...] = ()
     glibc: Optional[GlibcVersion] = None  # the machine's C library when it is glibc; None: unknown (or another one)
+    platform: str = DEFAULT_PLATFORM  # linux-64 or linux-aarch64 (envkit.machines.platforms)
+    l4t: Optional[L4tVersion] = None  # a Jetson's Linux for Tegra release; None: not a Jetson
+
+    @property
+    def is_jetson(self) -> bool:
+        """A Jetson: its GPU is the board's integrated one (Tegra), never judged as a discrete GPU."""
+        return self.l4t is not None
 
     @property
     def libc(self) -> Optional[str]:
@@ -91,8 +103,13 @@ class MachineProfile(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         """The ``envkit detect --json`` form, readable again by :func:`profile_from_dict`. ``libc`` only when known:
-        a profile without it reads as before (and in an envkit from before it)."""
+        a profile without it reads as before (and in an envkit from before it); so are ``platform`` (only when not
+        linux-64) and ``l4t``."""
         known = {LIBC: self.libc} if self.libc is not None else {}
+        if self.platform != DEFAULT_PLATFORM:
+            known[PLATFORM] = self.platform
+        if self.l4t is not None:
+            known[L4T] = str(self.l4t)
         return {
             "name": self.name,
             "driver_version": str(self.driver_version) if self.driver_version else None,
@@ -120,7 +137,7 @@ def _gpu_dict(gpu: Gpu) -> dict[str, Any]:
 
 
 # The keys of a profile and of its GPUs: what to_dict writes (detect --json, records, the site file).
-PROFILE_KEYS = ("name", "driver_version", "cuda_driver", LIBC, "gpus", "sources", "notes")
+PROFILE_KEYS = ("name", "driver_version", "cuda_driver", LIBC, PLATFORM, L4T, "gpus", "sources", "notes")
 GPU_KEYS = ("index", "name", "compute_capability", "memory_mib", "source")
 # Bounds no real GPU comes near, so that a typo or a corrupt file is not planned with: 16 TiB is over 50 times the
 # largest GPU memory of 2026 (288 GB), and no node has a thousand GPUs (envkit job --gpus takes at most 1024).
@@ -189,6 +206,7 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     cuda = data.get("cuda_driver")
     cuda_driver = None if cuda is None else _parse_version(origin, "cuda_driver", CudaVersion.parse, cuda)
     glibc = _parse_field(origin, LIBC, parse_libc, data[LIBC]) if data.get(LIBC) is not None else None
+    platform, l4t = _platform(data, origin)
     raw_gpus = data.get("gpus", [])
     if raw_gpus is None:
         raw_gpus = []
@@ -198,14 +216,34 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     _check_provenance(data, origin)
     source = f"file {origin}"
     sources = {key: source for key, value in ((DRIVER_VERSION, driver_version), (CUDA_DRIVER, cuda_driver),
-                                              (LIBC, glibc)) if value}
+                                              (LIBC, glibc), (PLATFORM, data.get(PLATFORM)), (L4T, l4t)) if value}
     if gpus:
         sources[GPUS] = source
     notes = (f"file {origin}: {len(hidden_gpus)} GPU(s) that CUDA_VISIBLE_DEVICES hid where it was printed are not "
              f"counted ({', '.join(gpu.name for gpu in hidden_gpus)}): list them under 'gpus' to judge them too",
              ) if hidden_gpus else ()
     return MachineProfile(gpus=gpus, cuda_driver=cuda_driver, driver_version=driver_version, name=name,
-                          sources=sources, notes=notes, glibc=glibc)
+                          sources=sources, notes=notes, glibc=glibc, platform=platform, l4t=l4t)
+
+
+def _platform(data: Mapping, origin: str) -> tuple[str, Optional[L4tVersion]]:
+    """The profile's platform (absent: linux-64) and a Jetson's L4T release, which needs linux-aarch64."""
+    platform = data.get(PLATFORM)
+    if platform is None:
+        platform = DEFAULT_PLATFORM
+    else:
+        problem = platform_problem(platform)
+        if problem:
+            raise ProfileError(f"machine profile {origin}: {PLATFORM}: {not_text(platform) or problem}")
+    raw = data.get(L4T)
+    if raw is None:
+        return platform, None
+    l4t = _parse_version(origin, L4T, L4tVersion.parse, raw)
+    if platform != LINUX_AARCH64:
+        raise ProfileError(f"machine profile {origin}: {L4T} {raw!r} names a Jetson's Linux for Tegra release, and "
+                           f"every Jetson is aarch64: add '{PLATFORM}: {LINUX_AARCH64}' (the profile says "
+                           f"{platform})")
+    return platform, l4t
 
 
 def parse_libc(value: Any) -> GlibcVersion:

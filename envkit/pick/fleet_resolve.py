@@ -15,6 +15,9 @@
   all of its machines. The configurations no GPU build fits are one more group, with the best build that fits them all
   (a CPU build); a group each when none fits them all. The number of distinct configurations is small (a site has a
   handful), and with more than 16 sets the search falls back to the greedy cover (at most ln(n)+1 times the minimum).
+- Platforms: one environment's packages are built for one platform, so a fleet of x86_64 and aarch64 machines (a
+  Grace partition beside an x86_64 one, a login node of another CPU) is split by platform first: each platform's
+  machines are resolved as a fleet of their own, no build fits the whole fleet, and the groups are each platform's.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class FleetResolution(NamedTuple):
     cpu_only: tuple[str, ...] = ()  # GPU-less machines in a fleet with GPU machines
     groups: tuple[Group, ...] = ()  # only when no GPU build fits every GPU machine
     per_config: tuple[tuple[MachineProfile, Resolution], ...] = ()  # each distinct configuration's own resolution
+    platforms: tuple[str, ...] = ()  # where the fleet's machines are of several platforms: those, split by
 
     @property
     def manifest(self) -> Manifest:
@@ -72,6 +76,9 @@ def resolve_fleet(manifest: Manifest, fleet: Fleet, tables: Tables, request: Req
     its ranking of the verdicts the fleet weighs (the merged verdicts, and the groups' order of preference). Merging
     and grouping below are the fleet's own set logic on what it answered."""
     configs = fleet.configs()
+    platforms = tuple(dict.fromkeys(config.profile.platform for config in configs))
+    if len(platforms) > 1:
+        return _by_platform(manifest, fleet, platforms, tables, request)
     per_config = [resolve(manifest, config.profile, tables, request) for config in configs]
     each = tuple((config.profile, resolution) for config, resolution in zip(configs, per_config))
     if len(configs) == 1:  # one configuration, however many machines: exactly the single-machine answer
@@ -100,6 +107,40 @@ def resolve_fleet(manifest: Manifest, fleet: Fleet, tables: Tables, request: Req
         order = {c.build.id: place for place, c in enumerate(fitting)}
         groups = _groups([configs[i] for i in gpu], gpu_resolutions, order)
     return FleetResolution(resolution, fails_on, fleet.names, cpu_only, groups, each)
+
+
+def _by_platform(manifest: Manifest, fleet: Fleet, platforms: tuple[str, ...], tables: Tables, request: Request
+                 ) -> FleetResolution:
+    """A fleet of several platforms: each platform's machines resolved as a fleet, and their groups together. No
+    build fits the whole fleet; each build's reasons say where it fits and where it does not."""
+    parts = []
+    for platform in platforms:
+        machines = tuple(m for m in fleet.machines if m.profile.platform == platform)
+        parts.append((platform, machines, resolve_fleet(manifest, Fleet(machines), tables, request)))
+    lead = ("one environment's packages are built for one platform, and these machines are of "
+            + " and ".join(f"{platform} ({names_text([m.name for m in machines])})"
+                           for platform, machines, _ in parts))
+    merged, fails_on = [], {}
+    for build in manifest.builds:
+        reasons, failing, python = [lead], [], None
+        for platform, machines, part in parts:
+            candidate = next(c for c in part.resolution.candidates if c.build.id == build.id)
+            python = python or candidate.python
+            names = names_text([m.name for m in machines])
+            if candidate.compatible:
+                reasons.append(f"{names}: fits ({platform})")
+                continue
+            failing += part.fails_on.get(build.id, ())
+            one = len(part.per_config) == 1  # (a fleet of several configurations names the machines already)
+            reasons += [f"{names}: {text}" if one else text for text in candidate.reasons]
+        merged.append(Candidate(build, False, None, python, tuple(reasons)))
+        fails_on[build.id] = tuple(failing) or fleet.names
+    groups: list[Group] = []
+    for _, machines, part in parts:
+        groups += part.groups or [Group(tuple(m.name for m in machines), part.selected)]
+    resolution = Resolution(manifest=manifest, candidates=tuple(merged))
+    return FleetResolution(resolution, fails_on, fleet.names, tuple(n for *_, part in parts for n in part.cpu_only),
+                           tuple(groups), tuple(pair for *_, part in parts for pair in part.per_config), platforms)
 
 
 def _merge(verdicts: Sequence[tuple[Config, Candidate]], judged_ids: set[int], gpu_build: bool

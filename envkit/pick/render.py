@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, LIBC, Gpu, MachineProfile
+from envkit.machines.platforms import DEFAULT_PLATFORM, PLATFORMS
+from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, L4T, LIBC, PLATFORM, Gpu, MachineProfile
 from envkit.pick.resolve import Candidate, Resolution, passed_over
 
 
@@ -30,6 +31,10 @@ def profile_text(profile: MachineProfile) -> str:
         lines.extend(_gpu_line(gpu) for gpu in profile.hidden_gpus)
     if profile.libc:
         lines.append(f"C library: {profile.libc} ({sources.get(LIBC, '?')})")
+    if profile.platform != DEFAULT_PLATFORM:  # (linux-64 goes unsaid, as in detect --json)
+        lines.append(f"Platform: {PLATFORMS[profile.platform].words} ({sources.get(PLATFORM, '?')})")
+    if profile.l4t is not None:
+        lines.append(f"Jetson, Linux for Tegra {profile.l4t} ({sources.get(L4T, '?')})")
     if profile.notes:
         lines.append("Probes:")
         lines.extend(f"  {note}" for note in profile.notes)
@@ -52,6 +57,8 @@ def machine_line(profile: MachineProfile) -> str:
         version = f"driver {profile.driver_version}, " if profile.driver_version else ""
         driver = f"{version}CUDA {profile.cuda_driver} ({profile.sources.get(CUDA_DRIVER, '?')})"
     hidden = f" ({len(profile.hidden_gpus)} hidden by CUDA_VISIBLE_DEVICES)" if profile.hidden_gpus else ""
+    if profile.platform != DEFAULT_PLATFORM or profile.l4t is not None:  # linux-64, the default, goes unsaid
+        driver = f"{profile.platform}{f' (Jetson, L4T {profile.l4t})' if profile.l4t else ''}, {driver}"
     if not profile.gpus:
         return f"Machine: {label}{driver}, no GPU{' visible' if hidden else ''}{hidden}"
     counts: dict[str, int] = {}

@@ -52,7 +52,11 @@ def _fleet_lines(result: FleetResolution, group_command: Optional[GroupCommand])
         lines.append(f"  No GPU on {names_text(result.cpu_only)}: not judged for GPU builds (an environment for "
                      "the GPU machines runs there on the CPU only).")
     if result.groups and not _nowhere(result):
-        lines.append(f"  No GPU build of {result.manifest.name} fits every machine; one environment per group:")
+        if result.platforms:
+            lines.append(f"  The machines are of {len(result.platforms)} platforms ({', '.join(result.platforms)}), "
+                         "and one environment's packages are for one: one environment per group:")
+        else:
+            lines.append(f"  No GPU build of {result.manifest.name} fits every machine; one environment per group:")
         for group in result.groups:
             build = group.selected.build.id if group.selected else "no build fits"
             lines.append(f"    {build}: {names_text(group.machines, most=8)}")

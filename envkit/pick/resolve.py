@@ -4,8 +4,9 @@ A GPU build is compatible only when (1) the driver supports its CUDA, natively o
 compatibility (then only from ready-made SASS: an older driver cannot JIT-compile a newer toolkit's PTX), and every
 library it bundles runs on that driver, (2) EVERY GPU is covered by its SASS (same major, lower-or-equal minor) or
 PTX (lower-or-equal arch), (3) it publishes a Python envkit can provide, and (4) its packages install on the machine's
-glibc, when both are known. A profile that puts a GPU on a driver older than the first branch that drives it
-describes no real machine: no GPU build is judged to run there. Every verdict carries its reasons in words a user
+glibc, when both are known, and (5) it has packages for the machine's platform, which on a Jetson means a build
+its integrated GPU runs (envkit.pick.platform). A profile that puts a GPU on a driver older than the first branch
+that drives it describes no real machine: no GPU build is judged to run there. Every verdict carries its reasons in words a user
 understands. They name no machine ("the driver has 11.2", "the machine has none"), so they read true for this
 machine, for a profile, and after a fleet's machine names.
 """
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple, Optional, Sequence
 from envkit.catalog.model import ArchSet, Build, Manifest, PythonTable, Tables
 from envkit.errors import BadInputError
 from envkit.machines.profile import Gpu, MachineProfile
+from envkit.pick.platform import platform_problem
 from envkit.versions import ComputeCapability, CudaVersion
 
 if TYPE_CHECKING:
@@ -116,10 +118,15 @@ def passed_over(resolution: Resolution) -> Optional[Candidate]:
 
 
 def assess(build: Build, profile: MachineProfile, tables: Tables, request: Request = Request()) -> Candidate:
-    """One build against one machine: compatible or not, and why."""
+    """One build against one machine: compatible or not, and why. The build is judged as it is on the machine's
+    platform (its arch list and install settings there: Build.on), and the candidate carries that form."""
+    build = build.on(profile.platform)
     python, python_problem = _python(build.python, tables.python, request)
     # Problems that hold whatever the GPUs: the Python, the C library.
     common = [problem for problem in (python_problem, glibc_problem(build, profile)) if problem]
+    elsewhere = platform_problem(build, profile, tables)
+    if elsewhere:  # no packages for this platform (or not ones a Jetson's GPU runs): nothing else matters
+        return Candidate(build, False, None, python, (elsewhere, *common))
     if not build.is_gpu:
         reasons = list(common)
         if profile.gpus and not common:
@@ -166,7 +173,7 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Opti
         return True, True, f"driver CUDA {have} runs CUDA {cuda} natively"
     floor = tables.cuda.minor_compat_floor.get(cuda.major)
     plain = f"needs driver CUDA >= {cuda}, the driver has {have}"
-    if floor is None or have.major != cuda.major:
+    if floor is None or have.major != cuda.major or profile.is_jetson:  # (a Jetson's "driver" is its JetPack's)
         return False, False, plain
     driver = profile.driver_version
     if driver is None:
@@ -218,8 +225,11 @@ def glibc_problem(build: Build, profile: MachineProfile) -> Optional[str]:
 
 def before_first_driver(profile: MachineProfile, tables: Tables) -> tuple[str, ...]:
     """What makes a profile impossible: a GPU on a driver older than the first branch that drives it (an RTX 5090 on
-    R525). One sentence per GPU model; () for a profile that could be real."""
+    R525). One sentence per GPU model; () for a profile that could be real. A Jetson's GPU has no driver branch of
+    these (nvidia-smi's 540.4.0 is JetPack 6's own): never judged this way."""
     said: dict[str, str] = {}
+    if profile.is_jetson:
+        return ()
     for gpu in profile.gpus:
         first = tables.cuda.first_driver_for(gpu.compute_capability) if gpu.compute_capability else None
         claim = first.refuses(profile.driver_version, profile.cuda_driver) if first is not None else None
@@ -245,7 +255,7 @@ def impossible_driver(profile: MachineProfile, tables: Tables) -> tuple[str, ...
     it (a hand-written profile of a V100 on R595: judged as it says). One sentence per GPU model."""
     said: dict[str, str] = {}
     early = before_first_driver(profile, tables)
-    for gpu in profile.gpus:
+    for gpu in () if profile.is_jetson else profile.gpus:
         last = tables.cuda.last_driver_for(gpu.compute_capability) if gpu.compute_capability else None
         if last is None or gpu.name in said:
             continue

@@ -128,7 +128,7 @@ def test_the_proc_version_of_each_module_flavour(cuda_table, name):
 
 def test_a_jetson_names_its_l4t_release_which_is_not_a_driver_version(gpu_names, tmp_path):
     """nixGL#139: a Jetson Orin NX's version file says 35.3.1, the L4T release; read as a driver, it would be an
-    ancient one. It is no driver version, and the machine is judged as having no GPU envkit builds for."""
+    ancient one. It is no driver version; the machine is judged by its JetPack (envkit.detect.jetson)."""
     text = real("proc/version-jetson-l4t-35.3.1-nixgl-139.txt")
     assert parse_driver_version(text) is None and l4t_release(text) == "35.3.1"
     nvidia = tmp_path / "driver" / "nvidia"
@@ -137,4 +137,4 @@ def test_a_jetson_names_its_l4t_release_which_is_not_a_driver_version(gpu_names,
     profile = probe_proc(tmp_path, gpu_names)
     assert profile.gpus == () and DRIVER_VERSION not in profile.sources
     [note] = profile.notes
-    assert "L4T release 35.3.1" in note and "Jetson" in note and "judged as having none" in note
+    assert "L4T release 35.3.1" in note and "judged by its JetPack" in note and "never as a discrete GPU" in note
