@@ -30,7 +30,7 @@ def parse_platforms(node: Node, release: Node, view_of: ViewParser
     """(platforms, per-platform views, absent reasons, l4t range) of the build ``node`` of ``release``."""
     owner = _owner(node, release, "platforms")
     platforms, views = _platforms(owner, view_of) if owner.has("platforms") else ((DEFAULT_PLATFORM,), ())
-    absent = _absent(_owner(node, release, "absent"), platforms)
+    absent = _absent(_owner(node, release, "absent"), platforms, own=node.has("absent"))
     l4t = _l4t(_owner(node, release, "l4t"), platforms)
     return platforms, views, absent, l4t
 
@@ -74,7 +74,10 @@ def _platforms(node: Node, view_of: ViewParser) -> tuple[tuple[str, ...], tuple[
     return tuple(names), tuple(views)
 
 
-def _absent(node: Node, platforms: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def _absent(node: Node, platforms: tuple[str, ...], own: bool) -> tuple[tuple[str, str], ...]:
+    """Why the build has no packages for some platforms. A release's reasons are for its builds that lack those
+    platforms (its GPU builds, say, where its CPU build has them): a build that has one ignores it; a build's own
+    reason for one of its own platforms is an error."""
     if not node.has("absent"):
         return ()
     raw = node.data["absent"]
@@ -85,7 +88,9 @@ def _absent(node: Node, platforms: tuple[str, ...]) -> tuple[tuple[str, str], ..
     for name in raw:
         _platform(node, name, f"absent.{name}")
         if name in platforms:
-            node.fail(f"{name} is one of the build's platforms: it has packages there", f"absent.{name}")
+            if own:
+                node.fail(f"{name} is one of the build's platforms: it has packages there", f"absent.{name}")
+            continue
         out.append((name, Node(raw, node.path, node.build, f"{node.prefix}absent.").text(name)))
     return tuple(out)
 
@@ -106,4 +111,4 @@ def _l4t(node: Node, platforms: tuple[str, ...]) -> Optional[str]:
     if platforms != (LINUX_AARCH64,):
         node.fail(f"a Jetson build (l4t) has packages for {LINUX_AARCH64} only, and this one lists "
                   f"{', '.join(platforms)}: set 'platforms: [{LINUX_AARCH64}]'", "l4t")
-    return str(spec)
+    return text  # (as written: SpecifierSet's own form sorts it, "<37,>=36.4")

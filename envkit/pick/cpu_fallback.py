@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from envkit.machines.platforms import DEFAULT_PLATFORM, machine_of
 from envkit.machines.profile import MachineProfile
 from envkit.pick.resolve import Candidate, Resolution
 
@@ -26,10 +27,13 @@ def gpu_unused(resolution: Resolution, profile: MachineProfile) -> Optional[str]
                 "unset the variable or set it to the GPUs to use (in a Slurm job: ask for GPUs) to have them judged")
     name = resolution.manifest.name
     gpu_builds = [c for c in resolution.candidates if c.build.is_gpu]
+    # A Jetson build says nothing useful about a machine that is not one (nor about a Jetson of another JetPack
+    # where a build for its own platform was judged): the closest is taken among the others where there are any.
+    kind = [c for c in gpu_builds if c.build.is_jetson == profile.is_jetson]
     machine = _machine_words(profile)
     if not gpu_builds:
         return f"the manifest {name} has no GPU build, so the GPUs ({machine}) go unused"
-    closest = _closest(gpu_builds, profile)
+    closest = _closest(kind or gpu_builds, profile)
     why = "; ".join(closest.reasons) or "it does not fit"
     return (f"no {name} GPU build in the manifests runs on {machine}, so the pick is a CPU build: the closest, "
             f"{closest.build.id}, {why}")
@@ -55,4 +59,7 @@ def _needs_newer_driver(candidate: Candidate, profile: MachineProfile) -> bool:
 def _machine_words(profile: MachineProfile) -> str:
     driver = f"a driver for CUDA {profile.cuda_driver}" if profile.cuda_driver else "no known driver CUDA"
     archs = sorted({g.compute_capability.sm for g in profile.gpus if g.compute_capability})
-    return f"{driver} and {', '.join(archs) or 'GPUs of unknown compute capability'}"
+    words = f"{driver} and {', '.join(archs) or 'GPUs of unknown compute capability'}"
+    if profile.l4t is not None:
+        return f"a Jetson (L4T {profile.l4t}) with {words}"
+    return words if profile.platform == DEFAULT_PLATFORM else f"an {machine_of(profile.platform)} machine with {words}"

@@ -23,6 +23,8 @@ def platform_problem(build: Build, profile: MachineProfile, tables: Tables) -> O
     """Why ``build`` (as it is on the machine's platform: Build.on) does not install or run on the machine's
     platform, or None."""
     platform = profile.platform
+    if build.is_jetson and profile.l4t is None:
+        return f"a Jetson build (for L4T {build.l4t}): the machine is not a Jetson (its profile has no l4t)"
     if platform not in build.platforms:
         why = build.absent_reason(platform) or f"the build has packages for {', '.join(build.platforms)} only"
         return f"no {machine_of(platform)} packages ({platform}): {why}"
@@ -34,9 +36,7 @@ def platform_problem(build: Build, profile: MachineProfile, tables: Tables) -> O
 
 
 def _jetson_build(build: Build, profile: MachineProfile, tables: Tables) -> Optional[str]:
-    assert build.l4t is not None
-    if profile.l4t is None:
-        return f"a Jetson build (for L4T {build.l4t}): the machine is not a Jetson (its profile has no l4t)"
+    assert build.l4t is not None and profile.l4t is not None
     if in_range(profile.l4t, build.l4t):
         return None
     return f"built for Jetsons of L4T {build.l4t}; this one is {jetpack_words(profile.l4t, tables)}"
@@ -50,7 +50,7 @@ def _generic_on_jetson(l4t: L4tVersion, tables: Tables) -> Optional[str]:
     if jetpack.sbsa:
         return None
     return (f"a generic aarch64 CUDA build: its CUDA libraries are for server ARM (SBSA), not for a Jetson's "
-            f"integrated GPU under {jetpack.describe(l4t)}; a Jetson build runs there")
+            f"integrated GPU under {jetpack.describe(l4t)}; only builds made for Jetson run there")
 
 
 def jetpack_words(l4t: L4tVersion, tables: Tables) -> str:

@@ -124,8 +124,10 @@ def assess(build: Build, profile: MachineProfile, tables: Tables, request: Reque
     python, python_problem = _python(build.python, tables.python, request)
     # Problems that hold whatever the GPUs: the Python, the C library.
     common = [problem for problem in (python_problem, glibc_problem(build, profile)) if problem]
-    elsewhere = platform_problem(build, profile, tables)
-    if elsewhere:  # no packages for this platform (or not ones a Jetson's GPU runs): nothing else matters
+    # No packages for this platform, or not ones a Jetson's GPU runs: nothing else matters (but a GPU build on a
+    # machine without a GPU is refused for that, the one plain reason, as below).
+    elsewhere = platform_problem(build, profile, tables) if profile.gpus or not build.is_gpu else None
+    if elsewhere:
         return Candidate(build, False, None, python, (elsewhere, *common))
     if not build.is_gpu:
         reasons = list(common)
