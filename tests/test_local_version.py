@@ -32,7 +32,9 @@ def _edit(directory: Path, name: str, change) -> None:
 def test_the_default_is_the_variant_on_its_own_index_and_none_on_pypi(catalog):
     torch = catalog.manifests["torch"]
     own = [b for b in torch.builds if b.pip.index_url or b.pip.find_links]  # the PyTorch index or links page
-    assert own and all(b.pip.local_version == b.variant for b in own)
+    assert all(b.pip.local_version == b.variant for b in own if b.id != "torch-2.8-jp6-cu126")
+    # (the Jetson AI Lab's wheels are plain, torch-2.8.0: its build says local_version: none)
+    assert [b.pip.local_version for b in own if b.id == "torch-2.8-jp6-cu126"] == [""]
     assert all(b.pip.local_version == "" for b in torch.builds if b not in own)  # 1.x's default builds: PyPI
     jax = [b for b in catalog.manifests["jax"].builds if b.is_gpu and b.pip is not None]
     assert jax and all(b.pip.local_version == "" for b in jax)  # PyPI publishes no local versions
@@ -41,10 +43,10 @@ def test_the_default_is_the_variant_on_its_own_index_and_none_on_pypi(catalog):
 def test_a_manifest_says_its_own_rule(envs_copy):
     _edit(envs_copy, "torch.yaml", lambda d: d["pip"].update(local_version="none"))
     torch = load_catalog(envs_copy, ["torch"]).manifests["torch"]
-    assert {b.pip.local_version for b in torch.builds} == {""}
+    assert {b.pip.local_version for b in torch.builds} == {""}  # (a build's own rule wins: the Jetson one's too)
     _edit(envs_copy, "torch.yaml", lambda d: d["pip"].update(local_version="pt{variant}"))
     torch = load_catalog(envs_copy, ["torch"]).manifests["torch"]
-    assert {b.pip.local_version for b in torch.builds if b.variant == "cu126"} == {"ptcu126"}
+    assert {b.pip.local_version for b in torch.builds if b.variant == "cu126" and not b.is_jetson} == {"ptcu126"}
 
 
 def test_a_local_version_that_is_no_label_is_a_broken_manifest(envs_copy):
@@ -71,6 +73,24 @@ def test_each_package_must_carry_the_local_version(tmp_path: Path):
     assert wrong_builds(tmp_path, PipPart("p", ("torch==2.13.*",), "http://x", local="")) == []
     assert wrong_builds(tmp_path, PipPart("p", ("torchvision",), "http://x", local="")) == \
         ["torchvision 0.28.0+cu126, not a plain version"]  # a manifest that says none means none
+
+
+def test_a_package_the_build_says_is_plain_is_asked_for_a_plain_version(tmp_path: Path, catalog):
+    """Issue 43: on aarch64 PyTorch's CUDA index serves torch 2.10.0+cu128 beside a plain torchvision 0.25.0 (its
+    aarch64 torchvision is a CPU build): the build's aarch64 view says so, and the check asks each for what it is."""
+    from envkit.backends.plan import pip_parts
+    from envkit.state.config import Config
+
+    build = next(b for b in catalog.manifests["torch"].builds if b.id == "torch-2.10-cu128").on("linux-aarch64")
+    [step] = pip_parts(build, catalog.tables.python, Config(None), jupyter=False)
+    assert (step.local, step.plain) == ("cu128", ("torchvision", "torchaudio"))
+    _installed(tmp_path, "torch", "2.10.0+cu128")
+    _installed(tmp_path, "torchvision", "0.25.0")
+    _installed(tmp_path, "torchaudio", "2.10.0+cu128")
+    assert wrong_builds(tmp_path, step) == ["torchaudio 2.10.0+cu128, not a plain version"]
+    x86 = pip_parts(build.on("linux-64")._replace(pip=build.pip._replace(plain=())), catalog.tables.python, Config(None),
+                    jupyter=False)[0]
+    assert wrong_builds(tmp_path, x86) == ["torchvision 0.25.0, not +cu128"]
 
 
 @pytest.mark.parametrize("python, expected", [

@@ -132,10 +132,11 @@ def wrong_builds(prefix: Path, step: PipPart) -> list[str]:
             continue  # left out for this Python by its marker (torchaudio on 3.15), or the Python is not known
         name = _normalized(requirement.name)
         version = installed.get(name)
-        wanted = f"+{step.local}" if step.local else "a plain version"
+        local = "" if name in step.plain else step.local  # (torchvision's aarch64 wheels on a CUDA index: plain)
+        wanted = f"+{local}" if local else "a plain version"
         if version is None:
             out.append(f"{name} is not installed")
-        elif (version.local or "") != step.local:
+        elif (version.local or "") != local:
             out.append(f"{name} {version}, not {wanted}")
     return out
 

@@ -45,6 +45,7 @@ class PipPart:
     # are, instead of ``packages`` from ``index_url``: a lock's pip part (``packages`` then only names them).
     requirements: Optional[Path] = None
     local: Optional[str] = None  # each package's installed local version ("cu126"; "": none); None: not checked
+    plain: tuple[str, ...] = ()  # packages installed with a plain version where the others carry ``local``
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def pip_parts(build: Build, pythons: PythonTable, config: Config, jupyter: bool)
         out.append(PipPart(f"{build.id} packages", build.pip.packages,
                            check_transport(config.mirrored(index), config, "index"),
                            check_transport(config.mirrored(links), config, "find-links page") if links else None,
-                           local=build.pip.local_version if build.is_gpu else None))
+                           local=build.pip.local_version if build.is_gpu else None, plain=build.pip.plain))
     if jupyter:
         out.append(PipPart("Jupyter kernel", JUPYTER_PACKAGES, default_index))
     return tuple(out)
