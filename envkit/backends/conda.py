@@ -23,6 +23,15 @@ _CHOOSERS = ("SUBDIR", "PLATFORM", "CHANNELS", "DEFAULT_CHANNELS", "CHANNEL_ALIA
 _DROPPED = frozenset(f"{tool}_{key}" for tool in ("CONDA", "MAMBA") for key in _CHOOSERS)
 
 
+def _subdir(plan: Plan) -> dict[str, str]:
+    """CONDA_SUBDIR for an environment of another platform than this machine's (conda, mamba and micromamba read
+    it): linux-aarch64 packages for an aarch64 partition, made from an x86_64 login node. Nothing otherwise."""
+    from envkit.machines.platforms import native_platform
+
+    platform = plan.profile.platform
+    return {} if platform == native_platform() else {"CONDA_SUBDIR": platform}
+
+
 def envs_dir(tool: CondaTool, environ: Mapping[str, str]) -> Path:
     """The first envs directory the conda tool would create a named environment in that the user can write to."""
     for candidate in _envs_dirs(tool, environ):
@@ -69,11 +78,12 @@ class CondaBackend:
         the user's variables that choose packages, platform or channels."""
         assert plan.conda is not None
         kept = {k: v for k, v in context.environ.items() if k.upper() not in _DROPPED}
-        return {**kept, CUDA_OVERRIDE: plan.conda.cuda or ""}
+        return {**kept, CUDA_OVERRIDE: plan.conda.cuda or "", **_subdir(plan)}
 
     def describe(self, plan: Plan, context: Context) -> list[str]:
         cuda = plan.conda.cuda if plan.conda else None
-        return [f"{CUDA_OVERRIDE}={cuda or ''} {command_text(self._argv(plan))}"]
+        subdir = "".join(f"{key}={value} " for key, value in _subdir(plan).items())
+        return [f"{subdir}{CUDA_OVERRIDE}={cuda or ''} {command_text(self._argv(plan))}"]
 
     def make_prefix(self, plan: Plan, context: Context, on_line: OnLine) -> None:
         from envkit.system.egress import guarded

@@ -74,11 +74,11 @@ Archive = tuple[Path, str, str, str]  # a local package file, its upstream chann
 
 
 def install_archives(prefix: Path, archives: Sequence[Archive], cache_dir: Path,
-                     report: Report = _quiet) -> tuple[str, ...]:
+                     report: Report = _quiet, platform: str = "linux-64") -> tuple[str, ...]:
     """Install exactly these package archives into ``prefix`` (which must not exist yet), no solve: each a local
     file already hash-checked by the caller, with the upstream channel URL and the hashes to record. The records come from each
     archive's own index.json (so noarch packages link as they should). Removes the prefix again on any failure."""
-    return _into_new_prefix(prefix, lambda: _install_archives(prefix, archives, cache_dir, report))
+    return _into_new_prefix(prefix, lambda: _install_archives(prefix, archives, cache_dir, report, platform))
 
 
 def _into_new_prefix(prefix: Path, install: Callable[[], Coroutine[Any, Any, list[RepoDataRecord]]]) -> tuple[str, ...]:
@@ -98,7 +98,7 @@ def _into_new_prefix(prefix: Path, install: Callable[[], Coroutine[Any, Any, lis
 
 
 async def _install_archives(prefix: Path, archives: Sequence[Archive], cache_dir: Path,
-                            report: Report) -> list[RepoDataRecord]:
+                            report: Report, platform: str) -> list[RepoDataRecord]:
     import rattler
     from rattler import RepoDataRecord
     from rattler.exceptions import InstallerError, IoError, LinkError, TransactionError
@@ -116,7 +116,7 @@ async def _install_archives(prefix: Path, archives: Sequence[Archive], cache_dir
     report(f"installing {len(records)} packages")
     try:
         await rattler.install(records, prefix, cache_dir=_cache_subdir(cache_dir, "pkgs"),
-                              platform=rattler.Subdir("linux-64"), execute_link_scripts=False, client=_client(),
+                              platform=_subdir(platform), execute_link_scripts=False, client=_client(),
                               show_progress=False)
     except (InstallerError, TransactionError, LinkError, IoError) as error:
         lines = _lines(error)

@@ -22,7 +22,8 @@ class RattlerBackend:
 
         assert plan.conda is not None
         virtual = (("__cuda", plan.conda.cuda),) if plan.conda.cuda else ()
-        request = CondaSolveRequest(channels=plan.conda.channels, specs=plan.conda.specs, virtual_packages=virtual)
+        request = CondaSolveRequest(channels=plan.conda.channels, specs=plan.conda.specs, virtual_packages=virtual,
+                                    platform=plan.profile.platform)  # (linux-aarch64 packages for an aarch64 machine)
         # py-rattler runs in this process and reads its proxy settings from this process's environment
         with guarded("the conda engine", (*plan.conda.channels, *context.mirrors), context.environ) as proxy, \
                 in_this_process(proxy):

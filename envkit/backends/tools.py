@@ -75,21 +75,27 @@ def installed_uv() -> Optional[Path]:
 
 
 def find_python(version: Version, uv: Optional[Path], environ: Mapping[str, str],
-                dirs: Optional[UserDirs] = None) -> Optional[Path]:
+                dirs: Optional[UserDirs] = None, platform: Optional[str] = None) -> Optional[Path]:
     """An interpreter of ``version`` (X.Y) already on this machine, never a download: the one running envkit, else
     uv's discovery (PATH and uv-managed Pythons), else pythonX.Y on PATH, else a pyenv install. Each candidate found
-    is run to be sure: a pyenv shim for a version that is not active fails."""
-    if f"{sys.version_info[0]}.{sys.version_info[1]}" == str(version):
+    is run to be sure: a pyenv shim for a version that is not active fails. For another ``platform`` than this
+    machine's (an aarch64 environment made on an x86_64 machine), only an interpreter of that platform's CPU that
+    runs here (under an emulator) will do: the one running envkit never is, and each candidate is asked its CPU."""
+    from envkit.machines.platforms import machine_of, native_platform
+
+    cpu = machine_of(platform) if platform is not None and platform != native_platform() else None
+    if cpu is None and f"{sys.version_info[0]}.{sys.version_info[1]}" == str(version):
         return Path(getattr(sys, "_base_executable", None) or sys.executable)  # the one running envkit: no search
     if uv is not None:
         from envkit.backends.installers import installer_environ
 
         out = query([str(uv), "python", "find", "--no-python-downloads", "--system", str(version)],
                     installer_environ(environ, dirs), _QUERY_TIMEOUT)  # uv's cache: envkit's, never ~/.cache/uv
-        if out and out.strip():
-            return Path(out.strip().splitlines()[-1])
+        found = Path(out.strip().splitlines()[-1]) if out and out.strip() else None
+        if found is not None and (cpu is None or _runs_as(found, version, environ, cpu)):
+            return found
     for candidate in _python_candidates(version, environ):
-        if _runs_as(candidate, version, environ):
+        if _runs_as(candidate, version, environ, cpu):
             return candidate
     return None
 
@@ -115,7 +121,11 @@ def _patch(name: str) -> tuple[int, ...]:
         return ()
 
 
-def _runs_as(python: Path, version: Version, environ: Mapping[str, str]) -> bool:
-    out = query([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                {"PATH": environ.get("PATH", os.defpath)}, _QUERY_TIMEOUT)
-    return out is not None and out.strip() == str(version)
+def _runs_as(python: Path, version: Version, environ: Mapping[str, str], cpu: Optional[str] = None) -> bool:
+    """Whether ``python`` runs here as Python ``version`` (and, given ``cpu``, is a Python of that CPU: aarch64)."""
+    code = "import platform, sys; print('%d.%d' % sys.version_info[:2], platform.machine())"
+    # An emulated interpreter finds its libraries through the emulator's settings (QEMU_LD_PREFIX), kept here.
+    kept = {k: v for k, v in environ.items() if k == "PATH" or k.startswith("QEMU_")}
+    out = query([str(python), "-c", code], {"PATH": os.defpath, **kept}, _QUERY_TIMEOUT)
+    said = out.split() if out else []
+    return said[:1] == [str(version)] and (cpu is None or said[1:] == [cpu])

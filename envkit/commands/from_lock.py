@@ -44,16 +44,18 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
         directory = manifests_dir(target.manifests)
-        the_lock = read_pylock_file(path, python, cached_catalog(directory, [], dirs.cache).tables) if pylock \
-            else read_lock(path, dirs.cache)
+        the_lock = None if pylock else read_lock(path, dirs.cache)
+        fleet = fleet_for(cached_catalog(directory, [], dirs.cache).tables, target)
+        profile = fleet.planning_profile()
+        if the_lock is None:  # a pylock.toml's wheels are chosen for the target's Python and platform
+            the_lock = read_pylock_file(path, python, cached_catalog(directory, [], dirs.cache).tables,
+                                        profile.platform)
         named = the_lock.fact(MANIFEST)
         try:  # the tables, and the lock's manifest when the manifests still have it: one load
             catalog = cached_catalog(directory, [named] if named else [], dirs.cache)
         except EnvkitError:  # a lock whose manifest is gone (or not envkit's): judged by its packages alone
             catalog = cached_catalog(directory, [], dirs.cache)
         tables = catalog.tables
-        fleet = fleet_for(tables, target)
-        profile = fleet.planning_profile()
         each = () if target.on_target else tuple((c.names, c.profile) for c in fleet.configs())
         # What a lock made for the target would be named after: its partition, the directory of its profiles, or
         # its (first) machine.
@@ -82,7 +84,7 @@ def _partition_name(spec: str) -> str:
     return parse_partition_spec(spec)[0]
 
 
-def read_pylock_file(path: Path, python: Optional[str], tables):
+def read_pylock_file(path: Path, python: Optional[str], tables, platform: str = "linux-64"):
     """A pylock.toml as envkit installs it: for --python X.Y, else python.yaml's default Python when the lock allows
     it, else the newest the lock allows; what it leaves out (the project's own directory) said on stderr."""
     import typer
@@ -99,7 +101,7 @@ def read_pylock_file(path: Path, python: Optional[str], tables):
         if chosen is None:
             raise BadInputError(f"{path} requires Python {parsed.requires_python}: envkit provides none of those",
                                 hint="Add the version to python.yaml in the manifests directory.")
-    read = read_pylock(parsed, str(path), chosen)
+    read = read_pylock(parsed, str(path), chosen, platform)
     for note in read.left_out:
         typer.echo(f"envkit: note: {path.name}: left out {note}", err=True)
     return read.lock

@@ -16,6 +16,7 @@ from envkit.backends.plan import Plan, conda_part, cuda_for_solve, default_name,
 from envkit.backends.tools import Tools, find_conda, find_python, find_uv
 from envkit.catalog.model import Manifest, Tables
 from envkit.errors import BadInputError, EnvkitError, UnknownNameError
+from envkit.machines.platforms import native_platform
 from envkit.machines.profile import MachineProfile
 from envkit.pick.cpu_fallback import gpu_unused
 from envkit.pick.render import list_command
@@ -108,7 +109,7 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
     uv = find_uv(environ)
     conda = find_conda(environ)
     wants_python = build.conda is None and request.backend in ("auto", "venv")
-    system_python = find_python(candidate.python, uv, environ, dirs) if wants_python else None
+    system_python = find_python(candidate.python, uv, environ, dirs, profile.platform) if wants_python else None
     tools = Tools(conda=conda, uv=uv, python=system_python)
     backend_name, why = choose_backend(request.backend, build, candidate.python, tools)
     if backend_name == "conda":
@@ -121,11 +122,16 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
     if backend_name != "venv":
         conda_install = conda_part(build, candidate.python, tables.python, config, cuda_for_solve(profile, environ),
                                    with_pip=bool(pips))
+    # An environment for another platform made by a conda engine holds a Python that does not run here: it is checked
+    # on its own machines. (A venv's Python was run here to be chosen, under an emulator where it is foreign.)
+    foreign = backend_name != "venv" and profile.platform != native_platform()
     plan = Plan(manifest=manifest.name, build=build, name=name, prefix=prefix, python=candidate.python,
                 backend=backend_name, backend_reason=why, conda=conda_install, pip=pips, jupyter=request.jupyter,
-                verify=request.verify, profile=profile, on_target=on_target,
+                verify=request.verify and not foreign, profile=profile, on_target=on_target,
                 in_conda_envs=backend_name == "conda" and request.prefix is None,
-                gpu_unused=None if request.build_id else gpu_unused(resolution, profile))
+                gpu_unused=None if request.build_id else gpu_unused(resolution, profile),
+                unchecked=f"it is for {profile.platform} machines and this one is not: check it on one of them "
+                          f"(`envkit verify {name}` there)" if foreign and request.verify else "--no-verify")
     install_limits(environ)  # a bad ENVKIT_INSTALL_TIMEOUT is exit 2 here, before anything is made
     context, storage = storage_context(plan, tools, config, dirs, environ)
     return Prepared(plan=plan, backend=backend_for(backend_name, tools), context=context, storage=storage)

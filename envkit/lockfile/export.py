@@ -32,27 +32,34 @@ def export_lock(record: records.Record, config: Config, uv: Path, environ: Mappi
     """``index_of`` gives the upstream index of the environment's build (None when unknown)."""
     check_held(record)  # (as every command that acts on a named environment's directory)
     prefix = Path(record.prefix)
-    saved = _saved_lock(prefix, ".".join(record.python.split(".")[:2]))
+    platform = record_platform(record)
+    saved = _saved_lock(prefix, ".".join(record.python.split(".")[:2]), platform)
     known = {(p.manager, _norm(p.name), p.version): p for p in saved.packages} if saved else {}
-    conda = [_conda_package(path, config, known) for path in sorted((prefix / "conda-meta").glob("*.json"))]
+    conda = [_conda_package(path, config, known, platform) for path in sorted((prefix / "conda-meta").glob("*.json"))]
     pip, missing = [], []
     for name, version, direct in installed_distributions(prefix):
         locked = known.get(("pip", _norm(name), version))
         if locked is not None:
             pip.append(locked)
         elif direct is not None:
-            pip.append(LockedPackage(name=name, version=version, manager="pip", platform=PLATFORM,
+            pip.append(LockedPackage(name=name, version=version, manager="pip", platform=platform,
                                      url=upstream_url(direct[0], config), sha256=direct[1]))
         else:
             missing.append(f"{name}=={version}")
     if missing:
-        pip += _pin_from_index(missing, record, config, uv, environ, index_of)
+        pip += _pin_from_index(missing, record, config, uv, environ, index_of, platform)
     custom = dict(saved.custom) if saved else {}
     custom.update({model.MANIFEST: record.manifest, model.BUILD: record.build, model.PYTHON: record.python,
                    model.TARGET: f"exported from {record.name}"})
     channels = tuple(dict.fromkeys(p.url.rsplit("/", 2)[0] for p in conda))
-    return LockFile(packages=tuple(conda + pip), channels=channels, content_hash={PLATFORM: ""},
+    return LockFile(packages=tuple(conda + pip), platforms=(platform,), channels=channels, content_hash={platform: ""},
                     custom=custom, created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def record_platform(record: records.Record) -> str:
+    """The platform an environment was made for: its record's profile's (linux-64 where it says none)."""
+    said = record.machine.get("platform") if isinstance(record.machine, dict) else None
+    return said if isinstance(said, str) else PLATFORM
 
 
 def installed_distributions(prefix: Path) -> list[tuple[str, str, Optional[tuple[str, str]]]]:
@@ -106,7 +113,7 @@ def _dist_info_text(path: Path) -> str:
         return ""
 
 
-def _conda_package(path: Path, config: Config, known: Mapping) -> LockedPackage:
+def _conda_package(path: Path, config: Config, known: Mapping, platform: str = PLATFORM) -> LockedPackage:
     from envkit.state.files import read_text_file
 
     hint = "The environment is damaged: recreate it."
@@ -126,13 +133,13 @@ def _conda_package(path: Path, config: Config, known: Mapping) -> LockedPackage:
     if not data.get("sha256") or not data.get("md5") or not data.get("url"):
         raise EnvkitError(f"{name} {version} in {path.parent} has no URL, sha256 or md5 recorded: it cannot be locked",
                           hint="Recreate the environment with envkit, then export it.")
-    return LockedPackage(name=name, version=version, manager="conda", platform=PLATFORM,
+    return LockedPackage(name=name, version=version, manager="conda", platform=platform,
                          url=upstream_url(data["url"], config), sha256=data["sha256"], md5=data["md5"], build=build,
                          dependencies=tuple(split_depends(data.get("depends") or [])))
 
 
 def _pin_from_index(pins: list[str], record: records.Record, config: Config, uv: Path, environ: Mapping[str, str],
-                    index_of: Callable[[records.Record], Optional[str]]) -> list[LockedPackage]:
+                    index_of: Callable[[records.Record], Optional[str]], platform: str) -> list[LockedPackage]:
     from envkit.lockfile.pylock import lock_pip
 
     index = index_of(record)
@@ -140,10 +147,10 @@ def _pin_from_index(pins: list[str], record: records.Record, config: Config, uv:
         raise EnvkitError(f"cannot tell where {', '.join(pins)} came from: the build {record.build} is not in the "
                           "manifests any more", hint="Point --manifests at the manifests it was made from.")
     python = ".".join(record.python.split(".")[:2])
-    return lock_pip(pins, fetch_url(index, config, "index"), python, config, uv, environ)
+    return lock_pip(pins, fetch_url(index, config, "index"), python, config, uv, environ, platform=platform)
 
 
-def _saved_lock(prefix: Path, python: str) -> Optional[LockFile]:
+def _saved_lock(prefix: Path, python: str, platform: str) -> Optional[LockFile]:
     """The lock the environment was made from (its copy beside the record), as it installed for ``python``."""
     from envkit.lockfile.install import LOCK_IN_PREFIX, PYLOCK_IN_PREFIX
 
@@ -153,7 +160,8 @@ def _saved_lock(prefix: Path, python: str) -> Optional[LockFile]:
         if pylock.exists():
             from envkit.lockfile.pep751 import parse_pylock, read_pylock, read_pylock_text
 
-            return read_pylock(parse_pylock(read_pylock_text(pylock), str(pylock)), str(pylock), python).lock
+            return read_pylock(parse_pylock(read_pylock_text(pylock), str(pylock)), str(pylock), python,
+                               platform).lock
         return read_lock(path) if path.exists() else None
     except (LockFileError, OSError):
         return None

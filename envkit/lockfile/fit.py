@@ -15,26 +15,34 @@ class LockDoesNotFit(EnvkitError):
     """The lock was made for a machine unlike this one (exit 1, with the reasons)."""
 
 
-def check_platform(lock: LockFile, origin: str) -> None:
-    if PLATFORM in lock.platforms and lock.for_platform():
+def check_platform(lock: LockFile, origin: str, platform: str = PLATFORM) -> None:
+    """LockFileError (exit 2) unless ``lock`` has packages for ``platform``, the target's: a lock installs where it
+    was made for (an aarch64 lock on an x86_64 machine, or the reverse, is refused with the platforms it names)."""
+    if platform in lock.platforms and lock.for_platform(platform):
         return
-    hint = "Lock for linux-64 (`envkit lock`, or `conda-lock -p linux-64`)."
-    if PLATFORM not in lock.platforms:
+    from envkit.machines.platforms import PLATFORMS, supported_text
+
+    hint = (f"Lock for {platform} (`envkit lock` for these machines, or `conda-lock -p {platform}`), or install this "
+            "lock on a machine of its own platform.")
+    if platform not in lock.platforms:
         said = ", ".join(lock.platforms) or "no platform"
-        raise LockFileError(f"{origin} locks {said}, not {PLATFORM}: envkit installs {PLATFORM} environments only",
-                            hint=hint)
+        known = any(name in PLATFORMS for name in lock.platforms)
+        why = (f"a lock installs on the platform it was made for, and the machines judged are {platform}" if known
+               else f"envkit makes environments for {supported_text()}")
+        raise LockFileError(f"{origin} locks {said}, not {platform}: {why}", hint=hint)
     found = sorted({package.platform for package in lock.packages if not package.optional})
     if not found:  # every package in conda-lock's optional categories, which are not installed
         raise LockFileError(f"{origin} locks only optional packages (conda-lock's optional categories): nothing to "
                             "install", hint=hint)
-    raise LockFileError(f"{origin} names {PLATFORM} in its platforms, but its packages are for {', '.join(found)}: "
-                        f"envkit installs {PLATFORM} environments only", hint=hint)
+    raise LockFileError(f"{origin} names {platform} in its platforms, but its packages are for {', '.join(found)}: "
+                        f"nothing to install on {platform}", hint=hint)
 
 
 THEY = "they"  # several identical machines of a fleet, named before their reasons
 
 
-def virtual_reasons(lock: LockFile, virtual: Mapping[str, tuple[str, str]], judged: str = "the target") -> list[str]:
+def virtual_reasons(lock: LockFile, virtual: Mapping[str, tuple[str, str]], judged: str = "the target",
+                    platform: str = PLATFORM) -> list[str]:
     """Why the target's virtual packages (name -> (version, build)) do not satisfy the locked conda packages;
     ``judged``: the machine(s) they are of, for the reasons."""
     has = "have" if judged == THEY else "has"
@@ -42,7 +50,7 @@ def virtual_reasons(lock: LockFile, virtual: Mapping[str, tuple[str, str]], judg
     from rattler.exceptions import InvalidMatchSpecError
 
     reasons = []
-    for package in lock.conda():
+    for package in lock.conda(platform):
         for name, spec in package.dependencies:
             if not name.startswith("__"):
                 continue
@@ -60,7 +68,7 @@ def virtual_reasons(lock: LockFile, virtual: Mapping[str, tuple[str, str]], judg
                 reasons.append(f"{package.name} needs {name} {spec!r}, which is not a valid conda spec")
                 continue
             record = PackageRecord(name=name, version=have[0], build=BuildString(have[1]), build_number=0,
-                                   subdir=PLATFORM)
+                                   subdir=package.platform)
             if not match.matches(record):
                 reasons.append(f"{package.name} {package.version} needs {name} {spec}, but {judged} {has} "
                                f"{name}={have[0]}")

@@ -69,8 +69,9 @@ class LockedCondaBackend:
     name = "rattler"
 
     def __init__(self, packages: Sequence[LockedPackage], sources: Sequence[str], lock: Path,
-                 mirrors: Sequence[str] = (), pip_files: Optional[LockedFiles] = None) -> None:
-        self.packages, self.sources, self.lock = tuple(packages), tuple(sources), lock
+                 mirrors: Sequence[str] = (), pip_files: Optional[LockedFiles] = None,
+                 platform: str = model.PLATFORM) -> None:
+        self.packages, self.sources, self.lock, self.platform = tuple(packages), tuple(sources), lock, platform
         self.mirrors = tuple(mirrors)  # where a redirect may lead over plain http, besides loopback
         self.pip_files = pip_files
 
@@ -90,7 +91,7 @@ class LockedCondaBackend:
         channels = [_channel_of(package.url) for package in self.packages]
         archives = [(path, channel, package.sha256, package.md5 or "")
                     for path, channel, package in zip(paths, channels, self.packages)]
-        install_archives(plan.prefix, archives, context.conda_cache, on_line)
+        install_archives(plan.prefix, archives, context.conda_cache, on_line, self.platform)
         save_lock(plan.prefix, self.lock)
 
 
@@ -136,16 +137,17 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
     post-install check needs it). Refuses a lock for another platform or with a URL envkit may not fetch (exit 2),
     and one whose target does not fit (exit 1)."""
     origin = str(request.path)
-    check_platform(lock, origin)
-    conda, pips = lock.conda(), lock.pip()
+    platform = target.profile.platform  # (a fleet of several platforms gets one lock per platform: never this one)
+    check_platform(lock, origin, platform)
+    conda, pips = lock.conda(platform), lock.pip(platform)
     conda_sources = [fetch_url(p.url, config, f"{origin}: conda package {p.name}: URL") for p in conda]
     pip_sources = [fetch_url(p.url, config, f"{origin}: pip package {p.name}: URL") for p in pips]
     python = _python(lock, origin)
     manifest, build = _build_of(lock, manifest_of)
-    _check_fit(lock, manifest, build, python, tables, target, environ)
+    _check_fit(lock, manifest, build, python, tables, target, environ, platform)
     name = name_for(request.name, request.prefix, _default_name(lock, request.path))
     uv = find_uv(environ)
-    system_python = None if conda else find_python(python, uv, environ, dirs)
+    system_python = None if conda else find_python(python, uv, environ, dirs, platform)
     if not conda and system_python is None:
         raise InstallError(f"the lock has no conda part and there is no Python {python} on this machine to make a "
                            "venv with", hint=f"Install Python {python}, or lock a build that brings its own Python.")
@@ -178,7 +180,7 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
         links = storage.cache.pip / "locked-links" / steps[0].requirements.stem
         pip_files = LockedFiles(tuple(pips), tuple(pip_sources), storage.cache.pip / "locked", links, mirrors)
         plan = replace(plan, pip=(replace(steps[0], find_links=str(links)),))
-    backend: Backend = (LockedCondaBackend(conda, conda_sources, request.path, mirrors, pip_files) if conda
+    backend: Backend = (LockedCondaBackend(conda, conda_sources, request.path, mirrors, pip_files, platform) if conda
                         else LockedVenvBackend(request.path, pip_files))
     return Prepared(plan=plan, backend=backend, context=context, storage=storage), manifest
 
@@ -223,7 +225,7 @@ def _build_of(lock: LockFile, manifest_of: Callable[[str], Optional[Manifest]]) 
 
 
 def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, python: Version, tables: Tables,
-               target: Target, environ: Mapping[str, str]) -> None:
+               target: Target, environ: Mapping[str, str], platform: str = model.PLATFORM) -> None:
     """Every machine of the target must fit (a fleet's GPU-less machines, a login node, only by their Python). The
     reasons name the machines judged: this one, a profile, or each configuration of a fleet before its reasons."""
     reasons: list[str] = []
@@ -233,7 +235,7 @@ def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, pytho
     for names, profile in each:
         said = f"{names_text(names)}: " if several else ""
         judged = THEY if len(names) > 1 else "it" if several else names[0] if names else "this machine"
-        if lock.conda() and (names, profile) in with_gpus:  # the engine is not loaded for a pip-only lock
+        if lock.conda(platform) and (names, profile) in with_gpus:  # the engine is not loaded for a pip-only lock
             from envkit.backends.conda_engine import target_virtual_packages
             from envkit.lockfile.make import cuda_arch
 
@@ -241,7 +243,7 @@ def _check_fit(lock: LockFile, manifest: Optional[Manifest], build: Build, pytho
             arch = cuda_arch(profile) if cuda else None
             explicit = ((("__cuda", cuda),) if cuda else ()) + ((("__cuda_arch", arch),) if arch else ())
             reasons += [said + reason
-                        for reason in virtual_reasons(lock, target_virtual_packages(explicit), judged)]
+                        for reason in virtual_reasons(lock, target_virtual_packages(explicit), judged, platform)]
         if manifest is not None and ((names, profile) in with_gpus or not build.is_gpu):
             candidate = assess(build, profile, tables, Request(python=python))
             if not candidate.compatible:  # its reasons only: the error names the lock's build and the machine

@@ -1,7 +1,8 @@
 """`envkit lock`: pin a build for a target exactly, without creating an environment.
 
-The build is picked as `envkit create` picks it for that target. Its conda part (when it has one) is solved by the
-embedded engine for linux-64 with the target's virtual packages: ``__cuda`` from the target's driver and, per CEP 46,
+The build is picked as `envkit create` picks it for that target, and locked for the target's platform (linux-64, or
+linux-aarch64 for a Grace partition, from any login node). Its conda part (when it has one) is solved by the
+embedded engine for that platform's subdir with the target's virtual packages: ``__cuda`` from the target's driver and, per CEP 46,
 ``__cuda_arch`` = the lowest compute capability of its GPUs (py-rattler 0.28 detects neither for another machine,
 but its solver honours any generic virtual package envkit passes, so both come from the profile). Its pip part is
 resolved by uv from the build's own index for the target Python and platform. Every URL is kept upstream.
@@ -69,8 +70,9 @@ def make_lock(request: LockRequest, config: Config, cache_dir: Path, uv: Path,
         unused = gpu_unused(resolution, request.profile)
         if unused:
             warn(f"the lock pins a CPU build on a machine with GPUs: {unused}")
-    build, python = candidate.build, candidate.python
+    build, python = candidate.build, candidate.python  # (the build as it is on the target's platform: Build.on)
     assert python is not None  # a compatible candidate has its Python
+    platform = request.profile.platform
     python_text = str(python)
     pips = pip_parts(build, request.tables.python, config, jupyter=False)
     cuda, _ = cuda_for_solve(request.profile, environ)
@@ -82,14 +84,14 @@ def make_lock(request: LockRequest, config: Config, cache_dir: Path, uv: Path,
     if build.conda is not None:
         part = conda_part(build, python, request.tables.python, config, (cuda, ""), with_pip=bool(pips))
         virtual = ((("__cuda", cuda),) if cuda else ()) + ((("__cuda_arch", arch),) if arch else ())
-        packages += _lock_conda(part.channels, part.specs, virtual, config, cache_dir)
+        packages += _lock_conda(part.channels, part.specs, virtual, config, cache_dir, platform)
         channels = tuple(upstream_url(c, config) for c in part.channels)
         asked += [*part.specs, *(f"{name}={version}" for name, version in virtual)]
     from envkit.lockfile.pylock import lock_pip
 
     for step in pips:
         packages += lock_pip(step.packages, step.index_url, python_text, config, uv, installer_environ,
-                             step.find_links)
+                             step.find_links, platform=platform)
         asked += [step.index_url, *step.packages]
     custom = {
         model.MANIFEST: request.manifest.name, model.BUILD: build.id, model.TARGET: request.target,
@@ -98,26 +100,27 @@ def make_lock(request: LockRequest, config: Config, cache_dir: Path, uv: Path,
         model.FIND_LINKS: upstream_url(pips[0].find_links, config) if pips and pips[0].find_links else "",
     }
     content = hashlib.sha256(json.dumps([python_text, *asked]).encode()).hexdigest()
-    return LockFile(packages=tuple(packages), platforms=(PLATFORM,), channels=channels,
-                    content_hash={PLATFORM: content}, sources=(request.manifest.path,), custom=custom,
+    return LockFile(packages=tuple(packages), platforms=(platform,), channels=channels,
+                    content_hash={platform: content}, sources=(request.manifest.path,), custom=custom,
                     created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def _lock_conda(channels: tuple[str, ...], specs: tuple[str, ...], virtual: tuple[tuple[str, str], ...],
-                config: Config, cache_dir: Path) -> list[LockedPackage]:
+                config: Config, cache_dir: Path, platform: str) -> list[LockedPackage]:
     from envkit.backends.conda_engine import CondaSolveRequest, solve
 
-    records = solve(CondaSolveRequest(channels=channels, specs=specs, virtual_packages=virtual), cache_dir)
-    return [conda_package(record, config) for record in records]
+    records = solve(CondaSolveRequest(channels=channels, specs=specs, virtual_packages=virtual, platform=platform),
+                    cache_dir)
+    return [conda_package(record, config, platform) for record in records]
 
 
-def conda_package(record: RepoDataRecord, config: Config) -> LockedPackage:
+def conda_package(record: RepoDataRecord, config: Config, platform: str = PLATFORM) -> LockedPackage:
     """A solved (or installed) conda record as a locked package, its URL taken back to its upstream."""
     name = record.name.normalized
     if record.sha256 is None or record.md5 is None:
         raise InstallError(f"the conda channel gives no sha256 or md5 for {name} ({record.url})",
                            hint="Lock from a channel whose repodata has both (any indexed by conda or rattler).")
-    return LockedPackage(name=name, version=str(record.version), manager="conda", platform=PLATFORM,
+    return LockedPackage(name=name, version=str(record.version), manager="conda", platform=platform,
                          url=upstream_url(record.url, config), sha256=record.sha256.hex(), md5=record.md5.hex(),
                          build=str(record.build), dependencies=tuple(split_depends(record.depends)))
 

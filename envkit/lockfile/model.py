@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 VERSION = 1
-PLATFORM = "linux-64"  # the only platform envkit makes and installs
+PLATFORM = "linux-64"  # the platform of a lock that does not say (conda-lock's default); envkit.machines.platforms
 MANAGERS = ("conda", "pip")
 
 # envkit's keys in custom_metadata.

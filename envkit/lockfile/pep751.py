@@ -2,8 +2,9 @@
 read into envkit's LockFile for a target Python, and written from a pure-pip one (`envkit export --format pylock`).
 
 The format's parsing, validation and selection are packaging's own (``packaging.pylock``): what applies to the
-target is what ``Pylock.select`` picks for CPython X.Y on linux x86_64 (its markers evaluated there, the lock's
-default dependency groups, the best wheel for its tags). envkit installs wheels with a sha256, by URL; the project's
+target is what ``Pylock.select`` picks for CPython X.Y on the target's platform, linux x86_64 or aarch64 (its markers
+evaluated there, the lock's default dependency groups, the best wheel for its tags: a lock whose wheels are all for
+another platform has nothing to install there, and is refused saying so). envkit installs wheels with a sha256, by URL; the project's
 own entry (a ``directory``, as uv and PDM write it, without a version) is left out with a note, and an entry that
 would need a build (an sdist, a VCS checkout or an archive) is refused, as in envkit's own locks. envkit's facts
 (manifest, build, Python) travel in ``[tool.envkit]``, as they do in conda-lock's ``custom_metadata``.
@@ -80,18 +81,22 @@ def default_python(pylock: Any, offered: Sequence[Any], default: Any) -> Optiona
     return str(max(allowed)) if allowed else None
 
 
-def read_pylock(pylock: Any, origin: str, python: str) -> Read:
-    """What ``pylock`` installs on CPython ``python`` (X.Y) under linux x86_64, as a pip-only LockFile."""
+def read_pylock(pylock: Any, origin: str, python: str, platform: str = PLATFORM) -> Read:
+    """What ``pylock`` installs on CPython ``python`` (X.Y) on ``platform``, as a pip-only LockFile."""
     from packaging.pylock import PackageDirectory, PackageWheel, PylockSelectError
 
     from envkit.lockfile.pylock import target_tags
+    from envkit.machines.platforms import machine_of
+
+    where = f"linux {machine_of(platform)}"
 
     if not _allows(pylock.requires_python, python):
         raise LockFileError(f"{origin} requires Python {pylock.requires_python}, not {python}",
                             hint="Give --python a version it allows.")
     packages, left_out = [], []
     try:
-        for package, chosen in pylock.select(environment=target_environment(python), tags=target_tags(python)):
+        for package, chosen in pylock.select(environment=target_environment(python, platform),
+                                             tags=target_tags(python, platform)):
             if isinstance(chosen, PackageDirectory):  # the project itself (uv, PDM): no version, a source tree
                 left_out.append(f"{package.name} (the directory {chosen.path}: a project, not a locked file; "
                                 f"install it into the environment with `pip install -e {chosen.path}`)")
@@ -100,27 +105,30 @@ def read_pylock(pylock: Any, origin: str, python: str) -> Read:
                 kind = type(chosen).__name__.removeprefix("Package").lower()
                 raise LockFileError(f"{origin}: {package.name} would be built from its {kind}: envkit installs "
                                     f"locked wheels only", hint="Lock with wheels only (uv: --only-binary :all:).")
-            packages.append(_locked(package, chosen, origin))
+            packages.append(_locked(package, chosen, origin, platform))
     except PylockSelectError as error:
-        raise LockFileError(f"{origin}: nothing installable for CPython {python} on linux x86_64: {error}",
+        raise LockFileError(f"{origin}: nothing installable for CPython {python} on {where}: {error}",
                             hint="Give --python another version, or lock for this platform.") from None
     if not packages:
-        raise LockFileError(f"{origin} has nothing to install for CPython {python} on linux x86_64", hint=_HINT)
+        raise LockFileError(f"{origin} has nothing to install for CPython {python} on {where}", hint=_HINT)
     facts = checked_facts(_envkit_facts(pylock.tool), origin)  # as conda-lock's: a manifest is a name, not a path
     facts[model.PYTHON] = python
-    return Read(LockFile(packages=tuple(packages), content_hash={PLATFORM: ""}, custom=facts), tuple(left_out))
+    return Read(LockFile(packages=tuple(packages), platforms=(platform,), content_hash={platform: ""}, custom=facts),
+                tuple(left_out))
 
 
-def target_environment(python: str) -> dict[str, str]:
-    """The marker environment of CPython X.Y on linux x86_64 (its patch release taken as .0)."""
+def target_environment(python: str, platform: str = PLATFORM) -> dict[str, str]:
+    """The marker environment of CPython X.Y on ``platform`` (linux x86_64, aarch64; its patch release taken as .0)."""
+    from envkit.machines.platforms import machine_of
+
     full = f"{python}.0"
     return {"implementation_name": "cpython", "implementation_version": full, "os_name": "posix",
-            "platform_machine": "x86_64", "platform_release": "", "platform_system": "Linux",
+            "platform_machine": machine_of(platform), "platform_release": "", "platform_system": "Linux",
             "platform_version": "", "python_full_version": full, "platform_python_implementation": "CPython",
             "python_version": python, "sys_platform": "linux"}
 
 
-def _locked(package: Any, wheel: Any, origin: str) -> LockedPackage:
+def _locked(package: Any, wheel: Any, origin: str, platform: str) -> LockedPackage:
     sha256 = (wheel.hashes or {}).get("sha256")
     if not wheel.url:
         raise LockFileError(f"{origin}: {package.name}'s wheel is given by path ({wheel.path}), not by URL",
@@ -129,7 +137,7 @@ def _locked(package: Any, wheel: Any, origin: str) -> LockedPackage:
         raise LockFileError(f"{origin}: {package.name}'s wheel has no sha256", hint=_HINT)
     check_store_names(sha256.lower(), wheel.url, origin, f"package {package.name}")  # before any download
     version = str(package.version) if package.version is not None else _wheel_version(wheel, package.name, origin)
-    return LockedPackage(name=str(package.name), version=version, manager="pip", platform=PLATFORM, url=wheel.url,
+    return LockedPackage(name=str(package.name), version=version, manager="pip", platform=platform, url=wheel.url,
                          sha256=sha256.lower())
 
 
@@ -158,15 +166,17 @@ def dump_pylock(lock: LockFile, origin: str) -> str:
     from packaging.utils import canonicalize_name
     from packaging.version import Version
 
-    if lock.conda():
-        raise LockFileError(f"{origin} has {len(lock.conda())} conda packages: a pylock.toml holds pip packages only",
+    platform = lock.platforms[0] if lock.platforms else PLATFORM  # (the wheels' tags say it in the file)
+    if lock.conda(platform):
+        raise LockFileError(f"{origin} has {len(lock.conda(platform))} conda packages: a pylock.toml holds pip packages "
+                            "only",
                             hint="Export it in conda-lock's format (the default, --format conda-lock).")
     python = lock.fact(model.PYTHON)
     # Each wheel's file name given, not left to packaging to take from the URL: some releases do not unquote it
     # (torch-2.13.0%2Bcu126-...whl), and then refuse it as a wheel name
     packages = [Package(name=canonicalize_name(p.name), version=Version(p.version),
                         wheels=[PackageWheel(name=p.file_name, url=p.url, hashes={"sha256": p.sha256})])
-                for p in sorted(lock.pip(), key=lambda p: canonicalize_name(p.name))]
+                for p in sorted(lock.pip(platform), key=lambda p: canonicalize_name(p.name))]
     facts = {key.removeprefix("envkit."): value for key, value in lock.custom.items() if key.startswith("envkit.")}
     pylock = Pylock(lock_version=Version("1.0"), created_by=CREATED_BY, packages=packages,
                     requires_python=SpecifierSet(f"=={python}.*") if python else None,

@@ -59,6 +59,13 @@ def platform_of_machine(machine: str) -> Optional[str]:
     return _MACHINES.get(machine.strip().lower())
 
 
+def native_platform() -> Optional[str]:
+    """This machine's platform, from its CPU (``uname -m``); None for a CPU envkit makes nothing for."""
+    import os
+
+    return platform_of_machine(os.uname().machine)
+
+
 def uv_platform(platform: str) -> str:
     """uv's --python-platform for a platform: x86_64-manylinux_2_28, aarch64-manylinux_2_28."""
     return f"{machine_of(platform)}-manylinux_{MANYLINUX[0]}_{MANYLINUX[1]}"

@@ -21,6 +21,7 @@ from rattler.index import index_fs
 # What index.json says about the platform of each subdir these tests use.
 _SUBDIR_FIELDS: dict[str, dict[str, str]] = {
     "linux-64": {"platform": "linux", "arch": "x86_64"},
+    "linux-aarch64": {"platform": "linux", "arch": "aarch64"},
     "noarch": {"noarch": "generic"},
 }
 # One fixed time for every archive member and record: a package built twice has the same bytes.
