@@ -82,8 +82,11 @@ def pip_needs(builds: Sequence[Build], catalog: Catalog, pythons: Mapping[str, t
     for build in builds:
         if build.pip is None or not pythons.get(build.id):
             continue
-        index = upstream_index(build, catalog)
-        needs += [PipNeed(build, requirement, index, pythons[build.id]) for requirement in build.pip.packages]
+        for platform in build.platforms:  # its wheels for each platform it says it has packages for (wheel tags)
+            view = build.on(platform)
+            index = upstream_index(view, catalog)
+            needs += [PipNeed(view, requirement, index, pythons[build.id], platform)
+                      for requirement in view.pip.packages]
     return needs
 
 
@@ -92,25 +95,26 @@ def judge_pip(need: PipNeed, page: Optional[Page]) -> list[Finding]:
     from envkit.maintain.simple_index import linux_wheels, matching, parse_page
 
     requirement = need.parsed
-    build = need.build.id
+    build, label = need.build.id, need.label
     mirror = page.url if page is not None and page.url != need.page else None  # what was read instead, and failed
     if page is None or page.error is not None:
         why = page.error if page is not None else "not fetched"
         read = f", read from its mirror {mirror}" if mirror else ""
-        return [Finding(UNREADABLE, f"{build}: {need.requirement} could not be checked: {need.page}{read} ({why})",
+        return [Finding(UNREADABLE, f"{label}: {need.requirement} could not be checked: {need.page}{read} ({why})",
                         build, need.page)]
     if not page.found:
         there = f"on its mirror {mirror}" if mirror else "there"
-        return [Finding(MISSING, f"{build}: {need.requirement} has no file on {need.index} (no {requirement.name} "
+        return [Finding(MISSING, f"{label}: {need.requirement} has no file on {need.index} (no {requirement.name} "
                                  f"page {there}, HTTP {page.status})", build, need.index)]
     try:
-        files = linux_wheels(parse_page(page.text, page.content_type, page.final_url or page.url))
+        files = linux_wheels(parse_page(page.text, page.content_type, page.final_url or page.url), need.platform)
     except ValueError as error:
-        return [Finding(UNREADABLE, f"{build}: {need.page}: {error}", build, need.page)]
+        return [Finding(UNREADABLE, f"{label}: {need.page}: {error}", build, need.page)]
     candidates = matching(files, requirement.specifier)
     if not candidates:
-        return [Finding(MISSING, f"{build}: {need.requirement} has no file on {need.index}", build, need.index)]
-    without = [v for v in need.pythons if not matching(candidates, requirement.specifier, v)
+        return [Finding(MISSING, f"{label}: {need.requirement} has no file on {need.index}" + _for(need), build,
+                        need.index)]
+    without = [v for v in need.pythons if not matching(candidates, requirement.specifier, v, need.platform)
                and (requirement.marker is None or requirement.marker.evaluate(
                    {"python_version": str(v), "python_full_version": f"{v}.0"}))]  # a marker may leave v out
     if not without:
@@ -119,8 +123,17 @@ def judge_pip(need: PipNeed, page: Optional[Page]) -> list[Finding]:
     companion = ("; it is not the build's framework but a companion of it: leave it out for those Pythons with an "
                  "environment marker (python_version) and give its line a python range in the manifest's companions, "
                  "or narrow the build's python") if need.requirement != need.build.pip.packages[0] else ""
-    return [Finding(MISSING, f"{build}: no {requirement.name} wheel for Python {listed} ({need.requirement} on "
-                             f"{need.index}){companion}", build, need.index)]
+    return [Finding(MISSING, f"{label}: no {requirement.name} wheel for Python {listed}{_for(need)} "
+                             f"({need.requirement} on {need.index}){companion}", build, need.index)]
+
+
+def _for(need: PipNeed) -> str:
+    """" for linux-aarch64 (no manylinux_*_aarch64 wheel)": where the wheels looked for are not linux-64's."""
+    from envkit.machines.platforms import machine_of
+
+    if need.platform == "linux-64":
+        return ""
+    return f" for {need.platform} (no manylinux or linux wheel for {machine_of(need.platform)})"
 
 
 def check_builds(

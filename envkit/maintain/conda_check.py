@@ -1,5 +1,5 @@
 """The conda side of ``envkit manifests check``: every conda spec of a build has a package in the build's channels
-for linux-64 (or noarch), for every Python the build claims. Repodata is read by py-rattler's gateway (http(s) and
+for each platform the build lists (its subdir, or noarch), for every Python the build claims. Repodata is read by py-rattler's gateway (http(s) and
 file:// channels alike), through the user's mirrors, into a temporary cache.
 """
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from envkit.state.config import Config
 
-PLATFORMS = ("linux-64", "noarch")
+NOARCH = "noarch"
 
 
 def check_conda(builds: Sequence[Build], pythons: Mapping[str, Sequence[Version]], config: Config,
@@ -45,28 +45,40 @@ def _check_group(channels: tuple[str, ...], builds: Sequence[Build], pythons: Ma
     from envkit.system.egress import guarded, in_this_process
 
     specs = sorted({spec for b in builds for spec in b.conda.packages})
+    subdirs = sorted({platform for b in builds for platform in b.platforms}) + [NOARCH]
     try:  # py-rattler, in this process, held to the transport rule on every hop (envkit.system.egress)
         with guarded("the conda engine", (*channels, *mirrors), os.environ, failures=(Exception,)) as proxy, \
                 in_this_process(proxy):
-            records = _query(channels, specs, cache)
+            records = _query(channels, specs, cache, subdirs)
     except Exception as error:  # noqa: BLE001 - rattler's errors have no common base; each becomes one sentence
         reason = _reason(error)
         return [Finding(UNREADABLE, f"{b.id}: its conda channels could not be read ({_channels(b, channels)}): "
                                     f"{reason}", b.id, b.conda.channels[0]) for b in builds]
     findings = []
     for build in builds:
-        upstream = ", ".join(build.conda.channels)
-        for spec in build.conda.packages:
-            matches = _matching(spec, records)
-            if not matches:
-                findings.append(Finding(MISSING, f"{build.id}: conda package {spec} has no match in {upstream} "
-                                                 f"for {PLATFORMS[0]}", build.id, build.conda.channels[0]))
-                continue
-            without = [v for v in pythons[build.id] if not any(_for_python(r, v) for r in matches)]
-            if without:
-                listed = ", ".join(str(v) for v in without)
-                findings.append(Finding(MISSING, f"{build.id}: no conda package {spec} for Python {listed} in "
-                                                 f"{upstream}", build.id, build.conda.channels[0]))
+        for platform in build.platforms:
+            findings += _check_build(build, platform, records, pythons)
+    return findings
+
+
+def _check_build(build: Build, platform: str, records: Sequence[Any],
+                 pythons: Mapping[str, Sequence[Version]]) -> list[Finding]:
+    """One build's specs on one of its platforms: a match in its subdir or noarch, for each Python it claims."""
+    findings = []
+    upstream = ", ".join(build.conda.channels)
+    subdirs = (platform, NOARCH)
+    for spec in build.conda.packages:
+        matches = [r for r in _matching(spec, records) if str(getattr(r, "subdir", platform)) in subdirs]
+        if not matches:
+            findings.append(Finding(MISSING, f"{build.id}: conda package {spec} has no match in {upstream} "
+                                             f"for {platform}", build.id, build.conda.channels[0]))
+            continue
+        without = [v for v in pythons[build.id] if not any(_for_python(r, v) for r in matches)]
+        if without:
+            listed = ", ".join(str(v) for v in without)
+            where = "" if platform == "linux-64" else f" for {platform}"
+            findings.append(Finding(MISSING, f"{build.id}: no conda package {spec} for Python {listed}{where} in "
+                                             f"{upstream}", build.id, build.conda.channels[0]))
     return findings
 
 
@@ -86,13 +98,13 @@ def _channels(build: Build, read: Sequence[str]) -> str:
     return upstream if tuple(read) == tuple(build.conda.channels) else f"{upstream}, read from {', '.join(read)}"
 
 
-def _query(channels: Sequence[str], specs: Sequence[str], cache: Path) -> list[Any]:
+def _query(channels: Sequence[str], specs: Sequence[str], cache: Path, subdirs: Sequence[str]) -> list[Any]:
     import rattler
 
     from envkit.backends.conda_engine import query_records
 
     names = sorted({rattler.MatchSpec(spec).name.normalized for spec in specs})
-    return query_records(channels, PLATFORMS, names, cache)
+    return query_records(channels, subdirs, names, cache)
 
 
 def _matching(spec: str, records: Sequence[Any]) -> list[Any]:

@@ -43,6 +43,13 @@ class PipNeed:
     requirement: str
     index: str  # upstream index URL, no trailing slash
     pythons: tuple[Version, ...]
+    platform: str = "linux-64"  # the platform whose wheels are looked for (the build as it is there)
+
+    @property
+    def label(self) -> str:
+        """The build in a finding: its id, and the platform where it is not linux-64 ("torch-2.14-cu126 on
+        linux-aarch64")."""
+        return self.build.id if self.platform == "linux-64" else f"{self.build.id} on {self.platform}"
 
     @property
     def parsed(self) -> Requirement:

@@ -1,6 +1,6 @@
 """``envkit manifests check --resolve``: each pip build's whole dependency tree resolved by uv for every Python the
-build claims, as `envkit lock` resolves it (envkit.lockfile.pylock: Linux x86_64, wheels only, the build's own
-index through the user's mirrors; for a conda build, its pip part).
+build claims, on each of its platforms, as `envkit lock` resolves it (envkit.lockfile.pylock: Linux x86_64 or
+aarch64, wheels only, the build's own index through the user's mirrors; for a conda build, its pip part).
 
 The index pages alone show that a build's own requirements have a wheel for each Python. They cannot show what those
 requirements pull in: jax's jaxlib, the nvidia-* wheels an extra such as ``tensorflow[and-cuda]`` pins, a dependency
@@ -47,10 +47,12 @@ class Resolution:
     index_url: str  # as uv reads it: through the mirrors
     index: str  # as the manifest names it, for the report
     find_links: Optional[str] = None
+    platform: str = "linux-64"  # resolved for this platform's wheels (uv's --python-platform)
 
     @property
     def label(self) -> str:
-        return f"{self.build} for Python {self.python}"
+        where = "" if self.platform == "linux-64" else f" on {self.platform}"
+        return f"{self.build} for Python {self.python}{where}"
 
 
 Resolver = Callable[[Resolution], None]  # raises InstallError (with uv's lines as its tail) when it does not resolve
@@ -62,13 +64,15 @@ def resolutions(builds: Sequence[Build], catalog: Catalog, config: Config,
     from envkit.backends.plan import pip_parts
 
     out = []
-    for build in builds:
-        if build.pip is None:
+    for each in builds:
+        if each.pip is None:
             continue
-        index = upstream_index(build, catalog)
-        for part in pip_parts(build, catalog.tables.python, config, jupyter=False):
-            out += [Resolution(build.id, python, part.packages, part.index_url, index, part.find_links)
-                    for python in pythons.get(build.id, ())]
+        for platform in each.platforms:  # the build as it is on each of its platforms
+            build = each.on(platform)
+            index = upstream_index(build, catalog)
+            for part in pip_parts(build, catalog.tables.python, config, jupyter=False):
+                out += [Resolution(build.id, python, part.packages, part.index_url, index, part.find_links, platform)
+                        for python in pythons.get(build.id, ())]
     return out
 
 
@@ -155,7 +159,8 @@ def uv_resolver(uv: Path, config: Config, environ: Mapping[str, str], timeout_s:
     def resolve(resolution: Resolution) -> None:
         try:
             lock_pip(resolution.packages, resolution.index_url, str(resolution.python), config, uv, patient,
-                     resolution.find_links, upstream=False)  # (no lock written: a mirror's URLs may stay)
+                     resolution.find_links, upstream=False,  # (no lock written: a mirror's URLs may stay)
+                     platform=resolution.platform)
         except OSError as error:
             raise EnvkitError(f"uv ({uv}) could not resolve {resolution.label}: {error.strerror or error}",
                               hint="Reinstall envkit if uv is missing or broken.") from None

@@ -1,10 +1,11 @@
-"""Project pages of a Python package index, and which of their files install on Linux x86_64 for a Python.
+"""Project pages of a Python package index, and which of their files install on Linux x86_64 (or aarch64) for a Python.
 Pure functions: a page's text in, files out.
 
 Pages are PEP 691 JSON (``application/vnd.pypi.simple.v1+json``) where the index offers it, PEP 503 HTML otherwise
 (anchors with ``data-requires-python`` and ``data-yanked``). A wheel fits Python X.Y when one of its tags is
-``cpXY-cpXY`` (or ``cpXY-none``), ``cpNN-abi3`` with NN <= XY, or ``py3-none`` / ``pyXY-none``, on a Linux x86_64
-platform (``manylinux*_x86_64``, ``linux_x86_64``) or ``any``; and its Requires-Python admits X.Y.
+``cpXY-cpXY`` (or ``cpXY-none``), ``cpNN-abi3`` with NN <= XY, or ``py3-none`` / ``pyXY-none``, on the platform's
+Linux tags (``manylinux*_x86_64``, ``linux_x86_64``; ``manylinux*_aarch64`` for linux-aarch64) or ``any``; and its
+Requires-Python admits X.Y.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ if TYPE_CHECKING:
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
-_LINUX_X86_64 = re.compile(r"^(manylinux\w*_x86_64|linux_x86_64|any)$")
+_LINUX = r"^(manylinux\w*_{cpu}|linux_{cpu}|any)$"  # a wheel tag's platform part that installs on Linux of that CPU
+
+
+def _linux(platform: str) -> re.Pattern:
+    from envkit.machines.platforms import machine_of
+
+    return re.compile(_LINUX.format(cpu=machine_of(platform)))
 
 
 @dataclass(frozen=True)
@@ -113,18 +120,19 @@ def _parse_wheel(filename: str):  # -> (name, Version, tags) or None
     return name, version, tags
 
 
-def fits(file: IndexFile, python: Version) -> bool:
-    """Whether ``file`` is a wheel that installs on Linux x86_64 for Python ``python`` (X.Y)."""
+def fits(file: IndexFile, python: Version, platform: str = "linux-64") -> bool:
+    """Whether ``file`` is a wheel that installs on ``platform`` (Linux x86_64, aarch64) for Python ``python``."""
     parsed = None if file.yanked else _parse_wheel(file.filename)
     if parsed is None:
         return False
     if file.requires_python and not _admits(file.requires_python, python):
         return False
-    return any(_tag_fits(tag.interpreter, tag.abi, tag.platform, python) for tag in parsed[2])
+    linux = _linux(platform)
+    return any(_tag_fits(tag.interpreter, tag.abi, tag.platform, python, linux) for tag in parsed[2])
 
 
-def _tag_fits(interpreter: str, abi: str, platform: str, python: Version) -> bool:
-    if not _LINUX_X86_64.match(platform):
+def _tag_fits(interpreter: str, abi: str, platform: str, python: Version, linux: Optional[re.Pattern] = None) -> bool:
+    if not (linux or _linux("linux-64")).match(platform):
         return False
     xy = f"{python.major}{python.minor}"
     if interpreter == f"cp{xy}" and abi in (f"cp{xy}", f"cp{xy}m", "none"):
@@ -143,23 +151,26 @@ def _admits(requires_python: str, python: Version) -> bool:
         return True  # a broken attribute on the index does not hide the file
 
 
-def matching(files: Iterable[IndexFile], specifier, python: Optional[Version] = None) -> list[IndexFile]:
-    """The wheels among ``files`` whose version the specifier admits (and that fit ``python``, when given)."""
+def matching(files: Iterable[IndexFile], specifier, python: Optional[Version] = None,
+             platform: str = "linux-64") -> list[IndexFile]:
+    """The wheels among ``files`` whose version the specifier admits (and that fit ``python`` on ``platform``, when
+    given)."""
     out = []
     for file in files:
         version = wheel_version(file.filename)
         if version is None or file.yanked or not specifier.contains(version, prereleases=False):
             continue
-        if python is None or fits(file, python):
+        if python is None or fits(file, python, platform):
             out.append(file)
     return out
 
 
-def linux_wheels(files: Iterable[IndexFile]) -> list[IndexFile]:
-    """The wheels that install on Linux x86_64 for some CPython 3."""
+def linux_wheels(files: Iterable[IndexFile], platform: str = "linux-64") -> list[IndexFile]:
+    """The wheels that install on ``platform`` (Linux x86_64, aarch64) for some CPython 3."""
+    linux = _linux(platform)
     out = []
     for file in files:
         parsed = None if file.yanked else _parse_wheel(file.filename)
-        if parsed and any(_LINUX_X86_64.match(tag.platform) for tag in parsed[2]):
+        if parsed and any(linux.match(tag.platform) for tag in parsed[2]):
             out.append(file)
     return out

@@ -356,3 +356,21 @@ def test_an_unconfirmed_build_whose_packages_are_all_there_is_said_to_be_listed(
     assert report.to_dict()["listed_unconfirmed"][0]["build"] == "torch-2.14-cu130"
     lines = rendered(report)
     assert lines[lines.index("Listed, though marked unconfirmed:") + 1] == f"  {listed}"
+
+
+def test_each_platform_of_a_build_is_looked_for_by_its_wheel_tags(index, envs_dir, tmp_path):
+    """Issue 43: a build that says it has aarch64 packages is checked for manylinux aarch64 wheels as well; the x86_64
+    wheels alone are a finding naming the platform, and the aarch64 view's plain torchvision is looked for as it is."""
+    from maintain_helpers import TORCH, manifests_dir_with
+
+    text = TORCH.replace('      - {variant: cpu}', '      - {variant: cpu, platforms: [linux-64, linux-aarch64]}')
+    directory = manifests_dir_with(envs_dir, tmp_path / "envs", "torch", text)
+    complete_index(index, variants=("cpu",))
+    report = run(directory, mirrored(index), build_ids=["torch-2.14-cpu"])
+    assert messages(report, MISSING) == [
+        f"torch-2.14-cpu on linux-aarch64: {name} has no file on https://download.pytorch.org/whl/cpu for "
+        "linux-aarch64 (no manylinux or linux wheel for aarch64)"
+        for name in ("torch==2.14.*", "torchvision==0.29.*", "torchaudio==2.11.*")]
+    index.add("/whl/cpu", [w.replace("x86_64", "aarch64") for w in [
+        *wheels("torch", "2.14.0+cpu"), *wheels("torchvision", "0.29.1+cpu"), *wheels("torchaudio", "2.11.0+cpu")]])
+    assert run(directory, mirrored(index), build_ids=["torch-2.14-cpu"]).ok

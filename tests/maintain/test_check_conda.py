@@ -95,3 +95,24 @@ def test_a_channel_whose_repodata_redirects_off_loopback_to_plain_http_is_refuse
                               settings=FetchSettings(timeout_s=5, retries=0))
     [finding] = [f for f in report.findings if f.kind == UNREADABLE]
     assert "the conda engine was sent to http://203.0.113.9/c/" in finding.message and "refused" in finding.message
+
+
+def test_a_conda_build_on_two_platforms_is_looked_for_in_both_subdirs(manifests, tmp_path):
+    """Issue 43: a conda build that lists linux-aarch64 needs its packages in the channel's linux-aarch64 (or noarch)
+    subdir too: the x86_64 ones alone are a finding naming the platform."""
+    (manifests / "legacy.yaml").write_text(LEGACY.replace('        cuda: "10.1"\n', '        cuda: "10.1"\n'
+                                                          '        platforms: [linux-64, linux-aarch64]\n'))
+    channel = tmp_path / "channel"
+    for python in ("37", "38"):
+        build_package(channel, "tensorflow-gpu", "2.4.1", build=f"py{python}_0",
+                      depends=[f"python >={python[0]}.{python[1:]},<{python[0]}.{int(python[1:]) + 1}.0a0"])
+    build_package(channel, "cudatoolkit", "10.1.243", build="0")
+    build_package(channel, "cudnn", "7.6.5", build="0", subdir="linux-aarch64")
+    build_package(channel, "cudnn", "7.6.5", build="0")
+    index_channel(channel)
+    config = Config(path=None, mirrors=(Mirror("https://conda.anaconda.org/test-channel", channel.as_uri()),))
+    report = check_builds(load_catalog(manifests), config, build_ids=["legacy-2.4.1-cu101"],
+                          settings=FetchSettings(timeout_s=5, retries=0))
+    assert [f.message for f in report.findings if f.kind == MISSING] == [
+        f"legacy-2.4.1-cu101: conda package {spec} has no match in https://conda.anaconda.org/test-channel for "
+        "linux-aarch64" for spec in ("tensorflow-gpu=2.4.1", "cudatoolkit=10.1")]
