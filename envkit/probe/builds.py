@@ -71,8 +71,10 @@ def installed_build(manifest: Manifest, probe: ProbeResult) -> Optional[Build]:
         lambda b: b.variant == f"cu{cuda.major}",  # a build serving a whole CUDA line (jax cu12)
     ):
         found = [b for b in gpu if match(b)]
-        if found:
-            return found[0]
+        if found:  # the one whose packages carry the installed local version: 2.8.0+cu126 PyTorch's, a plain
+            # 2.8.0 the Jetson AI Lab's (its build of the same CUDA)
+            same = [b for b in found if b.pip is not None and b.pip.local_version == (installed.local or "")]
+            return (same or found)[0]
     return None
 
 

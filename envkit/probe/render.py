@@ -28,7 +28,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "diagnosis": [
             {"rule": f.rule, "cause": f.cause, "advice": f.advice, "fails": f.failed} for f in report.diagnosis
         ],
-        "python": {"executable": probe.python_executable, "version": probe.python},
+        "python": {"executable": probe.python_executable, "version": probe.python, "machine": probe.machine},
         "installed_build": report.installed_build.id if report.installed_build else None,
         "next": None if step is None else {
             "manifest": step.manifest,

@@ -112,6 +112,7 @@ class ProbeResult:
     stderr: str = ""  # the process's stderr (C-level messages of the framework included), clipped
     # From the probe's report:
     python: Optional[str] = None
+    machine: Optional[str] = None  # the CPU the Python runs on (platform.machine()): x86_64, aarch64
     requested: Optional[str] = None
     installed: tuple[str, ...] = ()
     framework: Optional[str] = None
@@ -207,6 +208,7 @@ def _from_report(data: Mapping[str, Any], base: dict[str, Any]) -> ProbeResult:
     return ProbeResult(
         **base,
         python=_opt_str(data.get("python")),
+        machine=_opt_str(data.get("machine")),
         requested=_opt_str(data.get("requested")),
         installed=tuple(str(name) for name in _list(data.get("installed"))),
         framework=_opt_str(data.get("framework")),

@@ -58,8 +58,14 @@ RULES: tuple[Rule, ...] = (
          "usually cures it: {create}", m.import_failed, unless=("numpy2", "import-missing", "missing-library")),
     Rule("driver-too-old", "the NVIDIA driver is too old for this build: it supports {have}, the build needs {need}",
          "Use a build that runs on this driver: {create}{update}", m.driver_too_old),
+    Rule("cpu-wheel-on-aarch64", "{subject} is a CPU-only build ({evidence}), what {where} gives on aarch64: it "
+         "cannot use {gpus}", "{instead} {create}", m.cpu_wheel_on_aarch64),
     Rule("cpu-build", "{subject} is a CPU-only build ({evidence}): it cannot use {gpus}",
-         "Install a GPU build: {create}", m.cpu_build),
+         "Install a GPU build: {create}", m.cpu_build, unless=("cpu-wheel-on-aarch64",)),
+    Rule("generic-cuda-on-jetson", "{subject} is a generic aarch64 CUDA build{evidence}: its CUDA libraries are for "
+         "server ARM (Grace, GB10), not for this Jetson's integrated GPU under {jetpack}",
+         "Install a build made for Jetson (from NVIDIA's or the Jetson AI Lab's index for this JetPack): {create}",
+         m.generic_cuda_on_jetson),
     Rule("slurm-no-gpu", "this Slurm job ({job}) has no GPU: {framework} sees none",
          "Ask Slurm for GPUs: `srun --gpus-per-node=1 ...`, or `#SBATCH --gres=gpu:1` in the batch script (on a login "
          "node, run the check inside such a job).", m.slurm_no_gpu, unless=("driver-too-old",),

@@ -71,6 +71,7 @@ def new_report(framework, options):
         "python": platform.python_version(),
         "executable": sys.executable,
         "platform": platform.platform(),
+        "machine": platform.machine(),  # the CPU this Python runs on: aarch64 on Grace, GB10 and Jetson
         "environment": dict((k, os.environ.get(k)) for k in ENVIRONMENT_KEYS),
         "requested": framework,
         "installed": [],
