@@ -103,3 +103,32 @@ def test_reasons_without_builds_is_a_usage_error(site):
 def test_without_a_site_file_it_says_how_to_get_one(tmp_path):
     result = envkit("site", "--builds", env={"ENVKIT_SITE": str(tmp_path / "none.yaml"), "HOME": str(tmp_path)})
     assert result.returncode == 0 and "No site file at" in result.stdout and "envkit survey" in result.stdout
+
+
+def test_a_partition_of_x86_64_and_grace_nodes_shows_both_picks(tmp_path):
+    """Issue 43: a partition of an H100 node and GH200 nodes is split by platform; each configuration's row shows its
+    own pick (TensorFlow's GPU build on x86_64, its CPU build, plain tensorflow, on Grace)."""
+    for name in ("h100-cuda128.yaml", "gh200-r570-cuda128.yaml"):
+        shutil.copy(PROFILES / name, tmp_path / name)
+    (tmp_path / "site.yaml").write_text("version: 1\npartitions:\n  hopper:\n    nodes:\n"
+                                        "      - {node: h1, count: 2, profile_file: h100-cuda128.yaml}\n"
+                                        "      - {node: gh1, count: 8, profile_file: gh200-r570-cuda128.yaml}\n")
+    env = {"ENVKIT_SITE": str(tmp_path / "site.yaml"), "HOME": str(tmp_path / "home")}
+    result = envkit("site", "--builds", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    rows = {tuple(row["machines"]): row for row in json.loads(result.stdout)["partitions"]}
+    whole = rows[()]
+    assert whole["platform"] == "linux-64, linux-aarch64" and whole["builds"]["torch"]["build"] is None
+    assert "the nodes are of 2 platforms (linux-64, linux-aarch64), split into 2 groups" in \
+        whole["builds"]["torch"]["reason"]
+    [x86] = [row for key, row in rows.items() if key and row["platform"] == "linux-64"]
+    [grace] = [row for key, row in rows.items() if key and row["platform"] == "linux-aarch64"]
+    assert (x86["builds"]["tensorflow"]["build"], x86["builds"]["tensorflow"]["gpu"]) == ("tensorflow-2.21-cu125",
+                                                                                          True)
+    assert (grace["builds"]["tensorflow"]["build"], grace["builds"]["tensorflow"]["gpu"]) == ("tensorflow-2.21-cpu",
+                                                                                              False)
+    assert "TensorFlow's aarch64 wheels on PyPI carry no CUDA" in grace["builds"]["tensorflow"]["reason"]
+    assert grace["gpus"] == "NVIDIA GH200 480GB (sm_90), linux-aarch64" and grace["nodes"] == 8
+    text = envkit("site", "--builds", env=env)
+    assert text.returncode == 0 and "NVIDIA GH200 480GB (sm_90), linux-aarch64" in text.stdout
+    assert "CPU (tensorflow-2.21-cpu)" in text.stdout and "tensorflow-2.21-cu125" in text.stdout

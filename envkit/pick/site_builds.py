@@ -39,6 +39,7 @@ class Row(NamedTuple):
     gpus: str  # "2x NVIDIA A100-SXM4-80GB (8.0)", "no GPU"
     cuda_driver: Optional[str]
     cells: Mapping[str, Cell]  # manifest name -> cell, in the catalog's order
+    platform: str = "linux-64"  # the configuration's; a partition's own row: each of its configurations', in order
 
 
 def site_rows(partitions: Sequence[tuple[str, "Fleet"]], manifests: Sequence["Manifest"], tables: "Tables"
@@ -54,8 +55,9 @@ def site_rows(partitions: Sequence[tuple[str, "Fleet"]], manifests: Sequence["Ma
             whole = _config_cells(single, manifests, tables)
         else:
             whole = {m.name: _fleet_cell(resolve_fleet(m, fleet, tables)) for m in manifests}
+        platforms = ", ".join(dict.fromkeys(config.profile.platform for config in configs))
         rows.append(Row(name, (), fleet.node_count, describe_gpus(single) if single else
-                        f"{len(configs)} configurations", _cuda(single), whole))
+                        f"{len(configs)} configurations", _cuda(single), whole, platforms))
         if len(configs) > 1:
             rows += [_config_row(name, config, manifests, tables) for config in configs]
     return rows
@@ -63,7 +65,7 @@ def site_rows(partitions: Sequence[tuple[str, "Fleet"]], manifests: Sequence["Ma
 
 def _config_row(partition: str, config: "Config", manifests: Sequence["Manifest"], tables: "Tables") -> Row:
     return Row(partition, config.names, config.node_count, describe_gpus(config), _cuda(config),
-               _config_cells(config, manifests, tables))
+               _config_cells(config, manifests, tables), config.profile.platform)
 
 
 def _config_cells(config: "Config", manifests: Sequence["Manifest"], tables: "Tables") -> dict[str, Cell]:
@@ -86,6 +88,11 @@ def _fleet_cell(resolved: Any) -> Cell:
     """A partition's cell from its FleetResolution."""
     from envkit.text.words import counted
 
+    if resolved.split and resolved.platforms:
+        return Cell(None, False, f"no build runs on every configuration: the nodes are of "
+                                 f"{len(resolved.platforms)} platforms ({', '.join(resolved.platforms)}), split into "
+                                 f"{counted(len(resolved.groups), 'group')} (envkit create ... --partition P prints "
+                                 "one command per group)")
     if resolved.split:
         return Cell(None, False, f"no build runs on every configuration: split into "
                                  f"{counted(len(resolved.groups), 'group')} (envkit create ... --partition P "
@@ -110,11 +117,13 @@ def _nothing_fits(candidates: Sequence[Any]) -> str:
 
 def describe_gpus(config: Optional["Config"]) -> str:
     if config is None or not config.profile.gpus:
-        return "no GPU"
+        return "no GPU" if config is None or config.profile.platform == "linux-64" else \
+            f"no GPU, {config.profile.platform}"
     counts: dict[str, int] = {}
     for gpu in config.profile.gpus:
         counts[gpu.description] = counts.get(gpu.description, 0) + 1
-    return ", ".join(f"{n}x {key}" if n > 1 else key for key, n in counts.items())
+    gpus = ", ".join(f"{n}x {key}" if n > 1 else key for key, n in counts.items())
+    return gpus if config.profile.platform == "linux-64" else f"{gpus}, {config.profile.platform}"
 
 
 def _cuda(config: Optional["Config"]) -> Optional[str]:
@@ -125,7 +134,7 @@ def _cuda(config: Optional["Config"]) -> Optional[str]:
 
 def rows_json(rows: Sequence[Row]) -> list[dict[str, Any]]:
     return [{"partition": row.partition, "machines": list(row.machines), "nodes": row.nodes, "gpus": row.gpus,
-             "cuda_driver": row.cuda_driver,
+             "cuda_driver": row.cuda_driver, "platform": row.platform,
              "builds": {name: {"build": cell.build, "gpu": cell.gpu, "reason": cell.reason}
                         for name, cell in row.cells.items()}}
             for row in rows]

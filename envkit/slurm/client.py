@@ -58,6 +58,11 @@ class StepResult:
         failed = exec_failure(self.stderr)
         if failed is None and "No module named envkit" not in self.stderr:
             return None
+        if failed is not None and "exec format error" in failed.lower():  # an x86_64 Python on an aarch64 node
+            return (f"the node cannot run envkit's Python ({failed}): it is built for another CPU than the node's "
+                    f"(an x86_64 one on an aarch64 node, say): install envkit for the node's CPU at the same path "
+                    f"({sys.executable}), as a site keeps a software tree per CPU, or give the partition's profiles "
+                    "by hand (`envkit detect --json` on a node, saved into the site file)")
         return (f"the node cannot run envkit ({failed or 'No module named envkit'}): install envkit where the nodes "
                 f"see the same path ({sys.executable}), such as a shared home")
 

@@ -199,6 +199,38 @@ def test_a_node_that_cannot_run_envkit_says_what_to_do():
     assert profile is None and "cannot run envkit" in why and "shared home" in why
 
 
+def test_an_aarch64_node_that_cannot_run_the_login_nodes_python_is_told_why():
+    """Issue 43: a Grace partition surveyed from an x86_64 login node through a shared home: the node's kernel
+    refuses the x86_64 interpreter (ENOEXEC), and the survey says so, with the two ways out."""
+    stderr = "slurmstepd: error: execve(): /home/u/venv/bin/python: Exec format error\nsrun: error: gh-01: task 0\n"
+    profile, why = profile_from_step(StepResult(True, 2, "", stderr, "j"), "gh-01", 5)
+    assert profile is None and "/home/u/venv/bin/python: Exec format error" in why
+    assert "built for another CPU than the node's" in why and "`envkit detect --json` on a node" in why
+
+
+def test_a_surveyed_node_keeps_its_platform_and_l4t_into_the_site_file(tmp_path):
+    """What `envkit detect --json` prints on a Grace node and on a Jetson reaches the site file, so that an x86_64
+    login node plans for them (their profiles as tests/profiles has them, as detect writes them)."""
+    import json
+
+    from envkit.machines.profile import read_profile
+    from envkit.site import Partition, Site, SiteNode, load_site
+    from envkit.site.write import save_site
+
+    nodes = []
+    for name, node in (("gh200-r570-cuda128", "gh-01"), ("jetson-agx-orin-jp62", "orin-01")):
+        printed = {**read_profile(Path(__file__).parents[1] / "profiles" / f"{name}.yaml").to_dict(), "name": node}
+        profile, why = profile_from_step(StepResult(True, 0, json.dumps(printed), "", "j"), node, 5)
+        assert why is None and profile.platform == "linux-aarch64"
+        nodes.append(SiteNode(node=node, count=1, profile=profile))
+    path = tmp_path / "site.yaml"
+    save_site(Site(path=path, partitions={"arm": Partition(name="arm", nodes=tuple(nodes))}), path)
+    again = load_site(path).partitions["arm"].nodes
+    assert [(n.profile.platform, str(n.profile.l4t) if n.profile.l4t else None) for n in again] == [
+        ("linux-aarch64", None), ("linux-aarch64", "36.4.3")]
+    assert "platform: linux-aarch64" in path.read_text() and "l4t: 36.4.3" in path.read_text()
+
+
 def test_a_sinfo_that_cannot_reach_slurm_is_one_line_and_a_next_step(tmp_path):
     # sinfo prints several error lines before its fatal one; the error used to carry them all and no next step.
     import os
