@@ -123,8 +123,11 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
         conda_install = conda_part(build, candidate.python, tables.python, config, cuda_for_solve(profile, environ),
                                    with_pip=bool(pips))
     # An environment for another platform made by a conda engine holds a Python that does not run here: it is checked
-    # on its own machines. (A venv's Python was run here to be chosen, under an emulator where it is foreign.)
+    # on its own machines, and no installer here can put pip packages into it. (A venv's Python was run here to be
+    # chosen, under an emulator where it is foreign.)
     foreign = backend_name != "venv" and profile.platform != native_platform()
+    if foreign and pips:
+        _no_foreign_pip(build.id, profile.platform, candidate.python, request.target_args)
     plan = Plan(manifest=manifest.name, build=build, name=name, prefix=prefix, python=candidate.python,
                 backend=backend_name, backend_reason=why, conda=conda_install, pip=pips, jupyter=request.jupyter,
                 verify=request.verify and not foreign, profile=profile, on_target=on_target,
@@ -135,6 +138,18 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
     install_limits(environ)  # a bad ENVKIT_INSTALL_TIMEOUT is exit 2 here, before anything is made
     context, storage = storage_context(plan, tools, config, dirs, environ)
     return Prepared(plan=plan, backend=backend_for(backend_name, tools), context=context, storage=storage)
+
+
+def _no_foreign_pip(build_id: str, platform: str, python, target_args: str) -> None:
+    """BadInputError: an environment of pip packages for another platform needs a Python of that CPU here."""
+    from envkit.machines.platforms import machine_of
+
+    cpu = machine_of(platform)
+    raise BadInputError(f"{build_id} is for {platform} machines and this one is not: its pip packages install only "
+                        f"into a Python of that CPU that runs here, and no python{python} for {cpu} was found (on "
+                        "PATH, or by uv)",
+                        hint=f"Create it on one of those machines, or lock it for them here (`envkit lock ... "
+                             f"{target_args or '--machine FILE'}`) and `envkit create --from-lock FILE` there.")
 
 
 def storage_context(plan: Plan, tools: Tools, config: Config, dirs: UserDirs,

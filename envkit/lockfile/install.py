@@ -149,8 +149,12 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
     uv = find_uv(environ)
     system_python = None if conda else find_python(python, uv, environ, dirs, platform)
     if not conda and system_python is None:
-        raise InstallError(f"the lock has no conda part and there is no Python {python} on this machine to make a "
-                           "venv with", hint=f"Install Python {python}, or lock a build that brings its own Python.")
+        from envkit.machines.platforms import machine_of, native_platform
+
+        which = "" if platform == native_platform() else f" for {machine_of(platform)} ({platform}, the lock's)"
+        raise InstallError(f"the lock has no conda part and there is no Python {python}{which} on this machine to "
+                           "make a venv with", hint=f"Install Python {python} (or install the lock on a machine of its "
+                                                "platform), or lock a build that brings its own Python.")
     tools = Tools(conda=None, uv=uv, python=system_python)
     prefix = usable_prefix(Path(request.prefix).expanduser().absolute() if request.prefix is not None
                            else (config.envs_dir or dirs.envs) / name, dirs, config)

@@ -173,3 +173,14 @@ def test_real_pylocks_give_the_aarch64_wheels_for_an_aarch64_target():
         assert binary and all("aarch64" in f and "x86_64" not in f for f in binary), name
         assert [p.name for p in arm] == [p.name for p in x86]  # the same packages, other files
         assert {p.file_name for p in arm} != {p.file_name for p in x86}
+
+
+def test_a_pip_environment_for_aarch64_needs_an_aarch64_python_here(home: Home):
+    """Without a Python of the target's CPU that runs here, no installer can put aarch64 wheels where they would run:
+    refused before anything is made, with the two ways that work (this machine has no aarch64 Python)."""
+    done = home.envkit("create", "torch", "--build", "torch-2.14-cu126", "--python", "3.12", "--machine",
+                       str(REPO / "tests" / "profiles" / "gh200-r570-cuda128.yaml"), "--dry-run")
+    assert done.returncode == 2, done.stderr
+    assert ("torch-2.14-cu126 is for linux-aarch64 machines and this one is not: its pip packages install only into "
+            "a Python of that CPU that runs here, and no python3.12 for aarch64 was found") in done.stderr
+    assert "`envkit create --from-lock FILE` there" in done.stderr and "Traceback" not in done.stderr
