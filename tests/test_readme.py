@@ -215,6 +215,8 @@ def placeholders(home: Path) -> dict[str, str]:
     shipped manifests."""
     lab, envs = str(home / "lab-profiles"), str(REPO / "envs")
     return {"a100-node.yaml": str(home / "a100-node.yaml"), "v100-node.yaml": str(PROFILES / "v100x8-cuda130.yaml"),
+            "grace-node.yaml": str(PROFILES / "gh200-r570-cuda128.yaml"),  # docs/platforms.md (issue 43)
+            "orin.yaml": str(PROFILES / "jetson-agx-orin-jp62.yaml"),
             "lab-profiles/": lab, "~/lab-profiles/": lab, "saved-profiles/": lab,
             "~/manifests-edit": envs, "/shared/envkit/manifests": envs, "DIR": envs, "MANIFEST": "torch"}
 

@@ -85,8 +85,8 @@ def check(
 ) -> None:
     """Check online that every selected build can install, for every Python it claims.
 
-    Every pip requirement has a wheel on the build's index for Linux x86_64 and each Python the build claims, every
-    conda spec a package in its channels for linux-64. Indexes and channels are read through the mirrors of
+    Every pip requirement has a wheel on the build's index for each platform the build lists (Linux x86_64, aarch64)
+    and each Python the build claims, every conda spec a package in its channels for those platforms. Indexes and channels are read through the mirrors of
     envkit's config file. Also lists what the indexes have that the manifests do not (a newer release, a new CUDA
     variant) as "not in the manifests". With --resolve, each pip build's dependencies are checked too.
 

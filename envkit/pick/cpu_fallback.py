@@ -35,6 +35,9 @@ def gpu_unused(resolution: Resolution, profile: MachineProfile) -> Optional[str]
         return f"the manifest {name} has no GPU build, so the GPUs ({machine}) go unused"
     closest = _closest(kind or gpu_builds, profile)
     why = "; ".join(closest.reasons) or "it does not fit"
+    if profile.is_jetson and not kind and why.startswith("a generic aarch64 CUDA build"):
+        return (f"the manifest {name} has no build made for Jetson, and its generic aarch64 CUDA builds do not run on "
+                f"{machine} (the closest, {closest.build.id}: {why}): the pick is a CPU build")
     return (f"no {name} GPU build in the manifests runs on {machine}, so the pick is a CPU build: the closest, "
             f"{closest.build.id}, {why}")
 
