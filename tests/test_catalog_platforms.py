@@ -20,7 +20,8 @@ releases:
   - version: "2.0"
     python: ">=3.10,<3.13"
 """
-GPU = '{variant: cu126, cuda: "12.6", arch: {sass: ["8.0", "9.0"]}, pip: {packages: ["torch==2.0.*", "torchvision==0.15.*"]}'
+GPU = ('{variant: cu126, cuda: "12.6", arch: {sass: ["8.0", "9.0"]}, '
+       'pip: {packages: ["torch==2.0.*", "torchvision==0.15.*"]}')
 
 
 @pytest.fixture

@@ -88,8 +88,8 @@ def test_a_package_the_build_says_is_plain_is_asked_for_a_plain_version(tmp_path
     _installed(tmp_path, "torchvision", "0.25.0")
     _installed(tmp_path, "torchaudio", "2.10.0+cu128")
     assert wrong_builds(tmp_path, step) == ["torchaudio 2.10.0+cu128, not a plain version"]
-    x86 = pip_parts(build.on("linux-64")._replace(pip=build.pip._replace(plain=())), catalog.tables.python, Config(None),
-                    jupyter=False)[0]
+    x86 = pip_parts(build.on("linux-64")._replace(pip=build.pip._replace(plain=())), catalog.tables.python,
+                    Config(None), jupyter=False)[0]
     assert wrong_builds(tmp_path, x86) == ["torchvision 0.25.0, not +cu128"]
 
 

@@ -47,10 +47,10 @@ def lock(
 ) -> None:
     """Pin the build of MANIFEST that `envkit create` would install for the target, exactly, without installing.
 
-    The lock is for the target's platform (linux-64, or linux-aarch64 for a Grace partition from any login node).
-    The conda part (legacy conda builds) is solved by envkit's embedded engine for that platform with the target's
-    __cuda (its driver) and __cuda_arch (its oldest GPU); the pip part is resolved by uv from the build's own index
-    for the target's Python and platform. Every package is written with its upstream URL and its hashes, in conda-lock's format
+    The lock is for the target's platform (linux-64, or linux-aarch64 for a Grace partition from any login node). The
+    conda part (legacy conda builds) is solved by envkit's embedded engine for that platform with the target's __cuda
+    (its driver) and __cuda_arch (its oldest GPU); the pip part is resolved by uv from the build's own index for the
+    target's Python and platform. Every package is written with its upstream URL and its hashes, in conda-lock's format
     (conda-lock and micromamba read it). Install it anywhere with `envkit create --from-lock FILE`: the same files,
     hash-checked, through your mirrors.
 

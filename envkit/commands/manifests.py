@@ -85,10 +85,11 @@ def check(
 ) -> None:
     """Check online that every selected build can install, for every Python it claims.
 
-    Every pip requirement has a wheel on the build's index for each platform the build lists (Linux x86_64, aarch64)
-    and each Python the build claims, every conda spec a package in its channels for those platforms. Indexes and channels are read through the mirrors of
-    envkit's config file. Also lists what the indexes have that the manifests do not (a newer release, a new CUDA
-    variant) as "not in the manifests". With --resolve, each pip build's dependencies are checked too.
+    Every pip requirement has a wheel on the build's index for each platform the build lists (Linux x86_64, aarch64) and
+    each Python the build claims, every conda spec a package in its channels for those platforms. Indexes and channels
+    are read through the mirrors of envkit's config file. Also lists what the indexes have that the manifests do not (a
+    newer release, a new CUDA variant) as "not in the manifests". With --resolve, each pip build's dependencies are
+    checked too.
 
     Exit codes: 0 everything is there, 1 something is missing or could not be read, 2 bad input.
     """

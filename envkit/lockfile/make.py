@@ -1,9 +1,9 @@
 """`envkit lock`: pin a build for a target exactly, without creating an environment.
 
 The build is picked as `envkit create` picks it for that target, and locked for the target's platform (linux-64, or
-linux-aarch64 for a Grace partition, from any login node). Its conda part (when it has one) is solved by the
-embedded engine for that platform's subdir with the target's virtual packages: ``__cuda`` from the target's driver and, per CEP 46,
-``__cuda_arch`` = the lowest compute capability of its GPUs (py-rattler 0.28 detects neither for another machine,
+linux-aarch64 for a Grace partition, from any login node). Its conda part (when it has one) is solved by the embedded
+engine for that platform's subdir with the target's virtual packages: ``__cuda`` from the target's driver and, per CEP
+46, ``__cuda_arch`` = the lowest compute capability of its GPUs (py-rattler 0.28 detects neither for another machine,
 but its solver honours any generic virtual package envkit passes, so both come from the profile). Its pip part is
 resolved by uv from the build's own index for the target Python and platform. Every URL is kept upstream.
 """

@@ -1,13 +1,14 @@
-"""PEP 751 lock files (``pylock.toml``, ``pylock.NAME.toml``), the standard that pip (`pip lock`), uv and PDM write:
-read into envkit's LockFile for a target Python, and written from a pure-pip one (`envkit export --format pylock`).
+"""PEP 751 lock files (``pylock.toml``, ``pylock.NAME.toml``), the standard that pip (`pip lock`), uv and PDM
+write: read into envkit's LockFile for a target Python, and written from a pure-pip one (`envkit export --format
+pylock`).
 
 The format's parsing, validation and selection are packaging's own (``packaging.pylock``): what applies to the
 target is what ``Pylock.select`` picks for CPython X.Y on the target's platform, linux x86_64 or aarch64 (its markers
 evaluated there, the lock's default dependency groups, the best wheel for its tags: a lock whose wheels are all for
-another platform has nothing to install there, and is refused saying so). envkit installs wheels with a sha256, by URL; the project's
-own entry (a ``directory``, as uv and PDM write it, without a version) is left out with a note, and an entry that
-would need a build (an sdist, a VCS checkout or an archive) is refused, as in envkit's own locks. envkit's facts
-(manifest, build, Python) travel in ``[tool.envkit]``, as they do in conda-lock's ``custom_metadata``.
+another platform has nothing to install there, and is refused saying so). envkit installs wheels with a sha256, by
+URL; the project's own entry (a ``directory``, as uv and PDM write it, without a version) is left out with a note,
+and an entry that would need a build (an sdist, a VCS checkout or an archive) is refused, as in envkit's own locks.
+envkit's facts (manifest, build, Python) travel in ``[tool.envkit]``, as they do in conda-lock's ``custom_metadata``.
 """
 
 from __future__ import annotations
@@ -168,8 +169,8 @@ def dump_pylock(lock: LockFile, origin: str) -> str:
 
     platform = lock.platforms[0] if lock.platforms else PLATFORM  # (the wheels' tags say it in the file)
     if lock.conda(platform):
-        raise LockFileError(f"{origin} has {len(lock.conda(platform))} conda packages: a pylock.toml holds pip packages "
-                            "only",
+        raise LockFileError(f"{origin} has {len(lock.conda(platform))} conda packages: a pylock.toml holds pip "
+                            "packages only",
                             hint="Export it in conda-lock's format (the default, --format conda-lock).")
     python = lock.fact(model.PYTHON)
     # Each wheel's file name given, not left to packaging to take from the URL: some releases do not unquote it

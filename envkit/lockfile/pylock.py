@@ -23,10 +23,10 @@ _TIMEOUT_S = 600.0
 def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Config, uv: Path,
              environ: Mapping[str, str], find_links: Optional[str] = None,
              upstream: bool = True, platform: str = PLATFORM) -> list[LockedPackage]:
-    """Resolve ``packages`` from ``index_url`` (already mirrored) only, plus the ``find_links`` page of the builds
-    that have one, for CPython ``python`` (X.Y) on ``platform`` (linux-aarch64 from an x86_64 login node too). Each wheel's URL is its upstream one (ConfigError where
-    a mirror's cannot be mapped back: envkit.lockfile.urls), unless ``upstream`` is False (a check that a build
-    resolves writes no lock, and keeps the URLs uv gave)."""
+    """Resolve ``packages`` from ``index_url`` (already mirrored) only, plus the ``find_links`` page of the builds that
+    have one, for CPython ``python`` (X.Y) on ``platform`` (linux-aarch64 from an x86_64 login node too). Each wheel's
+    URL is its upstream one (ConfigError where a mirror's cannot be mapped back: envkit.lockfile.urls), unless
+    ``upstream`` is False (a check that a build resolves writes no lock, and keeps the URLs uv gave)."""
     from envkit.system.egress import guarded
     from envkit.system.process import run_captured
     from envkit.system.scratch import scratch_dir

@@ -1,10 +1,10 @@
 """A fleet: the machines an environment is for (several profile files, a directory of them, a site partition).
 
 Low in the layers, beside profile.py: a fleet is a tuple of named profiles. Identical profiles are judged once, so
-machines are grouped by the facts resolution looks at (:func:`profile_key`: the driver, its CUDA, the C library,
-the platform and a Jetson's L4T release, every GPU's name and architecture; not the name, not where the facts came from, not the GPUs' memory, which a node
-reports a little differently with ECC or MIG settings). A machine's name is its profile's ``name``, else its file's
-name (without the suffix).
+machines are grouped by the facts resolution looks at (:func:`profile_key`: the driver, its CUDA, the C library, the
+platform and a Jetson's L4T release, every GPU's name and architecture; not the name, not where the facts came from, not
+the GPUs' memory, which a node reports a little differently with ECC or MIG settings). A machine's name is its profile's
+``name``, else its file's name (without the suffix).
 
 Reading profiles is the only I/O here (:func:`load_profiles`); everything else is pure.
 """

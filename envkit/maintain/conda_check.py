@@ -1,6 +1,6 @@
 """The conda side of ``envkit manifests check``: every conda spec of a build has a package in the build's channels
-for each platform the build lists (its subdir, or noarch), for every Python the build claims. Repodata is read by py-rattler's gateway (http(s) and
-file:// channels alike), through the user's mirrors, into a temporary cache.
+for each platform the build lists (its subdir, or noarch), for every Python the build claims. Repodata is read by
+py-rattler's gateway (http(s) and file:// channels alike), through the user's mirrors, into a temporary cache.
 """
 
 from __future__ import annotations

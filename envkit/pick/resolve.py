@@ -2,12 +2,12 @@
 
 A GPU build is compatible only when (1) the driver supports its CUDA, natively or through CUDA minor-version
 compatibility (then only from ready-made SASS: an older driver cannot JIT-compile a newer toolkit's PTX), and every
-library it bundles runs on that driver, (2) EVERY GPU is covered by its SASS (same major, lower-or-equal minor) or
-PTX (lower-or-equal arch), (3) it publishes a Python envkit can provide, and (4) its packages install on the machine's
-glibc, when both are known, and (5) it has packages for the machine's platform, which on a Jetson means a build
-its integrated GPU runs (envkit.pick.platform). A profile that puts a GPU on a driver older than the first branch
-that drives it describes no real machine: no GPU build is judged to run there. Every verdict carries its reasons in words a user
-understands. They name no machine ("the driver has 11.2", "the machine has none"), so they read true for this
+library it bundles runs on that driver, (2) EVERY GPU is covered by its SASS (same major, lower-or-equal minor) or PTX
+(lower-or-equal arch), (3) it publishes a Python envkit can provide, and (4) its packages install on the machine's
+glibc, when both are known, and (5) it has packages for the machine's platform, which on a Jetson means a build its
+integrated GPU runs (envkit.pick.platform). A profile that puts a GPU on a driver older than the first branch that
+drives it describes no real machine: no GPU build is judged to run there. Every verdict carries its reasons in words a
+user understands. They name no machine ("the driver has 11.2", "the machine has none"), so they read true for this
 machine, for a profile, and after a fleet's machine names.
 """
 

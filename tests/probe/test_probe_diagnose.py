@@ -466,8 +466,8 @@ def test_a_plain_pypi_torch_is_named_by_the_cuda_it_reports(catalog, version, cu
 def test_pypis_cpu_torch_on_aarch64_says_where_the_cuda_one_is(catalog):
     report = judge("torch-2.9.1-cpu-pypi-on-gh200", "gh200-r570-cuda128", True, catalog)
     [finding] = report.diagnosis
-    assert finding.cause == ("torch 2.9.1 is a CPU-only build (torch.version.cuda is None), what PyPI gives on aarch64: "
-                             "it cannot use this machine's 1 GPU")
+    assert finding.cause == ("torch 2.9.1 is a CPU-only build (torch.version.cuda is None), what PyPI gives on "
+                             "aarch64: it cannot use this machine's 1 GPU")
     assert "PyTorch's CUDA index" in finding.advice and "pytorch/pytorch#160162" in finding.advice
     assert report.next_step.build.id == "torch-2.14-cu126" and "--machine" not in report.next_step.command
     assert report.probe.machine == "aarch64"

@@ -69,9 +69,9 @@ def unpack_python(directory: Path) -> tuple[Optional[Path], Optional[str]]:
     for sub in ("lists/partial", "cache/archives/partial"):
         (state / sub).mkdir(parents=True, exist_ok=True)
     (state / "status").touch()
-    apt = ["apt-get", "-q", "-o", f"Dir::State::Lists={state / 'lists'}", "-o", f"Dir::State::status={state / 'status'}",
-           "-o", f"Dir::Cache={state / 'cache'}", "-o", "APT::Architecture=arm64", "-o", "APT::Architectures::=arm64",
-           "-o", "APT::Sandbox::User=root"]
+    apt = ["apt-get", "-q", "-o", f"Dir::State::Lists={state / 'lists'}",
+           "-o", f"Dir::State::status={state / 'status'}", "-o", f"Dir::Cache={state / 'cache'}",
+           "-o", "APT::Architecture=arm64", "-o", "APT::Architectures::=arm64", "-o", "APT::Sandbox::User=root"]
     debs = directory / "debs"
     debs.mkdir(exist_ok=True)
     problem = _run([*apt, "update"]) or _run([*apt, "download", *PACKAGES], cwd=debs)
