@@ -3,55 +3,39 @@ field, exit 2 (envs/README.md documents the keys)."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
-from envkit.catalog import load_catalog
 from envkit.errors import ManifestError
 from tests.test_cli import assert_clean_error, envkit
+from tests.test_pick_accuracy import demo  # noqa: F401 (a fixture: the manifests directory)
+from tests.test_pick_accuracy import release
 
-HEAD = """\
-name: demo
-summary: a test manifest
-framework: torch
-releases:
-  - version: "2.0"
-    python: ">=3.10,<3.13"
-"""
 GPU = ('{variant: cu126, cuda: "12.6", arch: {sass: ["8.0", "9.0"]}, '
        'pip: {packages: ["torch==2.0.*", "torchvision==0.15.*"]}')
 
 
 @pytest.fixture
-def demo(envs_dir: Path, tmp_path: Path):
-    directory = tmp_path / "envs"
-    directory.mkdir()
-    for table in ("cuda.yaml", "python.yaml", "gpus.yaml"):
-        shutil.copy(envs_dir / table, directory / table)
-
+def made(demo):  # noqa: F811 (the fixture imported above)
+    """The demo manifest (test_pick_accuracy's manifests directory) of a release 2.0 of these builds."""
     def write(release_extra: str, *builds: str):
-        text = HEAD + release_extra + "    builds:\n" + "".join(f"      - {build}\n" for build in builds)
-        (directory / "demo.yaml").write_text(text, encoding="utf-8")
-        return load_catalog(directory, ["demo"]).manifests["demo"]
+        return demo(release("2.0", "".join(f"      - {build}\n" for build in builds), release_extra)).manifests["demo"]
 
-    write.directory = directory
+    write.directory = demo.directory
     return write
 
 
-def test_platforms_default_to_linux_64_and_a_release_sets_them_for_its_builds(demo):
-    [plain] = demo("", GPU + "}").builds
+def test_platforms_default_to_linux_64_and_a_release_sets_them_for_its_builds(made):
+    [plain] = made("", GPU + "}").builds
     assert (plain.platforms, plain.per_platform, plain.absent, plain.l4t) == (("linux-64",), (), (), None)
-    builds = demo("    platforms: [linux-64, linux-aarch64]\n    absent: {linux-aarch64: why not}\n",
+    builds = made("    platforms: [linux-64, linux-aarch64]\n    absent: {linux-aarch64: why not}\n",
                   GPU + "}", GPU.replace("cu126", "cpu").replace(', cuda: "12.6", arch: {sass: ["8.0", "9.0"]}', "")
                   + ", platforms: [linux-64]}").builds
     assert builds[0].platforms == ("linux-64", "linux-aarch64") and builds[0].absent == ()  # it has aarch64
     assert builds[1].platforms == ("linux-64",) and builds[1].absent_reason("linux-aarch64") == "why not"
 
 
-def test_what_differs_on_a_platform_is_the_build_as_it_is_there(demo):
-    [build] = demo("", GPU + ", platforms: {linux-64: {}, linux-aarch64: {arch: {sass: ['9.0']}, unconfirmed: u, "
+def test_what_differs_on_a_platform_is_the_build_as_it_is_there(made):
+    [build] = made("", GPU + ", platforms: {linux-64: {}, linux-aarch64: {arch: {sass: ['9.0']}, unconfirmed: u, "
                    "pip: {plain: [torchvision]}}}}").builds
     arm = build.on("linux-aarch64")
     assert [str(a) for a in arm.arch.sass] == ["9.0"] and arm.unconfirmed == "u" and arm.pip.plain == ("torchvision",)
@@ -78,25 +62,25 @@ def test_what_differs_on_a_platform_is_the_build_as_it_is_there(demo):
      "CUDA 12.x cannot build for sm_37"),
     (GPU + ", platforms: {linux-aarch64: {cuda: '12.8'}}}", "platforms.linux-aarch64.cuda", "unknown key"),
 ])
-def test_a_mistake_names_the_build_and_field(demo, build, field, said):
+def test_a_mistake_names_the_build_and_field(made, build, field, said):
     with pytest.raises(ManifestError) as caught:
-        demo("", build)
+        made("", build)
     assert caught.value.build == "demo-2.0-cu126" and caught.value.field == field and caught.value.exit_code == 2
     assert said in caught.value.problem, caught.value.problem
 
 
-def test_a_platform_named_twice_in_a_mapping_is_the_yaml_s_own_error(demo):
+def test_a_platform_named_twice_in_a_mapping_is_the_yaml_s_own_error(made):
     with pytest.raises(ManifestError) as caught:
-        demo("", GPU + ", platforms: {linux-64: {}, linux-64: {}}}")
+        made("", GPU + ", platforms: {linux-64: {}, linux-64: {}}}")
     assert "linux-64" in str(caught.value) and "twice" in str(caught.value)
 
 
-def test_manifests_validate_says_it_in_one_sentence_exit_2(demo):
+def test_manifests_validate_says_it_in_one_sentence_exit_2(made):
     with pytest.raises(ManifestError):
-        demo("", GPU + ", platforms: [linux-aarch64, linux-aarch64]}")
-    done = envkit("manifests", "validate", str(demo.directory))
+        made("", GPU + ", platforms: [linux-aarch64, linux-aarch64]}")
+    done = envkit("manifests", "validate", str(made.directory))
     assert done.returncode == 2, done
     assert "build demo-2.0-cu126, field 'platforms[1]': names linux-aarch64 twice" in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    listed = envkit("list", "demo", "--manifests", str(demo.directory))
+    listed = envkit("list", "demo", "--manifests", str(made.directory))
     assert_clean_error(listed, 2, "names linux-aarch64 twice")

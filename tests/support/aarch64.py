@@ -23,6 +23,8 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
+from support.module_systems import _apt
+
 PYTHON = "3.11"  # Debian 12's; its python3.11 is what the tests create with
 # python3.11-minimal and the libraries it and its standard library load (apt-cache depends, bookworm)
 PACKAGES = ("python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib", "libc6", "libgcc-s1", "zlib1g",
@@ -41,11 +43,10 @@ def required(environ) -> bool:
     return environ.get("CI", "").lower() == "true" or environ.get("ENVKIT_TEST_REQUIRE_SLURM") == "1"
 
 
-def _run(argv: list[str], cwd: Optional[Path] = None, timeout: float = 900) -> Optional[str]:
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-                          cwd=cwd)
-    return None if done.returncode == 0 else f"{' '.join(argv[:3])} ... failed: {done.stderr.strip()[-400:]}"
+def _run(argv: list[str]) -> Optional[str]:
+    """A program other than apt-get (support.module_systems._apt runs that): None when it worked, else why not."""
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    return None if done.returncode == 0 else f"{' '.join(argv[:2])} failed: {done.stderr.strip()[-400:]}"
 
 
 def install_qemu() -> Optional[str]:
@@ -54,10 +55,10 @@ def install_qemu() -> Optional[str]:
         return None
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         return "qemu-user-static is not installed, and installing it needs root and apt-get"
-    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "qemu-user-static"]
-    problem = _run(install)
+    install = ("install", "-y", "-q", "--no-install-recommends", "qemu-user-static")
+    problem = _apt(*install)
     if problem is not None:  # stale package lists: once more after an update
-        problem = _run(["apt-get", "update", "-q"]) or _run(install)
+        problem = _apt("update", "-q") or _apt(*install)
     return problem or (None if QEMU.exists() else f"qemu-user-static installed no {QEMU}")
 
 
@@ -69,12 +70,12 @@ def unpack_python(directory: Path) -> tuple[Optional[Path], Optional[str]]:
     for sub in ("lists/partial", "cache/archives/partial"):
         (state / sub).mkdir(parents=True, exist_ok=True)
     (state / "status").touch()
-    apt = ["apt-get", "-q", "-o", f"Dir::State::Lists={state / 'lists'}",
+    apt = ["-q", "-o", f"Dir::State::Lists={state / 'lists'}",
            "-o", f"Dir::State::status={state / 'status'}", "-o", f"Dir::Cache={state / 'cache'}",
            "-o", "APT::Architecture=arm64", "-o", "APT::Architectures::=arm64", "-o", "APT::Sandbox::User=root"]
     debs = directory / "debs"
     debs.mkdir(exist_ok=True)
-    problem = _run([*apt, "update"]) or _run([*apt, "download", *PACKAGES], cwd=debs)
+    problem = _apt(*apt, "update") or _apt(*apt, "download", *PACKAGES, cwd=debs)
     if problem is not None:
         return None, problem
     root = directory / "root"
