@@ -62,6 +62,7 @@ class Outcome:
     record: records.Record
     report: Optional["Report"]  # None with --no-verify
     replaced: Optional[str]  # the prefix of the environment --force replaced
+    kept: bool = True  # False: made, then not kept (create --shared: a version that failed its check is deleted)
 
 
 def step_count(plan: Plan) -> int:
