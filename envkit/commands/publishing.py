@@ -155,13 +155,13 @@ def publication(shared: SharedTarget, version: str) -> Iterator[None]:
     the name's publication lock held (two admins publishing it at once would otherwise each repoint its record and
     `current`; the second is told it is busy), what dead runs of the name left removed, and the run marked; at the
     end, the version is deleted unless it was published (envkit.shared.leftovers)."""
-    from envkit.shared.leftovers import begin, finish, sweep
+    from envkit.shared.leftovers import begin, finish
     from envkit.shared.tree import make_layout
 
     layout = shared.layout
     make_layout(layout, shared.name)
     with publication_lock(layout, shared.name):
-        _said_removed(shared.name, sweep(layout, shared.name))
+        _swept(layout, shared.name)
         begin(layout, shared.name, version)
         try:
             yield
@@ -170,28 +170,33 @@ def publication(shared: SharedTarget, version: str) -> Iterator[None]:
 
 
 def sweep_dead(layout) -> None:
-    """An admin's `envkit envs`: what dead publications left removed, for every name nobody is publishing now (a
-    problem is said, and the listing goes on)."""
+    """An admin's `envkit envs`: what dead publications left removed, for every name nobody is publishing now."""
     from envkit.create.lock import Busy
-    from envkit.errors import EnvkitError
     from envkit.shared.access import is_admin
-    from envkit.shared.leftovers import names_marked, sweep
+    from envkit.shared.leftovers import names_marked
 
     if not is_admin(layout.root):
         return
     for name in names_marked(layout):
         try:
             with publication_lock(layout, name):
-                _said_removed(name, sweep(layout, name))
+                _swept(layout, name)
         except Busy:
             continue  # being published now: its run is alive
-        except (EnvkitError, OSError) as error:
-            said = error.message if isinstance(error, EnvkitError) else f"{error.filename}: {error.strerror}"
-            typer.echo(f"envkit: note: what a dead publication of site:{name} left is still there: {said}",
-                       err=True)
 
 
-def _said_removed(name: str, removed) -> None:
+def _swept(layout, name: str) -> None:
+    """What dead runs of ``name`` left removed (its publication lock held), each said; one that cannot be removed
+    (another admin's files this one may not delete) is said, and the publication or listing goes on."""
+    from envkit.errors import EnvkitError
+    from envkit.shared.leftovers import sweep
+
+    try:
+        removed = sweep(layout, name)
+    except (EnvkitError, OSError) as error:
+        said = error.message if isinstance(error, EnvkitError) else f"{error.filename}: {error.strerror}"
+        typer.echo(f"envkit: note: what a dead publication of site:{name} left is still there: {said}", err=True)
+        return
     for path in removed:
         typer.echo(f"envkit: removed {path}, a version of site:{name} that a publication which died never "
                    "published", err=True)

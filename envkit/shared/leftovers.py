@@ -68,15 +68,15 @@ def finish(layout: SharedLayout, name: str, version: str) -> Optional[Path]:
     return removed
 
 
-def sweep(layout: SharedLayout, name: str, own: Optional[str] = None) -> list[Path]:
+def sweep(layout: SharedLayout, name: str) -> list[Path]:
     """Every dead run's leftovers of ``name`` removed (the caller holds the name's publication lock: no run of it
-    is alive), except the run of version ``own`` (the caller's); the versions deleted. When one was, the modulefiles
-    are written again from the record (or removed: no record)."""
+    is alive); the versions deleted. When one was, the modulefiles are written again from the record (or removed:
+    no record)."""
     from envkit.shared.publish import record_gid, remove_modulefiles, write_modulefiles
     from envkit.shared.store import load_quietly
 
-    removed = [path for version in marked(layout, name) if version != own
-               for path in [finish(layout, name, version)] if path is not None]
+    removed = [path for version in marked(layout, name) for path in [finish(layout, name, version)]
+               if path is not None]
     if removed:
         record = load_quietly(layout, name)
         if record is None:

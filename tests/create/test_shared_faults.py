@@ -11,13 +11,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from conftest import CU126, Home
+from support.paused import wait_until_paused
 from support.pypi_index import IndexServer
 from support.unix_users import public_directory
 
@@ -47,11 +47,7 @@ def held_at(home: Home, point: str, *extra: str) -> Iterator[subprocess.Popen]:
     process = subprocess.Popen([sys.executable, "-m", "envkit", "create", *CU126, "--shared", "--yes", *extra],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=home.root)
     try:
-        deadline = time.monotonic() + 180
-        while not marker.exists():
-            assert process.poll() is None, f"envkit ended before {point}: {process.communicate()}"
-            assert time.monotonic() < deadline, f"envkit never reached {point}"
-            time.sleep(0.02)
+        wait_until_paused(process, marker, point)
         yield process
     finally:
         if process.poll() is None:
