@@ -14,6 +14,7 @@ from typing import Iterator
 import pytest
 
 from conftest import CU126, Home
+from support.next_steps import next_steps
 from support.pypi_index import IndexServer
 from support.unix_users import public_directory
 
@@ -262,8 +263,6 @@ def test_a_publication_of_a_name_another_admin_is_publishing_is_refused(home: Ho
 def test_every_next_step_a_publication_prints_names_site_name_and_works_when_pasted(home: Home,
                                                                                       torch_index: IndexServer,
                                                                                       site: Path, check: str):
-    from support.next_steps import next_steps
-
     done = home.envkit("create", *CU126, "--shared", "--yes", *(["--no-verify"] if check == "not-checked" else []))
     assert done.returncode == 0, done.stderr
     steps = next_steps(done.stdout + done.stderr)
@@ -290,7 +289,6 @@ def test_the_lines_for_a_partition_and_a_conda_environment_name_the_site_name(ki
 
     from envkit.create.render import outcome_text
     from envkit.records import Record
-    from support.next_steps import next_steps
 
     prefix = Path("/opt/envkit/envs/torch/2.13-cu126-20261127T010855Z")
     record = Record(name="torch", prefix=str(prefix), kind=kind, backend="rattler", manifest="torch",
@@ -305,3 +303,22 @@ def test_the_lines_for_a_partition_and_a_conda_environment_name_the_site_name(ki
     assert "envkit verify site:torch --partition gpu-a100:node1" in steps
     assert "envkit job site:torch -p gpu-a100 -- python your_script.py" in steps
     assert all("site:torch" in step or step.startswith(("module load envkit/torch", "source ")) for step in steps)
+
+
+def test_a_site_environment_gone_from_its_directory_is_its_admins_to_publish_again(published: Home, site: Path):
+    """The user's own `torch` is there too: no hint about site:torch names a command that acts on it."""
+    import shlex
+
+    done = published.envkit("create", *CU126, "--name", "torch", "--yes", "--no-verify")
+    assert done.returncode == 0, done.stderr
+    prefix = Path(json.loads((site / "records" / "torch.json").read_text())["prefix"])
+    prefix.rename(prefix.with_name("moved-away"))
+    gone = published.envkit("run", "site:torch", "--", "python", "-V")
+    assert gone.returncode == 1 and f"environment site:torch is gone from {prefix}" in gone.stderr, gone.stderr
+    assert "ask its admins" in gone.stderr and "envkit remove" not in gone.stderr
+    [republish] = [step for step in next_steps(gone.stderr) if step.startswith("envkit create")]
+    assert shlex.split(republish)[-2:] == ["--shared", "--force"]
+    again = published.envkit(*shlex.split(republish)[1:], "--yes")
+    assert again.returncode == 0, again.stderr  # pasted by an admin (the test's user), it publishes it again
+    assert published.envkit("run", "site:torch", "--", "python", "-V").returncode == 0
+    assert published.prefix("torch").is_dir()  # the user's own, untouched
