@@ -118,12 +118,10 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
     failed = outcome.report is not None and not outcome.report.ok
     if verify_on_node and outcome.kept:
         from envkit.commands.node_check import QUEUE_TIMEOUT, verify_on_node as check_on_node
-        from envkit.shared.layout import shown_name
-        from envkit.shared.store import is_shared
+        from envkit.commands.recorded import env_name
 
         framework = manifest.framework if manifest is not None else "auto"
-        name = shown_name(outcome.record.name) if is_shared(outcome.record) else prepared.plan.name
-        status = check_on_node(name, None, None, QUEUE_TIMEOUT,
+        status = check_on_node(env_name(outcome.record), None, None, QUEUE_TIMEOUT,
                                CheckOptions(framework=framework, probe_timeout=probe_timeout), target, False)
         failed = failed or status != 0
     raise typer.Exit(1 if failed else 0)

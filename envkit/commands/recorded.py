@@ -69,6 +69,14 @@ def environment_python(prefix: Path, record=None) -> Path:
                         hint="Give the directory of a conda environment or a venv.")
 
 
+def env_name(record) -> str:
+    """The name a user gives an environment by: the site's as ``site:NAME``, theirs as NAME."""
+    from envkit.shared.layout import shown_name
+    from envkit.shared.store import is_shared
+
+    return shown_name(record.name) if is_shared(record) else record.name
+
+
 def remake_or_remove(record) -> str:
     """How to make a recorded environment again, or forget it, naming exactly it: a site's environment (site:NAME)
     is its admins' to publish again, never the user's to remove (`envkit remove NAME` would remove their own)."""
