@@ -326,3 +326,23 @@ def test_a_site_environment_gone_from_its_directory_is_its_admins_to_publish_aga
     assert again.returncode == 0, again.stderr  # pasted by an admin (the test's user), it publishes it again
     assert published.envkit("run", "site:torch", "--", "python", "-V").returncode == 0
     assert published.prefix("torch").is_dir()  # the user's own, untouched
+
+
+def test_a_version_other_users_could_not_reach_is_not_published(home: Home, torch_index: IndexServer,
+                                                                 tmp_path: Path):
+    """A shared directory under pytest's own (mode 0700): every directory to the prefix is proved enterable before
+    anything names the version, and the refusal names the one that is not, with its owner and mode."""
+    import pwd
+
+    private = tmp_path.parents[1]  # /tmp/pytest-of-USER, which only its user enters
+    assert private.stat().st_mode & 0o777 == 0o700
+    root = tmp_path / "shared"
+    root.mkdir(mode=0o755)
+    done = home.envkit("create", *CU126, "--shared", "--yes", "--no-verify", env={"ENVKIT_SHARED": str(root)})
+    assert done.returncode == 1, done.stderr
+    owner = pwd.getpwuid(os.geteuid()).pw_name
+    assert f"site:torch is not published: other users cannot enter the directory {private} ({owner}'s" in \
+        done.stderr and "mode 0700" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "published site:torch" not in done.stderr
+    assert not (root / "records" / "torch.json").exists() and os.listdir(root / "envs" / "torch") == []
+    assert not (root / "modulefiles" / "envkit" / "torch").exists()
