@@ -170,12 +170,12 @@ def open_child(here: int, name: str, shown: Path, mode: int, gid: Optional[int] 
         entry = os.stat(name, dir_fd=here, follow_symlinks=False)
     except FileNotFoundError:
         return _make(here, name, str(shown), mode, gid, layout)
-    if stat.S_ISLNK(entry.st_mode):
-        raise UnsafePath(f"{shown} is a symbolic link (to {os.readlink(name, dir_fd=here)}): envkit makes its "
-                         "directories there itself, never through a link", hint=f"Move {shown} away.")
     parent = os.fstat(here)
     if not layout and not trusted_in(parent, entry):
         raise _refusal(str(shown), entry, str(shown.parent), parent)
+    if stat.S_ISLNK(entry.st_mode):
+        raise UnsafePath(f"{shown} is a symbolic link (to {os.readlink(name, dir_fd=here)}): envkit makes its "
+                         "directories there itself, never through a link", hint=f"Move {shown} away.")
     fd = _open_same(here, name, str(shown), entry)
     if layout and entry.st_uid == os.geteuid() and (stat.S_IMODE(entry.st_mode) != mode or
                                                     (gid is not None and entry.st_gid != gid)):
