@@ -7,7 +7,8 @@ import typer
 
 from envkit.commands.output import echo_report, print_json, reported_errors
 from envkit.commands.places import current_site, manifests_dir
-from envkit.commands.recorded import environment_python, find_record, recorded_build, recorded_manifests
+from envkit.commands.recorded import (env_name, environment_python, find_record, recorded_build,
+                                     recorded_manifests)
 from envkit.commands.targets import fleet_for, target_argv
 from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, program_value,
                                      seconds_between, with_options)
@@ -195,10 +196,11 @@ def _print_reports(reports, names, json_output: bool, record, partition: Optiona
         import shlex
 
         everyone = [n for group in names for n in group]
-        on_node = (f", or `{shlex.join(['envkit', 'verify', record.name, '--partition', partition])}` on the "
+        name = env_name(record)  # (site:NAME for the site's)
+        on_node = (f", or `{shlex.join(['envkit', 'verify', name, '--partition', partition])}` on the "
                    "cluster's login node (the check then runs on a node through srun)") if partition else ""
-        blocks.append(f"The GPU part of {record.name} can only be checked on the machines it is for "
-                      f"({names_text(everyone)}): run `envkit verify {record.name}` there{on_node}.")
+        blocks.append(f"The GPU part of {name} can only be checked on the machines it is for "
+                      f"({names_text(everyone)}): run `envkit verify {name}` there{on_node}.")
     echo_report("\n\n".join(blocks))
 
 
@@ -210,8 +212,9 @@ def _outside_text(record, here: str, machines, partition: Optional[str]) -> str:
     job_partition = os.environ.get("SLURM_JOB_PARTITION")
     this = f"{here} (partition {job_partition})" if job_partition else here
     them = f"{names_text(machines)} of partition {partition}" if partition else names_text(machines)
-    return (f"Note: {this} is not one of the machines {record.name} was made for ({them}). The check ran on "
-            f"{here}'s own GPUs, as asked: a FAIL says that {record.name} does not run on {here}, not that it is "
+    name = env_name(record)
+    return (f"Note: {this} is not one of the machines {name} was made for ({them}). The check ran on "
+            f"{here}'s own GPUs, as asked: a FAIL says that {name} does not run on {here}, not that it is "
             "broken on the machines it was made for. Its record is unchanged.")
 
 

@@ -116,11 +116,12 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
 
         echo_report(outcome_text(prepared, outcome))
     failed = outcome.report is not None and not outcome.report.ok
-    if verify_on_node:
+    if verify_on_node and outcome.kept:
         from envkit.commands.node_check import QUEUE_TIMEOUT, verify_on_node as check_on_node
+        from envkit.commands.recorded import env_name
 
         framework = manifest.framework if manifest is not None else "auto"
-        status = check_on_node(prepared.plan.name, None, None, QUEUE_TIMEOUT,
+        status = check_on_node(env_name(outcome.record), None, None, QUEUE_TIMEOUT,
                                CheckOptions(framework=framework, probe_timeout=probe_timeout), target, False)
         failed = failed or status != 0
     raise typer.Exit(1 if failed else 0)

@@ -9,7 +9,7 @@ from typing import Annotated, NamedTuple, Optional
 import typer
 
 from envkit.commands.places import current_site
-from envkit.commands.recorded import find_record, recorded_manifests
+from envkit.commands.recorded import find_record, recorded_manifests, remake_or_remove
 from envkit.commands.options import seconds_between
 
 GpusOption = Annotated[Optional[int], typer.Option("--gpus", metavar="N", min=1, help="GPUs to ask for. Default: all "
@@ -50,7 +50,7 @@ def prepare(env: str, partition_spec: str, gpus: Optional[int], cpus: Optional[i
         raise EnvkitError(f"partition {partition} has no GPUs (as the site file says)",
                           hint="Name a GPU partition: `envkit site` lists them.")
     if not (Path(record.prefix) / "bin").is_dir():
-        raise EnvkitError(f"no environment at {record.prefix}", hint=record.remake_hint("--force"))
+        raise EnvkitError(f"no environment at {record.prefix}", hint=remake_or_remove(record))
     slurm = Slurm()
     slurm.require()
     if node is not None:

@@ -64,11 +64,27 @@ def environment_python(prefix: Path, record=None) -> Path:
     if python.exists():
         return python
     if record is not None:
-        raise EnvkitError(f"no environment at {prefix} ({python} does not exist)",
-                          hint=f"{record.remake_hint('--force')}, or "
-                               f"`envkit remove {record.name} --yes` deletes it.")
+        raise EnvkitError(f"no environment at {prefix} ({python} does not exist)", hint=remake_or_remove(record))
     raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
                         hint="Give the directory of a conda environment or a venv.")
+
+
+def env_name(record) -> str:
+    """The name a user gives an environment by: the site's as ``site:NAME``, theirs as NAME."""
+    from envkit.shared.layout import shown_name
+    from envkit.shared.store import is_shared
+
+    return shown_name(record.name) if is_shared(record) else record.name
+
+
+def remake_or_remove(record) -> str:
+    """How to make a recorded environment again, or forget it, naming exactly it: a site's environment (site:NAME)
+    is its admins' to publish again, never the user's to remove (`envkit remove NAME` would remove their own)."""
+    from envkit.shared.store import ask_admins, is_shared
+
+    if is_shared(record):
+        return ask_admins(record)
+    return f"{record.remake_hint('--force')}, or `envkit remove {record.name} --yes` deletes it."
 
 
 def recorded_manifests(record, manifests: Optional[Path]) -> Optional[Path]:

@@ -62,6 +62,7 @@ class Outcome:
     record: records.Record
     report: Optional["Report"]  # None with --no-verify
     replaced: Optional[str]  # the prefix of the environment --force replaced
+    kept: bool = True  # False: made, then not kept (create --shared: a version that failed its check is deleted)
 
 
 def step_count(plan: Plan) -> int:
@@ -174,6 +175,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=plan.profile.to_dict(),
         on_target=plan.on_target, installer=installer, kernel=kernel, target=plan.target,
         verify=_summary(report) if report is not None else None, run=journal.run, manifests=manifests,
+        cuda=records.build_cuda(plan.build),
     )
     return record, report
 

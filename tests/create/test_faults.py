@@ -20,6 +20,7 @@ from typing import Iterator
 import pytest
 
 from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors, fake_torch_files
+from support.paused import wait_until_paused
 from support.pypi_index import IndexServer
 from support.wheels import build_wheel
 from test_create_conda import no_conda
@@ -80,11 +81,7 @@ class Target:
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                    cwd=self.home.root, preexec_fn=_default_sigint)
         try:
-            deadline = time.monotonic() + 180
-            while not marker.exists():
-                assert process.poll() is None, f"envkit ended before {step}: {process.communicate()}"
-                assert time.monotonic() < deadline, f"envkit never reached {step}"
-                time.sleep(0.02)
+            wait_until_paused(process, marker, step)
             yield process, marker
         finally:
             if process.poll() is None:
