@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional, Sequence
 
-from envkit.signals import raise_lost_signal
+from envkit.signals import raise_lost_signal, stop_in_thread
 
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 _AFTER_KILL = 5.0  # seconds to wait for the pipes to close after SIGKILL
@@ -243,6 +243,7 @@ def _pump(process: subprocess.Popen, sinks: Sinks, deadline: float, silence: Opt
         while reading:
             if signals:
                 raise_lost_signal()
+                stop_in_thread()  # a thread of a command a signal stopped: its child stops too
             now = time.monotonic()
             if exited_at is None and _exited(process):
                 exited_at = now
@@ -361,7 +362,9 @@ class Pending:
 
 def start_captured(argv: Sequence[str], env: Mapping[str, str], input_text: Optional[str] = None,
                    max_output: int = MAX_OUTPUT) -> Pending:
-    """Start ``argv`` in its own session, its outputs piped, the watchers told; OSError when it cannot start."""
+    """Start ``argv`` in its own session, its outputs piped, the watchers told; OSError when it cannot start.
+    Nothing starts in a thread of a command a signal stopped (envkit.signals.stop_in_thread)."""
+    stop_in_thread()
     stdin = subprocess.DEVNULL if input_text is None else subprocess.PIPE
     process = subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, start_new_session=True)
@@ -407,6 +410,7 @@ def run_streamed(
     (``silent``). A missing program is a Finished with returncode 127 and the reason as its tail. An exception while
     it runs (KeyboardInterrupt above all) stops the child's process group first, then propagates.
     """
+    stop_in_thread()
     started = time.monotonic()
     lines = _Lines(on_line, tail_lines)
     try:
