@@ -14,6 +14,7 @@ stop what is left of it (``stop_leftovers``) before it touches what the children
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import selectors
 import signal
@@ -166,6 +167,8 @@ class _Lines:
 
     def _emit(self) -> None:
         line = self.pending.decode("utf-8", "replace").rstrip("\r")
+        if "\r" in line:  # a terminal's line (envkit.transfers.TerminalOutput): what it shows in the end
+            line, self.cut = line.rpartition("\r")[2], False
         if self.cut:
             line = "[...] " + line  # only the end of a line longer than MAX_LINE bytes
         self.pending, self.cut = bytearray(), False
@@ -269,6 +272,10 @@ def _pump(process: subprocess.Popen, sinks: Sinks, deadline: float, silence: Opt
                     chunk = os.read(key.fd, _CHUNK)
                 except BlockingIOError:
                     continue
+                except OSError as error:  # a pseudo-terminal's other side closed (EIO): its end, as a pipe's
+                    if error.errno != errno.EIO:
+                        raise
+                    chunk = b""
                 if not chunk:
                     selector.unregister(key.fd)
                     reading -= 1
@@ -403,26 +410,41 @@ def run_streamed(
     tail_lines: int = 25,
     timeout: Optional[float] = None,
     silence: Optional[float] = None,
+    terminal: bool = False,
 ) -> Finished:
     """Run ``argv`` to completion, handing each output line to ``on_line`` and keeping the last ``tail_lines``.
 
     It is stopped (returncode None) past ``timeout`` seconds, or after ``silence`` seconds without a byte of output
     (``silent``). A missing program is a Finished with returncode 127 and the reason as its tail. An exception while
-    it runs (KeyboardInterrupt above all) stops the child's process group first, then propagates.
+    it runs (KeyboardInterrupt above all) stops the child's process group first, then propagates. With
+    ``terminal``, its stderr is a pseudo-terminal, on which uv draws its download bars: read by
+    envkit.transfers.TerminalOutput (the bars to the progress display, the text, cleaned, to ``on_line``).
     """
+    from envkit.terminal import pseudo_terminal
+    from envkit.transfers import TerminalOutput
+
     stop_in_thread()
     started = time.monotonic()
     lines = _Lines(on_line, tail_lines)
+    master, slave = pseudo_terminal() if terminal else (None, None)
     try:
         process = subprocess.Popen(
             list(argv), env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            stderr=subprocess.STDOUT if slave is None else slave, start_new_session=True,
         )
     except OSError as error:
         return Finished(127, (f"{argv[0]}: {error.strerror or error}",), 0.0)
+    finally:
+        if slave is not None:
+            os.close(slave)  # the child's only: the terminal ends (EIO) when the child and what it started are gone
     assert process.stdout is not None
+    sinks = {process.stdout.fileno(): lines.add}
+    if master is not None:
+        sinks[master] = TerminalOutput(lines.add).add
     try:
-        returncode, ended = _supervise(process, {process.stdout.fileno(): lines.add}, timeout, GRACE, silence)
+        returncode, ended = _supervise(process, sinks, timeout, GRACE, silence)
     finally:
         lines.close()
+        if master is not None:
+            os.close(master)
     return Finished(returncode, tuple(lines.tail), time.monotonic() - started, silent=ended == "silence")

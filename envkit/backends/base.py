@@ -116,11 +116,13 @@ def install_limits(environ: Mapping[str, str]) -> tuple[float, float]:
     return out[0], out[1]
 
 
-def run_step(argv: Sequence[str], environ: Mapping[str, str], on_line: OnLine, failure: str, hint: str) -> None:
+def run_step(argv: Sequence[str], environ: Mapping[str, str], on_line: OnLine, failure: str, hint: str,
+             terminal: bool = False) -> None:
     """Run one installer command within its limits (install_limits); when it fails or is stopped, an InstallError
-    with its last lines."""
+    with its last lines. ``terminal``: its stderr a pseudo-terminal, for uv to draw its download bars on (the
+    progress shown on envkit's own terminal: envkit.create.progress)."""
     timeout, silence = install_limits(environ)
-    finished = run_streamed(argv, environ, on_line, timeout=timeout, silence=silence)
+    finished = run_streamed(argv, environ, on_line, timeout=timeout, silence=silence, terminal=terminal)
     if finished.returncode is None:
         why = (f"it printed nothing for {silence:g} s" if finished.silent else f"it ran for {timeout:g} s")
         variable = SILENCE_VARIABLE if finished.silent else TIMEOUT_VARIABLE

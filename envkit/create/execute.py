@@ -192,7 +192,8 @@ def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[s
                          {**context.environ, **pip_environ(step, context.tools.uv, plan.python), **proxy}, out,
                          f"installing {', '.join(step.packages)} from {step.index_url} failed",
                          hint="The lines above are the installer's. Check the index (a mirror in envkit's config?) "
-                              "and that it has these packages for this Python.")
+                              "and that it has these packages for this Python.",
+                         terminal=progress.live and installer == "uv")  # uv's download bars, for the status line
             _check_builds(plan.prefix, step)
         pause_at("installed")
     return installer

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -208,6 +207,25 @@ def _opener(mirrors: Sequence[str]):
     return build_opener(CheckedRedirects)
 
 
+def _copy(response, out, name: str) -> None:
+    """The response's body into ``out``, its progress told as it goes (envkit.transfers: the bytes, of the
+    Content-Length); in a download thread of a command a signal stopped, it stops (envkit.signals)."""
+    from envkit.signals import stop_in_thread
+    from envkit.transfers import fetched, fetching
+
+    length = response.headers.get("Content-Length", "")
+    total = int(length) if length.isdigit() else None
+    done = 0
+    fetching(name, 0, total)
+    read = getattr(response, "read1", response.read)  # what has come, not a whole chunk: the display moves
+    for chunk in iter(lambda: read(_CHUNK), b""):
+        stop_in_thread()
+        out.write(chunk)
+        done += len(chunk)
+        fetching(name, done, total)
+    fetched(name)
+
+
 def _download(url: str, out, mirrors: Sequence[str] = ()) -> None:
     from urllib.error import URLError
     from urllib.request import Request
@@ -227,7 +245,7 @@ def _download(url: str, out, mirrors: Sequence[str] = ()) -> None:
             out.seek(0)
             out.truncate()
             with opener.open(Request(bare, headers=headers), timeout=_TIMEOUT_S) as response:
-                shutil.copyfileobj(response, out, _CHUNK)
+                _copy(response, out, unquote(urlsplit(bare).path.rpartition("/")[2]) or bare)
             return
         except (URLError, OSError) as error:
             if attempt == _RETRIES:
