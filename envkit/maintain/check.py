@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 from envkit.catalog.model import Build, Catalog
 from envkit.config import is_under
 from envkit.errors import BadInputError, UnknownNameError
-from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed, upstream_index
+from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed, site_of, upstream_index
 from envkit.words import counted
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def judge_pip(need: PipNeed, page: Optional[Page]) -> list[Finding]:
         why = page.error if page is not None else "not fetched"
         read = f", read from its mirror {mirror}" if mirror else ""
         return [Finding(UNREADABLE, f"{build}: {need.requirement} could not be checked: {need.page}{read} ({why})",
-                        build, need.page)]
+                        build, need.page, cause=f"{site_of(mirror or need.page)} could not be read ({why})")]
     if not page.found:
         there = f"on its mirror {mirror}" if mirror else "there"
         return [Finding(MISSING, f"{build}: {need.requirement} has no file on {need.index} (no {requirement.name} "
@@ -184,11 +184,31 @@ def _unique(findings: list[Finding]) -> list[Finding]:
     return sorted(dict.fromkeys(findings), key=lambda f: order[f.kind])
 
 
+def problem_lines(problems: Sequence[Finding]) -> list[str]:
+    """One line per problem, except that the problems of one cause (a host that does not answer: every build on it)
+    are one line, where the first of them stood, with how many checks it stopped and the builds it hit."""
+    shared: dict[str, list[Finding]] = {}
+    for finding in problems:
+        if finding.cause is not None:
+            shared.setdefault(finding.cause, []).append(finding)
+    out = []
+    for finding in problems:
+        hit = shared.get(finding.cause, []) if finding.cause is not None else []
+        if len(hit) < 2:
+            out.append(finding.message)
+        elif hit[0] is finding:
+            builds = list(dict.fromkeys(f.build for f in hit if f.build))
+            shown = ", ".join(builds[:6]) + (f" and {len(builds) - 6} more" if len(builds) > 6 else "")
+            out.append(f"{finding.cause}: {counted(len(hit), 'check')} could not be made, for "
+                       f"{counted(len(builds), 'build')}: {shown}")
+    return out
+
+
 def render_check(report: CheckReport, say: Callable[[str], None]) -> None:
     """The report in words: what is missing or could not be read, then what is new upstream, then a summary."""
     problems = [f for f in report.findings if f.kind != NEW]
-    for finding in problems:
-        say(finding.message)
+    for line in problem_lines(problems):
+        say(line)
     news_found = [f for f in report.findings if f.kind == NEW]
     if news_found:
         if problems:
