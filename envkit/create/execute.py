@@ -81,6 +81,8 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
             sweep()  # what a dead run's installers had in $TMPDIR (envkit.scratch)
             old = records.load(dirs.records, plan.name)
             replaced = to_replace(plan, old, force, environ)
+            prepared = _pinned(prepared, progress)  # the build's exact variant, before anything is made or fetched
+            plan = prepared.plan
             spec = kernels_dir(environ) / kernel_name(plan.name) if plan.jupyter else None
             journal = Journal(journal_path(dirs.locks, plan.name), name=plan.name, prefix=str(plan.prefix),
                               run=os.urandom(8).hex(), kernelspec=str(spec) if spec else None,
@@ -176,6 +178,24 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
         verify=_summary(report) if report is not None else None, run=journal.run, manifests=manifests,
     )
     return record, report
+
+
+def _pinned(prepared: Prepared, progress: Progress) -> Prepared:
+    """The plan with each pip step's packages pinned to the build's exact variant (envkit.create.variants), said
+    in a note; InstallError when an index serves another build and none of this one."""
+    from envkit.create.variants import pinned_to_variant
+    from envkit.lockfile.fetch import fetch_page
+
+    plan, mirrors = prepared.plan, prepared.context.mirrors
+    upstream = plan.build.pip.index_url if plan.build.pip is not None and plan.build.pip.index_url else None
+    steps = tuple(pinned_to_variant(step, plan.python, upstream or step.index_url,
+                                    lambda url, accept: fetch_page(url, mirrors, accept)) for step in plan.pip)
+    if steps == plan.pip:
+        return prepared
+    for before, after in zip(plan.pip, steps):
+        if after != before:
+            progress.note(f"{before.purpose}: {', '.join(after.packages)} (the +{after.local} builds)")
+    return replace(prepared, plan=replace(plan, pip=steps))
 
 
 def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[str]:

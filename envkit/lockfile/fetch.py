@@ -226,14 +226,53 @@ def _copy(response, out, name: str) -> None:
     fetched(name)
 
 
-def _download(url: str, out, mirrors: Sequence[str] = ()) -> None:
-    from urllib.error import URLError
+class NotThere(InstallError):
+    """The server says there is no such file (HTTP 404 or 410): not tried again."""
+
+
+_PAGE_LIMIT = 64 << 20  # bytes of an index's page read at most (PyPI's largest project pages are a few MiB)
+
+
+class _Bounded:
+    """A buffer that refuses more than ``limit`` bytes."""
+
+    def __init__(self, limit: int, url: str) -> None:
+        import io
+
+        self.data, self.limit, self.url = io.BytesIO(), limit, url
+
+    def seek(self, offset: int) -> None:
+        self.data.seek(offset)
+
+    def truncate(self) -> None:
+        self.data.truncate()
+
+    def write(self, chunk: bytes) -> None:
+        if self.data.tell() + len(chunk) > self.limit:
+            from envkit.redact import redact
+
+            raise InstallError(redact(f"{self.url} is over {self.limit >> 20} MiB: not an index's page"))
+        self.data.write(chunk)
+
+
+def fetch_page(url: str, mirrors: Sequence[str] = (), accept: str = "text/html") -> tuple[str, str, str]:
+    """An index's page through envkit's downloader (every redirect held to the transport rule, a mirror's
+    credentials sent as HTTP basic auth): (its text, its content type, the URL it came from after redirects).
+    NotThere for a 404 or 410, InstallError when it cannot be read, or is over 64 MiB."""
+    out = _Bounded(_PAGE_LIMIT, url)
+    content_type, final = _download(url, out, mirrors, accept)
+    return out.data.getvalue().decode("utf-8", "replace"), content_type, final
+
+
+def _download(url: str, out, mirrors: Sequence[str] = (), accept: Optional[str] = None) -> tuple[str, str]:
+    """``url``'s body into ``out``; (its content type, the URL it came from after redirects)."""
+    from urllib.error import HTTPError, URLError
     from urllib.request import Request
 
     from envkit.redact import redact, split_credentials
 
     bare, has_credentials = split_credentials(url)
-    headers = {"User-Agent": "envkit"}
+    headers = {"User-Agent": "envkit", **({"Accept": accept} if accept else {})}
     if has_credentials:  # urllib takes no user:password in a URL: HTTP basic auth, as uv and pip send it
         import base64
 
@@ -246,7 +285,14 @@ def _download(url: str, out, mirrors: Sequence[str] = ()) -> None:
             out.truncate()
             with opener.open(Request(bare, headers=headers), timeout=_TIMEOUT_S) as response:
                 _copy(response, out, unquote(urlsplit(bare).path.rpartition("/")[2]) or bare)
-            return
+                return response.headers.get("Content-Type", ""), response.geturl()
+        except HTTPError as error:
+            if error.code in (404, 410):
+                raise NotThere(redact(f"{url} is not there (HTTP {error.code})")) from None
+            if attempt == _RETRIES:
+                raise InstallError(redact(f"downloading {url} failed: HTTP {error.code} {error.reason}"),
+                                   hint="Check the network and the mirror settings, then run the command again.") from None
+            time.sleep(0.5 * attempt)
         except (URLError, OSError) as error:
             if attempt == _RETRIES:
                 raise InstallError(redact(f"downloading {url} failed: {getattr(error, 'reason', error)}"),
