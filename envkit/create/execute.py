@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Sequence
 
 from envkit import ownership, records
 from envkit.backends.base import Context, PythonCheck, python_of, run_step, start_python_check
@@ -81,8 +81,6 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
             sweep()  # what a dead run's installers had in $TMPDIR (envkit.scratch)
             old = records.load(dirs.records, plan.name)
             replaced = to_replace(plan, old, force, environ)
-            prepared = _pinned(prepared, progress)  # the build's exact variant, before anything is made or fetched
-            plan = prepared.plan
             spec = kernels_dir(environ) / kernel_name(plan.name) if plan.jupyter else None
             journal = Journal(journal_path(dirs.locks, plan.name), name=plan.name, prefix=str(plan.prefix),
                               run=os.urandom(8).hex(), kernelspec=str(spec) if spec else None,
@@ -143,6 +141,7 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
 def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Journal,
            manifests: Optional[str] = None) -> tuple[records.Record, Optional["Report"]]:
     plan, backend, context = prepared.plan, prepared.backend, prepared.context
+    pins = _Pins(plan, context.mirrors)  # the build's exact variant, read beside the making of its Python
     with progress.step(f"Creating the environment at {plan.prefix} ({plan.backend}, Python {plan.python})") as out:
         with _pausing_at_start("inside-backend"), _noting_prefix(journal, plan.prefix):
             backend.make_prefix(plan, context, out)
@@ -154,6 +153,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
             python_check.result(plan.backend)
     with _judged_after(python_check, plan.backend):
         pause_at("stamped")
+        plan = pins.pinned(progress)  # before any download: an index serving another build only is refused here
         installer = _install_pip(plan, context, progress)
     python = python_of(plan.prefix)
     kernel = None
@@ -180,22 +180,38 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
     return record, report
 
 
-def _pinned(prepared: Prepared, progress: Progress) -> Prepared:
-    """The plan with each pip step's packages pinned to the build's exact variant (envkit.create.variants), said
-    in a note; InstallError when an index serves another build and none of this one."""
-    from envkit.create.variants import pinned_to_variant
-    from envkit.lockfile.fetch import fetch_page
+class _Pins:
+    """The plan's pip steps pinned to the build's exact variant (envkit.create.variants), read in a thread of its
+    own from the moment it is made: beside the making of the environment's Python, where it costs create no time."""
 
-    plan, mirrors = prepared.plan, prepared.context.mirrors
-    upstream = plan.build.pip.index_url if plan.build.pip is not None and plan.build.pip.index_url else None
-    steps = tuple(pinned_to_variant(step, plan.python, upstream or step.index_url,
-                                    lambda url, accept: fetch_page(url, mirrors, accept)) for step in plan.pip)
-    if steps == plan.pip:
-        return prepared
-    for before, after in zip(plan.pip, steps):
-        if after != before:
-            progress.note(f"{before.purpose}: {', '.join(after.packages)} (the +{after.local} builds)")
-    return replace(prepared, plan=replace(plan, pip=steps))
+    def __init__(self, plan: Plan, mirrors: Sequence[str]) -> None:
+        self.plan, self.mirrors = plan, mirrors
+        self.box: dict[str, object] = {}
+        self.thread = threading.Thread(target=self._read, daemon=True, name="envkit-pins")
+        if any(step.local for step in plan.pip):
+            self.thread.start()
+
+    def _read(self) -> None:
+        from envkit.create.variants import pinned_plan
+
+        try:
+            self.box["plan"] = pinned_plan(self.plan, self.mirrors)
+        except BaseException as error:  # noqa: B036 (raised where the pins are asked for)
+            self.box["error"] = error
+
+    def pinned(self, progress: Progress) -> Plan:
+        """The pinned plan (its pins said in a note); InstallError when an index serves another build only."""
+        if not self.thread.is_alive() and not self.box:
+            return self.plan
+        self.thread.join()
+        if "error" in self.box:
+            raise self.box["error"]  # type: ignore[misc]
+        pinned = self.box["plan"]
+        assert isinstance(pinned, Plan)
+        for before, after in zip(self.plan.pip, pinned.pip):
+            if after != before:
+                progress.note(f"{before.purpose}: {', '.join(after.packages)} (the +{after.local} builds)")
+        return pinned
 
 
 def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[str]:

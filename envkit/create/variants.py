@@ -3,11 +3,12 @@
 A manifest pins a release line (``torch==2.14.*``), which admits every build of the release: the CUDA ones, the CPU
 one, PyPI's own (a CUDA 13 build without a local label). Which one an installer takes depends on what its index
 serves: PyPI where a mirror of ``/whl/cpu`` was pointed at it gave a 5 GB CUDA build to a CPU environment. So before
-the environment is made, envkit reads the step's index page of each package, as the installer would, and pins each
+anything is downloaded, envkit reads the step's index page of each package, as the installer would, and pins each
 to the newest version that carries the build's local label (``torch==2.14.1+cpu``, ``torchvision==0.29.1+cpu``):
 the installer can take nothing else. An index that serves no such build is refused there, naming the index, the
-upstream one it stands for, and what it serves; nothing is downloaded or made. After installing, each package's
-version is checked again (envkit.installers.wrong_builds).
+upstream one it stands for, and what it serves; nothing is downloaded. The pages are read while the environment's
+Python is being made (envkit.create.execute), so that it costs create no time; a refusal undoes what was made. After
+installing, each package's version is checked again (envkit.installers.wrong_builds).
 
 Steps pinned so: those with a local label to hold (``PipPart.local``: PyTorch's own indexes), from an index (not a
 lock's files), without a page of links (PyTorch 1.x's builds pin exact versions). A requirement pinned to one
@@ -23,7 +24,7 @@ from typing import Callable, Optional, Sequence
 from packaging.version import Version
 
 from envkit.errors import InstallError
-from envkit.plan import PipPart
+from envkit.plan import PipPart, Plan
 
 # (URL, Accept) -> (text, content type, final URL): envkit.lockfile.fetch.fetch_page with the configured mirrors
 Read = Callable[[str, str], tuple[str, str, str]]
@@ -104,6 +105,17 @@ def _wrong_build(step: PipPart, upstream: str, name: str, requirement: str, serv
         else ""
     return InstallError(
         redact(f"{step.index_url}{mirror} serves {name} {shown} for {requirement}, and no +{step.local} build: "
-               f"{step.purpose} need the +{step.local} ones; nothing was downloaded or made"),
+               f"{step.purpose} need the +{step.local} ones; nothing was downloaded"),
         hint=f"Point that mirror at a copy of {upstream} (its wheels carry +{step.local}), or choose another build "
-             "(`envkit list` lists them).")
+             "(`envkit list` lists them). What this run made was removed.")
+
+
+def pinned_plan(plan: Plan, mirrors: Sequence[str]) -> Plan:
+    """``plan`` with every pip step pinned to the build's exact variant (:func:`pinned_to_variant`), each page read
+    through envkit's downloader, every redirect held to the transport rule (``mirrors``: the configured ones)."""
+    from envkit.lockfile.fetch import fetch_page
+
+    upstream = plan.build.pip.index_url if plan.build.pip is not None else None
+    steps = tuple(pinned_to_variant(step, plan.python, upstream or step.index_url,
+                                    lambda url, accept: fetch_page(url, mirrors, accept)) for step in plan.pip)
+    return plan if steps == plan.pip else replace(plan, pip=steps)

@@ -207,23 +207,26 @@ def _opener(mirrors: Sequence[str]):
     return build_opener(CheckedRedirects)
 
 
-def _copy(response, out, name: str) -> None:
+def _copy(response, out, name: Optional[str]) -> None:
     """The response's body into ``out``, its progress told as it goes (envkit.transfers: the bytes, of the
-    Content-Length); in a download thread of a command a signal stopped, it stops (envkit.signals)."""
+    Content-Length) unless ``name`` is None (an index's page); in a download thread of a command a signal stopped,
+    it stops (envkit.signals)."""
     from envkit.signals import stop_in_thread
     from envkit.transfers import fetched, fetching
 
     length = response.headers.get("Content-Length", "")
     total = int(length) if length.isdigit() else None
     done = 0
-    fetching(name, 0, total)
+    tell = (lambda: None) if name is None else (lambda: fetching(name, done, total))
+    tell()
     read = getattr(response, "read1", response.read)  # what has come, not a whole chunk: the display moves
     for chunk in iter(lambda: read(_CHUNK), b""):
         stop_in_thread()
         out.write(chunk)
         done += len(chunk)
-        fetching(name, done, total)
-    fetched(name)
+        tell()
+    if name is not None:
+        fetched(name)
 
 
 class NotThere(InstallError):
@@ -260,12 +263,14 @@ def fetch_page(url: str, mirrors: Sequence[str] = (), accept: str = "text/html")
     credentials sent as HTTP basic auth): (its text, its content type, the URL it came from after redirects).
     NotThere for a 404 or 410, InstallError when it cannot be read, or is over 64 MiB."""
     out = _Bounded(_PAGE_LIMIT, url)
-    content_type, final = _download(url, out, mirrors, accept)
+    content_type, final = _download(url, out, mirrors, accept, shown=False)
     return out.data.getvalue().decode("utf-8", "replace"), content_type, final
 
 
-def _download(url: str, out, mirrors: Sequence[str] = (), accept: Optional[str] = None) -> tuple[str, str]:
-    """``url``'s body into ``out``; (its content type, the URL it came from after redirects)."""
+def _download(url: str, out, mirrors: Sequence[str] = (), accept: Optional[str] = None,
+              shown: bool = True) -> tuple[str, str]:
+    """``url``'s body into ``out``; (its content type, the URL it came from after redirects). ``shown``: its
+    progress goes to the progress display (a package's, not an index page's)."""
     from urllib.error import HTTPError, URLError
     from urllib.request import Request
 
@@ -284,7 +289,7 @@ def _download(url: str, out, mirrors: Sequence[str] = (), accept: Optional[str] 
             out.seek(0)
             out.truncate()
             with opener.open(Request(bare, headers=headers), timeout=_TIMEOUT_S) as response:
-                _copy(response, out, unquote(urlsplit(bare).path.rpartition("/")[2]) or bare)
+                _copy(response, out, (unquote(urlsplit(bare).path.rpartition("/")[2]) or bare) if shown else None)
                 return response.headers.get("Content-Type", ""), response.geturl()
         except HTTPError as error:
             if error.code in (404, 410):

@@ -39,9 +39,9 @@ def test_a_cpu_mirror_pointed_at_pypi_is_refused_before_anything_is_downloaded_o
     assert done.returncode == 1, done.stderr
     assert (f"{pypi_server.url}/whl/cpu (the mirror of https://download.pytorch.org/whl/cpu in envkit's config) "
             "serves torch 2.13.1 for torch==2.13.*, and no +cpu build") in done.stderr
-    assert "nothing was downloaded or made" in done.stderr and "Traceback" not in done.stderr
+    assert "nothing was downloaded" in done.stderr and "Traceback" not in done.stderr
     assert pypi_server.fetched_files() == []
-    assert "Creating the environment" not in done.stderr
+    assert "Installing torch-2.13-cpu packages" not in done.stderr  # no installer was run
     assert not home.prefix("torch-cpu").exists() and home.record("torch-cpu") is None
     assert json.loads(home.envkit("envs", "--json").stdout)["environments"] == []
 
