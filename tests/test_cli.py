@@ -35,6 +35,8 @@ def test_json_is_indented_for_a_terminal_and_one_line_for_a_pipe():
     """A person at a terminal reads it; a program gets the one-line form from json's fast encoder."""
     import pty
 
+    from support.processes import read_terminal
+
     args = ("list", "torch", "--json", "--machine", str(PROFILES / "v100x8-cuda130.yaml"))
     piped = envkit(*args)
     assert piped.returncode == 0, piped.stderr
@@ -45,18 +47,10 @@ def test_json_is_indented_for_a_terminal_and_one_line_for_a_pipe():
     with subprocess.Popen([sys.executable, "-m", "envkit", *args], stdout=follower, stderr=subprocess.PIPE,
                           env=environment) as process:
         os.close(follower)
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
+        got = read_terminal(leader)
         assert process.wait(timeout=60) == 0, process.stderr.read()
     os.close(leader)
-    shown = b"".join(chunks).decode().replace("\r\n", "\n")
+    shown = got.decode().replace("\r\n", "\n")
     assert shown.startswith('{\n  "schema_version": 1,\n  "machine": {') and json.loads(shown) == json.loads(piped.stdout)
 
 

@@ -12,14 +12,12 @@ ENVKIT_PROGRESS_INTERVAL), one line saying what is still happening. Nothing here
 from __future__ import annotations
 
 import contextlib
-import math
 import shutil
 import threading
 import time
 from typing import Callable, Iterator, Mapping, Optional, TextIO
 
 from envkit import transfers
-from envkit.errors import BadInputError
 from envkit.redact import redact
 from envkit.terminal import printable
 
@@ -30,15 +28,9 @@ _REDRAW = 0.5  # seconds between two drawings of a terminal's status line by the
 
 def progress_interval(environ: Mapping[str, str]) -> float:
     """ENVKIT_PROGRESS_INTERVAL's seconds, or 30; BadInputError (exit 2) for a value that is not a positive number."""
-    text = environ.get(INTERVAL_VARIABLE, "").strip()
-    try:
-        value = float(text) if text else INTERVAL
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise BadInputError(f"{INTERVAL_VARIABLE}={text!r} is not a positive number of seconds",
-                            hint=f"Unset it for the default ({INTERVAL:g} s), or give seconds: {INTERVAL_VARIABLE}=60")
-    return value
+    from envkit.backends.base import seconds_setting
+
+    return seconds_setting(environ, INTERVAL_VARIABLE, INTERVAL)
 
 
 def live_terminal(stream: TextIO, environ: Mapping[str, str]) -> bool:

@@ -6,26 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
 from conftest import CU126, Home
+from support.processes import naming, reaped
 from support.pypi_index import IndexServer
-
-
-def _uv_processes(marker: str) -> list[int]:
-    """uv processes whose command line names ``marker`` (the lock's scratch directory is under the test's TMPDIR)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"uv") and any(marker.encode() in part for part in argv):
-                out.append(int(entry.name))
-    return out
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
@@ -36,19 +22,14 @@ def test_a_signal_while_uv_resolves_stops_uv_and_leaves_nothing(home: Home, torc
         index.delay_file(torch, 120)
         home.mirror_to(index)
         out = home.root / "t.lock.yml"
-        process = home.popen("lock", *CU126, "-o", str(out))
-        try:
+        with reaped(home.popen("lock", *CU126, "-o", str(out))) as process:
             deadline = time.monotonic() + 60
             while not any(path.endswith(torch) for path in index.requests) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            running = _uv_processes(str(home.root / "tmp"))
+            running = naming(str(home.root / "tmp"), program="uv")  # its requirements are in envkit's scratch
             assert running, index.requests  # uv, waiting for the wheel
             process.send_signal(signum)
             _, err = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
     assert process.returncode == 128 + signum, err
     assert "envkit: interrupted" in err and "Traceback" not in err
     for pid in running:

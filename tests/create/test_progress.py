@@ -10,13 +10,13 @@ import pty
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import CU126, Home, fake_torch_files
+from support.processes import read_terminal, reaped
 from support.pypi_index import IndexServer
 from support.wheels import build_wheel
 
@@ -25,29 +25,14 @@ from envkit.create.progress import Progress
 from envkit.lockfile.fetch import fetch_verified
 from envkit.lockfile.model import LockedPackage
 
-RATE = 600_000  # bytes a second the torch wheel is sent at: a couple of seconds
-
-
-@pytest.fixture(scope="session")
-def big_torch(tmp_path_factory) -> list[Path]:
-    """The cu126 stand-ins, torch's wheel over 1 MiB (uv names the downloads it thinks long: "Downloading torch")."""
-    out = tmp_path_factory.mktemp("big-torch")
-    files = fake_torch_files("2.13.0+cu126", "12.6")
-    files["torch/_padding.txt"] = os.urandom(700_000).hex()  # text that deflate cannot shrink below ~0.7 MB
-    return [
-        build_wheel(out, "torch", "2.13.0+cu126", requires=["filelock"], files=files),
-        build_wheel(out, "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"]),
-        build_wheel(out, "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"]),
-        build_wheel(out, "filelock", "3.20.0"),
-    ]
+RATE = 2_000_000  # bytes a second big_wheels' torch (about 4 MB) is sent at: a couple of seconds
 
 
 @pytest.fixture
-def slow_index(home: Home, pypi_server: IndexServer, big_torch: list[Path]) -> Path:
-    pypi_server.add_index("/whl/cu126", big_torch)
+def slow_index(home: Home, pypi_server: IndexServer, big_wheels: list[Path]) -> Path:
+    pypi_server.add_index("/whl/cu126", big_wheels)
     home.mirror_to(pypi_server)
-    torch = big_torch[0]
-    assert torch.stat().st_size > 1 << 20
+    torch = big_wheels[0]
     pypi_server.throttle_file(torch.name, RATE)
     return torch
 
@@ -58,9 +43,9 @@ def test_into_a_pipe_a_slow_download_gets_a_line_every_interval_saying_what_is_f
     still = [line for line in done.stderr.splitlines() if "still working" in line]
     assert len(still) >= 2, done.stderr
     assert all(line.startswith("      [2/2] Installing torch-2.13-cu126 packages with uv") for line in still)
-    fetching = [line for line in still if re.search(r"fetching torch \(1\.[0-9] MB\)", line)]  # what and its size
+    fetching = [line for line in still if re.search(r"fetching torch \(4\.[0-9] MB\)", line)]  # what and its size
     assert fetching, still
-    assert "last said: Downloading torch (1." in fetching[-1]
+    assert "last said: Downloading torch (3." in fetching[-1]
     assert "\r" not in done.stderr and "\x1b" not in done.stderr  # plain lines in a log
 
 
@@ -72,42 +57,31 @@ def test_without_the_variable_a_quick_step_gets_no_extra_line_and_a_bad_value_is
 
 def _on_a_terminal(home: Home, term: str) -> tuple[int, str]:
     """`envkit create` with its stderr on a pseudo-terminal: (exit status, what the terminal got)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     master, slave = pty.openpty()
-    got = bytearray()
-
-    def read() -> None:
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the other side is closed
-                return
-            if not chunk:
-                return
-            got.extend(chunk)
-
     env = {**home.env, "TERM": term, "COLUMNS": "250", "ENVKIT_PROGRESS_INTERVAL": "0.5"}
-    reader = threading.Thread(target=read)
-    process = subprocess.Popen([sys.executable, "-m", "envkit", "create", *CU126, "--yes", "--no-verify"], env=env,
-                               cwd=home.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
-    reader.start()
     try:
-        process.communicate(timeout=300)
+        with ThreadPoolExecutor(1) as pool, reaped(subprocess.Popen(
+                [sys.executable, "-m", "envkit", "create", *CU126, "--yes", "--no-verify"], env=env, cwd=home.root,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)) as process:
+            os.close(slave)
+            shown = pool.submit(read_terminal, master)  # read as it comes: a full terminal would hold envkit
+            process.communicate(timeout=300)
+            got = shown.result(timeout=30)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        reader.join(30)
         os.close(master)
     return process.returncode, got.decode("utf-8", "replace")
 
 
-def test_on_a_terminal_the_status_line_shows_what_is_fetched_its_bytes_total_and_rate(home: Home, slow_index):
+def test_on_a_terminal_the_status_line_shows_what_is_fetched_its_bytes_total_and_rate(home: Home, slow_index,
+                                                                                      pypi_server: IndexServer):
+    pypi_server.throttle_file(slow_index.name, RATE // 2)  # long enough for several drawings on a busy machine
     status, shown = _on_a_terminal(home, "xterm")
     assert status == 0, shown
     frames = shown.replace("\r\n", "\n").split("\r\x1b[K")
     fetching = [frame for frame in frames
-                if re.search(r"\[2/2\] Installing .* \.\.\. torch: [0-9.]+ [kM]?B of 1\.[0-9] MB, [0-9.]+ [kM]?B/s$",
+                if re.search(r"\[2/2\] Installing .* \.\.\. torch: [0-9.]+ [kM]?B of 4\.[0-9] MB, [0-9.]+ [kM]?B/s$",
                              frame.strip())]
     assert len(fetching) >= 2, frames[-20:]  # drawn again as the bytes move
     amounts = [re.search(r"torch: ([0-9.]+ [kM]?B) of", frame)[1] for frame in fetching]
@@ -156,12 +130,12 @@ def test_a_meter_reads_files_bytes_totals_and_rate():
 
 
 def test_envkits_own_downloader_tells_the_meter_each_chunk_of_a_file(tmp_path: Path, pypi_server: IndexServer,
-                                                                    big_torch):
+                                                                    big_wheels):
     import hashlib
 
-    torch = big_torch[0]
+    torch = big_wheels[0]
     pypi_server.add_index("/whl/cu126", [torch])
-    pypi_server.throttle_file(torch.name, 4_000_000)
+    pypi_server.throttle_file(torch.name, 16_000_000)
     package = LockedPackage(name="torch", version="2.13.0+cu126", manager="pip", platform="linux-64",
                             url=f"{pypi_server.url}/whl/cu126/torch/{torch.name}",
                             sha256=hashlib.sha256(torch.read_bytes()).hexdigest())

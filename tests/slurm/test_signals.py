@@ -15,7 +15,7 @@ from typing import Iterator, Mapping
 
 import pytest
 
-from slurm_helpers import envkit
+from support.processes import naming, reaped
 
 
 @contextlib.contextmanager
@@ -52,33 +52,15 @@ def _pending_job(slurm_site, but: tuple[str, ...] = ()) -> tuple[str, str]:
     raise AssertionError("no job of envkit's came to wait in the queue")
 
 
-def _processes_naming(text: str) -> list[int]:
-    """The processes whose command line holds ``text`` (srun's holds its job's name)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if text.encode() in (entry / "cmdline").read_bytes():
-                    out.append(int(entry.name))
-            except OSError:
-                continue
-    return out
-
-
 def _signalled(args: list[str], env: Mapping[str, str], cwd: Path, signum: int, slurm_site,
                but: tuple[str, ...] = ()) -> tuple[int, str, str]:
     """Start envkit with ``args``, wait until its job is pending, send ``signum``: (exit status, stderr, job name)."""
-    process = subprocess.Popen([sys.executable, "-m", "envkit", *args], env=dict(env), cwd=cwd,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(subprocess.Popen([sys.executable, "-m", "envkit", *args], env=dict(env), cwd=cwd,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) as process:
         _, name = _pending_job(slurm_site, but)
-        assert _processes_naming(f"--job-name={name}")  # its srun, waiting for the job to start
+        assert naming(f"--job-name={name}")  # its srun, waiting for the job to start
         process.send_signal(signum)
         _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     return process.returncode, err, name
 
 
@@ -101,7 +83,7 @@ def test_verify_on_a_partition_cancels_its_pending_job_on_a_signal(slurm_site, c
     assert status == 128 + signum, err
     assert "envkit: interrupted" in err and "Traceback" not in err
     assert slurm_site.cluster.jobs() == []
-    assert _processes_naming(f"--job-name={name}") == []  # srun is gone
+    assert naming(f"--job-name={name}") == []  # srun is gone
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
@@ -114,7 +96,7 @@ def test_verify_across_two_nodes_cancels_its_pending_job_on_sighup(slurm_site, c
         assert status == 128 + signal.SIGHUP, err
         assert "envkit: interrupted (SIGHUP)" in err and "Traceback" not in err
         assert slurm_site.cluster.jobs() == [holder]  # the check's job is gone
-    assert _processes_naming(f"--job-name={name}") == []
+    assert naming(f"--job-name={name}") == []
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
@@ -130,7 +112,7 @@ def test_survey_cancels_the_pending_jobs_of_its_threads_on_sigterm_and_writes_no
         assert status == 128 + signal.SIGTERM, err
         assert "envkit: interrupted (SIGTERM)" in err and "Traceback" not in err
         assert slurm_site.cluster.jobs() == [holder]
-    assert _processes_naming(f"--job-name={name}") == []
+    assert naming(f"--job-name={name}") == []
     assert site_file.read_bytes() == before  # nothing half-written
     assert _beside(site_file) == beside  # no temporary file of its writing left either
     assert list((tmp_path / "tmp").iterdir()) == []
@@ -144,18 +126,13 @@ def test_verify_stops_a_slurm_query_that_does_not_answer_on_sigterm(slurm_site, 
     (bin_dir / "sinfo").write_text(f"#!/bin/sh\necho $$ > {tmp_path}/sinfo.pid\nexec sleep 60\n")
     (bin_dir / "sinfo").chmod(0o755)
     env = {**_scratch(tmp_path, env), "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}"}
-    process = subprocess.Popen([sys.executable, "-m", "envkit", "verify", "torch-test", "-p", "part-a"], env=env,
-                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(subprocess.Popen([sys.executable, "-m", "envkit", "verify", "torch-test", "-p", "part-a"], env=env,
+                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) as process:
         deadline = time.monotonic() + 60
         while not (tmp_path / "sinfo.pid").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert process.returncode == 128 + signal.SIGTERM, err
     assert "Traceback" not in err
     with pytest.raises(ProcessLookupError):
