@@ -177,7 +177,7 @@ class _Lines:
             self.on_line(line)
 
 
-Sinks = Mapping[int, Callable[[bytes], None]]  # output pipe's file descriptor -> where its bytes go
+Sinks = Mapping[int, Callable[[bytes], Optional[bool]]]  # a pipe's file descriptor -> where its bytes go (False: nothing new)
 
 
 def _exited(process: subprocess.Popen) -> bool:
@@ -280,8 +280,8 @@ def _pump(process: subprocess.Popen, sinks: Sinks, deadline: float, silence: Opt
                     selector.unregister(key.fd)
                     reading -= 1
                     continue
-                heard = now
-                key.data(chunk)
+                if key.data(chunk) is not False:  # (a terminal's spinner going round alone is no sign of life)
+                    heard = now
         return "closed"
     finally:
         selector.close()

@@ -152,8 +152,11 @@ class TerminalOutput:
         self.text = text
         self.carry = b""  # an escape sequence cut in two by a read
         self.frame = ""  # the end of the text since the last newline, where bars are looked for
+        self.seen: dict[str, int] = {}  # each bar's bytes as last drawn
 
-    def add(self, chunk: bytes) -> None:
+    def add(self, chunk: bytes) -> bool:
+        """Take what the installer drew; whether it said anything new (a line, a bar that moved), as opposed to
+        drawing the same again (a spinner going round): its silence limit counts only what is new."""
         data = self.carry + chunk
         cut = data.rfind(b"\x1b")
         if cut >= 0 and not _CONTROL.match(data, cut) and len(data) - cut < 64:
@@ -162,13 +165,18 @@ class TerminalOutput:
             self.carry = b""
         clean = _CONTROL.sub(b"", data)
         self.frame = (self.frame + clean.decode("utf-8", "replace"))[-4096:]
+        moved = b"\n" in clean
         for found in re.finditer(_BAR, self.frame):
             try:
-                fetching(found["what"], size_of(found["done"]), size_of(found["total"]))
+                done = size_of(found["done"])
+                fetching(found["what"], done, size_of(found["total"]))
             except ValueError:
                 continue
+            moved = moved or self.seen.get(found["what"]) != done
+            self.seen[found["what"]] = done
         self.frame = self.frame[-200:]  # what a bar cut by this read may continue
         self.text(clean)
+        return moved
 
 
 def reading_text(reading: Reading) -> str:

@@ -207,3 +207,22 @@ def test_on_a_narrow_terminal_the_title_gives_way_to_what_is_fetched(monkeypatch
     frames = stream.getvalue().split("\r\x1b[K")
     drawn = [frame for frame in frames if "torch: 312 MB of 846 MB" in frame]
     assert drawn and all(len(frame) <= 59 and frame.startswith("[1/2] Installing") for frame in drawn), frames
+
+
+def test_on_a_terminal_a_spinner_going_round_is_no_sign_of_life_for_the_silence_limit():
+    """An installer whose terminal output is only a spinner redrawn (uv's while a download hangs) is silent."""
+    from envkit.process import run_streamed
+
+    spinner = "import sys, time\nwhile True:\n    for c in '|/-\\\\':\n        sys.stderr.write('\\r' + c); sys.stderr.flush(); time.sleep(0.05)\n"
+    started = time.monotonic()
+    done = run_streamed([sys.executable, "-c", spinner], os.environ, timeout=60, silence=1.0, terminal=True)
+    assert done.returncode is None and done.silent and time.monotonic() - started < 30
+
+
+def test_a_bar_that_moves_or_a_new_line_is_news_a_bar_drawn_again_is_not():
+    out = transfers.TerminalOutput(lambda text: None)
+    bar = "\r\x1b[2Ktorch ------------------------------ {} MiB/4.00 MiB"
+    assert out.add(bar.format("1.00").encode()) is True
+    assert out.add(bar.format("1.00").encode()) is False  # the same drawn again
+    assert out.add(bar.format("2.00").encode()) is True
+    assert out.add(b"\r\x1b[2KPrepared 1 package\r\n") is True
