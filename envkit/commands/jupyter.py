@@ -78,12 +78,18 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
     prefix = Path(record.prefix)
     program = jj.server_program(prefix)
     if program is None:
+        import os
         import shutil
 
         from envkit.backends.tools import installed_uv
+        from envkit.create.storage import package_cache
+        from envkit.state.config import load_config
 
         uv = shutil.which("uv") or str(installed_uv() or "uv")  # the user's uv, else the one installed with envkit
-        adds = shlex.join([uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "jupyterlab"])
+        dirs = user_dirs()
+        cache = package_cache(load_config(os.environ, dirs), dirs, os.environ).uv  # envkit's, not ~/.cache/uv
+        adds = shlex.join([uv, "pip", "install", "--cache-dir", str(cache), "--python", str(prefix / "bin" / "python"),
+                           "jupyterlab"])
         raise EnvkitError(f"{env} has no Jupyter (no jupyter-lab or jupyter-server in {prefix / 'bin'}); envkit does "
                           "not change an environment without being asked", hint=f"Add JupyterLab to it: {adds}")
     from envkit.system.signals import interrupting_signals

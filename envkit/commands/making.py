@@ -169,9 +169,10 @@ def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe
     import sys
 
     from envkit.create.execute import execute, step_count
-    from envkit.create.progress import Progress
+    from envkit.create.progress import Progress, live_terminal, progress_interval
 
-    progress = Progress(sys.stderr, step_count(prepared.plan), verbose=verbose, live=sys.stderr.isatty())
+    progress = Progress(sys.stderr, step_count(prepared.plan), verbose=verbose,
+                        live=live_terminal(sys.stderr, os.environ), interval=progress_interval(os.environ))
 
     def checker(plan, python):
         from envkit.probe.check import check_against

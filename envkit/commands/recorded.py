@@ -46,9 +46,9 @@ def known_names_hint(name: str, known: list[str], shown: int = 12) -> str:
         return "It has made none yet: `envkit create torch`."
     if len(known) <= shown:
         return f"Its environments: {', '.join(known)}."
-    import difflib
+    from envkit.text.words import closest
 
-    close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
+    close = closest(name, known)[:5]
     listed = f"`envkit envs` lists its {len(known)} environments."
     return f"Did you mean {', '.join(close)}? {listed}" if close else listed
 

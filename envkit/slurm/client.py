@@ -2,7 +2,8 @@
 
 Whether Slurm is here is asked once per :class:`Slurm` (``shutil.which("sinfo")``); the job id of a submission is
 read from ``sbatch --parsable`` in one place. A job that cannot start within its time limit is withdrawn (``srun
---immediate``) and, should srun itself be cut off, cancelled by its unique job name: never left queued.
+--immediate``) and, should srun itself be cut off or envkit be stopped by a signal, cancelled by its unique job
+name: never left queued.
 """
 
 from __future__ import annotations
@@ -143,6 +144,12 @@ class Slurm:
             done = run_captured(command, env, start_timeout + run_timeout)
         except OSError as exc:
             raise SlurmError(f"srun could not be started: {exc.strerror or exc}") from None
+        except BaseException:  # a signal (srun was stopped): its job, pending or running, is cancelled too
+            from envkit.system.signals import cleaning_up
+
+            with cleaning_up():
+                self.cancel_named(name)
+            raise
         if done.returncode is None:
             self.cancel_named(name)
         started = done.returncode == 0 or not any(marker in done.stderr for marker in _NOT_STARTED)

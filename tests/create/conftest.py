@@ -135,6 +135,22 @@ def torch_wheels(tmp_path_factory) -> dict[str, list[Path]]:
     return {"cu126": cu126, "pypi": pypi}
 
 
+BIG = 4_000_000  # bytes of random data in big_wheels' torch: a download that takes a moment, a size that shows
+
+
+@pytest.fixture(scope="session")
+def big_wheels(tmp_path_factory) -> list[Path]:
+    """The cu126 stand-ins, torch's wheel over BIG bytes (uv names such a download: "Downloading torch (3.8MiB)")."""
+    out = tmp_path_factory.mktemp("big-wheels")
+    files = {**fake_torch_files("2.13.0+cu126", "12.6"), "torch/weights.bin": os.urandom(BIG)}
+    return [
+        build_wheel(out, "torch", "2.13.0+cu126", requires=["filelock"], files=files),
+        build_wheel(out, "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"]),
+        build_wheel(out, "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"]),
+        build_wheel(out, "filelock", "3.20.0"),
+    ]
+
+
 @pytest.fixture
 def torch_index(pypi_server: IndexServer, torch_wheels: dict[str, list[Path]], home: Home) -> IndexServer:
     """The local index serving /whl/cu126 and /pypi/simple, with `home`'s config mirroring envs/ to it."""

@@ -455,3 +455,20 @@ def test_a_plain_pypi_torch_is_named_by_the_cuda_it_reports(catalog, version, cu
     probe = ProbeResult(python_executable="python", exit_code=0, elapsed=0.1, framework="torch", imported=True,
                         version=version, gpu_build=True, cuda=cuda)
     assert installed_build(catalog.manifests["torch"], probe).id == expected
+
+
+def test_a_failed_check_never_advises_the_very_build_the_environment_was_made_from(catalog):
+    """A CPU environment holding a CUDA torch (its index served PyPI's build): the build that fits this machine is
+    the one it was made from, so `envkit create torch --build THAT` would make the same again. The report says what
+    is wrong instead, and names no such command."""
+    result = recorded("torch-2.5.1-cu121-no-gpu-machine")
+    profile = read_profile(PROFILES / "no-gpu.yaml")
+    manifest = manifest_for(catalog.manifests.values(), "torch")
+    made_from = diagnose(result, profile, manifest=manifest, tables=catalog.tables).next_step.build
+    assert made_from.variant == "cpu"  # what create picked for this machine, and made the environment from
+    report = diagnose(result, profile, made_from, manifest=manifest, tables=catalog.tables)
+    assert not report.ok and report.next_step is None
+    text = report_text(report)
+    assert f"--build {made_from.id}" not in text and "envkit create" not in text
+    assert f"{made_from.id} fits, and this environment was made from it, but torch 2.5.1+cu121 is not that build" \
+        in text
