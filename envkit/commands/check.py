@@ -388,7 +388,7 @@ def verify(
             environ = activated_environ(prefix, record.kind, record.name, os.environ)
         from envkit.commands.nodes_check import collective_alongside
 
-        with collective_alongside(across_nodes, python, check.probe_timeout, environ):  # this node's rank, if asked
+        with collective_alongside(across_nodes, python, check.framework, check.probe_timeout, environ):  # its rank
             ok, reports, names, outside = check_environment(python, check, target, json_output, expected=expected,
                                                             environ=environ, record=record, this_machine=on_node)
         # Stored unless it would hide a real result: a check that ran on the machines the environment is for, or

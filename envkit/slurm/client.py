@@ -148,20 +148,21 @@ class Slurm:
         started = done.returncode == 0 or not any(marker in done.stderr for marker in _NOT_STARTED)
         return StepResult(started, done.returncode, done.stdout, done.stderr, name)
 
-    def first_node_address(self, nodelist: str) -> Optional[str]:
-        """The address Slurm has (``NodeAddr``) for the first node of a job's ``nodelist`` (SLURM_JOB_NODELIST), or
-        its name where scontrol does not say; None when scontrol cannot expand the list."""
-        from envkit.slurm.multinode import node_address
+    def node_addresses(self, nodelist: str) -> list[str]:
+        """The address Slurm has (``NodeAddr``) for each node of a job's ``nodelist`` (SLURM_JOB_NODELIST), in the
+        job's order, or the node's name where scontrol does not say; empty when scontrol cannot expand the list."""
+        from envkit.slurm.multinode import node_addresses
 
         scontrol = self._program("scontrol")
         if not nodelist or nodelist.startswith("-"):  # Slurm's own variable: never an option, but not trusted
-            return None
+            return []
         done = self._run([scontrol, "show", "hostnames", nodelist], self.query_timeout)
         names = done.stdout.split() if done.returncode == 0 else []
-        if not names or names[0].startswith("-"):
-            return None
-        shown = self._run([scontrol, "show", "node", "-o", names[0]], self.query_timeout)
-        return (node_address(shown.stdout) if shown.returncode == 0 else None) or names[0]
+        if not names or any(name.startswith("-") for name in names):
+            return []
+        shown = self._run([scontrol, "show", "node", "-o", ",".join(names)], self.query_timeout)
+        found = node_addresses(shown.stdout) if shown.returncode == 0 else {}
+        return [found.get(name) or name for name in names]
 
     def cancel_named(self, name: str) -> None:
         """Cancel every job of this user named ``name`` (unique per run); quiet when there is none."""

@@ -7,8 +7,10 @@ framework, lists its GPUs, runs a matrix product (and a convolution) on the CPU 
 result with the CPU one, and records every warning, error message and traceback it meets. It never crashes without
 printing its JSON: everything it does is guarded.
 
---cross-node-worker RANK WORLD ADDRESS PORT TIMEOUT BYTES ITERATIONS (envkit verify --nodes, on each node): this
-node's rank of an all-reduce across nodes (cross_node: NCCL on GPUs, gloo on CPU builds), its sum checked and timed.
+--cross-node-worker FRAMEWORK RANK WORLD ADDRESSES PORT TIMEOUT BYTES ITERATIONS (envkit verify --nodes, on each
+node): this node's rank of an all-reduce across nodes with the environment's own framework (cross_node and its
+cross_node_jax, cross_node_tensorflow: torch.distributed, jax.distributed's psum, TensorFlow's
+MultiWorkerMirroredStrategy; NCCL on GPUs), its sum checked and timed. ADDRESSES: every node's, comma-separated.
 
 --multi-gpu: with two GPUs or more, a real all-reduce across all of them whose sum is checked, then timed (bus
 bandwidth): torch: NCCL, one process per GPU (this program in --nccl-worker mode); tensorflow: a MirroredStrategy's
