@@ -374,3 +374,27 @@ def test_a_broken_slurm_client_judges_from_the_site_file(tmp_path):
     assert "Slurm does not answer here (sinfo failed" in done.stderr, done.stderr
     assert "judging the build from the site file's node profiles" in done.stderr
     assert not (tmp_path / "slurm-bin" / "srun.log").exists()  # nothing was queued
+
+
+def test_a_jax_cuda12_build_on_a_node_whose_driver_is_cuda_11_4_is_told_so_not_that_the_job_has_no_gpu(
+        slurm_site, cluster_user, tmp_path):
+    # Issue 39: part-v's node has a V100 and a driver for CUDA 11.4; JAX's CUDA 12 plugin only says it found no GPU
+    # (the stand-in says what JAX says). The job was given its GPU (its own output shows CUDA_VISIBLE_DEVICES=0,
+    # SLURM_GPUS_ON_NODE=1): the check said "this Slurm job has no GPU". The driver is the cause, and is named.
+    from slurm_helpers import make_fake_env
+
+    env, _ = cluster_user
+    v100 = {"name": "Tesla V100-SXM2-16GB", "capability": [7, 0], "memory": 16 * 2 ** 30}
+    make_fake_env(tmp_path / "jax-cu12", env, "jax-cu12", "jax", "jax-0.10-cu12",
+                  {"jax": {"version": "0.10.2", "cuda": "12.8", "gpus": [v100],
+                           "backend_error": "INTERNAL: no supported devices found for platform CUDA"}},
+                  {"jax": "0.10.2", "jaxlib": "0.10.2", "jax-cuda12-plugin": "0.10.2"})
+    done = envkit("verify", "jax-cu12", "-p", "part-v", "--json", env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["probe"]["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert report["probe"]["environment"]["SLURM_GPUS_ON_NODE"] == "1"
+    assert [d["rule"] for d in report["diagnosis"]] == ["driver-too-old"]
+    assert report["diagnosis"][0]["cause"] == ("the NVIDIA driver is too old for this build: it supports CUDA 11.4, "
+                                               "the build needs CUDA 12.0")
+    assert "has no GPU" not in done.stdout
