@@ -28,11 +28,17 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
     from envkit.probe.check import check_against
     from envkit.probe.runner import ProbeOptions, check_request
 
-    options = ProbeOptions(framework=check.framework, multi_gpu=check.multi_gpu, bench=check.bench,
-                           timeout=check.probe_timeout)
-    check_request(python, options)
     directory = manifests_dir(target.manifests)
     tables = load_tables(directory)
+    companions = ()
+    if expected is not None:  # the companions the build installs (torchvision, torchaudio): each one is checked
+        from envkit.probe.builds import companions_of
+
+        manifest = _framework_manifest(directory, tables, check.framework, record)
+        companions = companions_of(expected, manifest, record.python if record is not None else None)
+    options = ProbeOptions(framework=check.framework, multi_gpu=check.multi_gpu, bench=check.bench,
+                           timeout=check.probe_timeout, companions=companions)
+    check_request(python, options)
     judged = _machines_to_judge(tables, target, None if this_machine else record)  # bad input fails here
     outside = _outside_target(record, judged[0][1]) if this_machine else None
     _say_job(environ or os.environ)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from envkit.probe.builds import parse_cuda
+from envkit.probe.builds import companion_pin, parse_cuda
 from envkit.probe.facts import (Facts, arch_strings, covers, device_label, first_line, gpus_text, last_line,
                                 machine_label)
 from envkit.probe.result import NO_REPORT, TIMED_OUT, Check, ProbeResult
@@ -361,3 +361,33 @@ def bench_skipped(f: Facts) -> Iterable[Mapping[str, Any]]:
     if f.probe.bench is not None and f.probe.bench.ok is None:
         yield {"why": f.probe.bench.skipped or "skipped"}
 
+
+def companion_missing(f: Facts) -> Iterable[Mapping[str, Any]]:
+    """A companion the build installs that is not there."""
+    for companion in f.probe.companions:
+        if _missing(companion):
+            build = f.installed or f.expected
+            yield {"companion": companion.name, "pin": companion_pin(build, companion.name) or companion.name}
+
+
+def companion_broken(f: Facts) -> Iterable[Mapping[str, Any]]:
+    """A companion that cannot be imported beside the framework, or whose operation failed: one finding each, with
+    the pair of versions and the build's own pin of it."""
+    for companion in f.probe.companions:
+        if companion.ok or _missing(companion):
+            continue
+        if companion.error is not None:
+            what = f"importing it fails: {first_line(companion.error.text)}"
+        else:
+            check = next(c for c in companion.checks if not c.ok)
+            said = first_line(check.error.text) if check.error is not None else check.problem or "a wrong result"
+            what = f"{check.name} failed on {check.device}: {said}"
+        pin = companion_pin(f.installed or f.expected, companion.name)
+        yield {"companion": companion.name, "version": companion.version or "(version unknown)", "what": what,
+               "pin": f"; the build installs {pin}" if pin else ""}
+
+
+def _missing(companion: Any) -> bool:
+    error = companion.error
+    return (companion.asked and error is not None and error.type == "ModuleNotFoundError"
+            and f"No module named '{companion.name}'" in error.message)

@@ -93,6 +93,11 @@ RULES: tuple[Rule, ...] = (
     Rule("computation-failed", "{check} failed on {where}: {error}",
          "Run the same computation by hand to see the whole error; the captured tracebacks are in --json.",
          m.computation_failed),
+    Rule("companion-missing", "{companion} is not installed, and the build installs it ({pin})",
+         "Make the environment again, with the build's own {companion}: {create}", m.companion_missing),
+    Rule("companion-broken", "{companion} {version} does not work with {subject}: {what}",
+         "A {companion} built for another {framework} fails like this{pin}. Make the environment again, so that the "
+         "two are a pair: {create}", m.companion_broken),
     Rule("does-not-fit", "{build} does not run on {machine}: {reasons}", "Use a build that does: {create}",
          m.does_not_fit),
     Rule("gpus-not-checked-here", "no GPU computation ran: the check ran on this machine, not on {machine}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ class ProbeOptions:
     multi_gpu: bool = False
     bench: bool = False
     timeout: float = 300.0
+    companions: tuple[str, ...] = ()  # the packages the build installs beside the framework: each one is checked
 
 
 def probe_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -99,6 +101,9 @@ def check_framework(framework: str) -> None:
 def check_request(python: Path, options: ProbeOptions) -> None:
     """Raise BadInputError for a Python that is not there or a framework the probe does not know."""
     check_framework(options.framework)
+    odd = [name for name in options.companions if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name)]
+    if odd:
+        raise BadInputError(f"{odd[0]!r} is not the name of a package: a companion to check is named as pip names it")
     if not python.exists():
         raise BadInputError(f"--python {python}: no such file", hint="Pass the path of the environment's python.")
     if python.is_dir():
@@ -155,6 +160,8 @@ def probe_scratch(environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
 def _run(python: Path, program: Path, options: ProbeOptions, environ: Mapping[str, str]) -> ProbeResult:
     argv = [str(python), "-I", str(program), options.framework]
     argv += ["--multi-gpu"] * options.multi_gpu + ["--bench"] * options.bench
+    if options.companions:
+        argv.append(f"--companions={','.join(options.companions)}")
     with probe_scratch(environ) as env:
         try:
             done = run_captured(argv, env, options.timeout)

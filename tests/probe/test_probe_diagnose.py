@@ -53,6 +53,9 @@ CASES = {
     "torch-2.11.0-cu130-h100-captured-cvd-empty": ("h100-cuda130", True, ["gpus-hidden"], False),
     "torch-2.11.0-cu130-h100-captured-cvd-1": ("h100-cuda130", True, ["gpus-hidden"], False),
     "jax-0.11.2-cu13-h100-captured-cvd-empty": ("h100-cuda130", True, ["gpus-hidden"], False),
+    # Captured on the project's CPU machine (issue 39): the real torch 2.13.0+cpu beside PyPI's torchvision 0.29.1.
+    "torch-2.13.0-cpu-torchvision-0.29.1-captured": ("no-gpu", True, ["companion-broken", "companion-missing"],
+                                                     False),
 }
 # Rules tested on runs that printed no report (their recorded stderr/stdout is in data/ too).
 NO_REPORT_RULES = {"probe-timed-out", "python-too-old", "probe-no-report"}
@@ -94,7 +97,8 @@ def test_recorded_outputs_have_the_probes_format():
     from envkit.probe.program import main as script
 
     keys = set(script.new_report("torch", {"multi_gpu": False, "bench": False}))
-    per_framework = {"build_info", "distributions", "backend"}  # added by the tensorflow / jax / mxnet probes
+    # added by the tensorflow / jax / mxnet probes; companions by the torch probe (and for the companions asked)
+    per_framework = {"build_info", "distributions", "backend", "companions"}
     files = sorted(DATA.glob("*.json"))
     assert {f.stem for f in files} == set(CASES)
     for path in files:

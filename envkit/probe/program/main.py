@@ -10,6 +10,7 @@ import time
 import warnings
 
 from .collective import MULTI_GPU_TIMEOUT, STUCK
+from .companions import check_companions
 from .cross_node import cross_node_worker
 from .frameworks import framework_for, installed_frameworks
 from .jax_probe import probe_jax
@@ -108,6 +109,9 @@ def run(report, argv):
     report["import_seconds"] = round(time.time() - started, 3)
     report["imported"] = True
     PROBES[framework](report, recorder, report["options"])
+    asked = report["options"].get("companions") or []
+    if asked and not report.get("companions"):  # a framework whose companions have no operation here: imported
+        report["companions"] = check_companions(recorder, framework, asked, [], {})
 
 
 def main(argv):
@@ -133,8 +137,10 @@ def main(argv):
     os.dup2(2, 1)
     requested = argv[0] if argv else "auto"
     options = {"multi_gpu": "--multi-gpu" in argv[1:], "bench": "--bench" in argv[1:],
-               "multi_gpu_timeout": MULTI_GPU_TIMEOUT}
+               "multi_gpu_timeout": MULTI_GPU_TIMEOUT, "companions": []}
     for arg in argv[1:]:
+        if arg.startswith("--companions="):  # the companions the build installs, each checked
+            options["companions"] = [name for name in arg.partition("=")[2].split(",") if name]
         if arg.startswith("--multi-gpu-timeout="):
             try:
                 options["multi_gpu_timeout"] = max(1.0, float(arg.partition("=")[2]))
