@@ -35,25 +35,28 @@ A100 = {"name": "NVIDIA A100-SXM4-40GB", "capability": [8, 0], "memory": 4294967
 
 def make_torch_env(root: Path, env: Mapping[str, str], name: str = "torch-test",
                    build: str = "torch-2.14-cu126", python: str = sys.executable) -> Path:
-    """A real venv (of ``python``) holding the probe tests' stand-in PyTorch (two A100s, CUDA 12.6), recorded under
-    ``name`` in the user data dir of ``env`` as if `envkit create` had made it from ``build``."""
+    """A real venv (of ``python``) holding the probe tests' stand-in PyTorch (two A100s, CUDA 12.6) and its
+    companions (the build installs torchvision and torchaudio: the check runs them), recorded under ``name`` in the
+    user data dir of ``env`` as if `envkit create` had made it from ``build``."""
     config = {"torch": {"version": "2.14.0+cu126", "cuda": "12.6", "gpus": [A100, A100]}}
-    return make_fake_env(root, env, name, "torch", build, config, python=python)
+    return make_fake_env(root, env, name, "torch", build, config, {"torchvision": "0.29.1", "torchaudio": "2.11.0"},
+                         python=python, companions=("torchvision", "torchaudio"))
 
 
 def make_fake_env(root: Path, env: Mapping[str, str], name: str, framework: str, build: str,
                   config: Mapping[str, object], distributions: Mapping[str, str] = (), *,
-                  python: str = sys.executable) -> Path:
-    """A real venv (of ``python``) holding the probe tests' stand-in of ``framework`` with its switches ``config``
-    (tests/probe/fakes) and dist-info for ``distributions`` ({name: version}), recorded under ``name`` as if
-    `envkit create` had made it from ``build``."""
+                  python: str = sys.executable, companions: tuple[str, ...] = ()) -> Path:
+    """A real venv (of ``python``) holding the probe tests' stand-in of ``framework`` (and of ``companions``) with
+    their switches ``config`` (tests/probe/fakes) and dist-info for ``distributions`` ({name: version}), recorded
+    under ``name`` as if `envkit create` had made it from ``build``."""
     import json
     import shutil
 
     subprocess.run([python, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True, timeout=60)
     [site] = root.glob("lib/python*/site-packages")
     shutil.copy(FAKES / "fakearray.py", site)
-    shutil.copytree(FAKES / framework, site / framework, ignore=shutil.ignore_patterns("__pycache__"))
+    for package in (framework, *companions):
+        shutil.copytree(FAKES / package, site / package, ignore=shutil.ignore_patterns("__pycache__"))
     (site / "fake_config.json").write_text(json.dumps(config), encoding="utf-8")
     for distribution, version in dict(distributions).items():
         info = site / f"{distribution.replace('-', '_')}-{version}.dist-info"

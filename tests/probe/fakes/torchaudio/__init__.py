@@ -1,5 +1,5 @@
-"""Stand-in for torchaudio beside the torch stand-in (see fakearray.py). Switches, under "torchaudio" in
-fake_config.json:
+"""Stand-in for torchaudio beside the torch stand-in, or beside the real torch (see fakearray.py). Switches, under
+"torchaudio" in fake_config.json (where there is none, the defaults):
 
 version, broken (importing it fails as torchaudio built for another torch does: its library's undefined symbol).
 transforms.Spectrogram computes a power spectrogram (a periodic Hann window, no padding) by a plain DFT; on a GPU
@@ -10,10 +10,14 @@ import cmath
 import math
 import types
 
-import fakearray
 import torch
 
-_cfg = fakearray.config("torchaudio")
+try:
+    import fakearray  # the stand-ins' switches: absent beside the real torch
+except ImportError:
+    fakearray = None
+
+_cfg = fakearray.config("torchaudio") if fakearray is not None and fakearray.configured() else {}
 if _cfg.get("broken"):
     raise OSError("/env/lib/python3.11/site-packages/torchaudio/lib/libtorchaudio.so: undefined symbol: "
                   "_ZNK3c1010TensorImpl36is_contiguous_nondefault_policy_implENS_12MemoryFormatE")
@@ -34,12 +38,13 @@ class Spectrogram(object):
         n = self.n_fft
         window = [0.5 - 0.5 * math.cos(2.0 * math.pi * k / n) for k in range(n)]
         out = []
-        for channel in wave.data:
+        for channel in wave.tolist():
             starts = range(0, len(channel) - n + 1, self.hop)
             frames = [[channel[s + k] * window[k] for k in range(n)] for s in starts]
             out.append([[abs(sum(frame[k] * cmath.exp(-2j * math.pi * b * k / n) for k in range(n))) ** self.power
                          for frame in frames] for b in range(n // 2 + 1)])
-        return torch.Tensor(data=torch._gpu_effects(wave, out), device=wave.device)
+        effects = getattr(torch, "_gpu_effects", None)  # the stand-in's wrong results on a failing GPU
+        return torch.tensor(effects(wave, out) if effects else out, device=wave.device)
 
 
 transforms = types.SimpleNamespace(Spectrogram=Spectrogram)

@@ -1,5 +1,5 @@
-"""Stand-in for torchvision beside the torch stand-in (see fakearray.py). Switches, under "torchvision" in
-fake_config.json:
+"""Stand-in for torchvision beside the torch stand-in, or beside the real torch (see fakearray.py). Switches, under
+"torchvision" in fake_config.json (where there is none, the defaults):
 
 version, broken (built for another torch: importing it fails as the real one does, with "operator torchvision::nms
 does not exist"). ops.nms keeps boxes as the real one does (greedy, by decreasing score); on a GPU that the torch
@@ -8,10 +8,14 @@ stand-in's wrong_results names, it gives wrong indices.
 
 import types
 
-import fakearray
 import torch
 
-_cfg = fakearray.config("torchvision")
+try:
+    import fakearray  # the stand-ins' switches: absent beside the real torch
+except ImportError:
+    fakearray = None
+
+_cfg = fakearray.config("torchvision") if fakearray is not None and fakearray.configured() else {}
 if _cfg.get("broken"):
     # What torchvision/_meta_registrations.py raises when its C++ operators did not load (another torch's ABI).
     raise RuntimeError("operator torchvision::nms does not exist")
@@ -28,11 +32,13 @@ def _iou(a, b):
 
 
 def _nms(boxes, scores, iou_threshold):
+    corners, score = boxes.tolist(), scores.tolist()
     kept = []
-    for index in sorted(range(len(boxes.data)), key=lambda i: -scores.data[i]):
-        if all(_iou(boxes.data[index], boxes.data[other]) <= iou_threshold for other in kept):
+    for index in sorted(range(len(corners)), key=lambda i: -score[i]):
+        if all(_iou(corners[index], corners[other]) <= iou_threshold for other in kept):
             kept.append(index)
-    return torch.Tensor(data=torch._gpu_effects(boxes, kept), device=boxes.device)
+    effects = getattr(torch, "_gpu_effects", None)  # the stand-in's wrong results on a failing GPU
+    return torch.tensor(effects(boxes, kept) if effects else kept, device=boxes.device)
 
 
 ops = types.SimpleNamespace(nms=_nms)
