@@ -318,7 +318,7 @@ def verify(
     ] = False,
     nodes: Annotated[Optional[int], typer.Option("--nodes", metavar="N", show_default=False, help="With "
                      "--partition: check N nodes at once in one srun (each node's own check, then an all-reduce "
-                     "across them: NCCL on GPUs, gloo on CPU builds). P:NODE,... names them.")] = None,
+                     "across them with the environment's own framework: NCCL on GPUs). P:NODE,... names them.")] = None,
     across_nodes: Annotated[bool, typer.Option("--across-nodes", hidden=True, help="(Passed by `verify --nodes` to "
                             "the envkit of each node.) Take part in the all-reduce across the job's nodes.")] = False,
     check: CheckOptions = CheckOptions(),
@@ -359,7 +359,7 @@ def verify(
         if target.partition is not None:
             from envkit.commands.node_check import QUEUE_TIMEOUT, slurm_here, verify_on_node
 
-            from envkit.slurm.client import SlurmUnreachable
+            from envkit.slurm.client import SlurmUnreachable, not_answering
 
             why = "no Slurm here (sinfo is not on PATH)"
             waiting = QUEUE_TIMEOUT if queue_timeout is None else queue_timeout
@@ -371,7 +371,7 @@ def verify(
                 try:
                     raise typer.Exit(verify_on_node(env, prefix, gpus, waiting, check, target, json_output))
                 except SlurmUnreachable as error:  # asked before anything was queued: judge as without Slurm
-                    why = f"Slurm does not answer here ({error.message})"
+                    why = not_answering(error)
             unused = f" (without a job, {' and '.join(job_options)} {'are' if len(job_options) > 1 else 'is'} not " \
                      "used)" if job_options else ""
             typer.echo(f"envkit: {why}: judging the build from the site file's node profiles; the GPU part needs a "

@@ -34,6 +34,11 @@ class SlurmUnreachable(SlurmError):
     """sinfo is here but does not answer (no controller, no configuration): nothing was queued."""
 
 
+def not_answering(error: SlurmUnreachable) -> str:
+    """The words for a Slurm that does not answer, with what sinfo said: one phrase, every command's."""
+    return f"Slurm does not answer here ({error.message})"
+
+
 @dataclass(frozen=True)
 class StepResult:
     """One ``srun`` run: what it printed, and whether the job ever started on a node."""
@@ -92,6 +97,16 @@ class Slurm:
         if not self.present:
             raise SlurmError("Slurm's sinfo is not on PATH: this is not a Slurm cluster's login node",
                              hint="Run envkit on the cluster's login node, or load Slurm (`module load slurm`).")
+
+    def require_answer(self, what: str) -> None:
+        """Slurm is here and its controller answers (sinfo); else SlurmUnreachable (exit 1) in one sentence: Slurm
+        does not answer, and ``what`` therefore cannot be done. Asked before anything else of Slurm, whose own
+        programs would say it in several lines (srun) or not at all (an empty queue)."""
+        self.require()
+        try:
+            self.sinfo("%P")
+        except SlurmUnreachable as error:
+            raise SlurmUnreachable(f"{not_answering(error)}: {what}", hint=error.hint) from None
 
     def _program(self, name: str) -> str:
         path = shutil.which(name, path=self.env.get("PATH"))
