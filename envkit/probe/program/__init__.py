@@ -21,9 +21,9 @@ float16 (torch, tensorflow, jax). Neither is built for mxnet (retired).
 
 The modules: main (arguments, the report, the JSON on stdout), record (errors, warnings and stderr kept), checks
 (the computations and their comparison with a pure-Python reference), collective and bench (--multi-gpu and --bench,
-shared by the frameworks), frameworks (which are installed), companions, and one module per framework: torch_probe, tensorflow_probe, jax_probe, mxnet_probe.
-envkit.probe.program_zip assembles them into one zipapp (a package ``envkit_probe`` and a ``__main__.py``), which is
-what the runner starts.
+shared by the frameworks), frameworks (which are installed), companions, and one module per framework: torch_probe,
+tensorflow_probe, jax_probe, mxnet_probe. envkit.probe.program_zip assembles them into one zipapp (a package
+``envkit_probe`` and a ``__main__.py``), which is what the runner starts.
 
 Rules for every module here: standard library only, relative imports between them, never import envkit (they run
 inside another environment, as the package ``envkit_probe``), and stay valid on Python 3.6 (no walrus, no

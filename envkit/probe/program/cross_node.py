@@ -86,8 +86,8 @@ def cross_node_worker(requested, rank, world, addresses, port, timeout, nbytes, 
     out = {"rank": rank, "world_size": world, "address": address, "port": port, "timeout": timeout,
            "local_address": local, "interface": interface, "framework": None, "method": None, "backend": None,
            "phase": "import", "ok": False, "skipped": None, "correct": None, "expected": world * (world + 1) / 2.0,
-           "got": None, "bytes": nbytes, "iterations": iterations, "seconds_per_op": None, "pair_bytes": PAIR_BYTES, "pairs": None,
-           "error": None,
+           "got": None, "bytes": nbytes, "iterations": iterations, "seconds_per_op": None, "pair_bytes": PAIR_BYTES,
+           "pairs": None, "error": None,
            "variables": dict((k, os.environ.get(k)) for k in ("MASTER_ADDR", "MASTER_PORT", "NCCL_SOCKET_IFNAME",
                                                               "GLOO_SOCKET_IFNAME"))}
 
