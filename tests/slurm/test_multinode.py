@@ -217,19 +217,26 @@ def jax_env(cluster_user):
     return env, root, version
 
 
-def test_verify_on_two_nodes_of_a_jax_environment_runs_a_real_psum_across_them_with_jax_itself(slurm_site, jax_env):
-    # The environment has JAX and no torch: the check across the nodes is JAX's own (jax.distributed, then a psum
-    # across the two processes over gloo), never torch's ("No module named 'torch'" was its FAIL).
-    env, _, version = jax_env
-    done = _verify(env, "--json", name="jax-cpu")
+def _passed_on_two_nodes(env, name: str, version: str) -> dict:
+    """`verify NAME -p part-a --nodes 2 --json`, which must PASS on both nodes with ``version`` and a right sum
+    (rank r gives r + 1), never a word of torch: its all-reduce."""
+    done = _verify(env, "--json", name=name)
     assert done.returncode == 0, done.stdout + done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["ok"] is True and "torch" not in done.stdout
     assert [(n["node"], n["ok"], n["version"]) for n in outcome["nodes"]] == [("gpu-a1", True, version),
                                                                                ("gpu-a2", True, version)]
     reduce = outcome["all_reduce"]
+    assert reduce["ok"] and reduce["correct"] and reduce["results"] == [3.0, 3.0] and reduce["busbw_gbs"] > 0
+    return reduce
+
+
+def test_verify_on_two_nodes_of_a_jax_environment_runs_a_real_psum_across_them_with_jax_itself(slurm_site, jax_env):
+    # The environment has JAX and no torch: the check across the nodes is JAX's own (jax.distributed, then a psum
+    # across the two processes over gloo), never torch's ("No module named 'torch'" was its FAIL).
+    env, _, version = jax_env
+    reduce = _passed_on_two_nodes(env, "jax-cpu", version)
     assert (reduce["framework"], reduce["method"], reduce["backend"]) == ("jax", "jax.distributed psum", "gloo")
-    assert reduce["ok"] and reduce["correct"] and reduce["results"] == [3.0, 3.0]  # rank r gives r + 1
     assert reduce["address"] == "127.0.0.1" and reduce["busbw_gbs"] > 0
     assert all(r["rendezvous_seconds"] >= 0 and r["seconds_per_op"] > 0 for r in reduce["ranks"])
     verify = records.load(user_dirs(env).records, "jax-cpu").verify
@@ -365,15 +372,9 @@ def test_verify_on_two_nodes_of_a_tensorflow_environment_runs_multiworkermirrore
     # into $HOME: Keras would write ~/.keras/keras.json.
     env, home, version = tensorflow_env
     Path(env["HOME"]).mkdir(exist_ok=True)  # a home Keras can write to (else it writes into /tmp)
-    done = _verify(env, "--json", name="tf-cpu")
-    assert done.returncode == 0, done.stdout + done.stderr
-    outcome = json.loads(done.stdout)
-    assert outcome["ok"] is True and "torch" not in done.stdout
-    assert [(n["node"], n["ok"], n["version"]) for n in outcome["nodes"]] == [("gpu-a1", True, version),
-                                                                               ("gpu-a2", True, version)]
-    reduce = outcome["all_reduce"]
+    reduce = _passed_on_two_nodes(env, "tf-cpu", version)
     assert (reduce["framework"], reduce["method"]) == ("tensorflow", "MultiWorkerMirroredStrategy all-reduce")
-    assert reduce["backend"] == "ring" and reduce["ok"] and reduce["correct"] and reduce["results"] == [3.0, 3.0]
+    assert reduce["backend"] == "ring"
     assert reduce["busbw_gbs"] > 0
     home_dir = Path(env["HOME"])
     assert not (home_dir / ".keras").exists() and not list(home_dir.glob(".keras*"))
