@@ -79,7 +79,6 @@ def first_wrong(values, expected, size):
     return None
 
 
-
 def check_rank_sum(out, values):
     """Across nodes: whether ``values``, this rank's copy of the summed check tensor (rank r gave r + 1), is the
     expected sum, recorded in the rank's result ``out``."""
