@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 
 def user_env(site, tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -55,16 +55,25 @@ def make_fake_env(root: Path, env: Mapping[str, str], name: str, framework: str,
     subprocess.run([python, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True, timeout=60)
     [site] = root.glob("lib/python*/site-packages")
     shutil.copy(FAKES / "fakearray.py", site)
-    for package in (framework, *companions):
-        shutil.copytree(FAKES / package, site / package, ignore=shutil.ignore_patterns("__pycache__"))
+    add_stand_ins(root, (framework, *companions), distributions)
     (site / "fake_config.json").write_text(json.dumps(config), encoding="utf-8")
+    record_env(root, env, name, framework, build)
+    return root
+
+
+def add_stand_ins(root: Path, packages: Sequence[str], distributions: Mapping[str, str] = ()) -> None:
+    """Into the venv at ``root``: the stand-ins of ``packages`` (tests/probe/fakes; the companions' run on the real
+    torch as well) and dist-info for ``distributions`` ({name: version})."""
+    import shutil
+
+    [site] = root.glob("lib/python*/site-packages")
+    for package in packages:
+        shutil.copytree(FAKES / package, site / package, ignore=shutil.ignore_patterns("__pycache__"))
     for distribution, version in dict(distributions).items():
         info = site / f"{distribution.replace('-', '_')}-{version}.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n",
                                        encoding="utf-8")
-    record_env(root, env, name, framework, build)
-    return root
 
 
 def record_env(root: Path, env: Mapping[str, str], name: str, manifest: str, build: str) -> None:

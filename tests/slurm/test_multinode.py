@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from slurm_helpers import envkit, make_fake_env, make_jax_env, record_env, wait_done
+from slurm_helpers import add_stand_ins, envkit, make_fake_env, make_jax_env, record_env, wait_done
 
 from envkit import records
 from envkit.userdirs import user_dirs
@@ -22,8 +22,9 @@ NAME = "torch-cpu"
 
 @pytest.fixture(scope="module")
 def torch_env(cluster_user):
-    """A venv with the real torch 2.13.0 CPU wheel (pip finds it on this machine without a download), recorded as
-    if `envkit create torch --build torch-2.13-cpu` had made it: (the user's environment, its home, the prefix)."""
+    """A venv with the real torch 2.13.0 CPU wheel (pip finds it on this machine without a download) and stand-ins of
+    its companions, recorded as if `envkit create torch --build torch-2.13-cpu` had made it: (the user's environment,
+    its home, the prefix)."""
     from support.local_wheels import find_torch_cpu_wheel
 
     wheel = find_torch_cpu_wheel()  # torch==2.13.0 as pip finds it here, named so that no other build is fetched
@@ -36,6 +37,9 @@ def torch_env(cluster_user):
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         pytest.skip(f"pip could not install torch==2.13.0 here: {done.stderr.strip()[-300:]}")
+    # No CPU torchvision or torchaudio is at hand: stand-ins whose operations run on the real torch (the check runs
+    # every companion the build installs)
+    add_stand_ins(root, ("torchvision", "torchaudio"), {"torchvision": "0.28.0", "torchaudio": "2.11.0"})
     record = records.Record(
         name=NAME, prefix=str(root), kind="venv", backend="venv", manifest="torch", build="torch-2.13-cpu",
         python=f"{sys.version_info[0]}.{sys.version_info[1]}",
