@@ -38,8 +38,8 @@ def show(ctx: typer.Context, json_output: JsonOption = False) -> None:
         return
     with reported_errors():
         from envkit.storage.cache import PARTS
-        from envkit.text.words import size_text
         from envkit.storage.usage import disk_usage
+        from envkit.text.words import size_text
 
         rows = []
         for place in _caches():

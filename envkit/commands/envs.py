@@ -58,8 +58,8 @@ def _sizes(found, runs, dirs):
     from envkit.state.config import load_config
     from envkit.state.ownership import holding_problem
     from envkit.storage.cache import PARTS
-    from envkit.text.words import size_text
     from envkit.storage.usage import Usage, disk_usage
+    from envkit.text.words import size_text
 
     busy = {run.name for run in runs}
     seen: set = set()

@@ -169,7 +169,7 @@ def _list(base: Path, json_output: bool) -> None:
     from envkit.slurm.jupyter_server import servers
 
     slurm = Slurm()
-    slurm.require()
+    slurm.require_answer("your Jupyter servers cannot be listed")  # (with no server directory, nothing asks it)
     running = servers(slurm, base)
     if json_output:
         print_json({"servers": [{"job": s.job, "state": s.state.lower(), "node": s.node, "time_left": s.time_left,
@@ -200,7 +200,7 @@ def _stop(base: Path, job: str, json_output: bool) -> None:
         raise UnknownNameError(f"job {job} is not a Jupyter server envkit started for you",
                                hint="`envkit jupyter --list` shows yours; `scancel` ends other jobs.")
     slurm = Slurm()
-    slurm.require()
+    slurm.require_answer(f"Jupyter server job {job} cannot be stopped")
     if not cancel(slurm, job):
         raise EnvkitError(f"job {job} was cancelled but has not ended yet", hint=f"`squeue -j {job}` shows it.")
     forget(directory)

@@ -179,7 +179,10 @@ def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe
         from envkit.probe.runner import ProbeOptions
         from envkit.system.activation import activated_environ
 
-        options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout)
+        from envkit.probe.builds import companions_of
+
+        options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout,
+                               companions=companions_of(plan.build, manifest, str(plan.python)))
         environ = activated_environ(plan.prefix, plan.kind, plan.name, os.environ)  # as `envkit run` runs it
         [report] = check_against(python, options, [(plan.profile, plan.on_target)], environ,
                                  manifest_for=lambda _: manifest, tables=tables, expected=plan.build,

@@ -138,8 +138,8 @@ def check_builds(
     also resolve each pip build's whole dependency tree for each Python (envkit.maintain.resolvable): each build
     whose own packages were all found, so that what is missing is not said twice nor an unreadable index asked
     again for every build."""
-    from envkit.maintain.fetch import FetchSettings, PageFetcher
     from envkit.backends.simple_index import ACCEPT
+    from envkit.maintain.fetch import FetchSettings, PageFetcher
 
     builds = select_builds(catalog, build_ids)
     claimed = {b.id: claimed_pythons(b, catalog, pythons) for b in builds}

@@ -1,6 +1,6 @@
 """Publishing under a hardened umask, and what a publication that died leaves: `envkit create --shared` killed for
-real (SIGKILL once its version is made and checked, SIGKILL between its record and `current`, SIGTERM while it
-publishes) and what the next publication, or the admin's `envkit envs`, makes of it. The test-only hook
+real (SIGKILL once its version is made and checked, SIGKILL between its record and `current`, SIGKILL or SIGTERM
+while it publishes) and what the next publication, or the admin's `envkit envs`, makes of it. The test-only hook
 ENVKIT_TEST_PAUSE_AT (envkit/state/testpause.py) holds envkit at the point so that the signal lands exactly there."""
 
 from __future__ import annotations
@@ -77,7 +77,22 @@ def test_a_publication_under_umask_077_is_readable_by_everyone(home: Home, site:
             assert not path.is_dir() or path.stat().st_mode & 0o001, path
 
 
-@pytest.mark.parametrize("point,sig", [("checked", signal.SIGKILL), ("publishing", signal.SIGTERM)])
+def test_a_publication_stopped_by_sigterm_takes_back_what_it_made_itself(home: Home, site: Path):
+    assert publish(home, "--no-verify").returncode == 0
+    first = record_prefix(site)
+    modulefile = (site / "modulefiles" / "envkit" / "torch").read_text()
+    with held_at(home, "publishing", "--force") as process:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode not in (0, None), stderr
+    assert "Traceback" not in stderr, stderr
+    assert versions(site) == [first.name]  # the version it was making is gone, the published one kept
+    assert record_prefix(site) == first and (site / "modulefiles" / "envkit" / "torch").read_text() == modulefile
+    assert os.readlink(site / "envs" / "torch" / "current") == first.name
+    assert os.listdir(site / "state" / "runs" / "torch") == []
+
+
+@pytest.mark.parametrize("point,sig", [("checked", signal.SIGKILL), ("publishing", signal.SIGKILL)])
 def test_what_a_dead_publication_left_is_removed_by_the_next_one(home: Home, site: Path, point: str, sig: int):
     assert publish(home, "--no-verify").returncode == 0
     first = record_prefix(site)

@@ -16,9 +16,9 @@ from support.pypi_index import IndexServer
 from support.wheels import build_wheel
 
 from envkit.backends.plan import PipPart
+from envkit.backends.simple_index import IndexFile
 from envkit.create.variants import choose, pinned_to_variant
 from envkit.errors import InstallError
-from envkit.backends.simple_index import IndexFile
 
 CPU = ("torch", "--build", "torch-2.13-cpu", "--python", PYTHON, "--machine", str(PROFILES / "no-gpu.yaml"))
 

@@ -15,8 +15,8 @@ import pytest
 
 from envkit.errors import InstallError
 from envkit.lockfile.fetch import fetch_verified
-from envkit.system.download import RedirectRefused
 from envkit.lockfile.model import LockedPackage
+from envkit.system.download import RedirectRefused
 from envkit.system.egress import allowed_hop
 
 DATA = b"a conda package\n"

@@ -271,7 +271,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, path: str, state: _State) -> _Response:
         """Pick the response while holding the lock; the response itself is sent without it."""
         if path in state.files:
-            return functools.partial(self._send_file, state.files[path], 0.0)
+            return functools.partial(self._send_file, state.files[path], 0.0, None)
         if path.endswith(".metadata") and path.removesuffix(".metadata") in state.files and state.core_metadata:
             return functools.partial(self._send_bytes, state.files[path.removesuffix(".metadata")].metadata,
                                      "application/octet-stream")
