@@ -36,6 +36,7 @@ class Tools:
     conda: Optional[CondaTool]
     uv: Optional[Path]  # None: pip installs everything
     python: Optional[Path]  # an interpreter of the plan's Python version on this machine, for a venv
+    python_refused: Optional[str] = None  # why there is none that will do (a shared venv's: envkit.shared.python)
 
 
 def find_conda(environ: Mapping[str, str]) -> Optional[CondaTool]:
@@ -81,9 +82,7 @@ def find_python(version: Version, uv: Optional[Path], environ: Mapping[str, str]
     is run to be sure: a pyenv shim for a version that is not active fails. For another ``platform`` than this
     machine's (an aarch64 environment made on an x86_64 machine), only an interpreter of that platform's CPU that
     runs here (under an emulator) will do: the one running envkit never is, and each candidate is asked its CPU."""
-    from envkit.machines.platforms import machine_of, native_platform
-
-    cpu = machine_of(platform) if platform is not None and platform != native_platform() else None
+    cpu = foreign_cpu(platform)
     if cpu is None and f"{sys.version_info[0]}.{sys.version_info[1]}" == str(version):
         return Path(getattr(sys, "_base_executable", None) or sys.executable)  # the one running envkit: no search
     if uv is not None:
@@ -92,10 +91,10 @@ def find_python(version: Version, uv: Optional[Path], environ: Mapping[str, str]
         out = query([str(uv), "python", "find", "--no-python-downloads", "--system", str(version)],
                     installer_environ(environ, dirs), _QUERY_TIMEOUT)  # uv's cache: envkit's, never ~/.cache/uv
         found = Path(out.strip().splitlines()[-1]) if out and out.strip() else None
-        if found is not None and (cpu is None or _runs_as(found, version, environ, cpu)):
+        if found is not None and (cpu is None or runs_as(found, version, environ, cpu)):
             return found
     for candidate in _python_candidates(version, environ):
-        if _runs_as(candidate, version, environ, cpu):
+        if runs_as(candidate, version, environ, cpu):
             return candidate
     return None
 
@@ -121,8 +120,16 @@ def _patch(name: str) -> tuple[int, ...]:
         return ()
 
 
-def _runs_as(python: Path, version: Version, environ: Mapping[str, str], cpu: Optional[str] = None) -> bool:
-    """Whether ``python`` runs here as Python ``version`` (and, given ``cpu``, is a Python of that CPU: aarch64)."""
+def foreign_cpu(platform: Optional[str]) -> Optional[str]:
+    """The CPU (``aarch64``) a Python must be of for ``platform`` when that is not this machine's; None otherwise."""
+    from envkit.machines.platforms import machine_of, native_platform
+
+    return machine_of(platform) if platform is not None and platform != native_platform() else None
+
+
+def runs_as(python: Path, version: Version, environ: Mapping[str, str], cpu: Optional[str] = None) -> bool:
+    """Whether ``python`` runs here as Python ``version`` (X.Y) (and, given ``cpu``, is a Python of that CPU:
+    aarch64)."""
     code = "import platform, sys; print('%d.%d' % sys.version_info[:2], platform.machine())"
     # An emulated interpreter finds its libraries through the emulator's settings (QEMU_LD_PREFIX), kept here.
     kept = {k: v for k, v in environ.items() if k == "PATH" or k.startswith("QEMU_")}

@@ -5,7 +5,6 @@ directories, no mounts: these run as any user."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pytest
 
 from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors
 from support.pypi_index import IndexServer
-from test_storage import BIG, _config, _create, big_index, big_wheels  # noqa: F401 (fixtures)
+from test_storage import BIG, _config, _create, big_index  # noqa: F401 (fixtures; big_wheels is conftest's)
 
 
 def _plain_error(done: subprocess.CompletedProcess, code: int, *words: str) -> None:

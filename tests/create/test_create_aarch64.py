@@ -19,6 +19,7 @@ import pytest
 from conftest import REPO, Home, fake_torch_files
 from support.aarch64 import PYTHON, Binfmt, install_qemu, required, unpack_python
 from support.pypi_index import IndexServer
+from support.stand_ins import stand_in_files
 from support.wheels import build_wheel
 
 GH200 = str(REPO / "tests" / "profiles" / "gh200-r570-cuda128.yaml")
@@ -44,15 +45,18 @@ def aarch64_python(tmp_path_factory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def both_platforms(tmp_path_factory) -> list[Path]:
     """torch 2.14 cu126's packages as PyTorch's cu126 index serves them for CPython 3.11 on both CPUs (torchvision
-    and torchaudio plain for aarch64, as pytorch/vision#9330 lists them), each torch saying which CPU it is for."""
+    and torchaudio plain for aarch64, as pytorch/vision#9330 lists them), each torch saying which CPU it is for; the
+    companions are the stand-ins the check imports and runs."""
     out = tmp_path_factory.mktemp("both-platforms")
     wheels = [build_wheel(out, "filelock", "3.20.0")]
     for machine, local in (("x86_64", "+cu126"), ("aarch64", "")):
         tag = f"{CP}-{CP}-manylinux_2_28_{machine}"
-        files = {**fake_torch_files("2.14.0+cu126", "12.6"), f"torch/wheel_for.txt": machine}
+        files = {**fake_torch_files("2.14.0+cu126", "12.6"), "torch/wheel_for.txt": machine}
         wheels += [build_wheel(out, "torch", "2.14.0+cu126", requires=["filelock"], tag=tag, files=files),
-                   build_wheel(out, "torchvision", f"0.29.0{local}", requires=["torch==2.14.0"], tag=tag),
-                   build_wheel(out, "torchaudio", f"2.11.0{local}", requires=["torch==2.14.0"], tag=tag)]
+                   build_wheel(out, "torchvision", f"0.29.0{local}", requires=["torch==2.14.0"], tag=tag,
+                               files=stand_in_files("torchvision")),
+                   build_wheel(out, "torchaudio", f"2.11.0{local}", requires=["torch==2.14.0"], tag=tag,
+                               files=stand_in_files("torchaudio"))]
     return wheels
 
 
@@ -74,6 +78,9 @@ def test_a_venv_for_an_aarch64_machine_holds_aarch64_wheels_and_is_checked_by_it
     done = home.envkit("create", "torch", "--build", "torch-2.14-cu126", "--python", PYTHON, "--machine", GH200,
                        "--name", "grace", "--yes", env=env, timeout=600)
     assert done.returncode == 0, done.stderr + done.stdout
+    # each package pinned to the build's own aarch64 wheel before the install, the companions to their plain ones
+    assert ("torch-2.14-cu126 packages: torch==2.14.0+cu126, torchvision==0.29.0, torchaudio==2.11.0 (the +cu126 "
+            "builds; torchvision, torchaudio plain)") in done.stderr
     record = home.record("grace")
     assert (record["build"], record["backend"], record["python"]) == ("torch-2.14-cu126", "venv", PYTHON)
     assert record["machine"]["platform"] == "linux-aarch64"
