@@ -70,7 +70,7 @@ def _delete(name: str, prefix: Path, kernel: Optional[str], environ: Mapping[str
             os.unlink(prefix)
     except OSError as error:
         raise EnvkitError(f"cannot delete {prefix}: {error.strerror or error} ({error.filename or real})",
-                          hint="Fix the permissions there and run `envkit remove` again.") from None
+                          hint=f"Fix the permissions there and run `envkit remove {name} --yes` again.") from None
     done.append(f"Deleted {real} and the link {prefix} to it." if linked else f"Deleted {prefix}.")
 
 

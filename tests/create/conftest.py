@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional
 import pytest
 
 from support.fixtures import pypi_server  # noqa: F401 (a fixture)
+from support.next_steps import check_pasted
 from support.pypi_index import IndexServer
 from support.stand_ins import stand_in_files
 from support.wheels import build_wheel
@@ -58,8 +59,11 @@ class Home:
 
     def envkit(self, *args: str, env: Optional[Mapping[str, str]] = None, timeout: float = 300,
                stdin: Optional[str] = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True,
-                              env={**self.env, **(env or {})}, timeout=timeout, cwd=self.root, input=stdin)
+        environment = {**self.env, **(env or {})}
+        done = subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True,
+                              env=environment, timeout=timeout, cwd=self.root, input=stdin)
+        check_pasted(args, done.stdout + done.stderr, environment, self.root)
+        return done
 
     def popen(self, *args: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "envkit", *args], stdout=subprocess.PIPE,

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from support.next_steps import check_pasted
+
 
 def user_env(site, tmp_path: Path, **extra: str) -> dict[str, str]:
     """The cluster's client environment with private user dirs and site file under ``tmp_path``."""
@@ -25,8 +27,10 @@ def user_env(site, tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def envkit(*args: str, env: Mapping[str, str], timeout: float = 180,
            cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envkit", *args], env=dict(env), capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "envkit", *args], env=dict(env), capture_output=True, text=True,
                           timeout=timeout, cwd=cwd)
+    check_pasted(args, done.stdout + done.stderr, env, cwd)
+    return done
 
 
 FAKES = Path(__file__).resolve().parent.parent / "probe" / "fakes"
