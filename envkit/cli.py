@@ -22,6 +22,7 @@ from envkit.commands.output import Settings
 COMMAND_GROUPS = (
     ("inspect", ("detect", "list")),
     ("create", ("create",)),
+    ("add", ("add",)),  # packages into an environment, its build held
     ("lock", ("lock", "export")),
     ("check", ("doctor", "verify")),
     ("envs", ("envs", "run", "remove")),

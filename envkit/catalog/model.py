@@ -166,6 +166,7 @@ class Manifest(NamedTuple):
     builds: tuple[Build, ...]
     path: str
     retired: Optional[str] = None  # why the framework is retired, if it is
+    companions: tuple[str, ...] = ()  # the framework's other packages (torchvision, torchaudio): `companions:`' keys
 
 
 class PythonTable(NamedTuple):

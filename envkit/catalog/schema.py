@@ -88,7 +88,15 @@ def parse_manifest(
         builds=tuple(builds),
         path=path,
         retired=attempt(lambda: node.text("retired", required=False)),
+        companions=_companion_names(node),
     )
+
+
+def _companion_names(node: Node) -> tuple[str, ...]:
+    """The framework's companion packages (``companions:``' keys: torchvision, torchaudio): what envkit add never
+    takes from elsewhere than the build. Their rules are `envkit manifests validate`'s (maintain/consistency.py)."""
+    raw = node.data.get("companions")
+    return tuple(sorted(str(key) for key in raw)) if isinstance(raw, Mapping) else ()
 
 
 def _attempt(errors: Optional[list[ManifestError]]) -> Callable[..., Any]:

@@ -1,7 +1,7 @@
 """Making an environment: ``envkit create``."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -86,6 +86,18 @@ def create(
         typer.Option("--group", metavar="GROUP", help="With --shared: readable by this group only (setgid "
                      "directories), not by everyone.", show_default=False),
     ] = None,
+    with_packages: Annotated[
+        Optional[List[str]],
+        typer.Option("--with", metavar="PKG,...", help="Your own packages too, comma-separated (repeatable), from "
+                     "the default index with the build held, as `envkit add` installs them: refused, and nothing "
+                     "made, when they cannot live with the build.", show_default=False),
+    ] = None,
+    requirement: Annotated[
+        Optional[List[Path]],
+        typer.Option("--requirement", "-r", metavar="FILE", parser=path_value, help="Your own packages from this "
+                     "requirements file, as --with (the same rules as `envkit add -r`). Repeatable.",
+                     show_default=False),
+    ] = None,
     target: TargetOptions = TargetOptions(),
 ) -> None:
     """Create an environment with the newest build of MANIFEST that runs on this machine, check it, record it.
@@ -110,9 +122,18 @@ def create(
     `envkit create --from-lock conda-lock.yml --name ENV` installs a lock instead: the same environment on every
     machine it fits (see `envkit lock`).
 
+    `--with transformers,datasets` (or `-r requirements.txt`) adds your own packages in the same run, the build
+    held as `envkit add` holds it; `envkit add ENV PKG` adds more later.
+
     Exit codes: 0 created and checked, 1 failed (nothing left behind) or the check failed, 2 bad input.
     """
     if from_lock is not None:
+        if with_packages or requirement:
+            with reported_errors():
+                from envkit.errors import BadInputError
+
+                raise BadInputError("--with and -r add to a build envkit picks: a lock is installed exactly as it is",
+                                    hint="Add them once it is made: `envkit add ENV PKG`.")
         from envkit.commands.from_lock import create_from_lock
 
         create_from_lock(from_lock, target, manifest=manifest, name=name, prefix=prefix, build=build, python=python,
@@ -155,9 +176,10 @@ def create(
             name, prefix = place.name, place.layout.prefix(place.name, "new")
         fleet = fleet_for(tables, target)
         chosen = build_for_target(the_manifest, fleet, tables, request, build, target, python)
+        additions = _additions(with_packages, requirement, the_manifest, chosen.build_id)
         prepared = prepare(
             CreateRequest(build_id=chosen.build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
-                          verify=not no_verify, target_args=target_args(target, python)),
+                          verify=not no_verify, target_args=target_args(target, python), additions=additions),
             the_manifest, tables, chosen.profile, target.on_target, request, config, dirs, os.environ,
             resolution=chosen.resolution,
         )
@@ -176,17 +198,44 @@ def create(
             from envkit.commands.publishing import publication_lock
 
             publishing = publication_lock(place)
+        from envkit.backends.clash import Refused
+
         try:
             with publishing:
                 make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
                      json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
                      verify_on_node=verify_on_node, cpu=cpu,
                      listing=f"`{list_command(manifest, target_args(target, python))}`", after=after, fleet=fleet)
+        except Refused as refused:  # --with: the next step, as `envkit add` gives it
+            from envkit.commands.adding import MadeFrom, next_step
+            from envkit.commands.targets import target_argv
+
+            plan = prepared.plan
+            refused.hint = next_step(refused.clash, plan.name, MadeFrom(the_manifest, plan.build, tables, None),
+                                     plan.profile, str(plan.python), target_argv(target), list(additions))
+            raise
         finally:
             if place is not None:  # the run's own directory, unless a journal there still has something to undo
                 from envkit.commands.publishing import clean_staging
 
                 clean_staging(dirs, place.name)
+
+
+def _additions(with_packages, requirement, manifest, build_id: str) -> tuple[str, ...]:
+    """The user's own packages of --with (comma-separated; a comma inside a version range stays) and -r, checked
+    as `envkit add` checks them (envkit.backends.requested)."""
+    if not with_packages and not requirement:
+        return ()
+    import re
+
+    from envkit.backends.installers import requirement_parts
+    from envkit.backends.requested import requested
+
+    build = next(b for b in manifest.builds if b.id == build_id)
+    own = [manifest.framework, *manifest.companions,
+           *(requirement_parts(text).name for text in (build.pip.packages if build.pip is not None else ()))]
+    texts = [part for value in with_packages or () for part in re.split(r",(?=\s*[A-Za-z0-9./~])", value)]
+    return requested(texts, list(requirement or []), own).lines
 
 
 def register(app: typer.Typer) -> None:

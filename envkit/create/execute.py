@@ -153,6 +153,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
     with _judged_after(python_check, plan.backend):
         pause_at("stamped")
         installer = _install_pip(plan, context, progress)
+    held = hold(plan)  # (again, after any additions: what they installed is not held, and changes nothing)
     python = python_of(plan.prefix)
     kernel = None
     if plan.jupyter:
@@ -174,6 +175,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=plan.profile.to_dict(),
         on_target=plan.on_target, installer=installer, kernel=kernel, target=plan.target,
         verify=_summary(report) if report is not None else None, run=journal.run, manifests=manifests,
+        held=held.pins(), additions=list(plan.additions) or None,
     )
     return record, report
 
@@ -184,10 +186,15 @@ def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[s
     python = python_of(plan.prefix)
     installer = None
     for step in plan.pip:
+        held = None
+        if step.constraints:  # the user's packages (create --with): after the build, which they must not move
+            held = hold(plan)
+            step.wanted.write_text("".join(f"{line}\n" for line in step.packages), encoding="utf-8")
         installer = "uv" if uses_uv(context.tools.uv, plan.python) else "pip"
         with progress.step(f"Installing {step.purpose} with {installer} from {step.index_url}") as out:
             allowed = (step.index_url, step.find_links or "", *context.mirrors)
-            with _pausing_at_start("installing"), guarded(installer, allowed, context.environ) as proxy:
+            with _pausing_at_start("installing"), guarded(installer, allowed, context.environ) as proxy, \
+                    _refusing(held, plan):
                 run_step(pip_command(step, python, context.tools.uv, plan.python),
                          {**context.environ, **pip_environ(step, context.tools.uv, plan.python), **proxy}, out,
                          f"installing {', '.join(step.packages)} from {step.index_url} failed",
@@ -196,6 +203,33 @@ def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[s
             _check_builds(plan.prefix, step)
         pause_at("installed")
     return installer
+
+
+@contextlib.contextmanager
+def _refusing(held, plan: Plan) -> Iterator[None]:
+    """The user's packages that the installer cannot fit beside the build (``held``): refused as `envkit add`
+    refuses them (envkit.backends.clash), the run undone."""
+    try:
+        yield
+    except InstallError as failed:
+        from envkit.backends.clash import refusal, unsatisfiable
+        from envkit.backends.requested import project_of
+
+        if held is None or not unsatisfiable(failed.tail):
+            raise
+        names = [name for line in plan.additions if (name := project_of(line))]
+        raise refusal(list(failed.tail), held, names, plan.build.id, ", ".join(plan.additions),
+                      outcome="nothing was made") from None
+
+
+def hold(plan: Plan):
+    """Hold the build just installed (envkit.backends.held): its constraints and the files that point every installer
+    at them (envkit.backends.guard). The Held."""
+    from envkit.backends.guard import guard_environment
+
+    named = plan.build.pip.packages if plan.build.pip is not None else ()
+    return guard_environment(plan.prefix, named, plan.companions, plan.kind, plan.name, plan.build.id,
+                             conda=plan.backend != "venv", framework=plan.manifest)
 
 
 @contextlib.contextmanager

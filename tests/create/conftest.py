@@ -81,7 +81,11 @@ class Home:
 
 @pytest.fixture
 def home(tmp_path: Path) -> Home:
-    root = tmp_path / "home"
+    return make_home(tmp_path / "home")
+
+
+def make_home(root: Path) -> Home:
+    """A private home at ``root`` (the ``home`` fixture's; a module's own, for tests that share one environment)."""
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True)
     sudo_log = root / "sudo-calls.log"
