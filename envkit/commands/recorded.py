@@ -30,6 +30,7 @@ def find_record(name: str, settled: bool = True, held: bool = True):
         from envkit.create.journal import check_settled
 
         check_settled(dirs.locks, name)
+        _settle_add(dirs, name)
     record = records.load(dirs.records, name) if plain_name(name) else None
     if record is not None and held:
         ownership.check_held(record)
@@ -37,6 +38,17 @@ def find_record(name: str, settled: bool = True, held: bool = True):
         known = [r.name for r in records.load_all(dirs.records)]
         raise UnknownNameError(f"envkit made no environment named {name!r}", hint=known_names_hint(name, known))
     return record
+
+
+def _settle_add(dirs, name: str) -> None:
+    """Put back what an `envkit add` of ``name`` that died left, before anything uses the environment."""
+    from envkit.create.add_journal import journal_path
+
+    if journal_path(dirs.locks, name).exists():
+        from envkit.create.add import settle
+
+        for note in settle(dirs, name):
+            typer.echo(f"envkit: {note}", err=True)
 
 
 def known_names_hint(name: str, known: list[str], shown: int = 12) -> str:

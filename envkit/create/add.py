@@ -123,7 +123,8 @@ def add(request: AddRequest, dirs: UserDirs, progress: Progress, checker: Option
         with scratch_dir("add") as scratch:
             wanted = _write(scratch / "requirements.txt", request.lines)
             journal = AddJournal(journal_path(dirs.locks, record.name), record.name, str(prefix), os.urandom(8).hex(),
-                                 str(site), before=dist_infos(site), old_record=current.to_dict())
+                                 str(site), before=dist_infos(site), old_record=current.to_dict(),
+                                 uv_lock=(prefix / ".lock").exists())
             try:
                 journal.save()
                 pause_at("add-journal")
@@ -230,7 +231,8 @@ def _run(request: AddRequest, step: PipPart, environ: Mapping[str, str], out: Ca
 
     timeout, silence = install_limits(environ)
     installer = "uv" if uses_uv(context.tools.uv, version) else "pip"
-    with guarded(installer, (request.index_url, *context.mirrors), context.environ) as proxy:
+    with guarded(installer, (request.index_url, *context.mirrors), context.environ) as proxy, \
+            watching(lambda pgid: pause_at("add-installing")):
         finished = run_streamed(argv, {**context.environ, **pip_environ(step, context.tools.uv, version), **proxy},
                                 line, timeout=timeout, silence=silence)
     if finished.returncode is None:

@@ -71,6 +71,7 @@ class AddJournal:
     processes: list[list[int]] = field(default_factory=list)  # [process group, its leader's start time]
     aside: list[str] = field(default_factory=list)  # the *.dist-info directories whose files are linked aside
     committed: bool = False  # the new record is written: only the set-aside files are left to delete
+    uv_lock: bool = True  # whether the prefix had uv's lock file (``.lock``) before: uv makes one when it installs
 
     @property
     def aside_dir(self) -> Path:
@@ -147,6 +148,8 @@ class AddJournal:
             problems += _remove_distribution(prefix, site, name)
         for name in sorted(set(self.before) - set(dist_infos(site))):
             problems += self._put_back(name)
+        if not self.uv_lock and (prefix / ".lock").is_file() and not (prefix / ".lock").stat().st_size:
+            (prefix / ".lock").unlink()
         try:
             self._put_back_record(records_dir)
         except (EnvkitError, OSError) as error:

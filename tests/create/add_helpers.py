@@ -57,13 +57,16 @@ def serve(server: IndexServer, torch_wheels: dict[str, list[Path]], extra: dict[
 
 
 def fingerprint(prefix: Path) -> dict[str, str]:
-    """Every file and link of the environment (bytecode caches aside), by path: its sha256, or where it points."""
+    """Every file and link of the environment (bytecode caches aside, and its record, which `envkit verify` writes
+    its check into: see record_json), by path: its sha256, or where it points."""
     out = {}
     for directory, dirs, files in os.walk(prefix):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         for name in files + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
             path = Path(directory) / name
             relative = str(path.relative_to(prefix))
+            if relative == ".envkit/record.json":
+                continue
             if path.is_symlink():
                 out[relative] = "-> " + os.readlink(path)
             elif path.is_file():
@@ -89,4 +92,8 @@ def installed_versions(prefix: Path) -> dict[str, str]:
 
 
 def record_json(home: Home, name: str) -> str:
-    return json.dumps(home.record(name), sort_keys=True)
+    """The record, in the index and inside the environment (the same), without the last check's result."""
+    index = home.record(name)
+    inside = json.loads((Path(index["prefix"]) / ".envkit" / "record.json").read_text())
+    assert inside == index
+    return json.dumps({key: value for key, value in index.items() if key != "verify"}, sort_keys=True)

@@ -201,6 +201,13 @@ def fake_tensorflow_files(version: str, cuda: Optional[str]) -> dict[str, str]:
     }
 
 
+def conda_python_metadata(name: str, version: str) -> dict[str, str]:
+    """The Python metadata a conda package of a Python library carries (pip and uv see it; its INSTALLER: conda)."""
+    dist_info = f"{SITE_PACKAGES}/{name}-{version}.dist-info"
+    return {f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+            f"{dist_info}/INSTALLER": "conda\n", f"{dist_info}/RECORD": ""}
+
+
 @pytest.fixture(scope="session")
 def legacy_channel(tmp_path_factory) -> Path:
     """A local conda channel: a working python (this interpreter), a stand-in pip, cudatoolkit 10.1 (needs
@@ -217,7 +224,9 @@ def legacy_channel(tmp_path_factory) -> Path:
     })
     python_range = f"python >={PYTHON},<{sys.version_info[0]}.{sys.version_info[1] + 1}"
     build_package(root, "tensorflow-gpu", "2.4.1", depends=("cudatoolkit >=10.1,<10.2", python_range, "__cuda >=10.1"),
-                  files={f"{SITE_PACKAGES}/{path}": text for path, text in fake_tensorflow_files("2.4.1", "10.1").items()})
+                  files={**{f"{SITE_PACKAGES}/{path}": text
+                            for path, text in fake_tensorflow_files("2.4.1", "10.1").items()},
+                         **conda_python_metadata("tensorflow", "2.4.1")})
     index_channel(root)
     return root
 
