@@ -120,3 +120,29 @@ def test_a_real_module_system_loads_swaps_and_unloads_exactly(systems, system: s
     assert "torch build torch-2.13-cu126 (CUDA 12.6)" in (tmp_path / "help").read_text()
     whatis = (tmp_path / "whatis").read_text()
     assert "CUDA: 12.6" in whatis and "Fits: partition gpu-4-a100" in whatis and "Last check: PASS" in whatis
+
+
+@pytest.mark.parametrize("system", ["lmod", "lmod-reading-tcl", "tcl"])
+def test_a_held_environment_puts_its_constraints_first_and_unload_gives_the_users_back(systems, system: str,
+                                                                                       tmp_path: Path):
+    """An environment whose build is held (envkit.backends.guard): UV_CONSTRAINT and PIP_CONSTRAINT get its
+    constraints file first, the user's own after it, and unloading leaves the user's exactly."""
+    record = SimpleNamespace(build="torch-2.13-cu126", manifest="torch", python="3.11", prefix="/opt/envs/torch",
+                             kind="venv", name="torch", machine={"name": "x"}, target=None, verify=None,
+                             held=["torch==2.13.0+cu126"])
+    made = module_info("torch", record)
+    assert made.constraints == "/opt/envs/torch/.envkit/constraints.txt"
+    modules = tmp_path / "modulefiles"
+    (modules / "envkit").mkdir(parents=True)
+    (modules / "envkit" / "torch").write_text(tcl_text(made))
+    if system == "lmod":
+        (modules / "envkit" / "torch.lua").write_text(lua_text(made))
+    dumps = [tmp_path / f"env{i}" for i in range(2)]
+    script = f"export UV_CONSTRAINT=/home/me/mine.txt\nmodule load envkit/torch\nenv -0 > {dumps[0]}\n" \
+             f"module unload envkit/torch\nenv -0 > {dumps[1]}"
+    done = shell(systems[system.split("-")[0]], script, modules)
+    assert done.returncode == 0, done.stderr
+    loaded, after = (module_systems.parse_env0(d.read_text()) for d in dumps)
+    assert loaded["UV_CONSTRAINT"] == f"{made.constraints} /home/me/mine.txt"
+    assert loaded["PIP_CONSTRAINT"] == made.constraints
+    assert after["UV_CONSTRAINT"] == "/home/me/mine.txt" and "PIP_CONSTRAINT" not in after

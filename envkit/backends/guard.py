@@ -41,18 +41,6 @@ def nameable(path: Path) -> bool:
     return not any(char.isspace() for char in str(path))
 
 
-def with_constraints(prefix: Path, environ: dict[str, str]) -> dict[str, str]:
-    """``environ`` with the environment's constraints prepended to UV_CONSTRAINT and PIP_CONSTRAINT, when it has
-    them (as activating it does)."""
-    path = constraints_path(prefix)
-    if not nameable(path) or not path.is_file():
-        return environ
-    for variable in VARIABLES:
-        old = environ.get(variable, "").split()
-        environ[variable] = " ".join([str(path), *(entry for entry in old if entry != str(path))])
-    return environ
-
-
 def guard_environment(prefix: Path, named, companions, kind: str, name: str, build: str, conda: bool,
                       framework: str):
     """Hold the environment's build as installed now (envkit.backends.held) and write its guard. The Held."""

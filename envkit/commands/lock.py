@@ -157,7 +157,13 @@ def export(
                     return (pip.index_url if pip and pip.index_url else None) or catalog.tables.python.pypi_index
             return None
 
-        made = export_lock(record, load_config(os.environ, dirs), uv_binary(), uv_environ(), index_of)
+        def default_index() -> str:
+            from envkit.catalog import load_tables
+
+            return load_tables(manifests_dir(manifests)).python.pypi_index
+
+        made = export_lock(record, load_config(os.environ, dirs), uv_binary(), uv_environ(), index_of,
+                           default_index() if record.added else None)
         if lock_format == "pylock":
             _write_pylock(made, output, force)
         else:

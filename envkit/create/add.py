@@ -143,7 +143,7 @@ def add(request: AddRequest, dirs: UserDirs, progress: Progress, checker: Option
                 pause_at("add-checked")
                 after = installed(prefix)
                 updated = replace(current, additions=merged(current.additions or [], request.lines, request.names),
-                                  held=held.pins())
+                                  held=held.pins(), added=added_now(current.added, before, after))
                 if report is not None:  # the check just run is the environment's last
                     from envkit.probe.check import verify_summary
 
@@ -296,6 +296,16 @@ def _changes(before, after) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[st
     changed = tuple((dist.name, before[key].version, dist.version) for key, dist in sorted(after.items())
                     if key in before and before[key].version != dist.version)
     return added, changed
+
+
+def added_now(known: Optional[dict], before, after) -> dict[str, str]:
+    """What the additions installed, name -> version, after this run: what it installed or changed, and what earlier
+    ones did that is still installed at that version (envkit export pins those from the default index)."""
+    out = {name: version for name, version in (known or {}).items()
+           if isinstance(version, str) and (dist := after.get(normalized(name))) is not None and dist.version == version}
+    out.update({dist.name: dist.version for key, dist in after.items()
+                if key not in before or before[key].version != dist.version})
+    return dict(sorted(out.items()))
 
 
 def merged(old: Sequence[object], lines: Sequence[str], names: Sequence[str]) -> list[str]:

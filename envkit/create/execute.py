@@ -152,7 +152,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
             python_check.result(plan.backend)
     with _judged_after(python_check, plan.backend):
         pause_at("stamped")
-        installer = _install_pip(plan, context, progress)
+        installer, added = _install_pip(plan, context, progress)
     held = hold(plan)  # (again, after any additions: what they installed is not held, and changes nothing)
     python = python_of(plan.prefix)
     kernel = None
@@ -175,20 +175,22 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=plan.profile.to_dict(),
         on_target=plan.on_target, installer=installer, kernel=kernel, target=plan.target,
         verify=_summary(report) if report is not None else None, run=journal.run, manifests=manifests,
-        held=held.pins(), additions=list(plan.additions) or None,
+        held=held.pins(), additions=list(plan.additions) or None, added=added,
     )
     return record, report
 
 
-def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[str]:
+def _install_pip(plan: Plan, context: Context, progress: Progress) -> tuple[Optional[str], Optional[dict]]:
     """The plan's pip steps, each package checked to be the build asked for; the installer that ran them (None: no
-    step)."""
+    step), and what the user's own packages installed (create --with: name -> version; None without them)."""
     python = python_of(plan.prefix)
-    installer = None
+    installer, added, before = None, None, None
     for step in plan.pip:
         held = None
         if step.constraints:  # the user's packages (create --with): after the build, which they must not move
-            held = hold(plan)
+            from envkit.backends.held import installed
+
+            held, before = hold(plan), installed(plan.prefix)
             step.wanted.write_text("".join(f"{line}\n" for line in step.packages), encoding="utf-8")
         installer = "uv" if uses_uv(context.tools.uv, plan.python) else "pip"
         with progress.step(f"Installing {step.purpose} with {installer} from {step.index_url}") as out:
@@ -201,8 +203,13 @@ def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[s
                          hint="The lines above are the installer's. Check the index (a mirror in envkit's config?) "
                               "and that it has these packages for this Python.")
             _check_builds(plan.prefix, step)
+        if before is not None and added is None:
+            from envkit.backends.held import installed
+            from envkit.create.add import added_now
+
+            added = added_now(None, before, installed(plan.prefix))
         pause_at("installed")
-    return installer
+    return installer, added
 
 
 @contextlib.contextmanager

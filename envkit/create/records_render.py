@@ -80,7 +80,8 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
             if where == record.prefix:
                 where = f"{record.prefix} (not {record.name}'s)"
             strays.append((record.name, record.prefix, problem))
-        lines.append((record.name, record.build, record.backend, record.python, check, record.created[:10], where))
+        build = record.build + (f" +{len(record.additions)}" if record.additions else "")
+        lines.append((record.name, build, record.backend, record.python, check, record.created[:10], where))
     for entry in broken:
         lines.append((entry.name, "-", "-", "-", states.pop(entry.name, UNREADABLE), "-", entry.prefix or "-"))
     for run in runs:
@@ -94,6 +95,8 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
                 for i, row in enumerate(rows)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     note = ""
+    if any(record.additions for record in found):
+        note += "\n+N: packages of your own added to the build, which stays held (`envkit envs --json` lists them)"
     if any(row[4].endswith("*") for row in rows[1:]):
         note = "\n* judged from the profiles of the machines it is for (its GPU part can only run there)"
     for run in runs:

@@ -14,6 +14,9 @@ import re
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 FAMILY = "envkit"
+# The variables through which pip and uv hold an environment's build (envkit.backends.guard), each a list of files
+# separated by spaces: the environment's constraints go first, what the user set stays after them.
+HELD_BY = ("UV_CONSTRAINT", "PIP_CONSTRAINT")
 
 
 class ModuleInfo(NamedTuple):
@@ -25,6 +28,7 @@ class ModuleInfo(NamedTuple):
     conda_name: str  # CONDA_DEFAULT_ENV for a conda environment
     whatis: tuple[str, ...]  # one line each: `module whatis`
     help: tuple[str, ...]  # `module help`
+    constraints: str = ""  # the environment's held build (envkit.backends.guard), prepended to UV_/PIP_CONSTRAINT
 
     def variables(self) -> list[tuple[str, str]]:
         if self.kind == "venv":
@@ -70,6 +74,8 @@ def lua_text(info: ModuleInfo) -> str:
     lines.append(f"family({lua_string(FAMILY)})")
     lines.append(f"prepend_path(\"PATH\", {lua_string(info.bin)})")
     lines += [f"setenv({lua_string(key)}, {lua_string(value)})" for key, value in info.variables()]
+    lines += [f"prepend_path({lua_string(key)}, {lua_string(info.constraints)}, \" \")" for key in HELD_BY
+              if info.constraints]
     return "\n".join(lines) + "\n"
 
 
@@ -85,6 +91,8 @@ def tcl_text(info: ModuleInfo) -> str:
               f"conflict {FAMILY}",
               f"prepend-path PATH {tcl_string(info.bin)}"]
     lines += [f"setenv {key} {tcl_string(value)}" for key, value in info.variables()]
+    lines += [f"prepend-path --delim \" \" {key} {tcl_string(info.constraints)}" for key in HELD_BY
+              if info.constraints]
     return "\n".join(lines) + "\n"
 
 
@@ -131,5 +139,9 @@ def module_info(name: str, record: Any, publisher: Optional[str] = None) -> Modu
     if publisher:
         help_lines.append(f"Published by {publisher}.")
     help_lines.append(f"Inside it, as with `envkit run {name} -- CMD`: python, pip and the environment's commands.")
+    constraints = ""
+    if getattr(record, "held", None) and not any(char.isspace() for char in record.prefix):
+        constraints = record.prefix.rstrip("/") + "/.envkit/constraints.txt"
+        help_lines.append(f"pip and uv pip install hold its build: {constraints}.")
     return ModuleInfo(name=name, prefix=record.prefix, kind=record.kind, conda_name=record.name,
-                      whatis=whatis, help=tuple(help_lines))
+                      whatis=whatis, help=tuple(help_lines), constraints=constraints)
