@@ -72,6 +72,7 @@ class Plan:
     unchecked: str = "--no-verify"  # without ``verify``: why not, in words
     companions: tuple[str, ...] = ()  # the framework's other packages (the manifest's), held absent when not installed
     additions: tuple[str, ...] = ()  # the user's own packages (create --with, -r), installed with the build held
+    on: Optional[dict] = None  # a personal environment: the site environment it stands on (envkit.backends.on_site)
 
     @property
     def kind(self) -> str:

@@ -98,6 +98,13 @@ def create(
                      "requirements file, as --with (the same rules as `envkit add -r`). Repeatable.",
                      show_default=False),
     ] = None,
+    on: Annotated[
+        Optional[str],
+        typer.Option("--on", metavar="site:NAME", help="A personal environment on top of the site's shared one: a "
+                     "small venv whose Python sees its packages (of the version published now, kept while it "
+                     "exists) and holds its build; with --name, and --with for your own packages. No MANIFEST.",
+                     show_default=False),
+    ] = None,
     target: TargetOptions = TargetOptions(),
 ) -> None:
     """Create an environment with the newest build of MANIFEST that runs on this machine, check it, record it.
@@ -141,6 +148,18 @@ def create(
                          verify=not no_verify, jupyter=jupyter, verbose=verbose, probe_timeout=probe_timeout,
                          verify_on_node=verify_on_node)
         return
+    if on is not None:
+        with reported_errors():
+            from envkit.commands.personal import create_on
+            from envkit.errors import BadInputError
+
+            if manifest is not None or shared or build is not None or not target.on_target:
+                raise BadInputError("--on makes an environment of the site's build, for the machines it is for: "
+                                    "leave out MANIFEST, --build, --shared and the machine options",
+                                    hint=f"envkit create --on {on} --name NAME")
+            create_on(on, name, prefix, _additions(with_packages, requirement, None, None), dry_run=dry_run, yes=yes,
+                      force=force, json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
+                      verify=not no_verify)
     with reported_errors():
         if manifest is None:
             from envkit.errors import BadInputError
@@ -231,9 +250,11 @@ def _additions(with_packages, requirement, manifest, build_id: str) -> tuple[str
     from envkit.backends.installers import requirement_parts
     from envkit.backends.requested import requested
 
-    build = next(b for b in manifest.builds if b.id == build_id)
-    own = [manifest.framework, *manifest.companions,
-           *(requirement_parts(text).name for text in (build.pip.packages if build.pip is not None else ()))]
+    own: list[str] = []
+    if manifest is not None:  # (--on: the site's, which add knows from the environment made)
+        build = next(b for b in manifest.builds if b.id == build_id)
+        own = [manifest.framework, *manifest.companions,
+               *(requirement_parts(text).name for text in (build.pip.packages if build.pip is not None else ()))]
     texts = [part for value in with_packages or () for part in re.split(r",(?=\s*[A-Za-z0-9./~])", value)]
     return requested(texts, list(requirement or []), own).lines
 

@@ -175,7 +175,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=plan.profile.to_dict(),
         on_target=plan.on_target, installer=installer, kernel=kernel, target=plan.target,
         verify=_summary(report) if report is not None else None, run=journal.run, manifests=manifests,
-        held=held.pins(), additions=list(plan.additions) or None, added=added,
+        held=held.pins(), additions=list(plan.additions) or None, added=added, on=plan.on,
     )
     return record, report
 
