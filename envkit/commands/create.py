@@ -95,7 +95,7 @@ def create(
     requirement: Annotated[
         Optional[List[Path]],
         typer.Option("--requirement", "-r", metavar="FILE", parser=path_value, help="Your own packages from this "
-                     "requirements file, as --with (the same rules as `envkit add -r`). Repeatable.",
+                     "requirements file, as --with (the same rules as `envkit add ENV -r FILE`). Repeatable.",
                      show_default=False),
     ] = None,
     on: Annotated[
