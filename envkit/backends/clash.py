@@ -13,10 +13,11 @@ from typing import NamedTuple, Optional, Sequence
 from envkit.backends.held import Held, normalized
 from envkit.errors import EnvkitError
 
+# Pattern strings, compiled by re when first matched (a refusal), not when every `envkit add` imports this module.
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
-_UV = re.compile(rf"(?P<all>all versions of )?(?P<pkg>{_NAME})(?P<which>(?:===|[=!<>~]=|[<>])[^\s,]+)? depends? on "
-                 rf"(?P<dep>{_NAME})(?P<spec>(?:===|[=!<>~]=|[<>])[^\s,]+)?")
-_PIP = re.compile(rf"^\s*(?P<pkg>{_NAME}) (?P<version>\S+) depends on (?P<dep>{_NAME})(?P<spec>\S*)")
+_UV = (rf"(?P<all>all versions of )?(?P<pkg>{_NAME})(?P<which>(?:===|[=!<>~]=|[<>])[^\s,]+)? depends? on "
+       rf"(?P<dep>{_NAME})(?P<spec>(?:===|[=!<>~]=|[<>])[^\s,]+)?")
+_PIP = rf"^\s*(?P<pkg>{_NAME}) (?P<version>\S+) depends on (?P<dep>{_NAME})(?P<spec>\S*)"
 _UNSATISFIABLE = ("No solution found when resolving dependencies", "ResolutionImpossible",
                   "conflicting dependencies")
 
@@ -63,7 +64,7 @@ def find_clash(lines: Sequence[str], held: Held, requested: Sequence[str] = ()) 
     as absent), preferring the newest releases of the package named; None when none is reported."""
     text = "\n".join(lines)
     found: list[tuple[int, Clash]] = []
-    for match in [*(m for line in lines if (m := _PIP.match(line))), *_UV.finditer(text)]:
+    for match in [*(m for line in lines if (m := re.match(_PIP, line))), *re.finditer(_UV, text)]:
         held_as = _held_as(match["dep"], match["spec"] or "", held)
         if held_as is None or normalized(match["pkg"]) in held.names() or re.fullmatch(r"[0-9.]+", match["pkg"]):
             continue  # (pip's "oldtorch 1.0 depends on": uv's reading would take "1.0" for the package)

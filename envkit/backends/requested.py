@@ -60,6 +60,10 @@ def check_line(text: str, where: str, base: Path, framework: Sequence[str]) -> t
         raise BadInputError(f"{where} is an option, not a package: envkit takes no installer options", hint=_HINT)
     if _looks_local(text):
         return _local(text, where, base, framework)
+    from envkit.backends.installers import requirement_parts
+
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text):  # a bare name (most): nothing more to read in it
+        return text, requirement_parts(text).name
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
@@ -76,11 +80,11 @@ def project_of(line: str) -> Optional[str]:
     """The project a requirement line names (a wheel's from its file name), or None."""
     if _looks_local(line):
         return _wheel_project(Path(line).name)
-    from packaging.requirements import InvalidRequirement, Requirement
+    from envkit.backends.installers import requirement_parts
 
     try:
-        return Requirement(line).name
-    except InvalidRequirement:
+        return requirement_parts(line).name
+    except ValueError:  # (packaging's InvalidRequirement is one)
         return None
 
 

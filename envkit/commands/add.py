@@ -124,10 +124,8 @@ def _show_dry_run(request, record, asked, source, json_output: bool) -> None:
 
 
 def _report(added, json_output: bool) -> None:
-    from envkit.probe.check import verify_summary
-
     record = added.record
-    check = verify_summary(added.report) if added.report is not None else None
+    check = record.verify if added.report is not None else None  # (the check just run, as the record keeps it)
     if json_output:
         print_json({"name": record.name, "dry_run": False, "build": record.build, "held": added.held.pins(),
                     "added": [{"name": n, "version": v} for n, v in added.added],

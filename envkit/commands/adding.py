@@ -18,17 +18,19 @@ class MadeFrom(NamedTuple):
 
 def made_from(record) -> MadeFrom:
     """The record's manifest and build, read from the manifests it was made from (or the shipped ones)."""
-    from envkit.catalog import load_tables, manifest_names
-    from envkit.catalog.load import SUFFIX, load_manifest
-    from envkit.commands.places import manifests_dir
+    from envkit.catalog import manifest_names
+    from envkit.catalog.cache import cached_catalog
+    from envkit.commands.places import manifests_dir, user_dirs
     from envkit.commands.recorded import recorded_manifests
 
     directory = manifests_dir(recorded_manifests(record, None))
-    tables = load_tables(directory)
-    if record.manifest not in manifest_names(directory):
-        return MadeFrom(None, None, tables, directory)
-    manifest = load_manifest(directory / f"{record.manifest}{SUFFIX}", tables)
-    return MadeFrom(manifest, next((b for b in manifest.builds if b.id == record.build), None), tables, directory)
+    known = record.manifest in manifest_names(directory)
+    catalog = cached_catalog(directory, [record.manifest] if known else [], user_dirs().cache)  # (parsed once)
+    if not known:
+        return MadeFrom(None, None, catalog.tables, directory)
+    manifest = catalog.manifests[record.manifest]
+    return MadeFrom(manifest, next((b for b in manifest.builds if b.id == record.build), None), catalog.tables,
+                    directory)
 
 
 def framework_names(source: MadeFrom) -> list[str]:

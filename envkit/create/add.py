@@ -255,20 +255,20 @@ def _judge(returncode: Optional[int], lines: list[str], request: AddRequest, hel
                        f"{request.index_url} (a mirror in envkit's config?) and the package names.")
 
 
-_WOULD = re.compile(r"^\s*([+\-~])\s+([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
+_WOULD = r"^\s*([+\-~])\s+([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)"  # (compiled by re when first matched)
 
 
 def _would(lines: Sequence[str]) -> list[str]:
     """The installer's lines that say what it would install or remove (uv: `` + name==1.0``; pip: ``Would install
     name-1.0 ...``)."""
-    return [line.strip() for line in lines if _WOULD.match(line) or line.startswith("Would install")]
+    return [line.strip() for line in lines if re.match(_WOULD, line) or line.startswith("Would install")]
 
 
 def _would_names(lines: Sequence[str]) -> list[tuple[str, str]]:
     """(name, version) of every package the installer would install or remove."""
     out = []
     for line in lines:
-        found = _WOULD.match(line)
+        found = re.match(_WOULD, line)
         if found:
             out.append((found[2], found[3]))
         elif line.startswith("Would install"):
