@@ -56,11 +56,33 @@ def export_lock(record: records.Record, config: Config, uv: Path, environ: Mappi
     custom = dict(saved.custom) if saved else {}
     custom.update({model.MANIFEST: record.manifest, model.BUILD: record.build, model.PYTHON: record.python,
                    model.TARGET: f"exported from {record.name}"})
-    if record.additions:  # so that create --from-lock records them: `envkit upgrade` of that one keeps them
-        custom[model.ADDITIONS] = "\n".join(line for line in record.additions if isinstance(line, str))
+    custom.update(additions_fact(record))
     channels = tuple(dict.fromkeys(p.url.rsplit("/", 2)[0] for p in conda))
     return LockFile(packages=tuple(conda + pip), channels=channels, content_hash={PLATFORM: ""},
                     custom=custom, created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def with_additions(lock: LockFile, record: records.Record, config: Config, uv: Path, environ: Mapping[str, str],
+                   default_index: str) -> LockFile:
+    """``lock`` (of the record's build) with the packages the user added to the environment, as installed there,
+    pinned from the default index they came from; where one of them is also in the lock (a dependency an addition
+    needed newer), the addition's version wins, as in the environment."""
+    pins = [f"{name}=={version}" for name, version in (record.added or {}).items() if isinstance(version, str)]
+    if not pins:
+        return lock
+    added = _pin_from_index(pins, record, config, uv, environ, lambda _: default_index)
+    names = {_norm(package.name) for package in added}
+    kept = tuple(p for p in lock.packages if p.manager != "pip" or _norm(p.name) not in names)
+    from dataclasses import replace
+
+    return replace(lock, packages=kept + tuple(added), custom={**lock.custom, **additions_fact(record)})
+
+
+def additions_fact(record: records.Record) -> dict[str, str]:
+    """The lock's fact of the packages the user added (one per line), so that create --from-lock records them and
+    `envkit upgrade` of that environment keeps them; none without additions."""
+    lines = [line for line in record.additions or () if isinstance(line, str)]
+    return {model.ADDITIONS: "\n".join(lines)} if lines else {}
 
 
 def installed_distributions(prefix: Path) -> list[tuple[str, str, Optional[tuple[str, str]]]]:

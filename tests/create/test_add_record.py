@@ -55,7 +55,7 @@ def test_create_with_a_package_that_cannot_live_with_the_build_makes_nothing(lab
         "--with", "small,oldtorch"], hint
 
 
-def test_export_locks_the_additions_and_from_lock_rebuilds_the_whole_environment(lab, tmp_path):
+def test_export_and_lock_env_take_the_additions_and_from_lock_rebuilds_the_whole_environment(lab, tmp_path):
     home, server = lab
     made = home.envkit("create", *CU126, "--name", "work", "--yes")
     assert made.returncode == 0, made.stderr
@@ -74,6 +74,19 @@ def test_export_locks_the_additions_and_from_lock_rebuilds_the_whole_environment
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert installed_versions(home.prefix("copy")) == installed_versions(home.prefix("work"))
     assert home.record("copy")["additions"] == ["anytorch", "newfl"]
+    # envkit lock ENV: the build locked anew for the machines it was made for, with the additions as installed
+    locked = tmp_path / "work-anew.conda-lock.yml"
+    anew = home.envkit("lock", "work", "-o", str(locked), "--json")
+    assert anew.returncode == 0, anew.stderr
+    fresh = {p["name"]: p for p in json.loads(anew.stdout)["packages"]}
+    assert fresh["torch"]["version"] == "2.13.0+cu126" and fresh["anytorch"]["url"].startswith("https://pypi.org/")
+    assert fresh["filelock"]["version"] == "3.30.0" and [p["name"] for p in json.loads(anew.stdout)["packages"]
+                                                         ].count("filelock") == 1
+    assert json.loads(anew.stdout)["metadata"]["envkit.additions"] == "anytorch\nnewfl"
+    again = home.envkit("create", "--from-lock", str(locked), "--name", "anew", "--machine",
+                        CU126[CU126.index("--machine") + 1], "--yes")
+    assert again.returncode == 0, again.stderr
+    assert installed_versions(home.prefix("anew")) == installed_versions(home.prefix("work"))
 
 
 def test_verify_still_judges_the_build(lab):
