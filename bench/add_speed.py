@@ -27,11 +27,8 @@ directory, removed at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,8 +38,8 @@ from bench_venv import add_venv_option, envkit_command, run_in_venv  # noqa: E40
 
 run_in_venv()
 
-from create_speed import (PROFILE, PYTHON, ROOT, Bench, _rmtree, _run, ratio_text,  # noqa: E402
-                          real_torch_workload, round_ratios, synthetic_workload)
+from create_speed import (PROFILE, PYTHON, ROOT, Bench, _run, ratio_text, round_ratios,  # noqa: E402
+                          run_on_a_workload)
 from support.pypi_index import IndexServer  # noqa: E402  (create_speed put tests/ on the path)
 from support.wheels import build_wheel  # noqa: E402
 
@@ -138,23 +135,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    temp = Path(tempfile.mkdtemp(prefix="envkit-bench-add-"))
-    try:
-        workload = real_torch_workload(temp / "wheels") if args.workload == "real-torch" else None
-        if workload is None:
-            if args.workload == "real-torch":
-                print("add_speed: no PyTorch CPU wheel on this machine: the synthetic environment instead",
-                      file=sys.stderr)
-            workload = synthetic_workload(temp / "wheels", 300)
-        try:
-            result = measure(temp / "run", workload, args.rounds)
-        except (RuntimeError, subprocess.SubprocessError) as error:
-            print(f"add_speed: {error}", file=sys.stderr)
-            return 1
-        print(json.dumps(result, indent=2)) if args.json else print_result(result)
-        return 0
-    finally:
-        _rmtree(temp)
+    return run_on_a_workload("add_speed", args.workload, lambda temp, workload: measure(temp, workload, args.rounds),
+                             print_result, args.json)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from packaging.version import Version
 
 from envkit.backends.base import Context, install_limits, python_of
-from envkit.backends.clash import Refused, refusal, unsatisfiable
+from envkit.backends.clash import refusal, unsatisfiable
 from envkit.backends.guard import constraints_path, placeholders, write_guard
 from envkit.backends.held import (Held, constraints_text, held_of, installed, moved, normalized, read_constraints,
                                   site_packages)

@@ -12,17 +12,16 @@ packages are held: no installer ever touches them, so they are never set aside, 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from envkit.create.journal import JournalFile, restore_json
 from envkit.errors import EnvkitError
 from envkit.state import records
-from envkit.state.testpause import fault_at
-from envkit.system.process import start_time, stop_leftovers
+from envkit.system.process import stop_leftovers
 
 SUFFIX = ".adding"
 
@@ -60,7 +59,10 @@ def recorded_files(prefix: Path, site: Path, dist_info: str) -> list[Path]:
 
 
 @dataclass
-class AddJournal:
+class AddJournal(JournalFile):
+    POINT = "add-journal"
+    BROKEN = {"name": "", "prefix": "", "run": "", "site": ""}  # (what it would undo cannot be known: it is said)
+
     path: Path
     name: str
     prefix: str
@@ -76,31 +78,6 @@ class AddJournal:
     @property
     def aside_dir(self) -> Path:
         return Path(self.prefix) / records.RECORD_DIR / f"aside-{self.run}"
-
-    def save(self, point: str = "add-journal") -> None:
-        try:
-            fault_at(point, self.path)
-        except OSError as error:
-            raise EnvkitError(f"cannot write {self.path}: {error.strerror}",
-                              hint="envkit keeps its journal there: check that it can write there (permissions, "
-                                   "free space and inodes).") from None
-        records.write_json_atomic(self.path, {k: v for k, v in asdict(self).items() if k != "path"})
-
-    @classmethod
-    def load(cls, path: Path) -> Optional[AddJournal]:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(path=path, **{k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "path"})
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, TypeError):  # unreadable: what it would undo cannot be known; it is said
-            return cls(path=path, name="", prefix="", run="", site="")
-
-    def add_process(self, pgid: int) -> None:
-        started = start_time(pgid)
-        if started is not None:
-            self.processes.append([pgid, started])
-            self.save()
 
     def set_aside(self, dist_info: list[str]) -> None:
         """Link every file of these distributions aside, before an installer may replace them (written down
@@ -177,15 +154,8 @@ class AddJournal:
     def _put_back_record(self, records_dir: Path) -> None:
         if not self.old_record or not self.name:
             return
-        prefix_copy = records.in_prefix(Path(self.prefix))
-        for path in (prefix_copy, records.index_path(records_dir, self.name)):
-            try:
-                same = json.loads(path.read_text(encoding="utf-8")) == self.old_record
-            except (OSError, ValueError):
-                same = False
-            if not same:
-                fault_at("add-undo-record", path)
-                records.write_json_atomic(path, self.old_record)
+        for path in (records.in_prefix(Path(self.prefix)), records.index_path(records_dir, self.name)):
+            restore_json(path, self.old_record, "add-undo-record")
 
 
 def _remove_distribution(prefix: Path, site: Path, dist_info: str) -> list[str]:

@@ -64,8 +64,58 @@ def aside_path(path: Path) -> Path:
     return path.with_name(f".{path.name}~envkit-replaced-{os.getpid()}")
 
 
+def restore_json(path: Path, data: dict[str, Any], point: str) -> None:
+    """Write ``data`` back to ``path`` (a record an undone run had changed), only where it does not hold it already:
+    a disk that is full now could not take it again, and need not (``point``: the test-only fault point)."""
+    try:
+        same = json.loads(path.read_text(encoding="utf-8")) == data
+    except (OSError, ValueError):
+        same = False
+    if not same:
+        fault_at(point, path)
+        records.write_json_atomic(path, data)
+
+
+class JournalFile:
+    """What every journal of a run has and does: written before each change (``point``: the step, for the test-only
+    fault point), read back (one that cannot be read as ``BROKEN`` says: nothing in it can be trusted), and the
+    process group of each installer the run starts in it, as it starts."""
+
+    POINT = "journal"  # the fault point of a save that names none
+    BROKEN: dict[str, Any] = {"name": "", "prefix": ""}
+
+    def save(self, point: Optional[str] = None) -> None:
+        """Write the journal; EnvkitError naming it when the system refuses."""
+        with _SAVING:  # the prefix's watcher saves from its thread: each save writes all that was set before it
+            data = {k: v for k, v in asdict(self).items() if k != "path"}
+            try:
+                fault_at(point or self.POINT, self.path)
+            except OSError as error:
+                raise EnvkitError(f"cannot write {self.path}: {error.strerror}",
+                                  hint="envkit keeps its journal there: check that it can write there (permissions, "
+                                       "free space and inodes).") from None
+            records.write_json_atomic(self.path, data)
+
+    @classmethod
+    def load(cls, path: Path):
+        """The journal at ``path``; None when there is none."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(path=path, **{k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "path"})
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError):  # unreadable: nothing can be trusted in it
+            return cls(path=path, **cls.BROKEN)
+
+    def add_process(self, pgid: int) -> None:
+        started = start_time(pgid)
+        if started is not None:
+            self.processes.append([pgid, started])
+            self.save("process")
+
+
 @dataclass
-class Journal:
+class Journal(JournalFile):
     path: Path
     name: str
     prefix: str
@@ -80,29 +130,6 @@ class Journal:
     empty_prefix: Optional[list[int]] = None  # [mode, uid, gid] of the empty directory removed from the prefix
     made: Optional[list[int]] = None  # [st_dev, st_ino] of the prefix the backend made, once seen
     committed: bool = False
-
-    def save(self, point: str = "journal") -> None:
-        """Write the journal (``point``: the step, for the test-only fault point); EnvkitError naming it when the
-        system refuses."""
-        with _SAVING:  # the prefix's watcher saves from its thread: each save writes all that was set before it
-            data = {k: v for k, v in asdict(self).items() if k != "path"}
-            try:
-                fault_at(point, self.path)
-            except OSError as error:
-                raise EnvkitError(f"cannot write {self.path}: {error.strerror}",
-                                  hint="envkit keeps its journal there: check that it can write there (permissions, "
-                                       "free space and inodes).") from None
-            records.write_json_atomic(self.path, data)
-
-    @classmethod
-    def load(cls, path: Path) -> Optional[Journal]:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(path=path, **{k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "path"})
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, TypeError):  # unreadable: nothing can be trusted in it
-            return cls(path=path, name="", prefix="")
 
     def move_aside(self, path: Path) -> None:
         aside = aside_path(path)
@@ -145,12 +172,6 @@ class Journal:
         stamp(prefix)
         self.stamped = True
         self.save("stamped")
-
-    def add_process(self, pgid: int) -> None:
-        started = start_time(pgid)
-        if started is not None:
-            self.processes.append([pgid, started])
-            self.save("process")
 
     def stop_processes(self) -> list[str]:
         """Stop what the run's installers left running (they run in their own sessions: a SIGKILL of envkit does
@@ -236,14 +257,7 @@ class Journal:
         if not self.name:
             return
         if self.old_record is not None:
-            path = records.index_path(records_dir, self.name)
-            try:
-                same = json.loads(path.read_text(encoding="utf-8")) == self.old_record
-            except (OSError, ValueError):
-                same = False
-            if not same:
-                fault_at("undo-record", path)
-                records.write_json_atomic(path, self.old_record)
+            restore_json(records.index_path(records_dir, self.name), self.old_record, "undo-record")
         elif prefix is not None:
             current = records.load_quietly(records_dir, self.name)
             if current is not None and current.prefix == self.prefix:

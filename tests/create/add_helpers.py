@@ -5,12 +5,13 @@ index that serves them beside the stand-in torch, and a fingerprint of an enviro
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 from pathlib import Path
 
-from conftest import Home, fake_torch_files
+from conftest import CU126, Home, fake_torch_files, make_home
 from support.local_wheels import MissingDistributionError, local_distribution_files
 from support.pypi_index import IndexServer
 from support.wheels import build_wheel
@@ -54,6 +55,19 @@ def serve(server: IndexServer, torch_wheels: dict[str, list[Path]], extra: dict[
     server.add_index("/whl/cu126", [*torch_wheels["cu126"], *extra["cu126"]])
     server.add_index("/pypi/simple", [*torch_wheels["pypi"], *extra["pypi"]])
     home.mirror_to(server)
+
+
+@contextlib.contextmanager
+def lab(tmp_path_factory, torch_wheels, label: str, create: bool = True):
+    """(a home of its own, the index serving the stand-in torch and add_wheels' packages to it), with torch-cu126
+    made there (``create``), for the tests of a module that share them."""
+    home = make_home(tmp_path_factory.mktemp(label) / "home")
+    with IndexServer() as server:
+        serve(server, torch_wheels, add_wheels(tmp_path_factory.mktemp("add-wheels")), home)
+        if create:
+            done = home.envkit("create", *CU126, "--yes")
+            assert done.returncode == 0, done.stderr
+        yield home, server
 
 
 def fingerprint(prefix: Path) -> dict[str, str]:

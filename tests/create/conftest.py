@@ -8,13 +8,16 @@ in place on purpose: envkit's installers must not see them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import pytest
 
@@ -108,6 +111,31 @@ def make_home(root: Path) -> Home:
     config = root / "envkit.yaml"
     config.write_text("# no mirrors: tests that fetch write theirs\n", encoding="utf-8")
     return Home(root=root, env=env, config=config, sudo_log=sudo_log)
+
+
+@contextlib.contextmanager
+def held_at(home: Home, args: Sequence[str], step: str, env: Mapping[str, str] = {}  # noqa: B006 (read only)
+            ) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """`envkit ARGS...` started and held at ``step`` (envkit/state/testpause.py): (the process, the file whose
+    removal lets it go on). Ctrl-C reaches it as a terminal delivers it; it is killed if the block leaves it
+    running."""
+    marker = home.root / "paused"
+    marker.unlink(missing_ok=True)
+    environ = {**home.env, **env, "ENVKIT_TEST_PAUSE_AT": step, "ENVKIT_TEST_PAUSE_FILE": str(marker)}
+    process = subprocess.Popen([sys.executable, "-m", "envkit", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=environ, cwd=home.root,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 180
+        while not marker.exists():
+            assert process.poll() is None, f"envkit ended before {step}: {process.communicate()}"
+            assert time.monotonic() < deadline, f"envkit never reached {step}"
+            time.sleep(0.02)
+        yield process, marker
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)
 
 
 def fake_torch_files(version: str, cuda: Optional[str]) -> dict[str, str]:

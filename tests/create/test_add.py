@@ -12,28 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from add_helpers import add_wheels, fingerprint, installed_versions, record_json, serve, torch_files
-from conftest import CU126, Home, make_home
-from support.pypi_index import IndexServer
+from add_helpers import fingerprint, installed_versions, lab, record_json, torch_files
+from conftest import CU126, Home
 
 NAME = "torch-cu126"
 
 
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory, torch_wheels):
-    return torch_wheels, add_wheels(tmp_path_factory.mktemp("add-wheels"))
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory, wheels):
+def made(tmp_path_factory, torch_wheels):
     """A home with the index served and one environment made (torch-cu126), shared by the tests that must leave it
     as it is; a test that changes an environment makes its own."""
-    home = make_home(tmp_path_factory.mktemp("add") / "home")
-    with IndexServer() as server:
-        serve(server, *wheels, home)
-        done = home.envkit("create", *CU126, "--yes")
-        assert done.returncode == 0, done.stderr
-        yield home, server
+    with lab(tmp_path_factory, torch_wheels, "add") as pair:
+        yield pair
 
 
 def _own(home: Home, name: str, *extra: str, env=None) -> Path:
@@ -46,8 +36,8 @@ def _error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("envkit: error:")]
 
 
-def test_a_package_that_needs_any_torch_is_added_and_torch_stays_the_same_to_the_byte(lab):
-    home, server = lab
+def test_a_package_that_needs_any_torch_is_added_and_torch_stays_the_same_to_the_byte(made):
+    home, server = made
     prefix = _own(home, "any")
     torch_before = torch_files(prefix)
     seen = len(server.requests)
@@ -67,8 +57,8 @@ def test_a_package_that_needs_any_torch_is_added_and_torch_stays_the_same_to_the
     assert record["additions"] == ["anytorch"] and record["verify"]["ok"] is True
 
 
-def test_a_package_that_needs_another_torch_is_refused_before_anything_changes(lab):
-    home, _ = lab
+def test_a_package_that_needs_another_torch_is_refused_before_anything_changes(made):
+    home, _ = made
     prefix = home.prefix(NAME)
     before, record = fingerprint(prefix), record_json(home, NAME)
     done = home.envkit("add", NAME, "oldtorch")
@@ -79,8 +69,8 @@ def test_a_package_that_needs_another_torch_is_refused_before_anything_changes(l
     assert fingerprint(prefix) == before and record_json(home, NAME) == record
 
 
-def test_the_refusals_next_step_works_when_pasted(lab):
-    home, _ = lab
+def test_the_refusals_next_step_works_when_pasted(made):
+    home, _ = made
     done = home.envkit("add", NAME, "oldtorch")
     hint = done.stderr.split("`")[1]  # the command the hint gives, between backquotes
     argv = shlex.split(hint)
@@ -93,8 +83,8 @@ def test_the_refusals_next_step_works_when_pasted(lab):
     assert home.record(name)["additions"] == ["oldtorch"]
 
 
-def test_a_pinned_release_that_clashes_is_refused_with_the_newest_release_that_fits(lab):
-    home, _ = lab
+def test_a_pinned_release_that_clashes_is_refused_with_the_newest_release_that_fits(made):
+    home, _ = made
     prefix = _own(home, "pinned")
     before = fingerprint(prefix)
     done = home.envkit("add", "pinned", "needy==2.0")
@@ -108,9 +98,9 @@ def test_a_pinned_release_that_clashes_is_refused_with_the_newest_release_that_f
     assert installed_versions(prefix)["needy"] == "1.0"
 
 
-def test_a_companion_the_build_has_is_the_one_used(lab):
+def test_a_companion_the_build_has_is_the_one_used(made):
     """timm needs torchvision: the build's own (0.28.0+cu126) serves it; PyPI's is never fetched."""
-    home, server = lab
+    home, server = made
     prefix = _own(home, "companion")
     seen = len(server.requests)
     done = home.envkit("add", "companion", "timm")
@@ -119,9 +109,9 @@ def test_a_companion_the_build_has_is_the_one_used(lab):
     assert not any("torchvision-" in path for path in server.requests[seen:] if path.endswith(".whl"))
 
 
-def test_a_companion_the_build_has_not_is_never_taken_from_pypi(lab, tmp_path):
+def test_a_companion_the_build_has_not_is_never_taken_from_pypi(made, tmp_path):
     """torch 2.15's builds have no torchvision: timm (which needs it) is refused, not given PyPI's torchvision."""
-    home, _ = lab
+    home, _ = made
     prefix = _own(home, "novision")
     site = next(prefix.glob("lib/python*/site-packages"))
     constraints = prefix / ".envkit" / "constraints.txt"
@@ -137,8 +127,8 @@ def test_a_companion_the_build_has_not_is_never_taken_from_pypi(lab, tmp_path):
     assert "timm" in error and "needs torchvision" in error and "without torchvision" in error, error
 
 
-def test_dry_run_shows_what_would_be_installed_and_changes_nothing(lab):
-    home, server = lab
+def test_dry_run_shows_what_would_be_installed_and_changes_nothing(made):
+    home, server = made
     prefix = home.prefix(NAME)
     before, record, seen = fingerprint(prefix), record_json(home, NAME), len(server.requests)
     done = home.envkit("add", NAME, "anytorch", "--dry-run")
@@ -151,10 +141,10 @@ def test_dry_run_shows_what_would_be_installed_and_changes_nothing(lab):
     assert refused.returncode == 1 and "needs torch==2.7.0" in refused.stderr
 
 
-def test_a_newer_dependency_is_taken_and_a_failed_check_puts_everything_back(lab):
+def test_a_newer_dependency_is_taken_and_a_failed_check_puts_everything_back(made):
     """breaktorch needs filelock >= 3.30 (the build installed 3.20: replaced) and breaks `import torch`: the check
     after adding fails, and the environment is as it was, filelock 3.20 included, to the byte."""
-    home, _ = lab
+    home, _ = made
     prefix = _own(home, "broken")
     before, record = fingerprint(prefix), record_json(home, "broken")
     done = home.envkit("add", "broken", "breaktorch")
@@ -166,8 +156,8 @@ def test_a_newer_dependency_is_taken_and_a_failed_check_puts_everything_back(lab
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-def test_a_newer_dependency_replaces_the_one_the_build_installed(lab):
-    home, _ = lab
+def test_a_newer_dependency_replaces_the_one_the_build_installed(made):
+    home, _ = made
     prefix = _own(home, "newer")
     torch_before = torch_files(prefix)
     done = home.envkit("add", "newer", "newfl", "--json")
@@ -178,8 +168,8 @@ def test_a_newer_dependency_replaces_the_one_the_build_installed(lab):
     assert not list((prefix / ".envkit").glob("aside-*"))
 
 
-def test_requirements_files_and_what_was_added_are_recorded(lab, tmp_path):
-    home, _ = lab
+def test_requirements_files_and_what_was_added_are_recorded(made, tmp_path):
+    home, _ = made
     _own(home, "listed")
     more = tmp_path / "more.txt"
     more.write_text("small==0.5  # an older one\n")
@@ -195,8 +185,8 @@ def test_requirements_files_and_what_was_added_are_recorded(lab, tmp_path):
 
 
 @pytest.mark.parametrize("installer", ["pip"])
-def test_pip_holds_the_build_as_uv_does(lab, installer):
-    home, _ = lab
+def test_pip_holds_the_build_as_uv_does(made, installer):
+    home, _ = made
     env = {"ENVKIT_INSTALLER": installer}
     prefix = _own(home, "with-pip", env=env)
     before = fingerprint(prefix)

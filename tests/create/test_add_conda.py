@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from add_helpers import fingerprint, installed_versions, record_json
 from conftest import GTX1080TI, LEGACY_BUILD, Home, conda_mirrors

@@ -6,17 +6,12 @@ the installer first pinned to add only, then what it replaces set aside."""
 
 from __future__ import annotations
 
-import contextlib
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
-from add_helpers import add_wheels, fingerprint, record_json, serve
-from conftest import CU126, make_home
-from support.pypi_index import IndexServer
+from add_helpers import fingerprint, lab, record_json
+from conftest import held_at
 
 NAME = "torch-cu126"
 STEPS = ("add-journal", "add-installing", "add-aside", "add-installed", "add-checked", "add-recorded")
@@ -24,34 +19,13 @@ STEPS = ("add-journal", "add-installing", "add-aside", "add-installed", "add-che
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory, torch_wheels):
-    home = make_home(tmp_path_factory.mktemp("add-faults") / "home")
-    with IndexServer() as server:
-        serve(server, torch_wheels, add_wheels(tmp_path_factory.mktemp("add-wheels")), home)
-        done = home.envkit("create", *CU126, "--yes")
-        assert done.returncode == 0, done.stderr
+    with lab(tmp_path_factory, torch_wheels, "add-faults") as (home, _):
         prefix = home.prefix(NAME)
         yield home, prefix, fingerprint(prefix), record_json(home, NAME)
 
 
-@contextlib.contextmanager
 def _held_at(home, step: str):
-    marker = home.root / "paused"
-    marker.unlink(missing_ok=True)
-    env = {**home.env, "ENVKIT_TEST_PAUSE_AT": step, "ENVKIT_TEST_PAUSE_FILE": str(marker)}
-    process = subprocess.Popen([sys.executable, "-m", "envkit", "add", NAME, "newfl"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env, cwd=home.root,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        deadline = time.monotonic() + 120
-        while not marker.exists():
-            assert process.poll() is None, f"envkit ended before {step}: {process.communicate()}"
-            assert time.monotonic() < deadline, f"envkit never reached {step}"
-            time.sleep(0.02)
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate(timeout=30)
+    return held_at(home, ["add", NAME, "newfl"], step)
 
 
 def _as_before(home, prefix, files, record) -> None:
@@ -64,7 +38,7 @@ def _as_before(home, prefix, files, record) -> None:
 @pytest.mark.parametrize("step", STEPS)
 def test_sigkill_at_each_step_is_undone_by_the_next_command(made, step):
     home, prefix, files, record = made
-    with _held_at(home, step) as process:
+    with _held_at(home, step) as (process, _):
         process.kill()
         process.communicate(timeout=60)
     check = home.envkit("verify", NAME)  # the next command that uses it puts it back first
@@ -77,7 +51,7 @@ def test_sigkill_at_each_step_is_undone_by_the_next_command(made, step):
 @pytest.mark.parametrize("step", ("add-installing", "add-aside", "add-checked"))
 def test_ctrl_c_at_a_step_puts_the_environment_back_at_once(made, step):
     home, prefix, files, record = made
-    with _held_at(home, step) as process:
+    with _held_at(home, step) as (process, _):
         process.send_signal(signal.SIGINT)
         (home.root / "paused").unlink(missing_ok=True)
         _, err = process.communicate(timeout=60)

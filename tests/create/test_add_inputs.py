@@ -7,9 +7,8 @@ import os
 
 import pytest
 
-from add_helpers import add_wheels, fingerprint, record_json, serve
-from conftest import CU126, make_home
-from support.pypi_index import IndexServer
+from add_helpers import fingerprint, lab, record_json
+from support.wheels import build_wheel
 
 NAME = "torch-cu126"
 TORCH_URL = ("torch @ https://download.pytorch.org/whl/cu130/torch-2.14.0%2Bcu130-cp311-cp311-"
@@ -18,14 +17,8 @@ TORCH_URL = ("torch @ https://download.pytorch.org/whl/cu130/torch-2.14.0%2Bcu13
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory, torch_wheels):
-    home = make_home(tmp_path_factory.mktemp("add-inputs") / "home")
-    extra = add_wheels(tmp_path_factory.mktemp("add-wheels"))
-    with IndexServer() as server:
-        serve(server, torch_wheels, extra, home)
-        done = home.envkit("create", *CU126, "--yes")
-        assert done.returncode == 0, done.stderr
-        prefix = home.prefix(NAME)
-        yield home, server, prefix, extra
+    with lab(tmp_path_factory, torch_wheels, "add-inputs") as (home, server):
+        yield home, server, home.prefix(NAME)
 
 
 def _file(home, name: str, text: str):
@@ -48,7 +41,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_is_one_sentence_and_changes_nothing(made, case):
-    home, _, prefix, _ = made
+    home, _, prefix = made
     args, code, said = CASES[case]
     before, record = fingerprint(prefix), record_json(home, NAME)
     done = home.envkit("add", *args)
@@ -67,7 +60,7 @@ def test_bad_input_is_one_sentence_and_changes_nothing(made, case):
     ("-c other.txt", "-c is refused"),
 ])
 def test_a_requirements_file_that_would_bypass_the_builds_indexes_is_refused(made, line, said):
-    home, _, prefix, _ = made
+    home, _, prefix = made
     before = fingerprint(prefix)
     listed = _file(home, "requirements.txt", f"small\n{line}\n")
     done = home.envkit("add", NAME, "-r", listed)
@@ -76,8 +69,8 @@ def test_a_requirements_file_that_would_bypass_the_builds_indexes_is_refused(mad
     assert fingerprint(prefix) == before
 
 
-def test_empty_huge_and_framework_requirements_files(made):
-    home, _, prefix, extra = made
+def test_empty_huge_and_framework_requirements_files(made, tmp_path):
+    home, _, prefix = made
     before = fingerprint(prefix)
     empty = _file(home, "empty.txt", "# nothing yet\n\n")
     done = home.envkit("add", NAME, "-r", empty)
@@ -87,7 +80,7 @@ def test_empty_huge_and_framework_requirements_files(made):
         out.truncate(2 << 30)  # 2 GB, sparse: nothing written to the disk
     done = home.envkit("add", NAME, "-r", str(huge))
     assert done.returncode == 2 and "is over 4 MiB, the most envkit reads of a requirements file" in done.stderr
-    wheel = next(path for path in extra["cu126"] if path.name.startswith("torch-2.7.0"))
+    wheel = build_wheel(tmp_path, "torch", "2.7.0+cu126")  # a wheel of the framework itself, as a file
     framework = _file(home, "framework.txt", f"{wheel}\n")
     done = home.envkit("add", NAME, "-r", framework)
     assert done.returncode == 2 and "is a file of torch itself" in done.stderr, done.stderr
@@ -96,7 +89,7 @@ def test_empty_huge_and_framework_requirements_files(made):
 
 
 def test_an_index_that_is_down_halfway_fails_and_changes_nothing(made):
-    home, server, prefix, _ = made
+    home, server, prefix = made
     before, record = fingerprint(prefix), record_json(home, NAME)
     server.fail_project("/pypi/simple", "confusable")  # anytorch's page answers, its dependency's does not
     done = home.envkit("add", NAME, "anytorch")

@@ -7,24 +7,23 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 
 import pytest
 
-from add_helpers import add_wheels, installed_versions, serve
-from conftest import CU126, make_home
-from support.pypi_index import IndexServer
+from add_helpers import installed_versions, lab
+from conftest import CU126
+from support.pypi_index import uv_binary
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory, torch_wheels):
-    home = make_home(tmp_path_factory.mktemp("add-record") / "home")
-    with IndexServer() as server:
-        serve(server, torch_wheels, add_wheels(tmp_path_factory.mktemp("add-wheels")), home)
-        yield home, server
+def made(tmp_path_factory, torch_wheels):
+    with lab(tmp_path_factory, torch_wheels, "add-record", create=False) as pair:
+        yield pair
 
 
-def test_create_with_installs_the_build_and_the_users_packages_in_one_run(lab):
-    home, server = lab
+def test_create_with_installs_the_build_and_the_users_packages_in_one_run(made):
+    home, server = made
     seen = len(server.requests)
     done = home.envkit("create", *CU126, "--name", "withs", "--with", "anytorch,small>=0.5,<1", "--yes")
     assert done.returncode == 0, done.stderr
@@ -41,8 +40,8 @@ def test_create_with_installs_the_build_and_the_users_packages_in_one_run(lab):
     assert entry["additions"] == ["anytorch", "small>=0.5,<1"] and entry["held"][0] == "torch==2.13.0+cu126"
 
 
-def test_create_with_a_package_that_cannot_live_with_the_build_makes_nothing(lab, tmp_path):
-    home, _ = lab
+def test_create_with_a_package_that_cannot_live_with_the_build_makes_nothing(made, tmp_path):
+    home, _ = made
     listed = tmp_path / "requirements.txt"
     listed.write_text("small\noldtorch\n")
     done = home.envkit("create", *CU126, "--name", "clash", "-r", str(listed), "--yes")
@@ -55,10 +54,10 @@ def test_create_with_a_package_that_cannot_live_with_the_build_makes_nothing(lab
         "--with", "small,oldtorch"], hint
 
 
-def test_export_and_lock_env_take_the_additions_and_from_lock_rebuilds_the_whole_environment(lab, tmp_path):
-    home, server = lab
-    made = home.envkit("create", *CU126, "--name", "work", "--yes")
-    assert made.returncode == 0, made.stderr
+def test_export_and_lock_env_take_the_additions_and_from_lock_rebuilds_the_whole_environment(made, tmp_path):
+    home, server = made
+    created = home.envkit("create", *CU126, "--name", "work", "--yes")
+    assert created.returncode == 0, created.stderr
     added = home.envkit("add", "work", "anytorch", "newfl")
     assert added.returncode == 0, added.stderr
     lock = tmp_path / "work.conda-lock.yml"
@@ -89,28 +88,20 @@ def test_export_and_lock_env_take_the_additions_and_from_lock_rebuilds_the_whole
     assert installed_versions(home.prefix("anew")) == installed_versions(home.prefix("work"))
 
 
-def test_verify_still_judges_the_build(lab):
-    home, _ = lab
-    made = home.envkit("create", *CU126, "--name", "judged", "--with", "anytorch", "--yes")
-    assert made.returncode == 0, made.stderr
+def test_verify_still_judges_the_build(made):
+    home, server = made
+    created = home.envkit("create", *CU126, "--name", "judged", "--with", "anytorch", "--yes")
+    assert created.returncode == 0, created.stderr
     checked = home.envkit("verify", "judged", "--json")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     report = json.loads(checked.stdout)
     assert report["ok"] is True and report["version"] == "2.13.0+cu126"
     # torch replaced outside envkit (uv pointed at the environment's Python, which reads no constraint): the
-    # check judges the build and fails, and add will not touch it
-    import subprocess
-
-    from support.pypi_index import uv_binary
-
+    # check judges the build and fails
     prefix = home.prefix("judged")
     replaced = subprocess.run([uv_binary(), "pip", "install", "--python", str(prefix / "bin" / "python"), "--no-deps",
-                               "--index-url", f"{_server(lab).url}/pypi/simple", "torch==2.13.1"],
+                               "--index-url", f"{server.url}/pypi/simple", "torch==2.13.1"],
                               capture_output=True, text=True, env=home.env)
     assert replaced.returncode == 0, replaced.stderr
     again = home.envkit("verify", "judged")
     assert again.returncode == 1 and "2.13.1" in again.stdout, again.stdout
-
-
-def _server(lab):
-    return lab[1]

@@ -14,22 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from add_helpers import add_wheels, installed_versions, serve, torch_files
-from conftest import CU126, Home, make_home
+from add_helpers import installed_versions, lab, torch_files
+from conftest import Home
 from support import module_systems
-from support.pypi_index import IndexServer, uv_binary
+from support.pypi_index import uv_binary
 
 NAME = "torch-cu126"
 HELD = "torch==2.13.0+cu126"
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory, torch_wheels):
-    home = make_home(tmp_path_factory.mktemp("guard") / "home")
-    with IndexServer() as server:
-        serve(server, torch_wheels, add_wheels(tmp_path_factory.mktemp("add-wheels")), home)
-        done = home.envkit("create", *CU126, "--yes")
-        assert done.returncode == 0, done.stderr
+def made(tmp_path_factory, torch_wheels):
+    with lab(tmp_path_factory, torch_wheels, "guard") as (home, server):
         yield home, server.index_url("/pypi/simple")
 
 
@@ -42,8 +38,8 @@ def _bash(home: Home, script: str, **extra: str) -> subprocess.CompletedProcess:
                           cwd=home.root, timeout=300)
 
 
-def test_pip_where_the_environment_has_none_says_so_instead_of_running_another(lab):
-    home, index = lab
+def test_pip_where_the_environment_has_none_says_so_instead_of_running_another(made):
+    home, index = made
     prefix = home.prefix(NAME)
     for way in (f"envkit_run() {{ {_envkit(home)} run {NAME} -- \"$@\"; }}; envkit_run pip install small",
                 f"source {prefix}/bin/activate && pip install small", f"source {prefix}/bin/activate && pip3 install x",
@@ -55,8 +51,8 @@ def test_pip_where_the_environment_has_none_says_so_instead_of_running_another(l
 
 
 @pytest.mark.parametrize("way", ["envkit run", "source bin/activate"])
-def test_uv_pip_install_after_activating_cannot_replace_the_build(lab, way):
-    home, index = lab
+def test_uv_pip_install_after_activating_cannot_replace_the_build(made, way):
+    home, index = made
     prefix = home.prefix(NAME)
     before = torch_files(prefix)
     enter = (f"envkit_in() {{ {_envkit(home)} run {NAME} -- bash -c \"$1\"; }}" if way == "envkit run" else
@@ -86,8 +82,8 @@ def lmod():
     return module_systems.module_function("lmod")
 
 
-def test_module_load_holds_the_build_and_unload_takes_it_back(lab, lmod, tmp_path):
-    home, index = lab
+def test_module_load_holds_the_build_and_unload_takes_it_back(made, lmod, tmp_path):
+    home, index = made
     prefix = home.prefix(NAME)
     before = torch_files(prefix)
     modules = tmp_path / "modulefiles"
@@ -110,8 +106,8 @@ def test_module_load_holds_the_build_and_unload_takes_it_back(lab, lmod, tmp_pat
     assert torch_files(prefix) == before
 
 
-def test_the_environments_own_pip_reads_its_pip_conf_and_the_documented_limit_holds(lab):
-    home, index = lab
+def test_the_environments_own_pip_reads_its_pip_conf_and_the_documented_limit_holds(made):
+    home, index = made
     prefix = home.prefix(NAME)
     given = home.envkit("add", NAME, "pip")
     assert given.returncode == 0, given.stderr

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from add_helpers import add_wheels, fingerprint, installed_versions, serve
-from conftest import CU126, Home, make_home
+from add_helpers import add_wheels, fingerprint, serve
+from conftest import CU126, make_home
 from support.pypi_index import IndexServer
 
 
