@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from envkit.create.journal import JournalFile, restore_json
+from envkit.create.journal_file import JournalFile, restore_json
 from envkit.errors import EnvkitError
 from envkit.state import records
 from envkit.system.process import stop_leftovers
