@@ -100,7 +100,7 @@ def create(
     ] = None,
     on: Annotated[
         Optional[str],
-        typer.Option("--on", metavar="site:NAME", help="A personal environment on top of the site's shared one: a "
+        typer.Option("--on", metavar="SITE:NAME", help="A personal environment on top of the site's shared one: a "
                      "small venv whose Python sees its packages (of the version published now, kept while it "
                      "exists) and holds its build; with --name, and --with for your own packages. No MANIFEST.",
                      show_default=False),
