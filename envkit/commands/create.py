@@ -157,7 +157,7 @@ def create(
                 raise BadInputError("--on makes an environment of the site's build, for the machines it is for: "
                                     "leave out MANIFEST, --build, --shared and the machine options",
                                     hint=f"envkit create --on {on} --name NAME")
-            create_on(on, name, prefix, _additions(with_packages, requirement, None, None), dry_run=dry_run, yes=yes,
+            create_on(on, name, prefix, _additions(with_packages, requirement, None), dry_run=dry_run, yes=yes,
                       force=force, json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
                       verify=not no_verify)
     with reported_errors():
@@ -195,7 +195,7 @@ def create(
             name, prefix = place.name, place.layout.prefix(place.name, "new")
         fleet = fleet_for(tables, target)
         chosen = build_for_target(the_manifest, fleet, tables, request, build, target, python)
-        additions = _additions(with_packages, requirement, the_manifest, chosen.build_id)
+        additions = _additions(with_packages, requirement, the_manifest)
         prepared = prepare(
             CreateRequest(build_id=chosen.build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
                           verify=not no_verify, target_args=target_args(target, python), additions=additions),
@@ -240,7 +240,7 @@ def create(
                 clean_staging(dirs, place.name)
 
 
-def _additions(with_packages, requirement, manifest, build_id: str) -> tuple[str, ...]:
+def _additions(with_packages, requirement, manifest) -> tuple[str, ...]:
     """The user's own packages of --with (comma-separated; a comma inside a version range stays) and -r, checked
     as `envkit add` checks them (envkit.backends.requested)."""
     if not with_packages and not requirement:
@@ -252,9 +252,8 @@ def _additions(with_packages, requirement, manifest, build_id: str) -> tuple[str
 
     own: list[str] = []
     if manifest is not None:  # (--on: the site's, which add knows from the environment made)
-        build = next(b for b in manifest.builds if b.id == build_id)
-        own = [manifest.framework, *manifest.companions,
-               *(requirement_parts(text).name for text in (build.pip.packages if build.pip is not None else ()))]
+        own = [manifest.framework, *manifest.companions,  # every build's packages: the pick is not made yet
+               *{requirement_parts(text).name for b in manifest.builds for text in (b.pip.packages if b.pip else ())}]
     texts = [part for value in with_packages or () for part in re.split(r",(?=\s*[A-Za-z0-9./~])", value)]
     return requested(texts, list(requirement or []), own).lines
 

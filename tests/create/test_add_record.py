@@ -105,3 +105,13 @@ def test_verify_still_judges_the_build(made):
     assert replaced.returncode == 0, replaced.stderr
     again = home.envkit("verify", "judged")
     assert again.returncode == 1 and "2.13.1" in again.stdout, again.stdout
+
+
+def test_create_with_on_the_pick_shows_the_packages_held_in_the_plan(made):
+    home, _ = made
+    profile = CU126[CU126.index("--machine") + 1]
+    planned = home.envkit("create", "torch", "--python", CU126[CU126.index("--python") + 1], "--machine", profile,
+                          "--with", "anytorch", "--dry-run")  # no --build: the pick, made after --with is read
+    assert planned.returncode == 0, planned.stderr
+    assert "Pip:         anytorch  (your packages)" in planned.stdout
+    assert "held:      the build, as installed by the step before" in planned.stdout
