@@ -10,8 +10,9 @@
   placeholders that say so and exit 1: otherwise another Python's pip, found further along PATH, installs into that
   Python, silently. ``envkit add ENV pip`` gives it pip (which replaces them).
 
-The limits (said in docs/lab-user.md): ``pip --isolated`` and ``PIP_CONFIG_FILE=/dev/null`` outside envkit's
-activation skip pip.conf; ``uv pip install --python ENV/bin/python`` without activating reads no variable; and a
+The limits (said in docs/lab-user.md): ``PIP_CONFIG_FILE=/dev/null`` outside envkit's activation skips pip.conf
+(``pip --isolated`` still reads it: pip reads its site configuration even then); ``uv pip install --python
+ENV/bin/python`` without activating reads no variable; fish, csh and nushell's activate scripts set none; and a
 user may edit or delete the files. A prefix with whitespace in its path cannot be named in the variables (both
 installers split them on spaces): pip.conf alone holds there.
 """
@@ -27,7 +28,6 @@ from envkit.state.files import write_atomic
 from envkit.state.records import RECORD_DIR
 
 CONSTRAINTS = "constraints.txt"
-VARIABLES = ("UV_CONSTRAINT", "PIP_CONSTRAINT")
 MARK = "envkit: "  # in every file written here, so that envkit knows its own
 _PLACEHOLDER = "# envkit: pip placeholder"
 
