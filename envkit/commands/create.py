@@ -196,9 +196,15 @@ def create(
         fleet = fleet_for(tables, target)
         chosen = build_for_target(the_manifest, fleet, tables, request, build, target, python)
         additions = _additions(with_packages, requirement, the_manifest)
+        python_for = None
+        if place is not None:  # a venv's Python must be one every user it is for can run
+            from envkit.commands.publishing import python_finder
+
+            python_for = python_finder(place)
         prepared = prepare(
             CreateRequest(build_id=chosen.build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
-                          verify=not no_verify, target_args=target_args(target, python), additions=additions),
+                          verify=not no_verify, target_args=target_args(target, python), python_for=python_for,
+                          additions=additions),
             the_manifest, tables, chosen.profile, target.on_target, request, config, dirs, os.environ,
             resolution=chosen.resolution,
         )
@@ -209,14 +215,14 @@ def create(
             from envkit.commands.publishing import publisher, staging
 
             prepared, dirs, version = staging(prepared, place, dirs)
-            after = publisher(place, version, dirs)
+            after = publisher(place, version)
         import contextlib
 
         publishing = contextlib.nullcontext()
-        if place is not None and not dry_run:  # one publication of a name at a time (a second one says who has it)
-            from envkit.commands.publishing import publication_lock
+        if place is not None and not dry_run:  # one publication of a name at a time (a second one is told so)
+            from envkit.commands.publishing import publication
 
-            publishing = publication_lock(place)
+            publishing = publication(place, version)
         from envkit.backends.clash import Refused
 
         try:
@@ -233,11 +239,6 @@ def create(
             refused.hint = next_step(refused.clash, plan.name, MadeFrom(the_manifest, plan.build, tables, None),
                                      plan.profile, str(plan.python), target_argv(target), list(additions))
             raise
-        finally:
-            if place is not None:  # the run's own directory, unless a journal there still has something to undo
-                from envkit.commands.publishing import clean_staging
-
-                clean_staging(dirs, place.name)
 
 
 def _additions(with_packages, requirement, manifest) -> tuple[str, ...]:

@@ -82,8 +82,8 @@ def lock(
         record = None
         from envkit.catalog import manifest_names
 
-        if manifest not in manifest_names(manifests_dir(target.manifests)):  # envkit lock ENV: its build, target
-            from envkit.commands.recorded import find_record                 # and additions
+        if manifest not in manifest_names(manifests_dir(target.manifests)) and _an_environment(manifest, dirs):
+            from envkit.commands.recorded import find_record  # envkit lock ENV: its build, target and additions
             from envkit.commands.targets import recorded_target
 
             record = find_record(manifest)
@@ -106,23 +106,36 @@ def lock(
             warn(f"the lock pins a CPU build for machines with GPUs: {chosen.gpu_unused}")
         from envkit.backends.installers import installer_environ
         from envkit.create.storage import package_cache
+        from envkit.storage.cache import using_cache
 
         cache = package_cache(config, dirs, os.environ)  # the package caches `create` uses (docs/storage.md)
-        made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=chosen.profile,
-                                     target=target_words(target, fleet), on_target=target.on_target, python=request,
-                                     build_id=chosen.build_id, target_args=target_args(target),
-                                     gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus),
-                                     resolution=chosen.resolution),
-                         config, cache.conda_packages, uv_binary(), os.environ,
-                         installer_environ(os.environ, dirs, None, cache.root), warn=warn)
-        if record is not None and record.added:
-            from envkit.lockfile.export import with_additions
+        with using_cache(cache.root):  # its parts made this user's alone, and no clean while uv and rattler use it
+            made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=chosen.profile,
+                                         target=target_words(target, fleet), on_target=target.on_target,
+                                         python=request, build_id=chosen.build_id, target_args=target_args(target),
+                                         gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus),
+                                         resolution=chosen.resolution),
+                             config, cache.conda_packages, uv_binary(), os.environ,
+                             installer_environ(os.environ, dirs, None, cache.root), warn=warn)
+            if record is not None and record.added:
+                from envkit.lockfile.export import with_additions
 
-            made = with_additions(made, record, config, uv_binary(), installer_environ(os.environ, dirs, None,
-                                                                                      cache.root),
-                                  tables.python.pypi_index)
+                made = with_additions(made, record, config, uv_binary(),
+                                      installer_environ(os.environ, dirs, None, cache.root), tables.python.pypi_index)
         _write(made, output, force)
         _report(made, output, json_output, target_argv(target))
+
+
+def _an_environment(name: str, dirs) -> bool:
+    """Whether ``name``, which no manifest has, names an environment (the user's, or site:NAME) for `envkit lock ENV`;
+    a name that is neither goes on as a manifest's, and its error names the nearest manifest."""
+    import os
+
+    from envkit.commands.recorded import plain_name
+    from envkit.shared.layout import shared_name
+    from envkit.state.records import index_path
+
+    return shared_name(name) is not None or (plain_name(name) and os.path.lexists(index_path(dirs.records, name)))
 
 
 def _lock_format(value: str) -> str:

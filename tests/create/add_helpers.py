@@ -14,6 +14,7 @@ from pathlib import Path
 from conftest import CU126, Home, fake_torch_files, make_home
 from support.local_wheels import MissingDistributionError, local_distribution_files
 from support.pypi_index import IndexServer
+from support.stand_ins import stand_in_files
 from support.wheels import build_wheel
 
 # A .pth line that makes `import torch` fail in every Python of the environment, as a broken addition can.
@@ -26,8 +27,10 @@ def add_wheels(out: Path) -> dict[str, list[Path]]:
         build_wheel(out / "cu126", "confusable", "9.0"),  # the same name as a PyPI project: never taken from here
         build_wheel(out / "cu126", "torch", "2.7.0+cu126", requires=["filelock"],
                     files=fake_torch_files("2.7.0+cu126", "12.6")),
-        build_wheel(out / "cu126", "torchvision", "0.22.0+cu126", requires=["torch==2.7.0"]),
-        build_wheel(out / "cu126", "torchaudio", "2.7.0+cu126", requires=["torch==2.7.0"]),
+        build_wheel(out / "cu126", "torchvision", "0.22.0+cu126", requires=["torch==2.7.0"],
+                    files=stand_in_files("torchvision")),  # the check imports and runs every companion
+        build_wheel(out / "cu126", "torchaudio", "2.7.0+cu126", requires=["torch==2.7.0"],
+                    files=stand_in_files("torchaudio")),
     ]
     pypi = [
         build_wheel(out / "pypi", "anytorch", "1.0", requires=["torch", "confusable"],

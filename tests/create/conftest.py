@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
@@ -22,7 +21,9 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 import pytest
 
 from support.fixtures import pypi_server  # noqa: F401 (a fixture)
+from support.paused import wait_until_paused
 from support.pypi_index import IndexServer
+from support.stand_ins import stand_in_files
 from support.wheels import build_wheel
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,11 +127,7 @@ def held_at(home: Home, args: Sequence[str], step: str, env: Mapping[str, str] =
                                stderr=subprocess.PIPE, text=True, env=environ, cwd=home.root,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        deadline = time.monotonic() + 180
-        while not marker.exists():
-            assert process.poll() is None, f"envkit ended before {step}: {process.communicate()}"
-            assert time.monotonic() < deadline, f"envkit never reached {step}"
-            time.sleep(0.02)
+        wait_until_paused(process, marker, step)
         yield process, marker
     finally:
         if process.poll() is None:
@@ -140,11 +137,7 @@ def held_at(home: Home, args: Sequence[str], step: str, env: Mapping[str, str] =
 
 def fake_torch_files(version: str, cuda: Optional[str]) -> dict[str, str]:
     """The probe tests' stand-in PyTorch (tests/probe/fakes), as wheel contents: the post-install check runs it."""
-    files = {"fakearray.py": (FAKES / "fakearray.py").read_text(encoding="utf-8")}
-    for source in sorted((FAKES / "torch").glob("*.py")):
-        files[f"torch/{source.name}"] = source.read_text(encoding="utf-8")
-    files["fake_config.json"] = json.dumps({"torch": {"version": version, "cuda": cuda, "gpus": []}})
-    return files
+    return stand_in_files("torch", {"torch": {"version": version, "cuda": cuda, "gpus": []}})
 
 
 @pytest.fixture(scope="session")
@@ -154,17 +147,37 @@ def torch_wheels(tmp_path_factory) -> dict[str, list[Path]]:
     cu126 = [
         build_wheel(out / "cu126", "torch", "2.13.0+cu126", requires=["filelock"],
                     files=fake_torch_files("2.13.0+cu126", "12.6")),
-        build_wheel(out / "cu126", "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"]),
-        build_wheel(out / "cu126", "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"]),
+        build_wheel(out / "cu126", "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"],
+                    files=stand_in_files("torchvision")),
+        build_wheel(out / "cu126", "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"],
+                    files=stand_in_files("torchaudio")),
         build_wheel(out / "cu126", "filelock", "3.20.0"),
     ]
     pypi = [
         build_wheel(out / "pypi", "torch", "2.13.1", requires=["filelock"], files=fake_torch_files("2.13.1", "13.0")),
-        build_wheel(out / "pypi", "torchvision", "0.28.1", requires=["torch==2.13.1"]),
-        build_wheel(out / "pypi", "torchaudio", "2.11.1", requires=["torch==2.13.1"]),
+        build_wheel(out / "pypi", "torchvision", "0.28.1", requires=["torch==2.13.1"],
+                    files=stand_in_files("torchvision")),
+        build_wheel(out / "pypi", "torchaudio", "2.11.1", requires=["torch==2.13.1"],
+                    files=stand_in_files("torchaudio")),
         build_wheel(out / "pypi", "filelock", "3.20.0"),
     ]
     return {"cu126": cu126, "pypi": pypi}
+
+
+BIG = 4_000_000  # bytes of random data in big_wheels' torch: a download that takes a moment, a size that shows
+
+
+@pytest.fixture(scope="session")
+def big_wheels(tmp_path_factory) -> list[Path]:
+    """The cu126 stand-ins, torch's wheel over BIG bytes (uv names such a download: "Downloading torch (3.8MiB)")."""
+    out = tmp_path_factory.mktemp("big-wheels")
+    files = {**fake_torch_files("2.13.0+cu126", "12.6"), "torch/weights.bin": os.urandom(BIG)}
+    return [
+        build_wheel(out, "torch", "2.13.0+cu126", requires=["filelock"], files=files),
+        build_wheel(out, "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"]),
+        build_wheel(out, "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"]),
+        build_wheel(out, "filelock", "3.20.0"),
+    ]
 
 
 @pytest.fixture

@@ -221,8 +221,10 @@ def test_a_mirror_serving_a_plain_build_under_the_cuda_index_fails_the_run_and_l
     home.mirror_to(pypi_server)
     done = home.envkit("create", *CU126, "--yes", *(() if verify else ("--no-verify",)))
     assert done.returncode == 1, done.stderr
-    assert "served the wrong build: torch 2.13.1, not +cu126" in done.stderr
-    assert "Checking that it works" not in done.stderr  # it stopped at the install, before any check or record
+    assert f"{pypi_server.url}/whl/cu126 (the mirror of https://download.pytorch.org/whl/cu126 in envkit's config) " \
+           "serves torch 2.13.1 for torch==2.13.*, and no +cu126 build" in done.stderr
+    assert pypi_server.fetched_files() == []  # refused before anything was downloaded
+    assert "Installing torch-2.13-cu126 packages" not in done.stderr  # no installer was run
     assert not home.prefix("torch-cu126").exists() and home.record("torch-cu126") is None
     assert json.loads(home.envkit("envs", "--json").stdout)["environments"] == []
 

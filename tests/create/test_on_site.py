@@ -15,16 +15,18 @@ import pytest
 from add_helpers import add_wheels, fingerprint, serve
 from conftest import CU126, make_home
 from support.pypi_index import IndexServer
+from support.unix_users import public_directory
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, torch_wheels):
     root = tmp_path_factory.mktemp("on-site")
     home = make_home(root / "home")
-    shared = root / "shared"
-    shared.mkdir(mode=0o755)
-    home.env.update(ENVKIT_SHARED=str(shared), MODULEPATH=str(shared / "modulefiles"))
-    with IndexServer() as server:
+    with public_directory() as public, IndexServer() as server:  # (pytest's directories: nobody else could run it)
+        shared = public / "shared"
+        shared.mkdir(mode=0o755)
+        os.chmod(shared, 0o755)
+        home.env.update(ENVKIT_SHARED=str(shared), MODULEPATH=str(shared / "modulefiles"))
         serve(server, torch_wheels, add_wheels(tmp_path_factory.mktemp("add-wheels")), home)
         done = home.envkit("create", *CU126, "--shared", "--yes")
         assert done.returncode == 0, done.stderr

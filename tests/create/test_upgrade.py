@@ -12,6 +12,7 @@ import pytest
 from add_helpers import add_wheels, installed_versions, serve
 from conftest import PROFILES, PYTHON, Home, fake_torch_files
 from support.pypi_index import IndexServer
+from support.stand_ins import stand_in_files
 from support.wheels import build_wheel
 
 
@@ -21,7 +22,8 @@ def upgradable(home: Home, pypi_server: IndexServer, torch_wheels, tmp_path):
     cu130 = tmp_path / "cu130"
     pypi_server.add_index("/whl/cu130", [
         build_wheel(cu130, "torch", "2.15.0+cu130", requires=["filelock"], files=fake_torch_files("2.15.0+cu130", "13.0")),
-        build_wheel(cu130, "torchaudio", "2.11.0+cu130", requires=["torch"]),
+        build_wheel(cu130, "torchaudio", "2.11.0+cu130", requires=["torch"],
+                    files=stand_in_files("torchaudio")),
         build_wheel(cu130, "filelock", "3.20.0"),
     ])
     profile = tmp_path / "machine.yaml"
