@@ -22,6 +22,8 @@ from envkit.commands.output import Settings
 COMMAND_GROUPS = (
     ("inspect", ("detect", "list")),
     ("create", ("create",)),
+    ("add", ("add",)),  # packages into an environment, its build held
+    ("upgrade", ("upgrade",)),  # the newest build that fits it, its additions kept
     ("lock", ("lock", "export")),
     ("check", ("doctor", "verify")),
     ("envs", ("envs", "run", "remove")),

@@ -26,9 +26,9 @@ LESS_NASTY = "/opt/site envs/it's $HOME [x] {y}"
 
 
 def info(prefix: str, kind: str = "venv", name: str = "torch-cu126", build: str = "torch-2.13-cu126",
-         cuda: str = "12.6") -> ModuleInfo:
+         cuda: str = "12.6", held: bool = False) -> ModuleInfo:
     record = SimpleNamespace(build=build, manifest="torch", python="3.11", prefix=prefix, kind=kind, cuda=cuda,
-                             name=name, machine={"name": "rtx4090"},
+                             name=name, machine={"name": "rtx4090"}, held=["torch==2.13.0+cu126"] if held else None,
                              target={"options": ["--partition", "gpu-4-a100"], "machines": ["a100"]},
                              verify={"ok": True, "time": "2026-11-27T01:00:00+00:00", "node": "node1"})
     return module_info(f"site:{name}", record, "alice")
@@ -150,6 +150,30 @@ def test_a_real_module_system_loads_swaps_and_unloads_exactly(systems, system: s
     assert "CUDA: 12.6" in whatis and "Fits: partition gpu-4-a100" in whatis and "Last check: PASS" in whatis
 
 
+@pytest.mark.parametrize("system", ["lmod", "lmod-reading-tcl", "tcl"])
+def test_a_held_environment_puts_its_constraints_first_and_unload_gives_the_users_back(systems, system: str,
+                                                                                       tmp_path: Path):
+    """An environment whose build is held (envkit.backends.guard): UV_CONSTRAINT and PIP_CONSTRAINT get its
+    constraints file first, the user's own after it, and unloading leaves the user's exactly."""
+    record = SimpleNamespace(build="torch-2.13-cu126", manifest="torch", python="3.11", prefix="/opt/envs/torch",
+                             kind="venv", name="torch", machine={"name": "x"}, target=None, verify=None,
+                             held=["torch==2.13.0+cu126"], cuda="12.6")
+    made = module_info("torch", record)
+    assert made.constraints == "/opt/envs/torch/.envkit/constraints.txt"
+    modules = tmp_path / "modulefiles"
+    (modules / "envkit").mkdir(parents=True)
+    (modules / "envkit" / "torch").write_text(tcl_text(made))
+    if system == "lmod":
+        (modules / "envkit" / "torch.lua").write_text(lua_text(made))
+    dumps = [tmp_path / f"env{i}" for i in range(2)]
+    script = f"export UV_CONSTRAINT=/home/me/mine.txt\nmodule load envkit/torch\nenv -0 > {dumps[0]}\n" \
+             f"module unload envkit/torch\nenv -0 > {dumps[1]}"
+    done = shell(systems[system.split("-")[0]], script, modules)
+    assert done.returncode == 0, done.stderr
+    loaded, after = (module_systems.parse_env0(d.read_text()) for d in dumps)
+    assert loaded["UV_CONSTRAINT"] == f"{made.constraints} /home/me/mine.txt"
+    assert loaded["PIP_CONSTRAINT"] == made.constraints
+    assert after["UV_CONSTRAINT"] == "/home/me/mine.txt" and "PIP_CONSTRAINT" not in after
 @pytest.mark.parametrize("system", ["lmod", "tcl"])
 def test_unload_takes_back_exactly_what_load_set(systems, system: str, tmp_path: Path):
     """A VIRTUAL_ENV of the user's and the environment's bin already on their PATH (a shell where they activated it)
@@ -165,7 +189,7 @@ def test_unload_takes_back_exactly_what_load_set(systems, system: str, tmp_path:
         (prefix / "bin" / "python").chmod(0o755)
 
     def write(prefix: Path) -> None:
-        made = info(str(prefix), name="torch")
+        made = info(str(prefix), name="torch", held=True)
         if system == "lmod":
             (modules / "envkit" / "torch.lua").write_text(lua_text(made))
         else:
@@ -185,6 +209,7 @@ def test_unload_takes_back_exactly_what_load_set(systems, system: str, tmp_path:
     assert done.returncode == 0, done.stderr
     had, loaded, unloaded, plain, loaded_old = (module_systems.parse_env0(d.read_text()) for d in dumps[:5])
     assert loaded["VIRTUAL_ENV"] == str(old) and (tmp_path / "ran").read_text().strip() == "v1"
+    assert loaded["PIP_CONSTRAINT"] == f"{old}/.envkit/constraints.txt" and "PIP_CONSTRAINT" not in unloaded
     assert os.path.realpath(loaded["PATH"].split(":")[0]) == str(old / "bin")
     assert module_systems.activation(unloaded) == module_systems.activation(had)  # PATH and VIRTUAL_ENV as they were
     assert unloaded["VIRTUAL_ENV"] == "/the/users/own/venv" and unloaded["PATH"] == f"/usr/bin:{old}/bin:/bin"
@@ -199,3 +224,5 @@ def test_unload_takes_back_exactly_what_load_set(systems, system: str, tmp_path:
     unloaded_new = module_systems.parse_env0(dumps[5].read_text())
     assert module_systems.activation(unloaded_new) == module_systems.activation(plain), unloaded_new["PATH"]
     assert f"{old}/bin" not in unloaded_new["PATH"] and unloaded_new["VIRTUAL_ENV"] == "/the/users/own/venv"
+    assert loaded_old["UV_CONSTRAINT"] == f"{old}/.envkit/constraints.txt"  # the guard the load added goes too
+    assert "UV_CONSTRAINT" not in unloaded_new and "PIP_CONSTRAINT" not in unloaded_new

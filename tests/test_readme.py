@@ -338,6 +338,7 @@ REFERENCE = {  # reference page -> the commands whose every option it names
     "global.md": [()],
     "inspect.md": [("detect",), ("list",)],
     "create.md": [("create",)],
+    "add.md": [("add",), ("upgrade",)],
     "lock.md": [("lock",), ("export",)],
     "check.md": [("verify",), ("doctor",)],
     "envs.md": [("envs",), ("run",), ("remove",)],

@@ -170,7 +170,8 @@ class Manifest(NamedTuple):
     path: str
     retired: Optional[str] = None  # why the framework is retired, if it is
     # The packages its builds install beside the framework (torchvision, torchaudio): the keys of its `companions:`
-    # rules. The check imports each one a build installs, and runs one small operation of it.
+    # rules. The check imports each one a build installs, and runs one small operation of it; envkit add never takes
+    # one from elsewhere than the build.
     companions: tuple[str, ...] = ()
 
 

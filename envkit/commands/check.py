@@ -101,22 +101,13 @@ def _machines_to_judge(tables, target: TargetOptions, record):
 def _recorded_target(record):
     """(the options the record's target was named with, as TargetOptions, or None; its machines by name, with their
     profile files where those can still be read), for the commands that name its machines in the advice."""
+    from envkit.commands.targets import recorded_target
     from envkit.errors import EnvkitError
 
-    options = record.target_options()
-    if not options or len(options) % 2:
-        return None, {}
-    values = dict(machine=[], gpu_arch=[])
-    for flag, value in zip(options[::2], options[1::2]):
-        if flag in ("--machine", "--gpu-arch"):
-            values[flag[2:].replace("-", "_")].append(Path(value) if flag == "--machine" else value)
-        elif flag in ("--partition", "--cuda"):
-            values[flag[2:]] = value
-        else:
-            return None, {}
-    recorded = TargetOptions(**{key: value or None for key, value in values.items()})
+    recorded = recorded_target(record)
     try:
-        return recorded, {m.name: m for m in fleet_for(None, recorded).machines} if recorded.machine else {}
+        return recorded, {m.name: m for m in fleet_for(None, recorded).machines} if recorded and recorded.machine \
+            else {}
     except EnvkitError:  # the profile files moved: the record's own profiles are judged, named as it names them
         return recorded, {}
 

@@ -34,14 +34,15 @@ def list_envs(json_output: JsonOption = False) -> None:
         runs = interrupted(dirs.locks)
         sizes, total = _sizes(found, runs, dirs)
         layout, site, unreadable = _site_envs(dirs)
+        standing = _standing(found, site)
         if json_output:
             from envkit.shared.render import shared_json
 
             # one object (schema_version first): the user's environments, then the site's shared ones
-            print_json({"environments": envs_json(found, runs, broken, sizes) +
+            print_json({"environments": envs_json(found, runs, broken, sizes, standing) +
                         shared_json(layout, site, dirs.data, unreadable)})
         else:
-            echo_report(envs_text(found, runs, broken, sizes, total), table=True)
+            echo_report(envs_text(found, runs, broken, sizes, total, standing), table=True)
             if layout is not None:
                 from envkit.shared.render import shared_text
 
@@ -76,6 +77,22 @@ def _sizes(found, runs, dirs):
              f"{size_text(envs.bytes)}, package caches {size_text(caches.bytes)} ({where}); a file shared by several "
              "is counted once, with the first that has it")
     return sizes, total
+
+
+def _standing(found, site) -> dict:
+    """Each personal environment's site version (envkit create --on): "current", "replaced" (the site publishes
+    another now; it keeps running on its own) or "removed"."""
+    import os
+
+    current = {f"site:{record.name}": record.prefix for record in site}
+    out = {}
+    for record in found:
+        on = record.on if isinstance(record.on, dict) else None
+        if on is not None:
+            prefix = str(on.get("prefix", ""))
+            out[record.name] = ("removed" if not os.path.isdir(prefix) else
+                                "current" if current.get(on.get("name")) == prefix else "replaced")
+    return out
 
 
 def _site_envs(dirs):

@@ -30,13 +30,42 @@ def find_record(name: str, settled: bool = True, held: bool = True):
         from envkit.create.journal import check_settled
 
         check_settled(dirs.locks, name)
+        _settle_add(dirs, name)
     record = records.load(dirs.records, name) if plain_name(name) else None
     if record is not None and held:
         ownership.check_held(record)
+        if record.on:  # a personal environment: the site's version it stands on must still be there
+            _check_standing(record)
     if record is None:
         known = [r.name for r in records.load_all(dirs.records)]
         raise UnknownNameError(f"envkit made no environment named {name!r}", hint=known_names_hint(name, known))
     return record
+
+
+def _check_standing(record) -> None:
+    """EnvkitError (exit 1) when the site environment's version a personal environment stands on was removed."""
+    import os
+    import shlex
+
+    from envkit.errors import EnvkitError
+
+    on = record.on if isinstance(record.on, dict) else {}
+    if not os.path.isdir(str(on.get("prefix", ""))):
+        raise EnvkitError(f"{record.name} stands on {on.get('name')} version {on.get('version')}, which the site's "
+                          "admins have removed", hint=f"`envkit create --on {shlex.quote(str(on.get('name')))} --name "
+                          f"{record.name} --force` makes it again on the version published now (with your additions: "
+                          f"{', '.join(record.additions or []) or 'none'}).")
+
+
+def _settle_add(dirs, name: str) -> None:
+    """Put back what an `envkit add` of ``name`` that died left, before anything uses the environment."""
+    from envkit.create.add_journal import journal_path
+
+    if journal_path(dirs.locks, name).exists():
+        from envkit.create.add import settle
+
+        for note in settle(dirs, name):
+            typer.echo(f"envkit: {note}", err=True)
 
 
 def known_names_hint(name: str, known: list[str], shown: int = 12) -> str:

@@ -43,6 +43,25 @@ def fleet_for(tables, target: TargetOptions):
     return fleet
 
 
+def recorded_target(record) -> Optional[TargetOptions]:
+    """The options a record's target was named with (--machine, --partition, --cuda, --gpu-arch), as TargetOptions;
+    None for the machine it was made on, or a target whose options envkit cannot read back."""
+    from pathlib import Path
+
+    options = record.target_options()
+    if not options or len(options) % 2:
+        return None
+    values: dict[str, Any] = dict(machine=[], gpu_arch=[])
+    for flag, value in zip(options[::2], options[1::2]):
+        if flag in ("--machine", "--gpu-arch"):
+            values[flag[2:].replace("-", "_")].append(Path(value) if flag == "--machine" else value)
+        elif flag in ("--partition", "--cuda"):
+            values[flag[2:]] = value
+        else:
+            return None
+    return TargetOptions(**{key: value or None for key, value in values.items()})
+
+
 def partition_machines(spec: str):
     """The machines of ``PARTITION[:NODE,...]`` in the site file (NODE: as `envkit site` names it, or its
     ``node:``)."""

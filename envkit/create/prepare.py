@@ -42,6 +42,7 @@ class CreateRequest:
     # A venv's Python for the plan's version: (the interpreter, None) or (None, why none will do); None: the first
     # one on this machine (a shared environment's must be one its users can run: envkit.shared.python)
     python_for: Optional[Callable[["Version"], tuple[Optional[Path], Optional[str]]]] = None
+    additions: tuple[str, ...] = ()  # the user's own packages (--with, -r: envkit.backends.requested), held build
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
     if backend_name == "conda" and request.prefix is None and name in ("base", "root"):
         raise BadInputError(f"{name!r} is the name of conda's own base environment", hint="Choose another --name.")
     prefix = usable_prefix(_location(request.prefix, backend_name, tools, config, dirs, name, environ), dirs, config)
-    pips = pip_parts(build, tables.python, config, request.jupyter)
+    pips = pip_parts(build, tables.python, config, request.jupyter, request.additions, prefix)
     conda_install = None
     if backend_name != "venv":
         conda_install = conda_part(build, candidate.python, tables.python, config, cuda_for_solve(profile, environ),
@@ -134,7 +135,8 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
                 backend=backend_name, backend_reason=why, conda=conda_install, pip=pips, jupyter=request.jupyter,
                 verify=request.verify, profile=profile, on_target=on_target,
                 in_conda_envs=backend_name == "conda" and request.prefix is None,
-                gpu_unused=None if request.build_id else gpu_unused(resolution, profile))
+                gpu_unused=None if request.build_id else gpu_unused(resolution, profile),
+                companions=manifest.companions, additions=request.additions)
     install_limits(environ)  # a bad ENVKIT_INSTALL_TIMEOUT is exit 2 here, before anything is made
     context, storage = storage_context(plan, tools, config, dirs, environ)
     return Prepared(plan=plan, backend=backend_for(backend_name, tools), context=context, storage=storage)
