@@ -16,7 +16,8 @@ SERVER_TIMEOUT = 600.0
 
 def jupyter(
     env: Annotated[Optional[str], typer.Argument(metavar="ENV", help="The environment to serve (`envkit envs` "
-                                                 "lists them).", show_default=False)] = None,
+                                                 "lists them), or an image (a path: ./torch.sqfs).",
+                                                 show_default=False)] = None,
     partition: Annotated[Optional[str], typer.Option("--partition", "-p", metavar="P", show_default=False,
                                                      help=PARTITION_HELP)] = None,
     gpus: GpusOption = None,
@@ -63,7 +64,9 @@ def jupyter(
         if env is None or partition is None:
             raise BadInputError("give the environment and the partition: envkit jupyter ENV -p P",
                                 hint="`envkit envs` lists the environments, `envkit site` the partitions.")
-        _start(env, partition, gpus, cpus, time, timeout, server_timeout, json_output, manifests, base)
+        from envkit.commands.images import as_argument
+
+        _start(as_argument(env), partition, gpus, cpus, time, timeout, server_timeout, json_output, manifests, base)
 
 
 def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, server_timeout: float,

@@ -43,13 +43,13 @@ def prepare(env: str, partition_spec: str, gpus: Optional[int], cpus: Optional[i
     spec = JobSpec(partition=partition, command=(), activate=(), gpus=gpus, cpus=cpus, time=time,
                    job_name=job_name, node=node)
     directives(spec)  # every value checked (exit 2) before anything is looked up or made
-    record = find_record(env)
+    record = find_record(env, images=True)
     site = current_site()
     _, chosen = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), node)
     if not chosen:
         raise EnvkitError(f"partition {partition} has no GPUs (as the site file says)",
                           hint="Name a GPU partition: `envkit site` lists them.")
-    if not (Path(record.prefix) / "bin").is_dir():
+    if "image" not in record.extra and not (Path(record.prefix) / "bin").is_dir():  # (an image mounts on the node)
         raise EnvkitError(f"no environment at {record.prefix}", hint=record.remake_hint("--force"))
     slurm = Slurm()
     slurm.require()

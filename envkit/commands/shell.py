@@ -38,6 +38,9 @@ def shell(
         from envkit.slurm.interactive import JOB_NAME, login_shell, shell_argv
         from envkit.system.launch import python_module
 
+        from envkit.commands.images import as_argument
+
+        env = as_argument(env)  # an image by its absolute path, for the node
         record, spec, slurm = prepare(env, partition, gpus, cpus, time, manifests, JOB_NAME)
         spec = replace(spec, activate=(*python_module(sys.executable, "envkit", "run", env), "--"))
         argv = shell_argv(slurm._program("srun"), spec, timeout, login_shell([os.environ.get("SHELL", "")]))
