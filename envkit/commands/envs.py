@@ -191,6 +191,9 @@ def run(
                                             show_default=False)
     ] = None,
     no_fit_check: NoFitCheckOption = False,
+    apptainer: Annotated[bool, typer.Option("--apptainer", help="For an image: run in Apptainer instead (apptainer "
+                                            "exec --nv), in the SIF beside it (FILE without .sqfs, .sif: built from "
+                                            "`envkit pack --apptainer-def`), the image bound at its path.")] = False,
     manifests: ManifestsOption = None,
 ) -> None:
     """Run a command inside an environment, activated as `conda activate` or `source bin/activate` would do it.
@@ -214,7 +217,10 @@ def run(
         if is_image(env):
             from envkit.commands.images import run_image
 
-            raise typer.Exit(run_image(env, argv, not no_fit_check, manifests))
+            raise typer.Exit(run_image(env, argv, not no_fit_check, manifests, apptainer))
+        if apptainer:
+            raise BadInputError("--apptainer runs an image (ENV as a path: ./torch.sqfs)",
+                                hint=f"Leave it out to run in {env}.")
         record = find_record(env)  # no create of it going on or interrupted, and its directory holds it
         prefix = Path(record.prefix)
         if not (prefix / "bin").is_dir():  # (the directory is there and holds its record: find_record checked)

@@ -75,15 +75,17 @@ def image_in_place(env: str, fit_check: bool, manifests: Optional[Path], here: b
         yield opened.record
 
 
-def run_image(env: str, argv: List[str], fit_check: bool, manifests: Optional[Path]) -> int:
-    """`envkit run FILE -- CMD`: CMD in the environment of the image, mounted for as long as it runs; its exit
-    status."""
+def run_image(env: str, argv: List[str], fit_check: bool, manifests: Optional[Path], apptainer: bool = False) -> int:
+    """`envkit run FILE -- CMD`: CMD in the environment of the image, mounted for as long as it runs (with
+    ``apptainer``, in the SIF beside it, the image bound at its path); its exit status."""
     import os
 
     from envkit.errors import BadInputError
     from envkit.system.activation import activated_argv, activated_environ, check_command
     from envkit.system.attached import run_attached
 
+    if apptainer:
+        return _in_apptainer(env, argv, fit_check, manifests)
     with image_in_place(env, fit_check, manifests) as record:
         prefix = Path(record.prefix)
         environ = activated_environ(prefix, record.kind, record.name, os.environ)
@@ -93,3 +95,34 @@ def run_image(env: str, argv: List[str], fit_check: bool, manifests: Optional[Pa
             return run_attached(full, environ)
         except OSError as error:
             raise BadInputError(f"{full[0]} cannot be run: {error.strerror or error}") from None
+
+
+def _in_apptainer(env: str, argv: List[str], fit_check: bool, manifests: Optional[Path]) -> int:
+    """`envkit run FILE --apptainer -- CMD`: ``apptainer exec --nv`` in the SIF beside the image (built from the
+    definition `envkit pack --apptainer-def` writes), the image bound at its path; the fit checked first."""
+    import os
+    import shutil
+
+    from envkit.errors import BadInputError
+    from envkit.system.attached import run_attached
+    from envkit.travel.apptainer import exec_argv, sif_beside
+    from envkit.travel.opened import open_image
+
+    program = shutil.which("apptainer") or shutil.which("singularity")
+    if program is None:
+        raise BadInputError("--apptainer: Apptainer is not installed here (envkit does not install it)",
+                            hint="Run without --apptainer (squashfuse mounts the image), or ask the site for it.")
+    opened = open_image(env, os.environ, fit_check)
+    check_fits_here(opened.record, opened.fit, manifests)
+    image = Path(opened.record.extra["image"])
+    container = sif_beside(image)
+    if not container.is_file():
+        raise BadInputError(f"--apptainer runs in {container}, which does not exist",
+                            hint="Build it from the definition `envkit pack ENV -o FILE --apptainer-def DEF` "
+                                 f"writes: apptainer build {container} DEF")
+    if any(mark in f"{image}{opened.record.prefix}" for mark in (":", ",")):
+        raise BadInputError(f"Apptainer cannot bind {image} at {opened.record.prefix}: a path holds ':' or ','")
+    try:
+        return run_attached(exec_argv(program, image, opened.record.prefix, container, argv), os.environ)
+    except OSError as error:
+        raise BadInputError(f"{program} cannot be run: {error.strerror or error}") from None
