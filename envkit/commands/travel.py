@@ -1,6 +1,7 @@
 """Environments that travel: ``envkit pack`` (one SquashFS image) and ``envkit bundle`` (every file a lock installs,
 for a machine without network)."""
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -117,5 +118,77 @@ def _write_definition(done, path: Path, base: Optional[str], kind: str, force: b
     return path
 
 
+def bundle(
+    source: Annotated[str, typer.Argument(metavar="LOCK|ENV", help="A conda-lock.yml (`envkit lock` or `envkit "
+                                          "export` writes one), or an environment made from a lock.")],
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="DIR_OR_TAR", parser=path_value,
+                                         help="Where the bundle goes: a new directory, or a tar file (.tar, .tar.gz, "
+                                              ".tgz).")] = ...,  # type: ignore[assignment]
+    json_output: JsonOption = False,
+) -> None:
+    """Bundle every file a lock installs, with the lock, for a machine with no network: `envkit create --from-bundle
+    PATH` installs it there.
+
+    Every conda package and wheel the lock names (on every platform it locks) is fetched as `create --from-lock`
+    fetches it (through envkit's mirrors, https or a mirror only, every redirect checked) and hash-checked against
+    the lock. The bundle is a directory (bundle.json, conda-lock.yml, files/) or a tar of it.
+
+    Example: `envkit bundle torch.conda-lock.yml -o torch-bundle.tar`, then on the closed machine
+    `envkit create --from-bundle torch-bundle.tar --name torch`.
+    """
+    with reported_errors():
+        import os
+
+        from envkit.commands.places import user_dirs
+        from envkit.state.config import load_config
+        from envkit.system.scratch import scratch_dir
+        from envkit.travel.bundle import make_bundle
+
+        lock = _lock_of(source)
+        dirs = user_dirs()
+        config = load_config(os.environ, dirs)
+        output = Path(os.path.abspath(output))
+
+        def report(line: str) -> None:
+            if not json_output:
+                typer.echo(f"envkit: {line}", err=True)
+
+        with scratch_dir("bundle") as scratch:
+            done = make_bundle(lock, config, dirs.cache / "bundle-files", output, report, scratch)
+        if json_output:
+            print_json({"bundle": str(done.path), "lock": str(lock), "files": done.files, "bytes": done.bytes})
+            return
+        from envkit.storage.room import size_text
+
+        typer.echo(f"bundled {done.files} files ({size_text(done.bytes)}) and the lock {lock.name} into {done.path}")
+        typer.echo(f"Install it where there is no network: envkit create --from-bundle {done.path.name}")
+
+
+def _lock_of(source: str) -> Path:
+    """The lock to bundle: the file named, else the lock the environment of that name keeps (made from a lock)."""
+    from envkit.errors import BadInputError
+    from envkit.lockfile.pep751 import is_pylock
+
+    path = Path(source).expanduser()
+    if path.is_file():
+        if is_pylock(path):
+            raise BadInputError(f"{path} is a pylock.toml: envkit bundles conda-lock.yml locks",
+                                hint="Lock the build with `envkit lock MANIFEST` (it writes a conda-lock.yml).")
+        return path
+    if os.sep in source or source.endswith((".yml", ".yaml")):
+        raise BadInputError(f"lock file {source} does not exist", hint="Give a conda-lock.yml or an environment.")
+    from envkit.commands.recorded import find_record
+    from envkit.travel.pack import LOCK_NAMES
+
+    record = find_record(source)
+    kept = Path(record.prefix) / ".envkit" / LOCK_NAMES[0]
+    if not kept.is_file():
+        raise BadInputError(f"{record.name} keeps no lock (it was not made from one)",
+                            hint=f"Lock it first: envkit export {record.name} -o {record.name}.conda-lock.yml, then "
+                                 f"bundle that file.")
+    return kept
+
+
 def register(app: typer.Typer) -> None:
     app.command()(pack)
+    app.command()(bundle)
