@@ -193,7 +193,7 @@ def run(
     no_fit_check: NoFitCheckOption = False,
     apptainer: Annotated[bool, typer.Option("--apptainer", help="For an image: run in Apptainer instead (apptainer "
                                             "exec --nv), in the SIF beside it (FILE without .sqfs, .sif: built from "
-                                            "`envkit pack --apptainer-def`), the image bound at its path.")] = False,
+                                            "envkit pack's --apptainer-def), the image bound at its path.")] = False,
     manifests: ManifestsOption = None,
 ) -> None:
     """Run a command inside an environment, activated as `conda activate` or `source bin/activate` would do it.

@@ -99,7 +99,7 @@ def run_image(env: str, argv: List[str], fit_check: bool, manifests: Optional[Pa
 
 def _in_apptainer(env: str, argv: List[str], fit_check: bool, manifests: Optional[Path]) -> int:
     """`envkit run FILE --apptainer -- CMD`: ``apptainer exec --nv`` in the SIF beside the image (built from the
-    definition `envkit pack --apptainer-def` writes), the image bound at its path; the fit checked first."""
+    definition envkit pack's --apptainer-def writes), the image bound at its path; the fit checked first."""
     import os
     import shutil
 

@@ -42,9 +42,9 @@ def pack(
 
     The image holds the environment at its own path (a venv and a conda prefix name themselves), and records inside
     it and beside it (FILE.fit.json) what it is and fits: its build, the machines or partition it was made for, the
-    driver and GPUs of its last check, and its lock where it has one. `envkit run FILE -- CMD`, `envkit job FILE`,
-    `envkit verify FILE`, `envkit shell FILE` and `envkit jupyter FILE` mount it with squashfuse for as long as they
-    run, once its fit is checked (docs/travel.md).
+    driver and GPUs of its last check, and its lock where it has one. `envkit run FILE -- CMD` and
+    `envkit verify FILE` (and job, shell and jupyter, given FILE for ENV) mount it with squashfuse for as long as
+    they run, once its fit is checked (docs/travel.md).
 
     Example: `envkit pack torch-cu126 -o /project/me/torch-cu126.sqfs`.
     """
