@@ -92,6 +92,7 @@ def pack(record: Record, output: Path, relocate: Optional[Path], force: bool, en
         if target != str(prefix):
             staged = relocated_tree(prefix, target, replace(record, prefix=target))
             source = staged
+        compile_bytecode(source, environ)
         handle, temporary = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".part", dir=output.parent)
         os.close(handle)
         try:
@@ -106,6 +107,21 @@ def pack(record: Record, output: Path, relocate: Optional[Path], force: bool, en
         if staged is not None:
             shutil.rmtree(staged, ignore_errors=True)
     return Packed(output, beside_path(output), output.stat().st_size, target)
+
+
+def compile_bytecode(root: Path, environ: Mapping[str, str]) -> None:
+    """Compile the environment's modules to bytecode before packing (what Python would write on a first import,
+    and cannot in a read-only image: every run would compile them again). Best effort: a module that does not
+    compile, or a directory that cannot be written, stays as it is."""
+    from envkit.system.process import run_captured
+
+    python = root / "bin" / "python"
+    libs = [str(path) for path in sorted(root.glob("lib/python*")) if path.is_dir()]
+    if not python.exists() or not libs:
+        return
+    quiet = {k: v for k, v in environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    with contextlib.suppress(OSError):
+        run_captured([str(python), "-m", "compileall", "-q", "-j", "0", *libs], quiet, timeout=1800)
 
 
 def _umask() -> int:

@@ -13,7 +13,7 @@ import pytest
 from support.slurm_cluster import install_debian_packages, missing_programs, slurm_required
 
 DEBIAN_PACKAGES = ("squashfs-tools", "squashfuse", "fuse3")
-PROGRAMS = ("mksquashfs", "unsquashfs", "squashfuse", "fusermount3")
+PROGRAMS = ("mksquashfs", "unsquashfs", "squashfuse_ll", "fusermount3")
 
 
 def ensure_installed() -> None:
@@ -30,6 +30,6 @@ def ensure_installed() -> None:
 
 
 def squashfuse_mounts() -> list[str]:
-    """The mount points of every squashfuse mount on this machine (whoever made it)."""
+    """The mount points of every squashfuse (or squashfuse_ll) mount on this machine (whoever made it)."""
     with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as info:
-        return [line.split(" ")[4] for line in info if " - fuse.squashfuse " in line]
+        return [line.split(" ")[4] for line in info if " - fuse.squashfuse" in line]

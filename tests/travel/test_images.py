@@ -168,7 +168,7 @@ def test_a_mount_point_that_is_not_empty_or_no_fuse_is_refused_with_how_to_unpac
         (bin_dir / program).symlink_to(subprocess.run(["which", program], capture_output=True, text=True
                                                       ).stdout.strip())
     said = refused(packer.envkit("run", str(image), "--", "python", "-V", env={**machine, "PATH": str(bin_dir)}),
-                   "cannot be mounted here: squashfuse and fusermount3 are not installed here")
+                   "cannot be mounted here: squashfuse_ll and fusermount3 are not installed here")
     assert f"unsquashfs -d {packer.root / 'mnt' / 'torch'} {image}" in said
     assert not (packer.root / "mnt").exists()
 
