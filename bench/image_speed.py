@@ -11,7 +11,7 @@ image mounts elsewhere. Three measures, each as a ratio taken in this one run:
    --runs each, interleaved. Goal: within 1.2x.
 2. The file-class system calls (strace -f -e trace=%file) of one such import that name a path on the filesystem
    holding the environment (its directory, or the image file beside it), from the image and unpacked. From the
-   image, only squashfuse opening the image file reaches it; the rest are served by the mount.
+   image, only envkit checking the image and squashfuse opening it reach it; the rest are served by the mount.
 3. `envkit pack` of the stand-in against `mksquashfs` of the same tree alone (the same compression), the median of
    --rounds each, interleaved. Goal: within 1.5x.
 
@@ -157,7 +157,7 @@ def main() -> int:
     print(f"import torch, warm: from the image {i * 1000:.1f} ms, unpacked {u * 1000:.1f} ms: {i / u:.2f}x "
           f"(goal <= {IMPORT_GOAL}x; median of {len(from_image)} each)")
     print(f"file-class system calls naming the environment's filesystem ({holding.name}/) during one import: "
-          f"from the image {calls_image} (squashfuse opening the image), unpacked {calls_unpacked}")
+          f"from the image {calls_image} (envkit and squashfuse opening the image file), unpacked {calls_unpacked}")
     print(f"envkit pack {p:.1f} s, mksquashfs alone {a:.1f} s: {p / a:.2f}x (goal <= {PACK_GOAL}x; median of "
           f"{args.rounds} each)")
     print(json.dumps({"import_ratio": round(i / u, 3), "calls_image": calls_image, "calls_unpacked": calls_unpacked,

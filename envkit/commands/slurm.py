@@ -190,7 +190,8 @@ def job(
             from envkit.commands.nodes_check import site_listed
 
             fit = node if site_listed(site, partition, node.split(",")) else None
-        framework, gpus = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), fit)
+        framework, gpus = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), fit,
+                                     judge=not (no_fit_check and "image" in record.extra))
         if per_gpu and framework != "torch":
             raise BadInputError(f"--per-gpu starts one process per GPU with torchrun, which needs a PyTorch "
                                 f"environment; {env} has {framework or 'an unknown framework'}")
@@ -273,10 +274,10 @@ def _check_output_directory(output: str) -> None:
 
 
 def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Optional[Path],
-               node: Optional[str] = None):
+               node: Optional[str] = None, judge: bool = True):
     """(the framework, the GPUs per node to ask for); EnvkitError (exit 1) with the reasons when the environment's
     build would not run on every node configuration of the partition (on ``node``, when one is named: exit 2 when
-    the site file does not have it)."""
+    the site file does not have it). Not ``judge``: the GPUs only."""
     from envkit.catalog import load_tables
     from envkit.errors import EnvkitError
     from envkit.pick.resolve import assess
@@ -290,6 +291,8 @@ def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Opt
         raise too_many_gpus(gpus, max(counts), partition, node)
     chosen = gpus if gpus is not None else (min(counts) or None)
     framework, build = recorded_build(record, manifests)
+    if not judge:  # an image run with --no-fit-check
+        return framework, chosen
     if build is None:
         typer.echo(f"envkit: warning: the build {record.build} of {record.name} is no longer in the manifests; "
                    f"its fit with {partition} is not checked", err=True)

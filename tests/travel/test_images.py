@@ -183,3 +183,34 @@ def test_pack_refuses_what_it_cannot_pack(packer, tmp_path):
     refused(packer.envkit("pack", "torch-test", "-o", str(taken)), str(taken))
     assert taken.read_text() == "mine"
     assert not list(tmp_path.glob(".*.part"))  # nothing half-written left
+
+
+SITE = """version: 1
+partitions:
+  part-a:
+    nodes:
+      - {node: gpu-a1, count: 2, profile: {driver_version: "535.129.03", cuda_driver: "12.2", gpus: [
+          {name: NVIDIA A100-SXM4-40GB, compute_capability: "8.0", memory_mib: 40960}]}}
+  part-v:
+    nodes:
+      - {node: gpu-v1, count: 1, profile: {driver_version: "470.82.01", cuda_driver: "11.4", gpus: [
+          {name: Tesla V100-SXM2-16GB, compute_capability: "7.0", memory_mib: 16384}]}}
+"""
+
+
+def test_a_job_script_runs_the_image_by_its_absolute_path_and_a_partition_it_does_not_fit_is_refused(packer, image,
+                                                                                                       tmp_path):
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE)
+    relative = os.path.relpath(image, packer.root)
+    script = packer.envkit("job", relative, "-p", "part-a", "--print", "--", "python", "train.py",
+                           env={"ENVKIT_SITE": str(site)})
+    assert script.returncode == 0, script.stderr
+    assert f"envkit run {image} -- python train.py" in script.stdout and "--job-name=torch" in script.stdout
+    said = refused(packer.envkit("job", str(image), "-p", "part-v", "--print", "--", "python", "-V",
+                                 env={"ENVKIT_SITE": str(site)}), "would not run on partition part-v", code=1)
+    assert "needs driver CUDA >= 12.6" in said
+    unchecked = packer.envkit("job", "--no-fit-check", str(image), "-p", "part-v", "--print", "--", "python", "-V",
+                              env={"ENVKIT_SITE": str(site)})
+    assert unchecked.returncode == 0, unchecked.stderr
+    assert f"envkit run --no-fit-check {image} -- python -V" in unchecked.stdout
