@@ -15,7 +15,7 @@ import os
 import struct
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from envkit.errors import BadInputError
 from envkit.state.records import Record, record_from_dict
@@ -87,17 +87,19 @@ def digest(fit: dict[str, Any]) -> str:
 
 
 def fit_document(record: Record, prefix: str, lock: Optional[tuple[str, str]], envkit_version: str, packed: str,
-                 platform: str) -> dict[str, Any]:
+                 platform: str, packages: Sequence[tuple[str, str, str]] = ()) -> dict[str, Any]:
     """What an image records (docs/travel.md#what-an-image-records): the environment's record (its prefix the
     image's), the build and manifest it came from, the machines it was made for (its target, or the machine it was
     made on), the last check (where, when, the driver and GPUs it ran on), its lock (name, text) where it has one,
-    the path it mounts at, the platform it was packed on, and the envkit that packed it; with its digest."""
+    the packages installed ((manager, name, version) each), the path it mounts at, the platform it was packed on,
+    and the envkit that packed it; with its digest."""
     data = {
         "format": FORMAT, "version": VERSION, "prefix": prefix, "packed": packed, "envkit": envkit_version,
         "platform": platform, "manifest": record.manifest, "build": record.build, "python": record.python,
         "made_for": record.target if record.target is not None else {"machine": record.machine},
         "checked": record.verify,
         "lock": None if lock is None else {"name": lock[0], "text": lock[1]},
+        "packages": [list(package) for package in packages],
         "record": replace(record, prefix=prefix).to_dict(),
     }
     data["digest"] = digest(data)

@@ -63,6 +63,18 @@ def lock_in(prefix: Path) -> Optional[tuple[str, str]]:
     return None
 
 
+def installed(prefix: Path) -> list[tuple[str, str, str]]:
+    """(manager, name, version) of each package installed: conda's (conda-meta) and pip's (their dist-info)."""
+    from envkit.lockfile.export import installed_distributions
+
+    conda = []
+    for meta in sorted(prefix.glob("conda-meta/*.json")):
+        name, _, rest = meta.stem.rpartition("-")[0].rpartition("-")
+        if name:
+            conda.append(("conda", name, rest))
+    return conda + [("pip", name, version) for name, version, _ in installed_distributions(prefix)]
+
+
 def check_mksquashfs(environ: Mapping[str, str]) -> None:
     if shutil.which("mksquashfs", path=environ.get("PATH", os.defpath)) is None:
         raise BadInputError("mksquashfs is not installed here: envkit packs images with it",
@@ -84,7 +96,8 @@ def pack(record: Record, output: Path, relocate: Optional[Path], force: bool, en
         raise BadInputError(f"-o {output}: the directory {output.parent} does not exist")
     check_output(output, force=force, what="the image")
     check_output(beside_path(output), force=force, what="the image's fit")
-    fit = fit_document(record, target, lock_in(prefix), envkit_version, packed, os.uname().machine)
+    fit = fit_document(record, target, lock_in(prefix), envkit_version, packed, os.uname().machine,
+                       installed(prefix))
     fit_file = scratch / "fit.json"
     fit_file.write_text(fit_text(fit), encoding="utf-8")
     source, staged = prefix, None

@@ -31,7 +31,7 @@ def superblock(major: int = 4, used: int = 8192) -> bytes:
 
 def fit(**changes) -> dict:
     data = fit_document(RECORD, "/sw/torch", ("conda-lock.yml", "version: 1\n"), "0.1.0", "2026-11-28T00:00:00+00:00",
-                        "x86_64")
+                        "x86_64", [("pip", "torch", "2.14.0+cu126"), ("conda", "python", "3.12.7")])
     data.update(changes)
     return data
 
@@ -54,6 +54,7 @@ def test_the_fit_records_what_the_environment_is_and_fits_and_reads_back_as_writ
     assert written["made_for"]["machines"] == ["gpu-a1", "gpu-a2"]
     assert written["checked"]["node"] == "gpu-a1" and written["lock"] == {"name": "conda-lock.yml",
                                                                           "text": "version: 1\n"}
+    assert written["packages"] == [["pip", "torch", "2.14.0+cu126"], ["conda", "python", "3.12.7"]]
     assert parse_fit(fit_text(written), "x.sqfs") == written
     record = image_record(written, Path("/data/x.sqfs"))
     assert record.prefix == "/sw/torch" and record.extra["image"] == "/data/x.sqfs" and record.build == RECORD.build
@@ -107,6 +108,18 @@ def test_the_mount_table_is_read_with_its_escapes():
     table = ("36 35 98:0 / /mnt/a\\040b rw - fuse.squashfuse squashfuse ro\n"
              "37 35 98:0 / /sw/torch rw - fuse.squashfuse squashfuse ro\n")
     assert mount_points(table) == {"/mnt/a b", "/sw/torch"}
+
+
+def test_the_packages_installed_are_read_from_conda_meta_and_dist_info(tmp_path):
+    from envkit.travel.pack import installed
+
+    (tmp_path / "conda-meta").mkdir()
+    (tmp_path / "conda-meta" / "cuda-nvrtc-12.6.77-h5888daf_0.json").write_text("{}")
+    dist = tmp_path / "lib" / "python3.12" / "site-packages" / "torch-2.14.0+cu126.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "INSTALLER").write_text("uv\n")
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.14.0+cu126\n")
+    assert installed(tmp_path) == [("conda", "cuda-nvrtc", "12.6.77"), ("pip", "torch", "2.14.0+cu126")]
 
 
 def test_only_a_venv_is_relocated_and_only_to_an_absolute_path():
