@@ -16,6 +16,7 @@ import pytest
 
 from support import squashfs
 from tests.probe.probe_helpers import A100, V100
+from tests.travel.image_fixtures import _nothing_left_mounted, image, packer, squashfs_tools  # noqa: F401 (fixtures)
 
 SHOW = "import json, os, sys, torch; print(json.dumps([sys.prefix, torch.__file__, sys.argv[1:]]))"
 

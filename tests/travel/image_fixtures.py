@@ -1,4 +1,5 @@
-"""Images made for real: Debian's squashfs-tools, squashfuse and fuse3 (installed when missing, as root:
+"""The fixtures of test_images.py (imported there by name: a conftest.py here would stand in for tests/create's,
+which its tests import as `conftest`). Images made for real: Debian's squashfs-tools, squashfuse and fuse3 (installed when missing, as root:
 tests/support/squashfs.py), a stand-in PyTorch environment (tests/slurm/slurm_helpers.py's) packed once for the
 module, mounted and run by envkit in subprocesses."""
 
