@@ -96,6 +96,7 @@ def make_bundle(lock_path: Path, config: Config, store: Path, out: Path, report:
         if out.name.endswith(TAR_SUFFIXES):
             _write_tar(tree, out)
         else:
+            os.chmod(tree, 0o777 & ~_umask())  # (mkdtemp made it private)
             os.rename(tree, out)
     finally:
         shutil.rmtree(tree, ignore_errors=True)
