@@ -11,8 +11,9 @@ from envkit.commands import completion
 from envkit.commands.options import JsonOption, path_value
 from envkit.commands.output import print_json, reported_errors
 
-ForceOption = Annotated[bool, typer.Option("--force", help="Replace files that are there already (never through a "
-                                           "symbolic link: one is refused).")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Replace a symbolic link where FILE (or its fit, or DEF) "
+                                           "goes by the file (its target stays as it was). Without it a link is "
+                                           "refused: envkit never writes through one.")]
 
 
 def pack(

@@ -104,22 +104,27 @@ def test_an_interrupted_or_killed_run_leaves_nothing_mounted(packer, image, this
             process.send_signal(signal.SIGTERM)
         else:  # envkit killed outright: squashfuse, told by the kernel, unmounts
             process.kill()
-        out, err = process.communicate(timeout=60)
+        process.wait(timeout=60)  # (not its output: the command, left running by a SIGKILL, holds the pipes)
+        expected = {"ctrl-c": 130, "sigterm": 143, "sigkill": -9}[how]
+        assert process.returncode == expected, process.stderr.read() if how != "sigkill" else ""
+        deadline = time.monotonic() + 20
+        while mounted_here(packer.root) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not mounted_here(packer.root)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    expected = {"ctrl-c": 130, "sigterm": 143, "sigkill": -9}[how]
-    assert process.returncode == expected, err
-    deadline = time.monotonic() + 20
-    while mounted_here(packer.root) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not mounted_here(packer.root)
-    if how == "sigkill":  # the command itself outlived envkit (a killed job's would not): its group ended here
-        try:
+        try:  # the command outlived a SIGKILLed envkit (a killed job's would not): its group ends here
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        process.wait()
+        process.stdout.close()
+        process.stderr.close()
+    mount = packer.root / "mnt" / "torch"
+    if how == "sigkill":  # the empty mount point envkit made is all a SIGKILL leaves
+        assert os.listdir(mount) == []
+        mount.rmdir()
+        (packer.root / "mnt").rmdir()
+    assert not mount.exists()
 
 
 def test_bad_images_are_refused_in_one_sentence_and_nothing_is_mounted(packer, image, this_machine, tmp_path):
@@ -179,10 +184,13 @@ def test_pack_refuses_what_it_cannot_pack(packer, tmp_path):
     refused(packer.envkit("pack", "torch-test", "-o", str(tmp_path / "x.sqfs"), "--format", "tar"), "--format tar")
     refused(packer.envkit("pack", "torch-test", "-o", str(tmp_path / "x.sqfs"), "--relocate", "relative/path"),
             "--relocate")
-    taken = tmp_path / "taken.sqfs"
-    taken.write_text("mine")
-    refused(packer.envkit("pack", "torch-test", "-o", str(taken)), str(taken))
-    assert taken.read_text() == "mine"
+    mine = tmp_path / "mine"
+    mine.write_text("mine")
+    link = tmp_path / "link.sqfs"
+    link.symlink_to(mine)
+    refused(packer.envkit("pack", "torch-test", "-o", str(link)), "is a symbolic link")
+    assert mine.read_text() == "mine" and link.is_symlink()
+    refused(packer.envkit("pack", "torch-test", "-o", str(tmp_path)), "is a directory")
     assert not list(tmp_path.glob(".*.part"))  # nothing half-written left
 
 
