@@ -79,7 +79,7 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
 
     record, spec, slurm = prepare(env, partition_spec, gpus, cpus, time, manifests, jj.JOB_NAME)
     prefix = Path(record.prefix)
-    program = jj.server_program(prefix)
+    program = jj.server_program(prefix) if "image" not in record.extra else _image_program(record)
     if program is None:
         import shutil
 
@@ -93,6 +93,17 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
 
     with interrupting_signals():  # a closed terminal or a `kill` while waiting cancels the job as Ctrl-C does
         _submit_and_wait(env, program, spec, slurm, base, timeout, server_timeout, json_output)
+
+
+def _image_program(record):
+    """The program of an image's environment that starts a Jupyter server, read from the image (not mounted)."""
+    import os
+
+    from envkit.slurm.jupyter_job import SERVER_PROGRAMS
+    from envkit.travel.opened import read_member
+
+    image = Path(record.extra["image"])
+    return next((name for name in SERVER_PROGRAMS if read_member(image, f"bin/{name}", os.environ) is not None), None)
 
 
 def _submit_and_wait(env: str, program: str, spec, slurm, base: Path, timeout: float, server_timeout: float,

@@ -223,3 +223,21 @@ def test_a_job_script_runs_the_image_by_its_absolute_path_and_a_partition_it_doe
                               env={"ENVKIT_SITE": str(site)})
     assert unchecked.returncode == 0, unchecked.stderr
     assert f"envkit run --no-fit-check {image} -- python -V" in unchecked.stdout
+
+
+def test_jupyter_finds_the_server_program_inside_an_image_without_mounting_it(packer, image, tmp_path):
+    from envkit.commands.jupyter import _image_program
+    from envkit.state.records import Record
+
+    def record(of: Path) -> Record:
+        return Record(name="x", prefix="/nowhere", kind="venv", backend="venv", manifest="torch", build="b",
+                      python="3.12", created="", machine={}, on_target=True, extra={"image": str(of)})
+
+    assert _image_program(record(image)) is None  # the stand-in has no Jupyter
+    tree = tmp_path / "tree"
+    (tree / "bin").mkdir(parents=True)
+    (tree / "bin" / "jupyter-server").write_text("#!/bin/sh\n")
+    served = tmp_path / "served.sqfs"
+    subprocess.run(["mksquashfs", str(tree), str(served), "-quiet", "-no-progress"], check=True)
+    assert _image_program(record(served)) == "jupyter-server"
+    assert not mounted_here(tmp_path)
