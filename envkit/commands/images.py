@@ -31,6 +31,13 @@ def as_argument(env: str) -> str:
     return str(image_path(env))
 
 
+def say_unchecked(record) -> None:
+    """What --no-fit-check skips, said on stderr each time it is used."""
+    typer.echo(f"envkit: note: --no-fit-check: the fit {record.extra['image']} records is neither read nor checked "
+               "(whether it was altered, whether its build runs here); it mounts at the path its environment's own "
+               f"record names, {record.prefix}", err=True)
+
+
 def check_fits_here(record, fit: Optional[dict], manifests: Optional[Path]) -> None:
     """EnvkitError (exit 1), with the reasons, when the image's build would not run on this machine (as detected,
     within a Slurm job the GPUs it was given); a note when its build is no longer in the manifests."""
@@ -68,6 +75,8 @@ def image_in_place(env: str, fit_check: bool, manifests: Optional[Path], here: b
     from envkit.travel.opened import open_image
 
     opened = open_image(env, os.environ, fit_check)
+    if not fit_check:
+        say_unchecked(opened.record)
     if here:
         check_fits_here(opened.record, opened.fit, manifests)
     with scratch_dir("image") as scratch, mounted(Path(opened.record.extra["image"]), opened.record.prefix,
@@ -113,6 +122,8 @@ def _in_apptainer(env: str, argv: List[str], fit_check: bool, manifests: Optiona
         raise BadInputError("--apptainer: Apptainer is not installed here (envkit does not install it)",
                             hint="Run without --apptainer (squashfuse mounts the image), or ask the site for it.")
     opened = open_image(env, os.environ, fit_check)
+    if not fit_check:
+        say_unchecked(opened.record)
     check_fits_here(opened.record, opened.fit, manifests)
     image = Path(opened.record.extra["image"])
     container = sif_beside(image)

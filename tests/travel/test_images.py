@@ -69,6 +69,7 @@ def test_an_image_that_does_not_fit_this_machine_is_refused_before_anything_star
                               f"open({str(marker)!r}, 'w')", env=old)
     assert unchecked.returncode == 0, unchecked.stderr
     assert marker.exists()
+    assert "--no-fit-check: the fit" in unchecked.stderr and "neither read nor checked" in unchecked.stderr
 
 
 def test_verify_checks_the_environment_inside_the_image(packer, image, this_machine):
