@@ -1,4 +1,4 @@
-"""Small value types for the versions envkit compares: CUDA versions, compute capabilities, driver versions.
+"""Small value types for the versions envkit compares: CUDA versions, compute capabilities, driver versions, glibc.
 
 All are immutable, ordered, and parse from the forms users and tools write ("12.4", "sm_75", "7.5", 12040,
 "535.54.03"). Parsing failures raise ValueError with a message fit to show a user.
@@ -17,6 +17,8 @@ from typing import NamedTuple, Optional, Union
 _CUDA = r"^\s*([0-9]{1,3})\.([0-9]{1,3})\s*$"
 _CAPABILITY = r"^\s*([0-9]{1,3})\.([0-9])\s*$"
 _SM = r"^\s*(?:sm|compute)_([0-9]{1,3})([0-9])\s*$"
+# A GNU C library version, 2.17 or 2.28 (what a manylinux_2_28 wheel needs, and what `ldd --version` prints).
+_GLIBC = r"^\s*([0-9])\.([0-9]{1,3})\s*$"
 # An NVIDIA driver as NVIDIA numbers them: branch.minor[.patch], 580.159.04, 470.256.02, 390.157 (or a branch: 580).
 _DRIVER = r"^[0-9]{2,3}(?:\.[0-9]{1,3}){0,2}$"
 # The largest CUDA version encoded as NVML and cuDriverGetVersion encode it (999.99 -> 999990).
@@ -112,6 +114,15 @@ class ComputeCapability(MajorMinor):
     @property
     def compute(self) -> str:
         return f"compute_{self.major}{self.minor}"
+
+
+class GlibcVersion(MajorMinor):
+    """A GNU C library version such as 2.28: the oldest a build's wheels install on (manylinux_2_28), or a
+    machine's."""
+
+    @classmethod
+    def parse(cls, value: Union[str, int, float]) -> GlibcVersion:
+        return cls(*_parse_major_minor(value, (_GLIBC,), "a glibc version like '2.28'"))
 
 
 @functools.total_ordering

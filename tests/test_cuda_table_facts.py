@@ -110,21 +110,33 @@ def test_a_driver_branch_table_that_contradicts_min_driver_is_refused_with_file_
 
 
 @pytest.mark.parametrize("row, field, words", [
-    ('{gpus: "Fermi", below_compute_capability: "3.0", branch: "R390", cuda: "9.1"}', "last_driver_branch[2].cuda",
+    ('{gpus: "Fermi", below_compute_capability: "3.0", branch: "R390", cuda: "9.1"}', "last_driver_branch[0].cuda",
      "CUDA 9.1 is not in min_driver"),
-    ('{gpus: "Fermi", below_compute_capability: "3.0", branch: "R390", cuda: "9.2"}', "last_driver_branch[2].branch",
+    ('{gpus: "Fermi", below_compute_capability: "3.0", branch: "R390", cuda: "9.2"}', "last_driver_branch[0].branch",
      "older than every driver in min_driver"),
     ('{gpus: "Fermi", below_compute_capability: "3.0", branch: "390.xx", cuda: "9.2"}',
-     "last_driver_branch[2].branch", "not a driver branch like 'R580'"),
+     "last_driver_branch[0].branch", "not a driver branch like 'R580'"),
     ('{gpus: "Fermi", below_compute_capability: "3.0", branch: "R390", cuda: "9.2", until: "2022"}',
-     "last_driver_branch[2].until", "unknown key"),
+     "last_driver_branch[0].until", "unknown key"),
+    # first_driver_branch (issue 46): the same checks, and each compute capability has one first branch
+    ('{gpus: "Blackwell", compute_capabilities: ["12.0"], branch: "R570", cuda: "12.9"}',
+     "first_driver_branch[0].cuda", "R570 supports CUDA 12.8 at most"),
+    ('{gpus: "Blackwell", compute_capabilities: ["12.0", "12.0"], branch: "R570", cuda: "12.8"}',
+     "first_driver_branch[0].compute_capabilities[1]", "12.0 has a first branch already"),
+    ('{gpus: "Blackwell", compute_capabilities: ["12.0"], branch: "R570", cuda: "12.8"}',
+     "first_driver_branch[5].compute_capabilities[1]", "12.0 has a first branch already"),  # the shipped row
+    ('{gpus: "Blackwell", compute_capabilities: [], branch: "R570", cuda: "12.8"}',
+     "first_driver_branch[0].compute_capabilities", "missing or empty"),
+    ('{gpus: "Blackwell", compute_capabilities: ["sm120"], branch: "R570", cuda: "12.8"}',
+     "first_driver_branch[0].compute_capabilities[0]", "compute capability"),
 ])
-def test_a_broken_last_driver_row_names_its_field(envs_copy, row, field, words):
+def test_a_broken_driver_branch_row_names_its_field(envs_copy, row, field, words):
     from envkit.catalog.load import load_tables
     from envkit.errors import ManifestError
 
     path = envs_copy / "cuda.yaml"
-    path.write_text(path.read_text() + f"  - {row}\n")
+    key = field.split("[")[0] + ":\n"
+    path.write_text(path.read_text().replace(key, f"{key}  - {row}\n", 1))  # the list's first row
     with pytest.raises(ManifestError) as caught:
         load_tables(envs_copy)
     assert caught.value.field == field and words in caught.value.problem

@@ -137,3 +137,20 @@ def test_a_link_pointed_at_another_file_of_the_same_size_and_time_is_a_miss(tmp_
     link.unlink()
     link.symlink_to(tmp_path / "missing.yaml")  # a link to nothing: no key, the computation says what is wrong
     assert cached(tmp_path / "cache", "text", [link], (), lambda: "computed") == "computed"
+
+
+def test_a_cached_catalog_is_keyed_on_every_catalog_module_that_builds_it(envs_dir: Path):
+    """envkit.catalog.cache keeps a loaded catalog: a change to any module of envkit.catalog that loading imports (a
+    new field of the `bundled:` entries in catalog/bundled.py) must be a miss, so its _CODE names them all. (It did
+    not name bundled.py: a catalog cached before `min_driver` came would have been read without it.)"""
+    import subprocess
+    import sys
+
+    from envkit.catalog.cache import _CODE
+
+    script = ("import sys; from pathlib import Path; from envkit.catalog.load import load_catalog; "
+              f"load_catalog(Path({str(envs_dir)!r}), ()); "
+              "print(*sorted(m for m in sys.modules if m.startswith('envkit.catalog.')))")
+    imported = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    modules = {name.removeprefix("envkit.").replace(".", "/") + ".py" for name in imported.split()}
+    assert "catalog/bundled.py" in modules and modules - {"catalog/cache.py"} <= set(_CODE)

@@ -190,3 +190,53 @@ def test_survey_refuses_a_link_where_the_site_file_goes_before_asking_slurm(tmp_
     made = envkit("survey", env=env)
     assert_clean_error(made, 2, f"the site file {link} is a symbolic link", "--force")
     assert not target.parent.exists() and link.is_symlink()
+
+
+def test_a_pylock_is_read_with_the_bounds_of_the_other_inputs(tmp_path: Path):
+    # A pylock.toml was read whole, unbounded (issue #40): linked to /dev/zero it ended in "internal error:
+    # MemoryError", as a FIFO nobody writes to it hung, 65 MiB were read past the 64 MiB limit, and 100,000 nested
+    # arrays gave "internal error: RecursionError". Each is now exit 2 naming the file.
+    cases = {}
+    zero = tmp_path / "zero" / "pylock.toml"
+    zero.parent.mkdir()
+    zero.symlink_to("/dev/zero")
+    cases[zero] = "is over 64 MiB, the most envkit reads of a lock file"
+    fifo = tmp_path / "fifo" / "pylock.toml"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    cases[fifo] = "is not a valid pylock.toml"  # (a FIFO with no writer reads as empty: no lock-version)
+    big = tmp_path / "big" / "pylock.toml"
+    big.parent.mkdir()
+    with open(big, "wb") as out:
+        out.truncate(65 << 20)
+    cases[big] = "is over 64 MiB, the most envkit reads of a lock file"
+    deep = tmp_path / "deep" / "pylock.toml"
+    deep.parent.mkdir()
+    deep.write_text('lock-version = "1.0"\ncreated-by = "x"\nx = ' + "[" * 100_000 + "]" * 100_000 + "\n")
+    cases[deep] = "nests deeper than"
+    for path, words in cases.items():
+        made = envkit("create", "--from-lock", str(path), "--machine", H100, "--dry-run")
+        assert made.returncode == 2, (path, made.stderr)
+        assert str(path) in made.stderr and words in made.stderr, (path, made.stderr)
+        assert "internal error" not in made.stderr
+        one_line(made)
+
+
+def test_an_environment_s_record_that_is_a_fifo_is_not_waited_on(tmp_path: Path):
+    # The record inside an environment (PREFIX/.envkit/record.json) was read unbounded: a FIFO there hung every
+    # command that asks whose a directory is (`envkit envs`, `remove`, a cache_dir check).
+    from envkit.state import records
+
+    home = tmp_path / "home"
+    prefix = home / "envs" / "f1"
+    (prefix / ".envkit").mkdir(parents=True)
+    os.mkfifo(prefix / ".envkit" / "record.json")
+    good = {"name": "f1", "prefix": str(prefix), "kind": "venv", "backend": "venv", "manifest": "torch",
+            "build": "torch-2.13-cpu", "python": "3.12", "created": "2026-11-21T10:00:00+00:00", "machine": {},
+            "on_target": True}
+    records.write_json_atomic(records.index_path(home / "data" / "envkit" / "records", "f1"), good)
+    env = {"HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache"),
+           "XDG_CONFIG_HOME": str(home / "config")}
+    listed = envkit("envs", env=env)  # (envkit() gives up after 60 s: a wait would fail here, not hang)
+    assert listed.returncode == 0 and "f1" in listed.stdout, listed.stdout + listed.stderr
+    assert "Traceback" not in listed.stderr

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import ProfileError
-from envkit.machines.profile import (Gpu, MachineProfile, apply_overrides, parse_overrides, profile_from_dict,
-                                     read_profile)
-from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
+from envkit.machines.profile import Gpu, MachineProfile, apply_overrides, parse_overrides, profile_from_dict, read_profile
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion
 
 PROFILES = Path(__file__).parent / "profiles"
 
@@ -105,7 +104,7 @@ def test_a_misspelt_key_is_refused_not_read_as_a_machine_without_gpus(tmp_path):
     # `gpu:` for `gpus:` used to give a machine with no GPU (and CPU builds), exit 0.
     message = refused(tmp_path, 'cuda_driver: "12.8"\ngpu:\n  - {name: NVIDIA H100, compute_capability: "9.0"}\n')
     assert message == (": unknown key 'gpu' (did you mean 'gpus'?); the keys are: name, driver_version, cuda_driver, "
-                       "gpus, sources, notes, hidden_gpus, schema_version")
+                       "libc, gpus, sources, notes, hidden_gpus, schema_version")
     assert refused(tmp_path, 'cuda_driver: "12.8"\ngpus: []\nfoo: 1\n').startswith(": unknown key 'foo'; the keys")
 
 
@@ -144,7 +143,8 @@ def full_profile() -> MachineProfile:
         gpus=(Gpu(0, "Tesla V100", ComputeCapability(7, 0), 16384, "nvml"),
               Gpu(1, "NVIDIA Future GPU", None, None, "nvidia-smi")),
         cuda_driver=CudaVersion(12, 10), driver_version=DriverVersion.parse("580.65.06"), name="deepnine",
-        sources={"driver_version": "nvml", "cuda_driver": "nvml", "gpus": "nvml"}, notes=("a note",))
+        sources={"driver_version": "nvml", "cuda_driver": "nvml", "gpus": "nvml", "libc": "confstr"},
+        notes=("a note",), glibc=GlibcVersion(2, 28))
 
 
 def test_what_envkit_writes_reads_back(tmp_path):

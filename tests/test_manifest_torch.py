@@ -12,8 +12,9 @@ STABLE = "https://download.pytorch.org/whl/torch_stable.html"
 
 # release -> (Pythons, CUDA variants, patch pinned before 2.0 (None: a release line), torchvision, torchaudio).
 # 2.x: compat-data's PyTorch table with the corrections (2.15 added: cu130/cu132 only, Python 3.11-3.15; 2.13/2.14
-# stop at 3.14; 2.2/2.3 reach 3.12, 2.5 3.13; cu129 for 2.9-2.11, and [2026-11-26] for 2.12-2.14 as reported
-# installed from whl/cu129: rapidsai/rmm#2541 torch==2.14.0+cu129, pytorch/pytorch#187834). 1.x: the "previous versions" variants and
+# stop at 3.14; 2.2/2.3 reach 3.12, 2.5 3.13; cu129 for 2.9-2.11, and for 2.12 and 2.13 as built on request
+# (pytorch/pytorch#185269, #187834), not for 2.14 (issue 46: cu129 stops at 2.13.0). 1.x: the "previous versions"
+# variants and
 # pairings; Pythons: 1.4-1.6 3.6-3.8, 1.7-1.10 3.6-3.9, 1.11-1.12 3.7-3.10, 1.13 3.7-3.11.
 TORCH_RELEASES = {
     "1.4": ("3.6-3.8", {"cu92", "cu100", "cu101"}, "1.4.0", "0.5.0", "0.4.0"),
@@ -40,7 +41,7 @@ TORCH_RELEASES = {
     "2.11": ("3.10-3.14", {"cu126", "cu128", "cu129", "cu130", "cpu"}, None, "0.26", "2.11"),
     "2.12": ("3.10-3.14", {"cu126", "cu129", "cu130", "cu132", "cpu"}, None, "0.27", "2.11"),
     "2.13": ("3.10-3.14", {"cu126", "cu129", "cu130", "cu132", "cpu"}, None, "0.28", "2.11"),
-    "2.14": ("3.10-3.14", {"cu126", "cu129", "cu130", "cu132", "cpu"}, None, "0.29", "2.11"),
+    "2.14": ("3.10-3.14", {"cu126", "cu130", "cu132", "cpu"}, None, "0.29", "2.11"),
     "2.15": ("3.11-3.15", {"cu130", "cu132", "cpu"}, None, None, "2.11"),  # no torchvision 0.30 on PyPI
 }
 # The builds PyPI serves without a local version (PyTorch's page installed these variants from PyPI).
@@ -151,15 +152,21 @@ def test_what_could_not_be_confirmed_is_marked(catalog):
     builds = {b.id: b for b in catalog.manifests["torch"].builds}
     for build_id in ("torch-2.14-cu132", "torch-2.13-cu132", "torch-2.12-cu132"):
         assert "torchaudio" in builds[build_id].unconfirmed
-    assert "cu130 index" in builds["torch-2.15-cu130"].unconfirmed
-    assert "PTX" in builds["torch-2.8-cu129"].unconfirmed
-    for release in ("2.9", "2.10", "2.11"):
-        assert "arch list" in builds[f"torch-{release}-cu129"].unconfirmed
-    for release in ("2.12", "2.13", "2.14"):  # reported installed; the index listing would settle them
-        assert "whl/cu129" in builds[f"torch-{release}-cu129"].unconfirmed
-        assert "arch list" in builds[f"torch-{release}-cu129"].unconfirmed
+    assert "cu132 index" in builds["torch-2.15-cu132"].unconfirmed
     assert "main branch" in builds["torch-1.4-cu92"].unconfirmed
     assert builds["torch-2.14-cu126"].unconfirmed is None
+
+
+def test_what_sources_settled_is_no_longer_unconfirmed(catalog):
+    """Issue 46: 2.12.1+cu129 and 2.13.0+cu129 are reported installed and running from whl/cu129 (and PyTorch's
+    release manager built them: pytorch/pytorch#185269, #187834), 2.15.0+cu130 too; the pre-2.13 release wheels
+    carry no PTX (#188914), which is what the cu129 and cu130 builds of 2.8-2.12 claim."""
+    builds = {b.id: b for b in catalog.manifests["torch"].builds}
+    settled = ["torch-2.15-cu130", "torch-2.9-cu130", "torch-2.10-cu130",
+               *(f"torch-{release}-cu129" for release in ("2.8", "2.9", "2.10", "2.11", "2.12", "2.13"))]
+    assert {build_id: builds[build_id].unconfirmed for build_id in settled} == dict.fromkeys(settled)
+    assert not any(build.arch.ptx for build_id, build in builds.items()
+                   if build_id in settled or build_id == "torch-2.12-cu130")
 
 
 def test_the_newest_build_per_old_cuda_variant(catalog):

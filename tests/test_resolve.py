@@ -33,15 +33,15 @@ TORCH_SELECTIONS = [
     # cu126 through CUDA 12 minor-version compatibility (535 >= 525.60.13), SASS for both sm_70 and sm_80.
     ("v100-a100-cuda122", "torch-2.14-cu126", False),
     ("no-gpu", "torch-2.15-cpu", None),
-    # Both 2.14 cu126 and cu129 (issue 30) run there through CUDA 12 minor-version compatibility: cu126, whose facts
-    # are confirmed, before the cu129 build that is reported but not listed (its `unconfirmed`).
+    # 2.14 cu126 through CUDA 12 minor-version compatibility (2.14 has no cu129 build: issue 46).
     ("rtx2070-cuda124", "torch-2.14-cu126", False),
     # 11.2 driver: no CUDA 12 build; cu118 through CUDA 11 minor-version compat, sm_61 runs the sm_60 code.
     ("gtx1080ti-cuda112", "torch-2.7-cu118", False),
     ("h100-cuda128", "torch-2.14-cu126", True),
     # sm_120 on a 12.8 driver: 13.x needs a newer driver, cu126 has no Blackwell code; the newest cu128 is 2.11's,
-    # but 2.14 has a cu129 build (issue 30), run through CUDA 12 minor-version compatibility from its sm_120 SASS.
-    ("rtx5090-cuda128", "torch-2.14-cu129", False),
+    # but 2.13 has a cu129 build (issue 30; 2.14 has none, issue 46), run through CUDA 12 minor-version
+    # compatibility from its sm_120 SASS.
+    ("rtx5090-cuda128", "torch-2.13-cu129", False),
     # Same release natively (cu130) before through minor-version compatibility (cu132).
     ("b200-cuda130", "torch-2.15-cu130", True),
     # sm_37 lives only in the cu118 line (until 2.7), via CUDA 11 minor-version compat on R470; but 2.4-2.7 cu118
@@ -178,7 +178,8 @@ def machine(cuda: str, *archs: str, driver=None) -> MachineProfile:
     ],
 )
 def test_kernel_coverage_rule(catalog, sass, ptx, gpu, covered):
-    candidate = assess(gpu_build("12.6", sass, ptx), machine("12.6", gpu), catalog.tables)
+    # (a driver for CUDA 13.0: every GPU here, B300 included, is on a driver that drives it)
+    candidate = assess(gpu_build("12.6", sass, ptx), machine("13.0", gpu), catalog.tables)
     assert candidate.compatible is covered
 
 
@@ -198,7 +199,7 @@ def test_minor_version_compatibility_runs_sass_but_not_newer_ptx(catalog):
     assert not on_ptx.compatible
     assert "cannot JIT-compile" in on_ptx.reasons[0]
     # A driver too old for the build at all: the driver is the reason, not the PTX (a new driver would JIT it).
-    too_old = assess(build, machine("11.4", "9.0", driver="470.82.01"), catalog.tables)
+    too_old = assess(build, machine("11.8", "9.0", driver="520.61.05"), catalog.tables)
     assert not too_old.compatible
     assert len(too_old.reasons) == 1 and "needs driver CUDA >= 12.8" in too_old.reasons[0]
     natively = assess(build, machine("12.8", "9.0", driver="570.86.15"), catalog.tables)

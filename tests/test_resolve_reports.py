@@ -50,14 +50,15 @@ def test_r470_driver_refuses_cu121_and_takes_cu118_through_minor_version_compati
     assert "minor-version compatibility (driver 470.199.02, >= 450.80.02)" in resolution.selected.reasons[0]
 
 
-def test_rtx_5070_ti_on_a_570_driver_gets_2_14_cu129(judge):
+def test_rtx_5070_ti_on_a_570_driver_gets_2_13_cu129(judge):
     """sm_120 on R570 (CUDA 12.8): every CUDA 13 build needs a newer driver, the cu126 line has no Blackwell code
-    and no PTX; 2.11 is the newest release with a cu128 build (sm_120 SASS). Issue 30: 2.12-2.14 have cu129 builds
-    (rapidsai/rmm#2541 pins torch==2.14.0+cu129), which run on R570 through CUDA 12 minor-version compatibility from
-    their sm_120 SASS; the newest release ranks first, so 2.14 cu129 instead of 2.11 cu128. JAX: the CUDA 12
-    plugin (PTX from SM 5.2)."""
+    and no PTX; 2.11 is the newest release with a cu128 build (sm_120 SASS). Issue 30: 2.12 and 2.13 have cu129
+    builds, which run on R570 through CUDA 12 minor-version compatibility from their sm_120 SASS; the newest release
+    ranks first, so 2.13 cu129 instead of 2.11 cu128. Issue 46: 2.14 has no cu129 build (it was the pick here, and
+    create failed). JAX: the CUDA 12 plugin (PTX from SM 5.2)."""
     resolution, builds = judge("torch", "rtx5070ti-cuda128")
-    assert resolution.selected.build.id == "torch-2.14-cu129" and resolution.selected.native is False
+    assert resolution.selected.build.id == "torch-2.13-cu129" and resolution.selected.native is False
+    assert "torch-2.14-cu129" not in builds
     assert "minor-version compatibility" in resolution.selected.reasons[0]
     assert builds["torch-2.11-cu128"].compatible and builds["torch-2.11-cu128"].native is True
     assert builds["torch-2.11-cu129"].compatible and builds["torch-2.11-cu129"].native is False
@@ -238,11 +239,13 @@ def test_python_3_15_picks_torch_2_15_and_its_install_leaves_torchaudio_out(cata
     assert "no torchaudio either" in selected.build.notes
 
 
-def test_an_r610_rtx_2080_super_read_through_nvidia_smi_gets_the_cuda_13_2_build(catalog):
+def test_an_r610_rtx_2080_super_read_through_nvidia_smi_gets_a_cuda_13_build(catalog):
     """utkuozdemir/nvidia_gpu_exporter's R610 capture (tests/detect/data/real/): the banner says "KMD Version:
     610.57.04" and "CUDA UMD Version: 13.3", which the fallback parser missed before. Read right, CUDA 13.3 runs
-    torch 2.15 cu132 natively (13.2 <= 13.3), the 2080 SUPER (sm_75) from its sm_75 SASS; cu132 before cu130 (the
-    newer CUDA, both native). Without the CUDA (the old parser), every GPU build was refused."""
+    torch 2.15 cu130 and cu132 natively, the 2080 SUPER (sm_75) from its sm_75 SASS; cu130 first: the cu132 build
+    of 2.15 is `unconfirmed` (only PyPI's default build was seen), 2.15.0+cu130 is reported running (issue 46), and
+    a confirmed build ranks before an unconfirmed one. Without the CUDA (the old parser), every GPU build was
+    refused."""
     from pathlib import Path
 
     from envkit.detect.smi import parse_header
@@ -254,7 +257,8 @@ def test_an_r610_rtx_2080_super_read_through_nvidia_smi_gets_the_cuda_13_2_build
     profile = MachineProfile(gpus=(Gpu(0, "NVIDIA GeForce RTX 2080 SUPER", ComputeCapability(7, 5)),),
                              cuda_driver=header.cuda_driver, driver_version=header.driver_version)
     resolution = resolve(catalog.manifests["torch"], profile, catalog.tables)
-    assert resolution.selected.build.id == "torch-2.15-cu132" and resolution.selected.native is True
+    assert resolution.selected.build.id == "torch-2.15-cu130" and resolution.selected.native is True
+    assert next(c for c in resolution.candidates if c.build.id == "torch-2.15-cu132").compatible
     # /proc alone (driver 610.57.04, no CUDA): 13.3 from cuda.yaml's new row, the same pick
     assert catalog.tables.cuda.cuda_for_driver(header.driver_version) == header.cuda_driver
 

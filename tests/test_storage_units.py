@@ -11,8 +11,9 @@ import pytest
 from envkit.errors import ConfigError
 from envkit.storage.cache import BESIDE_ENVS, CacheBusy, cache_place, clean, known_caches, named_cache, using_cache
 from envkit.storage.links import nearest_existing, probe_links
-from envkit.storage.room import Free, Need, needs, record_size, recorded_size, shortfalls, size_text
+from envkit.storage.room import Free, Need, needs, record_size, recorded_size, shortfalls
 from envkit.storage.usage import Usage, disk_usage, usage_of
+from envkit.text.words import size_text
 
 
 def test_a_link_within_one_directory_works_and_the_probe_leaves_nothing(tmp_path: Path):
@@ -155,3 +156,20 @@ def test_a_build_is_measured_again_only_when_its_measurement_is_missing_broken_o
                   '{"k": {"bytes": 5, "files": 2, "measured": "2026-11-27T00:00:00"}}', '{not json'):
         (tmp_path / "sizes.json").write_text(entry, encoding="utf-8")
         assert measurement_due(tmp_path, "k", now), entry
+
+
+def test_what_a_removal_frees_leaves_out_files_linked_from_elsewhere(tmp_path: Path):
+    from envkit.storage.usage import disk_usage, freed_by_removing
+
+    cache, env = tmp_path / "cache", tmp_path / "env"
+    (cache / "pkg").mkdir(parents=True)
+    env.mkdir()
+    (cache / "pkg" / "linked.bin").write_bytes(b"x" * 100_000)
+    os.link(cache / "pkg" / "linked.bin", env / "linked.bin")  # an environment's file, hard-linked from the cache
+    (cache / "pkg" / "own.bin").write_bytes(b"y" * 50_000)
+    os.link(cache / "pkg" / "own.bin", cache / "own-again.bin")  # both links in the cache: freed once
+    whole = disk_usage(cache).bytes
+    linked = os.stat(env / "linked.bin").st_blocks * 512
+    assert freed_by_removing([cache]) == whole - linked
+    assert freed_by_removing([cache / "pkg"]) == disk_usage(cache / "pkg").bytes - linked - \
+        os.stat(cache / "own-again.bin").st_blocks * 512  # one of own.bin's two links stays

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 # The code whose output is cached: a change to any of it (a new field, a fixed parser) is a different key.
 _CODE = ("catalog/layout.py", "catalog/load.py", "catalog/machine_tables.py", "catalog/model.py", "catalog/node.py",
-         "catalog/tables.py", "catalog/schema.py", "catalog/entries.py", "machines/cuda.py", "versions.py",
-         "machines/gpu_names.py", "state/yamltext.py")
+         "catalog/tables.py", "catalog/schema.py", "catalog/entries.py", "catalog/bundled.py", "machines/cuda.py",
+         "versions.py", "machines/gpu_names.py", "state/yamltext.py")
 
 
 def cached_catalog(directory: Path, names: Sequence[str], cache_dir: Optional[Path]) -> Catalog:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Optional
 
 from envkit.machines.cuda import CudaTable
-from envkit.versions import ComputeCapability, CudaVersion
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -53,11 +53,13 @@ class BundledLibrary(NamedTuple):
     2.4-2.7 cu118 needs compute capability 5.0 though the wheel carries sm_37 code (a floor); the cuDNN 7.6 in torch
     1.4/1.5 serves nothing newer than Turing though the wheel carries compute_37 PTX that the driver could JIT for
     any newer GPU (a ceiling). A GPU below the floor or above the ceiling cannot run the build, whatever its arch
-    list says. At least one of the two is set."""
+    list says. A library may also need a newer driver than the build's CUDA does (``min_driver``: NVIDIA's support
+    matrix gives one per cuDNN release and CUDA major). At least one of the three is set."""
 
     name: str  # as a user knows it, with its version: "cuDNN 9.1"
     min_compute_capability: Optional[ComputeCapability] = None  # the oldest GPU it serves
     max_compute_capability: Optional[ComputeCapability] = None  # the newest GPU it serves
+    min_driver: Optional[DriverVersion] = None  # the oldest driver it runs on
 
     def refuses(self, capability: ComputeCapability) -> Optional[str]:
         """Why this library cannot serve a GPU of ``capability``, or None when it can."""
@@ -139,6 +141,7 @@ class Build(NamedTuple):
     notes: Optional[str] = None
     bundled: tuple[BundledLibrary, ...] = ()  # GPU builds only
     unconfirmed: Optional[str] = None  # what the manifest's authors could not check (shown to admins)
+    glibc: Optional[GlibcVersion] = None  # the oldest glibc its packages install on (manylinux_2_28: 2.28)
 
     @property
     def min_compute_capability(self) -> Optional[ComputeCapability]:
@@ -166,6 +169,9 @@ class Manifest(NamedTuple):
     builds: tuple[Build, ...]
     path: str
     retired: Optional[str] = None  # why the framework is retired, if it is
+    # The packages its builds install beside the framework (torchvision, torchaudio): the keys of its `companions:`
+    # rules. The check imports each one a build installs, and runs one small operation of it.
+    companions: tuple[str, ...] = ()
 
 
 class PythonTable(NamedTuple):

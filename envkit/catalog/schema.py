@@ -23,10 +23,10 @@ from envkit.catalog.model import (
     Tables,
     valid_id,
 )
-from envkit.catalog.node import Node
+from envkit.catalog.node import Node, kind
 from envkit.errors import ManifestError
 from envkit.machines.cuda import CudaTable
-from envkit.versions import ComputeCapability, CudaVersion
+from envkit.versions import ComputeCapability, CudaVersion, GlibcVersion
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -35,9 +35,9 @@ _VARIANT = re.compile(r"^(cpu|cu[0-9]{2,3})$")
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")  # {variant}, or what a manifest may write wrongly for it: {nope}, {0}
 # companions: how companion packages follow the framework's version; read by `envkit manifests validate` only.
 _MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip", "conda", "releases", "companions"}
-# `bundled` and `unconfirmed` may be set on a release for all its builds; a build's own value wins.
-_RELEASE_KEYS = {"version", "python", "notes", "pip", "conda", "builds", "bundled", "unconfirmed"}
-_BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda", "bundled", "unconfirmed"}
+# `bundled`, `unconfirmed` and `glibc` may be set on a release for all its builds; a build's own value wins.
+_RELEASE_KEYS = {"version", "python", "notes", "pip", "conda", "builds", "bundled", "unconfirmed", "glibc"}
+_BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda", "bundled", "unconfirmed", "glibc"}
 _PIP_KEYS = {"index_url", "find_links", "packages", "local_version"}
 _CONDA_KEYS = {"channels", "packages"}
 _ARCH_KEYS = {"sass", "ptx"}
@@ -88,7 +88,19 @@ def parse_manifest(
         builds=tuple(builds),
         path=path,
         retired=attempt(lambda: node.text("retired", required=False)),
+        companions=attempt(lambda: _companion_names(node), ()),
     )
+
+
+def _companion_names(node: Node) -> tuple[str, ...]:
+    """The packages named by the manifest's ``companions:`` rules (their form is checked by `envkit manifests
+    validate`, envkit.maintain.consistency)."""
+    rules = node.data.get("companions")
+    if rules is None:
+        return ()
+    if not isinstance(rules, Mapping):
+        node.fail(f"expected a mapping of package name -> list of rules, got {kind(rules)}", "companions")
+    return tuple(str(name) for name in rules)
 
 
 def _attempt(errors: Optional[list[ManifestError]]) -> Callable[..., Any]:
@@ -229,13 +241,20 @@ def _parse_build(
     notes = step(lambda: node.text("notes", required=False) or release.text("notes", False))
     bundled = step(lambda: parse_bundled(node, release, arch)) if arch is not _FAILED else _FAILED
     unconfirmed = step(lambda: node.text("unconfirmed", required=False) or release.text("unconfirmed", False))
+    glibc = step(lambda: _glibc(node, release))
     if failed:
         return None
     return Build(id=build_id, manifest=manifest, version=version, variant=variant, python=python, cuda=cuda,
-                 arch=arch, pip=pip, conda=conda, notes=notes, bundled=bundled, unconfirmed=unconfirmed)
+                 arch=arch, pip=pip, conda=conda, notes=notes, bundled=bundled, unconfirmed=unconfirmed, glibc=glibc)
 
 
 _FAILED = object()  # what a step that failed gives, in collecting mode
+
+
+def _glibc(node: Node, release: Node) -> Optional[GlibcVersion]:
+    """The oldest glibc the build installs on (its own, else its release's), named with the build in errors."""
+    owner = node if node.has("glibc") else Node(release.data, release.path, node.build, release.prefix)
+    return owner.parsed("glibc", GlibcVersion.parse, required=False)
 
 
 def _build_id(node: Node, build_id: str, explicit: bool, variant: str) -> None:

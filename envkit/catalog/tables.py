@@ -9,13 +9,14 @@ from typing import Any, Callable
 from envkit.catalog.entries import https_url_problem
 from envkit.catalog.model import PythonTable
 from envkit.catalog.node import Node
-from envkit.machines.cuda import CudaTable, LastDriver
+from envkit.machines.cuda import CudaTable, FirstDriver, LastDriver
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion
 
 
 def parse_cuda_table(data: Any, path: str) -> CudaTable:
     node = Node(data, path)
-    node.only({"min_driver", "minor_version_compatibility", "min_compute_capability", "last_driver_branch"})
+    node.only({"min_driver", "minor_version_compatibility", "min_compute_capability", "last_driver_branch",
+               "first_driver_branch"})
 
     def table(key: str, parse_key: Callable[[str], Any], parse_value: Callable[[str], Any]) -> dict[Any, Any]:
         sub = node.child(key)
@@ -37,19 +38,51 @@ def parse_cuda_table(data: Any, path: str) -> CudaTable:
         minor_compat_floor=table("minor_version_compatibility", _major, DriverVersion.parse),
         min_compute_capability=table("min_compute_capability", _major, ComputeCapability.parse),
         last_drivers=_last_drivers(node, min_driver) if node.has("last_driver_branch") else (),
+        first_drivers=_first_drivers(node, min_driver) if node.has("first_driver_branch") else (),
     )
 
 
 def _last_drivers(node: Node, min_driver: dict[CudaVersion, DriverVersion]) -> tuple[LastDriver, ...]:
-    """last_driver_branch: each entry's CUDA must be what cuda.yaml's min_driver says the branch supports at most
-    (its minimum driver in the branch or older, the next CUDA's newer than the branch)."""
-    raw = node.data["last_driver_branch"]
+    """last_driver_branch: the last branch of the GPUs below a compute capability."""
+    return tuple(LastDriver(below=entry.parsed("below_compute_capability", ComputeCapability.parse), branch=branch,
+                            cuda=cuda, gpus=entry.text("gpus"))
+                 for entry, branch, cuda in _branches(node, "last_driver_branch", "below_compute_capability",
+                                                      min_driver))
+
+
+def _first_drivers(node: Node, min_driver: dict[CudaVersion, DriverVersion]) -> tuple[FirstDriver, ...]:
+    """first_driver_branch: the first branch of the GPUs of some compute capabilities, each listed once."""
+    out: list[FirstDriver] = []
+    for entry, branch, cuda in _branches(node, "first_driver_branch", "compute_capabilities", min_driver):
+        texts = entry.text_list("compute_capabilities")
+        if not texts:
+            entry.fail("missing or empty: the compute capabilities of the generation ('12.0')",
+                       "compute_capabilities")
+        capabilities = []
+        for position, text in enumerate(texts):
+            try:
+                capability = ComputeCapability.parse(text)
+            except ValueError as exc:
+                entry.fail(str(exc), f"compute_capabilities[{position}]")
+            if capability in capabilities or any(capability in first.capabilities for first in out):
+                entry.fail(f"{capability} has a first branch already", f"compute_capabilities[{position}]")
+            capabilities.append(capability)
+        out.append(FirstDriver(capabilities=tuple(capabilities), branch=branch, cuda=cuda, gpus=entry.text("gpus")))
+    return tuple(out)
+
+
+def _branches(node: Node, key: str, gpu_key: str, min_driver: dict[CudaVersion, DriverVersion]
+              ) -> list[tuple[Node, int, CudaVersion]]:
+    """The entries of a list of driver branches ({gpus, <gpu_key>, branch, cuda}), each with its branch and CUDA.
+    Each entry's CUDA must be what cuda.yaml's min_driver says the branch supports at most (its minimum driver in
+    the branch or older, the next CUDA's newer than the branch)."""
+    raw = node.data[key]
     if not isinstance(raw, list):
-        node.fail("expected a list of {gpus, below_compute_capability, branch, cuda}", "last_driver_branch")
+        node.fail(f"expected a list of {{gpus, {gpu_key}, branch, cuda}}", key)
     out = []
     for position, item in enumerate(raw):
-        entry = Node(item, node.path, prefix=f"last_driver_branch[{position}].")
-        entry.only({"gpus", "below_compute_capability", "branch", "cuda"})
+        entry = Node(item, node.path, prefix=f"{key}[{position}].")
+        entry.only({"gpus", gpu_key, "branch", "cuda"})
         branch_text = entry.text("branch")
         if not re.fullmatch(r"R?[0-9]{3}", branch_text):
             entry.fail(f"{branch_text!r} is not a driver branch like 'R580'", "branch")
@@ -63,9 +96,8 @@ def _last_drivers(node: Node, min_driver: dict[CudaVersion, DriverVersion]) -> t
         if highest != cuda:
             entry.fail(f"R{branch} supports CUDA {highest} at most by min_driver ({cuda}'s minimum driver is "
                        f"{min_driver[cuda]}): the two tables disagree", "cuda")
-        out.append(LastDriver(below=entry.parsed("below_compute_capability", ComputeCapability.parse),
-                              branch=branch, cuda=cuda, gpus=entry.text("gpus")))
-    return tuple(out)
+        out.append((entry, branch, cuda))
+    return out
 
 
 def _major(text: str) -> int:

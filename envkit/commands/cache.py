@@ -38,8 +38,8 @@ def show(ctx: typer.Context, json_output: JsonOption = False) -> None:
         return
     with reported_errors():
         from envkit.storage.cache import PARTS
-        from envkit.storage.room import size_text
         from envkit.storage.usage import disk_usage
+        from envkit.text.words import size_text
 
         rows = []
         for place in _caches():
@@ -77,10 +77,13 @@ def clean(
 ) -> None:
     """Empty the package caches (only envkit's own directories in them: uv/, pip/, conda-pkgs/, uv-python/).
 
-    Refused while an `envkit create` is installing from a cache (it holds the cache's lock). Environments already
-    made keep working: their files are links of their own. The next create downloads again what it needs.
+    Refused while an `envkit create` is installing from a cache (it holds the cache's lock), and for a cache someone
+    else may change. Says how much it freed: what it removed, less the files environments are still linked to.
+    Environments already made keep working: their files are links of their own. The next create downloads again
+    what it needs.
 
-    Exit codes: 0 cleaned, 1 a create is using the cache (or cleaning failed), 2 bad input."""
+    Exit codes: 0 cleaned, 1 a create is using the cache (or cleaning failed), 2 bad input (a cache someone else
+    may change)."""
     with reported_errors():
         import sys
 
@@ -96,16 +99,25 @@ def clean(
             if not typer.confirm(f"Remove {what} from {listed}?", default=False, err=True):
                 typer.echo("envkit: nothing removed", err=True)
                 raise typer.Exit(1)
+        from envkit.text.words import size_text
+
         done = [(place, clean_cache(place.root, older_than)) for place in places]
+        freed = sum(result.freed for _, result in done)
         if json_output:
-            print_json({"caches": [{"path": str(place.root), "removed": result.removed, "kept": result.kept}
-                                   for place, result in done]})
+            print_json({"caches": [{"path": str(place.root), "removed": result.removed, "kept": result.kept,
+                                    "freed_bytes": result.freed} for place, result in done],
+                        "freed_bytes": freed})
             return
         for place, result in done:
             kept = f", kept {result.kept} used lately" if older_than is not None else ""
-            typer.echo(f"Cleaned {place.root}: removed {result.removed} entries{kept}.")
+            typer.echo(f"Cleaned {place.root}: removed {result.removed} entries{kept}, "
+                       f"freed {size_text(result.freed)}.")
         if not done:
             typer.echo("No package cache to clean.")
+        elif len(done) > 1:
+            typer.echo(f"Freed {size_text(freed)} in all.")
+        if done:
+            typer.echo("Files your environments are linked to stay on disk: they are not counted as freed.")
 
 
 def register(root: typer.Typer) -> None:

@@ -110,17 +110,10 @@ def read_pylock_file(path: Path, python: Optional[str], tables):
     import typer
 
     from envkit.errors import BadInputError
-    from envkit.lockfile.format import LockFileError
-    from envkit.lockfile.pep751 import default_python, parse_pylock, read_pylock
+    from envkit.lockfile.pep751 import default_python, parse_pylock, read_pylock, read_pylock_text
     from envkit.pick.resolve import parse_python_request
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LockFileError(f"lock file {path} does not exist", hint="Give the path of a pylock.toml.") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise LockFileError(f"lock file {path} cannot be read: {error}") from None
-    parsed = parse_pylock(text, str(path))
+    parsed = parse_pylock(read_pylock_text(path), str(path))
     if python is not None:
         chosen = str(parse_python_request(python, tables.python).python)
     else:

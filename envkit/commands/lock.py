@@ -89,15 +89,17 @@ def lock(
             warn(f"the lock pins a CPU build for machines with GPUs: {chosen.gpu_unused}")
         from envkit.backends.installers import installer_environ
         from envkit.create.storage import package_cache
+        from envkit.storage.cache import using_cache
 
         cache = package_cache(config, dirs, os.environ)  # the package caches `create` uses (docs/storage.md)
-        made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=chosen.profile,
-                                     target=target_words(target, fleet), on_target=target.on_target, python=request,
-                                     build_id=chosen.build_id, target_args=target_args(target),
-                                     gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus),
-                                     resolution=chosen.resolution),
-                         config, cache.conda_packages, uv_binary(), os.environ,
-                         installer_environ(os.environ, dirs, None, cache.root), warn=warn)
+        with using_cache(cache.root):  # its parts made this user's alone, and no clean while uv and rattler use it
+            made = make_lock(LockRequest(manifest=the_manifest, tables=tables, profile=chosen.profile,
+                                         target=target_words(target, fleet), on_target=target.on_target,
+                                         python=request, build_id=chosen.build_id, target_args=target_args(target),
+                                         gpus=tuple(gpu for c in fleet.configs() for gpu in c.profile.gpus),
+                                         resolution=chosen.resolution),
+                             config, cache.conda_packages, uv_binary(), os.environ,
+                             installer_environ(os.environ, dirs, None, cache.root), warn=warn)
         _write(made, output, force)
         _report(made, output, json_output, target_argv(target))
 

@@ -93,14 +93,15 @@ def site_json(loaded) -> dict[str, Any]:
                 "name": entry["partition"].name,
                 "surveyed": entry["partition"].surveyed,
                 "nodes": [
-                    {"name": machine.name, "node": node.node, "count": node.count, "profile_file": node.profile_file,
+                    {"name": machine.name, "node": node.node, "count": node.count, "members": list(node.members),
+                     "profile_file": node.profile_file,
                      "profile": node.profile.to_dict()}
                     for machine, node in zip(entry["machines"], entry["partition"].nodes)
                 ],
                 "configurations": [
                     {"machines": list(config.names), "nodes": count,
                      "cuda_driver": str(config.profile.cuda_driver) if config.profile.cuda_driver else None,
-                     "gpus": _gpus(config.profile)}
+                     "libc": config.profile.libc, "gpus": _gpus(config.profile)}
                     for config, count in entry["configs"]
                 ],
                 "unreachable": [{"node": n, "reason": r} for n, r in entry["partition"].unreachable],
@@ -146,7 +147,8 @@ def site_text(loaded) -> str:
         for config, count in configs:
             driver = f"CUDA {config.profile.cuda_driver}" if config.profile.cuda_driver else "no NVIDIA driver"
             version = f"driver {config.profile.driver_version}, " if config.profile.driver_version else ""
-            lines.append(f"  {names_text(config.names)} ({counted(count, 'node')}): {version}{driver}; "
+            libc = f", {config.profile.libc}" if config.profile.libc else ""
+            lines.append(f"  {names_text(config.names)} ({counted(count, 'node')}): {version}{driver}{libc}; "
                          f"{_gpus(config.profile)}")
             lines += [f"    note from {machine.name}: {note}" for machine in config.machines
                       for note in machine.profile.notes]  # what the node said about itself when surveyed

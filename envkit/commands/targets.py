@@ -16,12 +16,15 @@ def fleet_for(tables, target: TargetOptions):
     overrides = parse_overrides(target.cuda, target.gpu_arch or ())
     if not target.elsewhere:
         from envkit.detect import detect_machine
+        from envkit.detect.system import with_system
 
         import os
+        from pathlib import Path
 
         from envkit.slurm.job_context import apply_job_context, job_context
 
-        profile = detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout)
+        # The driver and GPUs, then the system they run on (its C library; a WSL2 driver said to be Windows').
+        profile = with_system(detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout), Path("/proc"))
         # Inside a Slurm job (or with CUDA_VISIBLE_DEVICES set): only the GPUs the job was given count.
         profile = apply_overrides(apply_job_context(profile, job_context(os.environ)), overrides)
         return Fleet((Machine(name=profile.name or THIS_MACHINE, profile=profile),))

@@ -47,6 +47,10 @@ def remove_kernel(name: str, prefix: Path, environ: Mapping[str, str]) -> bool:
     """Delete the kernelspec ``name`` if it runs this environment's Python (never another environment's); True
     once Jupyter no longer lists it. A kernelspec that is a symbolic link (to a directory kept elsewhere) loses the
     link only; EnvkitError naming the path when it cannot be deleted."""
+    from envkit.state.files import plain_name_problem
+
+    if plain_name_problem(name) is not None:  # (from a record: "../x" would be a directory outside the kernels')
+        return False
     spec_dir = kernels_dir(environ) / name
     if not runs_in(spec_dir, prefix):
         return False

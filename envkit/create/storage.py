@@ -13,10 +13,11 @@ from typing import Any, Iterator, Mapping, Optional
 from envkit.errors import EnvkitError, InstallError
 from envkit.state.config import Config
 from envkit.state.userdirs import UserDirs
-from envkit.storage.cache import CachePlace, cache_place, named_cache
+from envkit.storage.cache import CachePlace, cache_place, check_safe, named_cache
 from envkit.storage.links import LinkProbe, probe_links
-from envkit.storage.room import Free, free_space, needs, recorded_size, shortfalls, size_key, size_text
+from envkit.storage.room import Free, free_space, needs, recorded_size, shortfalls, size_key
 from envkit.storage.usage import Usage
+from envkit.text.words import size_text
 
 
 class NoRoom(EnvkitError):
@@ -45,8 +46,10 @@ def envs_root(config: Config, dirs: UserDirs) -> Path:
 
 def package_cache(config: Config, dirs: UserDirs, environ: Mapping[str, str]) -> CachePlace:
     """Where the package caches are for this user's environments (envkit.storage.cache); ConfigError for a bad
-    $ENVKIT_CACHE_DIR or cache_dir."""
-    return cache_place(named_cache(environ, config.cache_dir, config.path), dirs.cache, envs_root(config, dirs))
+    $ENVKIT_CACHE_DIR or cache_dir, UnsafeCache (exit 2) for one that someone else could change."""
+    place = cache_place(named_cache(environ, config.cache_dir, config.path), dirs.cache, envs_root(config, dirs))
+    check_safe(place.root)
+    return place
 
 
 def all_caches(config: Config, dirs: UserDirs, environ: Mapping[str, str]) -> list[CachePlace]:
@@ -68,6 +71,7 @@ def storage_plan(prefix: Path, key: Optional[str], config: Config, dirs: UserDir
         default = CachePlace(dirs.cache, f"envkit's cache directory ({prefix.parent} is on another filesystem than "
                                          f"{cache.root}, so the cache beside the environments cannot serve it)",
                              "default")
+        check_safe(default.root)
         cache, links = default, probe_links(default.root, prefix.parent)
     estimate = recorded_size(dirs.data, key) if key is not None else None
     target = free_space(prefix.parent)

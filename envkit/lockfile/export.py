@@ -9,7 +9,6 @@ environment's index (resolved by uv for the environment's Python, without instal
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -22,6 +21,7 @@ from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 from envkit.lockfile.urls import fetch_url, upstream_url
 from envkit.state import records
 from envkit.state.config import Config
+from envkit.state.files import parse_json
 from envkit.state.ownership import check_held
 
 _PIP_INSTALLERS = ("uv", "pip")
@@ -59,10 +59,7 @@ def installed_distributions(prefix: Path) -> list[tuple[str, str, Optional[tuple
     """(name, version, (URL, sha256) from direct_url.json or None) of each distribution uv or pip installed."""
     out = []
     for dist_info in sorted(prefix.glob("lib/python*/site-packages/*.dist-info")):
-        try:
-            installer = (dist_info / "INSTALLER").read_text(encoding="utf-8").strip()
-        except OSError:
-            continue
+        installer = _dist_info_text(dist_info / "INSTALLER").strip()
         if installer not in _PIP_INSTALLERS:
             continue
         metadata = _metadata(dist_info / "METADATA")
@@ -74,11 +71,7 @@ def installed_distributions(prefix: Path) -> list[tuple[str, str, Optional[tuple
 
 def _metadata(path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return out
-    for line in text.splitlines():
+    for line in _dist_info_text(path).splitlines():
         if not line.strip():
             break
         key, _, value = line.partition(":")
@@ -89,8 +82,8 @@ def _metadata(path: Path) -> dict[str, str]:
 
 def _direct(path: Path) -> Optional[tuple[str, str]]:
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data: Any = parse_json(_dist_info_text(path))
+    except ValueError:
         return None
     info = data.get("archive_info") if isinstance(data, dict) else None
     if not isinstance(info, dict):
@@ -100,6 +93,17 @@ def _direct(path: Path) -> Optional[tuple[str, str]]:
         sha256 = info["hash"].removeprefix("sha256=")
     url = data.get("url")
     return (url, sha256.lower()) if isinstance(url, str) and sha256 else None
+
+
+def _dist_info_text(path: Path) -> str:
+    """A file of an installed distribution's .dist-info, or "" when it cannot be read: bounded, and never waiting
+    on a FIFO (envkit.state.files), as every file of an environment envkit reads."""
+    from envkit.state.files import read_text_file
+
+    try:
+        return read_text_file(path, "package metadata")
+    except (OSError, ValueError):
+        return ""
 
 
 def _conda_package(path: Path, config: Config, known: Mapping) -> LockedPackage:
@@ -112,7 +116,7 @@ def _conda_package(path: Path, config: Config, known: Mapping) -> LockedPackage:
         raise EnvkitError(f"{path} {error}" if isinstance(error, ValueError) else
                           f"{path} is not a readable conda-meta record", hint=hint) from None
     try:
-        data = json.loads(text)
+        data = parse_json(text)
         name, version, build = data["name"], data["version"], data["build"]
     except (ValueError, KeyError, TypeError):
         raise EnvkitError(f"{path} is not a readable conda-meta record", hint=hint) from None
@@ -147,12 +151,11 @@ def _saved_lock(prefix: Path, python: str) -> Optional[LockFile]:
     path = prefix / records.RECORD_DIR / LOCK_IN_PREFIX
     try:
         if pylock.exists():
-            from envkit.lockfile.pep751 import parse_pylock, read_pylock
+            from envkit.lockfile.pep751 import parse_pylock, read_pylock, read_pylock_text
 
-            return read_pylock(parse_pylock(pylock.read_text(encoding="utf-8"), str(pylock)), str(pylock),
-                               python).lock
+            return read_pylock(parse_pylock(read_pylock_text(pylock), str(pylock)), str(pylock), python).lock
         return read_lock(path) if path.exists() else None
-    except (LockFileError, OSError, UnicodeDecodeError):
+    except (LockFileError, OSError):
         return None
 
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -22,11 +20,9 @@ from urllib.parse import unquote, urlsplit
 
 from envkit.errors import InstallError
 from envkit.lockfile.model import LockedPackage
-from envkit.system.egress import HINT, allowed_hop
+from envkit.system.download import download
 
 _CHUNK = 1 << 20
-_TIMEOUT_S = 60.0  # per read, not per download: a 3 GB package on a slow line is fine
-_RETRIES = 3
 _WORKERS = 4
 
 
@@ -63,7 +59,7 @@ def _kept(package: LockedPackage, source: str, store: Path) -> Optional[Path]:
     """The store's copy of a remote package, if it is unchanged since it was hash-checked; else None."""
     if local_path(source) is not None:
         return None  # a file on disk is hashed where it is, each time
-    target = store / package.sha256 / package.file_name
+    target = stored_at(store, package)
     return target if target.is_file() and _unchanged_since_verified(target) else None
 
 
@@ -101,8 +97,19 @@ def link_into(paths: Sequence[Path], links: Path) -> None:
         os.replace(temporary, links / path.name)
 
 
-class RedirectRefused(InstallError):
-    """A download redirected somewhere envkit may not fetch from: plain http off loopback and the mirrors."""
+def stored_at(store: Path, package: LockedPackage) -> Path:
+    """Where the store keeps ``package``'s file: ``store/<sha256>/<file name>``, proved to lie inside ``store``
+    (envkit.state.files.inside); LockFileError (exit 2) for a sha256 or file name that would lead elsewhere (the readers
+    refuse such a lock before this: this is the proof where the path is made)."""
+    from envkit.lockfile.format import LockFileError
+    from envkit.state.files import inside
+
+    try:
+        return inside(store, package.sha256, package.file_name)
+    except ValueError as error:
+        raise LockFileError(f"{package.name} {package.version}: {error}: the lock would have envkit keep a file "
+                            f"outside its store {store}; nothing was fetched",
+                            hint="Make the lock again from a source you trust.") from None
 
 
 def fetch_verified(package: LockedPackage, source: str, store: Path, report: Callable[[str], None],
@@ -114,7 +121,7 @@ def fetch_verified(package: LockedPackage, source: str, store: Path, report: Cal
                                hint="Check the mirror in envkit's config, or make the lock again.")
         verify(package, path, source)
         return path
-    target = store / package.sha256 / package.file_name
+    target = stored_at(store, package)
     if target.is_file():
         if _unchanged_since_verified(target):
             return target
@@ -131,7 +138,7 @@ def fetch_verified(package: LockedPackage, source: str, store: Path, report: Cal
     fd, temporary = tempfile.mkstemp(prefix=f".{package.file_name}.", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as out:
-            _download(source, out, mirrors)
+            download(source, out, mirrors)
         verify(package, Path(temporary), source)
         os.replace(temporary, target)
     except BaseException:
@@ -184,53 +191,3 @@ def verify(package: LockedPackage, path: Path, source: str) -> None:
         raise HashMismatch(f"{package.name} {package.version} from {source} has {kind} {got}, but the lock pins "
                            f"{want}: the file or the lock was changed; nothing was installed",
                            hint="Make the lock again from a source you trust, or fix the mirror.")
-
-
-def _opener(mirrors: Sequence[str]):
-    """urllib's opener whose every redirect is checked (``allowed_hop``) and loses its credentials when it leaves
-    the host they were for."""
-    from urllib.request import HTTPRedirectHandler, build_opener
-
-    class CheckedRedirects(HTTPRedirectHandler):
-        def redirect_request(self, req, fp, code, msg, headers, newurl):
-            from envkit.text.redact import redact
-
-            if not allowed_hop(newurl, mirrors):
-                raise RedirectRefused(
-                    redact(f"{req.full_url} redirects ({code}) to {newurl}, which is neither https nor on loopback or "
-                           "a configured mirror: refused"),
-                    hint=HINT)
-            new = super().redirect_request(req, fp, code, msg, headers, newurl)
-            if new is not None and urlsplit(newurl).netloc != urlsplit(req.full_url).netloc:
-                new.remove_header("Authorization")
-            return new
-
-    return build_opener(CheckedRedirects)
-
-
-def _download(url: str, out, mirrors: Sequence[str] = ()) -> None:
-    from urllib.error import URLError
-    from urllib.request import Request
-
-    from envkit.text.redact import redact, split_credentials
-
-    bare, has_credentials = split_credentials(url)
-    headers = {"User-Agent": "envkit"}
-    if has_credentials:  # urllib takes no user:password in a URL: HTTP basic auth, as uv and pip send it
-        import base64
-
-        userinfo = unquote(urlsplit(url).netloc.rpartition("@")[0])
-        headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode("utf-8")).decode("ascii")
-    opener = _opener(mirrors)
-    for attempt in range(1, _RETRIES + 1):
-        try:
-            out.seek(0)
-            out.truncate()
-            with opener.open(Request(bare, headers=headers), timeout=_TIMEOUT_S) as response:
-                shutil.copyfileobj(response, out, _CHUNK)
-            return
-        except (URLError, OSError) as error:
-            if attempt == _RETRIES:
-                raise InstallError(redact(f"downloading {url} failed: {getattr(error, 'reason', error)}"),
-                                   hint="Check the network and the mirror settings, then run the command again.") from None
-            time.sleep(0.5 * attempt)

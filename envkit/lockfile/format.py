@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, NoReturn, Optional
 
 from envkit.errors import BadInputError
 from envkit.lockfile.model import (BUILD, CUDA_ARCH, CUDA_DRIVER, FIND_LINKS, INDEX_URL, MANAGERS, MANIFEST, PYTHON,
-                                   VERSION, LockedPackage, LockFile)
+                                   VERSION, LockedPackage, LockFile, file_name_of)
 from envkit.versions import ComputeCapability, is_solve_cuda
 
 _PIP_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # PEP 508: never read as an option
 _PYTHON = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}")  # X.Y, as envkit writes it (ASCII digits, a few of them)
-_HEX = {"md5": re.compile(r"^[0-9a-f]{32}$"), "sha256": re.compile(r"^[0-9a-f]{64}$")}
+_HEX_DIGITS = {"md5": 32, "sha256": 64}
 _HINT = "Make the lock again (`envkit lock MANIFEST`, or `envkit export ENV`), or fix the file."
 _HEADER = """\
 # A conda-lock lock file (https://github.com/conda/conda-lock, unified format, version 1), written by envkit.
@@ -101,7 +101,7 @@ def parse_lock(text: str, origin: str) -> LockFile:
     channels = tuple(_channel(c, origin, i) for i, c in enumerate(_list(metadata.get("channels", []), origin,
                                                                           "metadata.channels")))
     content_hash = _string_map(metadata.get("content_hash", {}), origin, "metadata.content_hash")
-    custom = _envkit_facts(_string_map(metadata.get("custom_metadata") or {}, origin, "metadata.custom_metadata"),
+    custom = checked_facts(_string_map(metadata.get("custom_metadata") or {}, origin, "metadata.custom_metadata"),
                            origin)
     created = _mapping(metadata.get("time_metadata") or {}, origin, "metadata.time_metadata").get("created_at")
     packages = _list(data.get("package"), origin, "package")
@@ -114,7 +114,7 @@ def parse_lock(text: str, origin: str) -> LockFile:
                     custom=custom, created_at=created if isinstance(created, str) else None)
 
 
-def _envkit_facts(custom: dict[str, str], origin: str) -> dict[str, str]:
+def checked_facts(custom: dict[str, str], origin: str) -> dict[str, str]:
     """``custom`` if envkit's facts in it are what they say they are: the manifest and build become a record's (and
     are looked up in the manifests directory), the Python is the one the environment gets, the CUDA ones say what
     the solve saw, the index and find-links URLs reach uv (as upstream https URLs, as a manifest names them)."""
@@ -164,10 +164,8 @@ def _package(item: Any, origin: str, index: int) -> LockedPackage:
     needed = ("md5", "sha256") if manager == "conda" else ("sha256",)
     for kind in needed:
         value = hashes.get(kind)
-        if not isinstance(value, str) or not _HEX[kind].match(value.lower()):
-            said = "has none" if value is None else f"{value!r} is not one"
-            raise LockFileError(f"{origin}, {where}: no valid {kind} hash ({said}); envkit installs only "
-                                "hash-checked files", hint=_HINT)
+        if not isinstance(value, str) or not is_hex_hash(value.lower(), kind):
+            _no_valid_hash(kind, value, origin, where)
     url = _text(entry.get("url"), origin, f"{where}, field 'url'")
     if any(c.isspace() for c in url) or "://" not in url:
         raise LockFileError(f"{origin}, {where}: {url!r} is not a URL", hint=_HINT)
@@ -175,6 +173,7 @@ def _package(item: Any, origin: str, index: int) -> LockedPackage:
 
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in unquote(url)):  # %00 in a file name: no file can be named so
         raise LockFileError(f"{origin}, {where}: {url!r} holds a control character (a NUL byte?)", hint=_HINT)
+    check_store_names(hashes["sha256"].lower(), url, origin, where)
     version = _text(entry.get("version"), origin, f"{where}, field 'version'")
     if len(version) > _LONGEST_VERSION:
         raise LockFileError(f"{origin}, {where}: a version of {len(version)} characters is no version", hint=_HINT)
@@ -194,6 +193,33 @@ def _package(item: Any, origin: str, index: int) -> LockedPackage:
         url=url, sha256=hashes["sha256"].lower(),
         md5=md5.lower() if isinstance(md5, str) else None, build=build if isinstance(build, str) else None,
         dependencies=tuple(dependencies.items()), category=str(entry.get("category") or "main"), optional=optional)
+
+
+def is_hex_hash(value: str, kind: str) -> bool:
+    """Whether ``value`` is a ``kind`` (md5, sha256) as envkit keeps it: that many lower-case hexadecimal digits."""
+    return len(value) == _HEX_DIGITS[kind] and all(c in "0123456789abcdef" for c in value)
+
+
+def _no_valid_hash(kind: str, value: Any, origin: str, where: str) -> NoReturn:
+    said = "has none" if value is None else f"{value!r} is not a {kind} ({_HEX_DIGITS[kind]} hexadecimal digits)"
+    raise LockFileError(f"{origin}, {where}: no valid {kind} hash ({said}); envkit installs only hash-checked files",
+                        hint=_HINT)
+
+
+def check_store_names(sha256: str, url: str, origin: str, where: str) -> None:
+    """LockFileError (exit 2) naming the lock and the package unless both names envkit keeps a locked file under
+    (``STORE/<sha256>/<file name of the URL>``) are plain names: a sha256 of 64 hexadecimal digits, and a URL whose
+    last part, percent-decoded, is one file name (not ``..``, no ``/``). Called as the lock is read, before any
+    download: a hostile lock's ``../../home`` or ``..%2F..%2F.bashrc`` never becomes a path outside the store."""
+    from envkit.state.files import plain_name_problem
+
+    if not is_hex_hash(sha256, "sha256"):
+        _no_valid_hash("sha256", sha256, origin, where)
+    name = file_name_of(url)
+    problem = plain_name_problem(name)
+    if problem is not None:
+        raise LockFileError(f"{origin}, {where}: the URL {url!r} ends in {name!r}, which {problem}: it is not a plain "
+                            "file name, and envkit keeps each locked file under its own name", hint=_HINT)
 
 
 _LONGEST_VERSION = 200  # characters of a package's version: far above any real one

@@ -43,9 +43,7 @@ class LockedPackage:
 
     @property
     def file_name(self) -> str:
-        from urllib.parse import unquote, urlsplit
-
-        return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
+        return file_name_of(self.url)
 
 
 @dataclass(frozen=True)
@@ -72,6 +70,13 @@ class LockFile:
     def fact(self, key: str) -> Optional[str]:
         value = self.custom.get(key)
         return value if value else None
+
+
+def file_name_of(url: str) -> str:
+    """The last part of ``url``'s path, percent-decoded: the name a locked file is kept and installed under."""
+    from urllib.parse import unquote, urlsplit
+
+    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
 
 
 def python_of_lock(lock: LockFile) -> Optional[str]:

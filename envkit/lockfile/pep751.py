@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Optional, Sequence
 
 from envkit.lockfile import model
-from envkit.lockfile.format import LockFileError
+from envkit.lockfile.format import LockFileError, check_store_names, checked_facts
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 
 _HINT = "Make it again (`uv export --format pylock.toml`, `pip lock`, `pdm export -f pylock`), or fix the file."
@@ -39,6 +39,19 @@ class Read(NamedTuple):
     left_out: tuple[str, ...]
 
 
+def read_pylock_text(path: Path) -> str:
+    """The text of the pylock.toml at ``path``, read as every lock file is (envkit.state.files: at most 64 MiB, a pipe or
+    device no further, a FIFO nobody writes to never waited on); LockFileError (exit 2) naming the file."""
+    from envkit.state.files import read_text_file
+
+    try:
+        return read_text_file(path, "lock file")
+    except FileNotFoundError:
+        raise LockFileError(f"lock file {path} does not exist", hint="Give the path of a pylock.toml.") from None
+    except ValueError as error:
+        raise LockFileError(f"lock file {path} {error}") from None
+
+
 def parse_pylock(text: str, origin: str) -> Any:
     """The validated ``packaging.pylock.Pylock`` of ``text``; LockFileError (exit 2) naming the problem."""
     from packaging.pylock import Pylock, PylockUnsupportedVersionError, PylockValidationError
@@ -47,6 +60,9 @@ def parse_pylock(text: str, origin: str) -> Any:
         data = _toml_loads(text)
     except ValueError as error:  # tomllib.TOMLDecodeError
         raise LockFileError(f"{origin} is not valid TOML ({error}); a truncated file?", hint=_HINT) from None
+    except RecursionError:  # tomllib's parser nests a call per level of arrays and inline tables
+        raise LockFileError(f"{origin} nests deeper than envkit reads (arrays or tables inside each other, "
+                            f"{sys.getrecursionlimit()} deep or more): it is no lock file", hint=_HINT) from None
     try:
         return Pylock.from_dict(data)
     except PylockUnsupportedVersionError as error:
@@ -90,7 +106,7 @@ def read_pylock(pylock: Any, origin: str, python: str) -> Read:
                             hint="Give --python another version, or lock for this platform.") from None
     if not packages:
         raise LockFileError(f"{origin} has nothing to install for CPython {python} on linux x86_64", hint=_HINT)
-    facts = _envkit_facts(pylock.tool)
+    facts = checked_facts(_envkit_facts(pylock.tool), origin)  # as conda-lock's: a manifest is a name, not a path
     facts[model.PYTHON] = python
     return Read(LockFile(packages=tuple(packages), content_hash={PLATFORM: ""}, custom=facts), tuple(left_out))
 
@@ -111,6 +127,7 @@ def _locked(package: Any, wheel: Any, origin: str) -> LockedPackage:
                             hint="envkit installs locked files by URL, hash-checked.")
     if not sha256:
         raise LockFileError(f"{origin}: {package.name}'s wheel has no sha256", hint=_HINT)
+    check_store_names(sha256.lower(), wheel.url, origin, f"package {package.name}")  # before any download
     version = str(package.version) if package.version is not None else _wheel_version(wheel, package.name, origin)
     return LockedPackage(name=str(package.name), version=version, manager="pip", platform=PLATFORM, url=wheel.url,
                          sha256=sha256.lower())

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from envkit.errors import InstallError
-from envkit.lockfile.model import PLATFORM, LockedPackage
+from envkit.lockfile.model import PLATFORM, LockedPackage, file_name_of
 from envkit.lockfile.urls import upstream_url
 from envkit.state.config import Config
 
@@ -21,9 +21,12 @@ _TIMEOUT_S = 600.0
 
 
 def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Config, uv: Path,
-             environ: Mapping[str, str], find_links: Optional[str] = None) -> list[LockedPackage]:
+             environ: Mapping[str, str], find_links: Optional[str] = None,
+             upstream: bool = True) -> list[LockedPackage]:
     """Resolve ``packages`` from ``index_url`` (already mirrored) only, plus the ``find_links`` page of the builds
-    that have one, for CPython ``python`` (X.Y) on linux-64."""
+    that have one, for CPython ``python`` (X.Y) on linux-64. Each wheel's URL is its upstream one (ConfigError where
+    a mirror's cannot be mapped back: envkit.lockfile.urls), unless ``upstream`` is False (a check that a build
+    resolves writes no lock, and keeps the URLs uv gave)."""
     from envkit.system.egress import guarded
     from envkit.system.process import run_captured
     from envkit.system.scratch import scratch_dir
@@ -49,7 +52,7 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
                                    f"({said})", hint="The lines above are uv's. Check the index (a mirror in envkit's "
                                    "config?) and that it has these packages for this Python.", tail=lines)
         text = output.read_text(encoding="utf-8")
-    return pylock_packages(text, python, config)
+    return pylock_packages(text, python, config, upstream)
 
 
 def _url_args(option: str, url: Optional[str]) -> list[str]:
@@ -59,12 +62,12 @@ def _url_args(option: str, url: Optional[str]) -> list[str]:
     return [option, url] if url and not has_credentials(url) else []
 
 
-def pylock_packages(text: str, python: str, config: Config) -> list[LockedPackage]:
+def pylock_packages(text: str, python: str, config: Config, upstream: bool = True) -> list[LockedPackage]:
     """The wheel each package of a pylock.toml installs on CPython ``python`` under linux-64 (pure); InstallError
     (uv's output that envkit cannot read is a failed resolution) for a file that is not the pylock.toml it expects:
     bad TOML, a 5000-digit number, a package without its name, version or wheel URLs."""
     try:
-        return _packages(_toml(text), python, config)
+        return _packages(_toml(text), python, config, upstream)
     except InstallError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, StopIteration) as error:  # (TOMLDecodeError is one)
@@ -73,7 +76,7 @@ def pylock_packages(text: str, python: str, config: Config) -> list[LockedPackag
                            hint="Run the command again; if it persists, report it with uv's version.") from None
 
 
-def _packages(data: dict[str, Any], python: str, config: Config) -> list[LockedPackage]:
+def _packages(data: dict[str, Any], python: str, config: Config, upstream: bool) -> list[LockedPackage]:
     out = []
     for entry in data.get("packages", []):
         name, version = entry["name"], entry["version"]
@@ -87,8 +90,9 @@ def _packages(data: dict[str, Any], python: str, config: Config) -> list[LockedP
         if not sha256:
             raise InstallError(f"the index gave no sha256 for {wheel}",
                                hint="Lock from an index that publishes hashes (PEP 503 #sha256= fragments).")
+        url = _without_fragment(wheel)
         out.append(LockedPackage(name=name, version=version, manager="pip", platform=PLATFORM,
-                                 url=upstream_url(_without_fragment(wheel), config), sha256=sha256.lower()))
+                                 url=upstream_url(url, config) if upstream else url, sha256=sha256.lower()))
     return out
 
 
@@ -100,7 +104,7 @@ def best_wheel(urls: Sequence[str], python: str) -> str | None:
     best: tuple[int, str] | None = None
     for url in urls:
         try:
-            tags = parse_wheel_filename(_file_name(url))[3]
+            tags = parse_wheel_filename(file_name_of(url))[3]
         except InvalidWheelFilename:
             continue
         rank = min((ranks[t] for t in tags if t in ranks), default=None)
@@ -117,12 +121,6 @@ def target_tags(python: str) -> list[Any]:
     platforms = [f"manylinux_{_MANYLINUX[0]}_{minor}_x86_64" for minor in range(_MANYLINUX[1], 4, -1)]
     platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
     return [*tags.cpython_tags(version, platforms=platforms), *tags.compatible_tags(version, platforms=platforms)]
-
-
-def _file_name(url: str) -> str:
-    from urllib.parse import unquote, urlsplit
-
-    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
 
 
 def _without_fragment(url: str) -> str:

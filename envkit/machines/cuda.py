@@ -20,6 +20,28 @@ class LastDriver(NamedTuple):
         return f"R{self.branch} (CUDA {self.cuda}) is the last driver branch for {self.gpus}"
 
 
+class FirstDriver(NamedTuple):
+    """The first driver branch that drives GPUs of some compute capabilities: no older driver knows them, so a
+    profile of such a GPU on an older driver describes no real machine (a hand-written or stale one)."""
+
+    capabilities: tuple[ComputeCapability, ...]  # the GPUs it is the first branch of: (10.0, 12.0)
+    branch: int  # R570
+    cuda: CudaVersion  # the CUDA that branch brought, the first toolkit that knows these GPUs
+    gpus: str  # the generation, as users know it: "Blackwell"
+
+    def describe(self) -> str:
+        return f"R{self.branch} (CUDA {self.cuda}) is the first driver branch for {self.gpus}"
+
+    def refuses(self, driver: Optional[DriverVersion], cuda: Optional[CudaVersion]) -> Optional[str]:
+        """What the driver is, in words, when it is older than this branch ("driver 525.60.13", "a driver for CUDA
+        12.0"); None when it is not (or nothing is known of it)."""
+        if driver is not None:
+            return f"driver {driver}" if driver.branch < self.branch else None
+        if cuda is not None and cuda < self.cuda:
+            return f"a driver for CUDA {cuda}"
+        return None
+
+
 class CudaTable(NamedTuple):
     """cuda.yaml: which driver each CUDA release needs, and the floors of minor-version compatibility."""
 
@@ -32,6 +54,12 @@ class CudaTable(NamedTuple):
     min_compute_capability: Mapping[int, ComputeCapability]
     # The last driver branch of GPU generations that newer branches no longer drive.
     last_drivers: tuple[LastDriver, ...] = ()
+    # The first driver branch of GPU generations, by compute capability.
+    first_drivers: tuple[FirstDriver, ...] = ()
+
+    def first_driver_for(self, capability: ComputeCapability) -> Optional[FirstDriver]:
+        """The first driver branch that drives a GPU of this compute capability, when the table knows it."""
+        return next((first for first in self.first_drivers if capability in first.capabilities), None)
 
     def last_driver_for(self, capability: ComputeCapability) -> Optional[LastDriver]:
         """The last driver branch that drives a GPU of this compute capability, or None when newer ones still do."""

@@ -1,9 +1,9 @@
 """A fleet: the machines an environment is for (several profile files, a directory of them, a site partition).
 
 Low in the layers, beside profile.py: a fleet is a tuple of named profiles. Identical profiles are judged once, so
-machines are grouped by the facts resolution looks at (:func:`profile_key`: the driver, its CUDA, every GPU's name
-and architecture; not the name, not where the facts came from, not the GPUs' memory, which a node reports a little
-differently with ECC or MIG settings). A machine's name is its profile's ``name``, else its file's
+machines are grouped by the facts resolution looks at (:func:`profile_key`: the driver, its CUDA, the C library,
+every GPU's name and architecture; not the name, not where the facts came from, not the GPUs' memory, which a node
+reports a little differently with ECC or MIG settings). A machine's name is its profile's ``name``, else its file's
 name (without the suffix).
 
 Reading profiles is the only I/O here (:func:`load_profiles`); everything else is pure.
@@ -92,6 +92,7 @@ def profile_key(profile: MachineProfile) -> Hashable:
     return (
         str(profile.cuda_driver) if profile.cuda_driver else None,
         str(profile.driver_version) if profile.driver_version else None,
+        profile.libc,
         tuple((g.name, str(g.compute_capability) if g.compute_capability else None) for g in profile.gpus),
     )
 

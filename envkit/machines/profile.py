@@ -6,6 +6,8 @@ partition) is read back from it, and resolution takes it as input. The file cont
     name: deepnine                 # optional label
     driver_version: "550.54.14"    # optional
     cuda_driver: "12.4"            # highest CUDA the driver supports; absent or null without an NVIDIA driver
+    libc: "glibc 2.28"             # optional: the C library (a build whose wheels need a newer glibc is refused);
+                                   # absent or null: unknown, and no build is refused for it
     gpus:                          # empty list when there is no GPU
       - name: NVIDIA GeForce RTX 2070
         compute_capability: "7.5"  # null when unknown (detect could not tell; pass --gpu-arch)
@@ -23,12 +25,14 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from envkit.errors import ProfileError
 from envkit.text.jsonout import KEY as VERSION_KEY, version_problem
-from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, quote_it
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion, quote_it
 
 # Keys of MachineProfile.sources: which probe (or file, or option) gave each fact.
 DRIVER_VERSION = "driver_version"
 CUDA_DRIVER = "cuda_driver"
 GPUS = "gpus"
+LIBC = "libc"
+GLIBC = "glibc"  # the C library envkit knows the versions of (manylinux wheels name the glibc they need)
 
 
 class Gpu(NamedTuple):
@@ -67,6 +71,12 @@ class MachineProfile(NamedTuple):
     # The GPUs the driver lists that CUDA_VISIBLE_DEVICES hides from this process (envkit.slurm.job_context): how
     # the check tells GPUs hidden from a machine without any. A fact of this process, not of the machine: never saved.
     hidden_gpus: tuple[Gpu, ...] = ()
+    glibc: Optional[GlibcVersion] = None  # the machine's C library when it is glibc; None: unknown (or another one)
+
+    @property
+    def libc(self) -> Optional[str]:
+        """The C library as a profile file says it: "glibc 2.28", or None when unknown."""
+        return f"{GLIBC} {self.glibc}" if self.glibc is not None else None
 
     @property
     def has_driver(self) -> bool:
@@ -80,11 +90,14 @@ class MachineProfile(NamedTuple):
         return self._replace(gpus=gpus, hidden_gpus=())
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``envkit detect --json`` form, readable again by :func:`profile_from_dict`."""
+        """The ``envkit detect --json`` form, readable again by :func:`profile_from_dict`. ``libc`` only when known:
+        a profile without it reads as before (and in an envkit from before it)."""
+        known = {LIBC: self.libc} if self.libc is not None else {}
         return {
             "name": self.name,
             "driver_version": str(self.driver_version) if self.driver_version else None,
             "cuda_driver": str(self.cuda_driver) if self.cuda_driver else None,
+            **known,
             "gpus": [_gpu_dict(gpu) for gpu in self.gpus],
             "sources": dict(self.sources),
             "notes": list(self.notes),
@@ -107,7 +120,7 @@ def _gpu_dict(gpu: Gpu) -> dict[str, Any]:
 
 
 # The keys of a profile and of its GPUs: what to_dict writes (detect --json, records, the site file).
-PROFILE_KEYS = ("name", "driver_version", "cuda_driver", "gpus", "sources", "notes")
+PROFILE_KEYS = ("name", "driver_version", "cuda_driver", LIBC, "gpus", "sources", "notes")
 GPU_KEYS = ("index", "name", "compute_capability", "memory_mib", "source")
 # Bounds no real GPU comes near, so that a typo or a corrupt file is not planned with: 16 TiB is over 50 times the
 # largest GPU memory of 2026 (288 GB), and no node has a thousand GPUs (envkit job --gpus takes at most 1024).
@@ -175,6 +188,7 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     driver_version = None if driver is None else _parse_version(origin, "driver_version", DriverVersion.parse, driver)
     cuda = data.get("cuda_driver")
     cuda_driver = None if cuda is None else _parse_version(origin, "cuda_driver", CudaVersion.parse, cuda)
+    glibc = _parse_field(origin, LIBC, parse_libc, data[LIBC]) if data.get(LIBC) is not None else None
     raw_gpus = data.get("gpus", [])
     if raw_gpus is None:
         raw_gpus = []
@@ -183,15 +197,23 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     gpus = tuple(_gpu_from_dict(entry, position, origin) for position, entry in enumerate(raw_gpus))
     _check_provenance(data, origin)
     source = f"file {origin}"
-    sources = {key: source for key, value in ((DRIVER_VERSION, driver_version), (CUDA_DRIVER, cuda_driver)) if value}
+    sources = {key: source for key, value in ((DRIVER_VERSION, driver_version), (CUDA_DRIVER, cuda_driver),
+                                              (LIBC, glibc)) if value}
     if gpus:
         sources[GPUS] = source
     notes = (f"file {origin}: {len(hidden_gpus)} GPU(s) that CUDA_VISIBLE_DEVICES hid where it was printed are not "
              f"counted ({', '.join(gpu.name for gpu in hidden_gpus)}): list them under 'gpus' to judge them too",
              ) if hidden_gpus else ()
-    return MachineProfile(
-        gpus=gpus, cuda_driver=cuda_driver, driver_version=driver_version, name=name, sources=sources, notes=notes
-    )
+    return MachineProfile(gpus=gpus, cuda_driver=cuda_driver, driver_version=driver_version, name=name,
+                          sources=sources, notes=notes, glibc=glibc)
+
+
+def parse_libc(value: Any) -> GlibcVersion:
+    """A profile's ``libc``, "glibc 2.28" (as `envkit detect` writes it), to the glibc version; ValueError otherwise."""
+    words = value.split() if isinstance(value, str) else []
+    if len(words) != 2 or words[0] != GLIBC:
+        raise ValueError(f"expected the C library as 'glibc X.Y' (e.g. 'glibc 2.28'), got {value!r}")
+    return GlibcVersion.parse(words[1])
 
 
 def _check_provenance(data: Mapping, origin: str) -> None:

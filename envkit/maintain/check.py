@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
 from envkit.errors import BadInputError, UnknownNameError
-from envkit.maintain.findings import MISSING, NEW, UNREADABLE, Finding, PipNeed, upstream_index
+from envkit.maintain.findings import LISTED, MISSING, NEW, UNREADABLE, Finding, PipNeed, site_of, upstream_index
 from envkit.state.config import is_under
 from envkit.text.words import counted
 
@@ -44,6 +44,7 @@ class CheckReport:
             "missing": [f.to_dict() for f in self.findings if f.kind == MISSING],
             "unreadable": [f.to_dict() for f in self.findings if f.kind == UNREADABLE],
             "not_in_manifests": [f.to_dict() for f in self.findings if f.kind == NEW],
+            "listed_unconfirmed": [f.to_dict() for f in self.findings if f.kind == LISTED],
             "pages": self.pages, "resolutions": self.resolutions, "mirrors": self.mirrors,
         }
 
@@ -88,7 +89,7 @@ def pip_needs(builds: Sequence[Build], catalog: Catalog, pythons: Mapping[str, t
 
 def judge_pip(need: PipNeed, page: Optional[Page]) -> list[Finding]:
     """What is missing for one requirement of one build, from its project page."""
-    from envkit.maintain.simple_index import linux_wheels, matching, parse_page
+    from envkit.backends.simple_index import linux_wheels, matching, parse_page
 
     requirement = need.parsed
     build = need.build.id
@@ -97,7 +98,7 @@ def judge_pip(need: PipNeed, page: Optional[Page]) -> list[Finding]:
         why = page.error if page is not None else "not fetched"
         read = f", read from its mirror {mirror}" if mirror else ""
         return [Finding(UNREADABLE, f"{build}: {need.requirement} could not be checked: {need.page}{read} ({why})",
-                        build, need.page)]
+                        build, need.page, cause=f"{site_of(mirror or need.page)} could not be read ({why})")]
     if not page.found:
         there = f"on its mirror {mirror}" if mirror else "there"
         return [Finding(MISSING, f"{build}: {need.requirement} has no file on {need.index} (no {requirement.name} "
@@ -137,8 +138,8 @@ def check_builds(
     also resolve each pip build's whole dependency tree for each Python (envkit.maintain.resolvable): each build
     whose own packages were all found, so that what is missing is not said twice nor an unreadable index asked
     again for every build."""
+    from envkit.backends.simple_index import ACCEPT
     from envkit.maintain.fetch import FetchSettings, PageFetcher
-    from envkit.maintain.simple_index import ACCEPT
 
     builds = select_builds(catalog, build_ids)
     claimed = {b.id: claimed_pythons(b, catalog, pythons) for b in builds}
@@ -170,6 +171,7 @@ def check_builds(
         wanted = resolutions([b for b in builds if b.id not in failed], catalog, config, claimed)
         findings += check_resolvable(wanted, resolver, settings.jobs, resolve_progress)
         resolved = len(wanted)
+    findings += listed_unconfirmed([b for b in builds if claimed[b.id]], findings)
     used = {need.index for need in needs} | {c for b in builds if b.conda for c in b.conda.channels}
     mirrors = {url: config.mirrored(url) for url in sorted(used) if config.mirrored(url) != url}
     return CheckReport(
@@ -179,24 +181,53 @@ def check_builds(
     )
 
 
+def listed_unconfirmed(builds: Sequence[Build], findings: Sequence[Finding]) -> list[Finding]:
+    """The checked builds marked `unconfirmed:` whose every package was found (no finding missing or unreadable for
+    them): envkit does not pick such a build over a confirmed one until its note is gone, and the listing may be what
+    the note doubted."""
+    failed = {f.build for f in findings if f.kind in (MISSING, UNREADABLE)}
+    return [Finding(LISTED, f"{build.id}: every package is there, but its manifest marks it unconfirmed "
+                            f"({build.unconfirmed}): where the listing is what that doubted, remove the note, and "
+                            "envkit picks it where it ranks first (until then, only with --build)", build.id)
+            for build in builds if build.unconfirmed and build.id not in failed]
+
+
 def _unique(findings: list[Finding]) -> list[Finding]:
-    order = {MISSING: 0, UNREADABLE: 1, NEW: 2}
+    order = {MISSING: 0, UNREADABLE: 1, NEW: 2, LISTED: 3}
     return sorted(dict.fromkeys(findings), key=lambda f: order[f.kind])
 
 
-def render_check(report: CheckReport, say: Callable[[str], None]) -> None:
-    """The report in words: what is missing or could not be read, then what is new upstream, then a summary."""
-    problems = [f for f in report.findings if f.kind != NEW]
+def problem_lines(problems: Sequence[Finding]) -> list[str]:
+    """One line per problem, except that the problems of one cause (a host that does not answer: every build on it)
+    are one line, where the first of them stood, with how many checks it stopped and the builds it hit."""
+    shared: dict[str, list[Finding]] = {}
     for finding in problems:
-        say(finding.message)
-    news_found = [f for f in report.findings if f.kind == NEW]
-    if news_found:
-        if problems:
-            say("")
-        say("Not in the manifests:")
-        for finding in news_found:
-            say(f"  {finding.message}")
-    if problems or news_found:
+        if finding.cause is not None:
+            shared.setdefault(finding.cause, []).append(finding)
+    out = []
+    for finding in problems:
+        hit = shared.get(finding.cause, []) if finding.cause is not None else []
+        if len(hit) < 2:
+            out.append(finding.message)
+        elif hit[0] is finding:
+            builds = list(dict.fromkeys(f.build for f in hit if f.build))
+            shown = ", ".join(builds[:6]) + (f" and {len(builds) - 6} more" if len(builds) > 6 else "")
+            out.append(f"{finding.cause}: {counted(len(hit), 'check')} could not be made, for "
+                       f"{counted(len(builds), 'build')}: {shown}")
+    return out
+
+
+def render_check(report: CheckReport, say: Callable[[str], None]) -> None:
+    """The report in words: what is missing or could not be read, then what is new upstream and the unconfirmed
+    builds whose packages are all there, then a summary."""
+    problems = [f for f in report.findings if f.kind in (MISSING, UNREADABLE)]
+    blocks = [problem_lines(problems)]  # then a heading and its findings, for each kind found
+    for kind, heading in ((NEW, "Not in the manifests:"), (LISTED, "Listed, though marked unconfirmed:")):
+        found = [f"  {f.message}" for f in report.findings if f.kind == kind]
+        blocks.append([heading, *found] if found else [])
+    for block in (block for block in blocks if block):
+        for line in block:
+            say(line)
         say("")
     pythons = sum(len(p) for p in report.pythons.values())
     verdict = "everything is there" if report.ok else counted(len(problems), "problem")

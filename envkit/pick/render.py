@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
-from envkit.pick.resolve import Candidate, Resolution
+from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, LIBC, Gpu, MachineProfile
+from envkit.pick.resolve import Candidate, Resolution, passed_over
 
 
 def profile_text(profile: MachineProfile) -> str:
@@ -28,6 +28,8 @@ def profile_text(profile: MachineProfile) -> str:
     if profile.hidden_gpus:
         lines.append("Hidden by CUDA_VISIBLE_DEVICES (not counted):")
         lines.extend(_gpu_line(gpu) for gpu in profile.hidden_gpus)
+    if profile.libc:
+        lines.append(f"C library: {profile.libc} ({sources.get(LIBC, '?')})")
     if profile.notes:
         lines.append("Probes:")
         lines.extend(f"  {note}" for note in profile.notes)
@@ -116,6 +118,12 @@ def manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bo
             lines.extend(indent + note for note in notes[1:])
     if resolution.selected is not None and resolution.selected.build.notes:
         lines.append(f"  note on {resolution.selected.build.id}: {resolution.selected.build.notes}")
+    passed = passed_over(resolution)
+    if passed is not None:
+        lines.append(f"  {passed.build.id} fits too and would rank first, but a build the manifest could not confirm "
+                     f"is not picked over one it could (unconfirmed: {passed.build.unconfirmed}); "
+                     f"`{' '.join(['envkit create', manifest.name, '--build', passed.build.id, target_args]).strip()}` "
+                     "installs it anyway.")
     if hidden and not show_all and resolution.compatible:
         lines.append(
             f"  {len(hidden)} more {'builds do' if len(hidden) != 1 else 'build does'} not fit {where}: "
@@ -155,12 +163,19 @@ def listing_json(profile: MachineProfile, resolutions: Sequence[Resolution]) -> 
                 "framework": r.manifest.framework,
                 "retired": r.manifest.retired,
                 "selected": r.selected.build.id if r.selected else None,
+                "passed_over": passed_json(r),
                 "gpu_unused": gpu_unused_json(r, profile),
                 "builds": [candidate_json(c) for c in r.candidates],
             }
             for r in resolutions
         ],
     }
+
+
+def passed_json(resolution: Resolution) -> dict[str, Any] | None:
+    """The unconfirmed build that would rank first but is not picked (envkit.pick.resolve.passed_over), or None."""
+    passed = passed_over(resolution)
+    return None if passed is None else {"build": passed.build.id, "unconfirmed": passed.build.unconfirmed}
 
 
 def gpu_unused_json(resolution: Resolution, profile: MachineProfile) -> dict[str, Any] | None:

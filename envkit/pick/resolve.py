@@ -1,10 +1,13 @@
 """Which builds of a manifest run on a machine, and which one to pick. Pure functions: no I/O.
 
 A GPU build is compatible only when (1) the driver supports its CUDA, natively or through CUDA minor-version
-compatibility (then only from ready-made SASS: an older driver cannot JIT-compile a newer toolkit's PTX), (2) EVERY GPU is covered by
-its SASS (same major, lower-or-equal minor) or PTX (lower-or-equal arch), and (3) it publishes a Python envkit can
-provide. Every verdict carries its reasons in words a user understands. They name no machine ("the driver has
-11.2", "the machine has none"), so they read true for this machine, for a profile, and after a fleet's machine names.
+compatibility (then only from ready-made SASS: an older driver cannot JIT-compile a newer toolkit's PTX), and every
+library it bundles runs on that driver, (2) EVERY GPU is covered by its SASS (same major, lower-or-equal minor) or
+PTX (lower-or-equal arch), (3) it publishes a Python envkit can provide, and (4) its packages install on the machine's
+glibc, when both are known. A profile that puts a GPU on a driver older than the first branch that drives it
+describes no real machine: no GPU build is judged to run there. Every verdict carries its reasons in words a user
+understands. They name no machine ("the driver has 11.2", "the machine has none"), so they read true for this
+machine, for a profile, and after a fleet's machine names.
 """
 
 from __future__ import annotations
@@ -83,48 +86,65 @@ def resolve(manifest: Manifest, profile: MachineProfile, tables: Tables, request
     return Resolution(manifest=manifest, candidates=tuple(rank(candidates, has_gpus=bool(profile.gpus))))
 
 
-def rank(candidates: Iterable[Candidate], has_gpus: bool) -> list[Candidate]:
-    """Compatible before incompatible; on a machine with GPUs every GPU build before every CPU build; then the newest
-    framework version; then a build the driver runs natively before one needing minor-version compatibility; then
-    one whose facts the manifest's authors could confirm before one with an ``unconfirmed`` note (torch 2.14 cu126
-    before the reported, unlisted cu129 where both run); then the newest CUDA. Stable sorts, least important key
-    first."""
+def rank(candidates: Iterable[Candidate], has_gpus: bool, confirmed_first: bool = True) -> list[Candidate]:
+    """Compatible before incompatible; on a machine with GPUs every GPU build before every CPU build; then a build
+    whose facts the manifest's authors could confirm before one with an ``unconfirmed`` note, whatever their versions
+    (a reported build may not exist: it is picked only when named with --build, or once `envkit manifests check` has
+    listed it and its note is gone); then the newest framework version; then a build the driver runs natively before
+    one needing minor-version compatibility; then the newest CUDA. Stable sorts, least important key first. Without
+    ``confirmed_first``, the order the pick would have without that rule (:func:`passed_over`)."""
     ordered = sorted(candidates, key=lambda c: c.build.cuda or (0, 0), reverse=True)
-    ordered.sort(key=lambda c: c.build.unconfirmed is not None)
     ordered.sort(key=lambda c: c.native is False)
     ordered.sort(key=lambda c: c.build.version, reverse=True)
+    if confirmed_first:
+        ordered.sort(key=lambda c: c.build.unconfirmed is not None)
     ordered.sort(key=lambda c: has_gpus and not c.build.is_gpu)
     ordered.sort(key=lambda c: not c.compatible)
     return ordered
 
 
+def passed_over(resolution: Resolution) -> Optional[Candidate]:
+    """The build that would be the pick if unconfirmed builds were not put after confirmed ones: one that fits and
+    would rank first, whose note says what could not be checked (`envkit list` shows it beside the pick, with how to
+    install it anyway); None when the pick is that build, or there is no pick. (Where the pick is a GPU build, GPU
+    builds rank first; where it is a CPU build, no GPU build fits: either way the pick's kind is the machine's.)"""
+    selected = resolution.selected
+    if selected is None:
+        return None
+    first = rank(resolution.candidates, has_gpus=selected.build.is_gpu, confirmed_first=False)[0]
+    return None if first.build.id == selected.build.id or first.build.unconfirmed is None else first
+
+
 def assess(build: Build, profile: MachineProfile, tables: Tables, request: Request = Request()) -> Candidate:
     """One build against one machine: compatible or not, and why."""
     python, python_problem = _python(build.python, tables.python, request)
+    # Problems that hold whatever the GPUs: the Python, the C library.
+    common = [problem for problem in (python_problem, glibc_problem(build, profile)) if problem]
     if not build.is_gpu:
-        reasons = [python_problem] if python_problem else []
-        if profile.gpus and not python_problem:
+        reasons = list(common)
+        if profile.gpus and not common:
             reasons.append("CPU only: does not use the GPUs")
-        return Candidate(build, not python_problem, None, python, tuple(reasons))
+        return Candidate(build, not common, None, python, tuple(reasons))
 
     assert build.cuda is not None and build.arch is not None  # guaranteed by the catalog for GPU builds
     native, driver_ok, driver_reason = _driver(build, profile, tables)
-    if not profile.gpus:  # one plain reason: the driver does not matter without a GPU
-        problems = ["needs an NVIDIA GPU; the machine has none"]
-        if python_problem:
-            problems.append(python_problem)
-        return Candidate(build, False, native, python, tuple(problems))
+    impossible = before_first_driver(profile, tables)
+    if not profile.gpus or impossible:  # one plain reason: the driver does not matter without a (real) GPU
+        problems = list(impossible) or ["needs an NVIDIA GPU; the machine has none"]
+        return Candidate(build, False, native, python, tuple(problems + common))
     if not driver_ok:
         driver_reason += beyond_last_driver(cuda=build.cuda, gpus=profile.gpus, tables=tables)
     problems = [] if driver_ok else [driver_reason]
     notes = [driver_reason] if driver_ok else []
+    library = _bundled_driver(build, profile, tables) if driver_ok else None
+    if library:
+        problems.append(library)
     # Only a driver that runs the build through minor-version compatibility limits it to ready-made GPU code; a
     # driver too old for the build at all is reported as such, and the GPUs are judged as a new driver would run it.
     minor_compat = driver_ok and native is False
     for gpus, verdict, ok in _coverage(build, profile.gpus, sass_only=minor_compat):
         (notes if ok else problems).append(f"{_gpu_group(gpus)}: {verdict}")
-    if python_problem:
-        problems.append(python_problem)
+    problems += common
     compatible = not problems
     return Candidate(build, compatible, native, python, tuple(notes if compatible else problems))
 
@@ -167,6 +187,55 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[Opti
     )
 
 
+def _bundled_driver(build: Build, profile: MachineProfile, tables: Tables) -> Optional[str]:
+    """Why a library the build bundles does not run on the machine's driver (its own floor, newer than the build's
+    CUDA needs: NVIDIA's cuDNN support matrix gives one per release), or None. With the driver's version unknown,
+    the lowest driver that reports its CUDA must meet the floor."""
+    for library in build.bundled:
+        floor = library.min_driver
+        if floor is None:
+            continue
+        driver = profile.driver_version
+        if driver is not None:
+            if driver < floor:
+                return f"{library.name}, bundled by this build, needs driver {floor} or newer; this one is {driver}"
+            continue
+        lowest = tables.cuda.driver_floor(profile.cuda_driver) if profile.cuda_driver is not None else None
+        if lowest is None or lowest < floor:
+            return (f"{library.name}, bundled by this build, needs driver {floor} or newer, and the machine's driver "
+                    f"version is unknown (drivers for CUDA {profile.cuda_driver} start at {lowest})")
+    return None
+
+
+def glibc_problem(build: Build, profile: MachineProfile) -> Optional[str]:
+    """Why the build's packages do not install on the machine's C library (manylinux_2_28 wheels need glibc 2.28),
+    or None; a machine whose glibc is unknown is not refused."""
+    if build.glibc is None or profile.glibc is None or profile.glibc >= build.glibc:
+        return None
+    return (f"needs glibc {build.glibc} or newer (its wheels are manylinux_{build.glibc.major}_{build.glibc.minor}); "
+            f"the machine has glibc {profile.glibc}")
+
+
+def before_first_driver(profile: MachineProfile, tables: Tables) -> tuple[str, ...]:
+    """What makes a profile impossible: a GPU on a driver older than the first branch that drives it (an RTX 5090 on
+    R525). One sentence per GPU model; () for a profile that could be real."""
+    said: dict[str, str] = {}
+    for gpu in profile.gpus:
+        first = tables.cuda.first_driver_for(gpu.compute_capability) if gpu.compute_capability else None
+        claim = first.refuses(profile.driver_version, profile.cuda_driver) if first is not None else None
+        if claim is not None and gpu.name not in said:
+            said[gpu.name] = (f"{gpu.label} cannot be on {claim}: {first.describe()}, and no older driver drives it; "
+                              f"the profile describes no real machine (hand-written, or stale?)")
+    return tuple(said.values())
+
+
+def driver_runs(build: Build, profile: MachineProfile, tables: Tables) -> tuple[bool, str]:
+    """Whether the machine's driver runs ``build``'s CUDA (natively, or through minor-version compatibility), and
+    the reason, either way (the check asks it of the machine it ran on, where a framework's error does not say)."""
+    _, runs, reason = _driver(build, profile, tables)
+    return runs, reason
+
+
 def beyond_last_driver(cuda: CudaVersion, gpus: Sequence[Gpu], tables: Tables) -> str:
     """Words to add where a driver for ``cuda`` is asked for but no driver for it drives one of the GPUs (a V100
     after R580): "; no driver for CUDA 13.2 drives sm_70: R580 (CUDA 13.0) is the last ...", or ""."""
@@ -178,9 +247,11 @@ def beyond_last_driver(cuda: CudaVersion, gpus: Sequence[Gpu], tables: Tables) -
 
 
 def impossible_driver(profile: MachineProfile, tables: Tables) -> tuple[str, ...]:
-    """What a profile claims that no driver does: a GPU on a driver branch newer than the last that drives it (a
-    hand-written profile of a V100 on R595). One sentence per GPU model."""
+    """What a profile claims that no driver does: a GPU on a driver older than the first branch that drives it (no
+    GPU build is judged to run there: :func:`before_first_driver`), or on a branch newer than the last that drives
+    it (a hand-written profile of a V100 on R595: judged as it says). One sentence per GPU model."""
     said: dict[str, str] = {}
+    early = before_first_driver(profile, tables)
     for gpu in profile.gpus:
         last = tables.cuda.last_driver_for(gpu.compute_capability) if gpu.compute_capability else None
         if last is None or gpu.name in said:
@@ -194,7 +265,7 @@ def impossible_driver(profile: MachineProfile, tables: Tables) -> tuple[str, ...
             continue
         said[gpu.name] = (f"{gpu.label} cannot be on {claim}: {last.describe()}, so no newer driver drives it; the "
                           f"profile is judged as it says, but check it")
-    return tuple(said.values())
+    return (*early, *said.values())
 
 
 # --- the GPUs ----------------------------------------------------------------------------------------------------

@@ -76,6 +76,48 @@ def installed_build(manifest: Manifest, probe: ProbeResult) -> Optional[Build]:
     return None
 
 
+def companions_of(build: Optional[Build], manifest: Optional[Manifest],
+                  python: Optional[str] = None) -> tuple[str, ...]:
+    """The companions ``build`` installs: its pip packages that ``manifest`` names in its ``companions:`` rules, in
+    the build's order, but for a pin whose environment marker leaves out ``python`` (X.Y: the environment's)."""
+    if build is None or manifest is None or build.pip is None or not manifest.companions:
+        return ()
+    from packaging.utils import canonicalize_name
+
+    wanted = {canonicalize_name(name) for name in manifest.companions}
+    found = []
+    for requirement in _requirements(build):
+        if canonicalize_name(requirement.name) not in wanted:
+            continue
+        if requirement.marker is not None and python is not None and not requirement.marker.evaluate(
+                {"python_version": python, "python_full_version": f"{python}.0"}):
+            continue
+        found.append(requirement.name)
+    return tuple(found)
+
+
+def companion_pin(build: Optional[Build], name: str) -> Optional[str]:
+    """The build's own pin of the companion ``name`` (``torchvision==0.28.*``), without its marker; None if none."""
+    from packaging.utils import canonicalize_name
+
+    for requirement in _requirements(build) if build is not None and build.pip is not None else ():
+        if canonicalize_name(requirement.name) == canonicalize_name(name):
+            return f"{requirement.name}{requirement.specifier}"
+    return None
+
+
+def _requirements(build: Build) -> list:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    found = []
+    for spec in build.pip.packages if build.pip is not None else ():
+        try:
+            found.append(Requirement(spec))
+        except InvalidRequirement:  # the catalog checks every entry: nothing to say here
+            continue
+    return found
+
+
 def parse_cuda(text: Optional[str]) -> Optional[CudaVersion]:
     """'12.6', '12.6.3', '11.2' -> CudaVersion; anything else -> None."""
     if not text:
@@ -88,9 +130,10 @@ def parse_cuda(text: Optional[str]) -> Optional[CudaVersion]:
 
 
 def observed_profile(profile: MachineProfile, probe: ProbeResult, driver_cuda: Optional[CudaVersion],
-                     on_target: bool) -> MachineProfile:
+                     on_target: bool, tables: Optional[Tables] = None) -> MachineProfile:
     """The machine as the probe met it: the driver CUDA a framework's error reported (or, when nothing else tells,
-    the CUDA it started), the GPUs it saw when detection found none.
+    the CUDA it started, raised to the CUDA of the first driver branch that drives its GPUs, with ``tables``), the
+    GPUs it saw when detection found none.
 
     Only for a probe that ran on the machine the profile describes; otherwise the profile stands as it is.
     """
@@ -101,10 +144,7 @@ def observed_profile(profile: MachineProfile, probe: ProbeResult, driver_cuda: O
         sources[CUDA_DRIVER] = f"{probe.framework or 'the framework'}'s error message"
         profile = profile._replace(cuda_driver=driver_cuda, driver_version=None)
     started = parse_cuda(probe.cuda) if probe.gpu_build and probe.devices else None
-    if profile.cuda_driver is None and driver_cuda is None and started is not None:
-        # No probe of envkit's could read the driver, but the framework ran CUDA on it: it supports at least that.
-        sources[CUDA_DRIVER] = f"at least the CUDA {started} that {probe.framework or 'the framework'} started here"
-        profile = profile._replace(cuda_driver=started)
+    guess_cuda = profile.cuda_driver is None and driver_cuda is None and started is not None
     seen = [d for d in probe.devices if d.compute_capability]
     if not profile.gpus and seen:
         gpus = []
@@ -118,6 +158,20 @@ def observed_profile(profile: MachineProfile, probe: ProbeResult, driver_cuda: O
         if gpus:
             sources[GPUS] = "the probe"
             profile = profile._replace(gpus=tuple(gpus))
+    if guess_cuda:
+        # No probe of envkit's could read the driver, but the framework ran CUDA on it: it supports at least that,
+        # and at least what the first driver branch of its GPUs supports (an RTX 5090's driver is R570 or newer).
+        firsts = [tables.cuda.first_driver_for(gpu.compute_capability) for gpu in profile.gpus
+                  if tables is not None and gpu.compute_capability]
+        first = max((each for each in firsts if each is not None), key=lambda each: each.cuda, default=None)
+        framework = probe.framework or "the framework"
+        if first is not None and first.cuda > started:
+            sources[CUDA_DRIVER] = (f"at least CUDA {first.cuda}: {first.describe()} ({framework} started CUDA "
+                                    f"{started})")
+            started = first.cuda
+        else:
+            sources[CUDA_DRIVER] = f"at least the CUDA {started} that {framework} started here"
+        profile = profile._replace(cuda_driver=started)
     return profile._replace(sources=sources)
 
 

@@ -22,6 +22,7 @@ _LABELLED = re.compile(r"^\s*(?P<task>[0-9]+): ?(?P<text>.*)$")
 _TF_CONFIG = ('export TF_CONFIG="{\\"cluster\\": {\\"worker\\": $ENVKIT_TF_WORKERS}, \\"task\\": {\\"type\\": '
               '\\"worker\\", \\"index\\": $SLURM_PROCID}}"; exec "$@"')
 _NODE_ADDR = re.compile(r"(?:^|\s)NodeAddr=(?P<addr>\S+)")
+_NODE_NAME = re.compile(r"(?:^|\s)NodeName=(?P<name>\S+)")
 
 # The job script's shell lines that find the rendezvous: the allocation's first node, its NodeAddr, and the port.
 RENDEZVOUS_LINES = (
@@ -46,6 +47,16 @@ def node_address(scontrol_node: str) -> Optional[str]:
     return found.group("addr") if found else None
 
 
+def node_addresses(scontrol_nodes: str) -> dict[str, str]:
+    """Each node's ``NodeAddr`` from ``scontrol show node -o NAME,NAME...`` (one line per node), by ``NodeName``."""
+    found = {}
+    for line in scontrol_nodes.splitlines():
+        name, address = _NODE_NAME.search(line), node_address(line)
+        if name and address:
+            found[name.group("name")] = address
+    return found
+
+
 def labelled_lines(text: str) -> dict[int, list[str]]:
     """srun --label's output, by task: ``{0: [lines], 1: [...]}``; unlabelled lines (srun's own) under -1."""
     tasks: dict[int, list[str]] = {}
@@ -58,10 +69,15 @@ def labelled_lines(text: str) -> dict[int, list[str]]:
 
 def check_nodes(nodes: int, named: Sequence[str], available: Optional[int], partition: str) -> int:
     """``nodes`` if a job can have that many nodes of ``partition``: BadInputError (exit 2) for fewer than 1, more
-    than ``available`` (sinfo's count, None when unknown), or more than the nodes ``P:NODE,...`` names."""
+    than ``available`` (sinfo's count, None when unknown), more than the nodes ``P:NODE,...`` names, or a node
+    named twice (by one name, or by two that stand for one Slurm node: ``named`` are then their Slurm names)."""
     if nodes < 1:
         raise BadInputError(f"--nodes {nodes}: a job needs at least 1 node", hint="Give --nodes 2 or more to run "
                             "across nodes.")
+    twice = next((node for i, node in enumerate(named) if node in named[:i]), None)
+    if twice is not None:  # (Slurm would run the job on fewer nodes than asked, and the check would not run)
+        raise BadInputError(f"--partition {partition}:{','.join(named)} names the node {twice} twice",
+                            hint="Name each node once.")
     if named and nodes > len(named):
         raise BadInputError(f"--nodes {nodes}: --partition {partition}:{','.join(named)} names only {len(named)} "
                             "node(s)", hint=f"Name {nodes} nodes, or give the partition alone.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 
 def user_path(text: str) -> Path:
@@ -34,6 +34,7 @@ LIMITS = {
     "lock file": 64 << 20,
     "record": 4 << 20,
     "conda-meta record": 256 << 20,  # a package's file list: tens of MB for the largest (CUDA toolkits)
+    "package metadata": 16 << 20,  # a .dist-info's METADATA (its long description), INSTALLER, direct_url.json
 }
 PIPE_WAIT_S = 10.0  # how long a pipe (a shell's <(...)) may stay silent before reading it gives up
 
@@ -120,6 +121,17 @@ def read_text_file(path: Path, what: str = "config file") -> str:
     return text
 
 
+def parse_json(text: str) -> Any:
+    """``json.loads(text)``; ValueError for text that nests arrays or objects deeper than Python's recursion limit
+    too (json raises RecursionError there), so that a reader's ``except ValueError`` holds for every input."""
+    import json
+
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("it nests arrays or objects too deeply to be read") from None
+
+
 class NotUtf8(ValueError):
     """Bytes that are not UTF-8: where, as a person finds it in an editor ("byte 0xe9 at line 33")."""
 
@@ -134,6 +146,37 @@ def utf8_text(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise NotUtf8(data[error.start], data[:error.start].count(b"\n") + 1) from None
+
+
+_NAME_MAX = 255  # bytes of one file name on Linux filesystems
+
+
+def plain_name_problem(name: str) -> Optional[str]:
+    """Why ``name`` (a field of a file someone else wrote: a lock's hash, the last part of a URL, percent-decoded)
+    cannot be one file name inside a directory of envkit's, in words following the name; None when it can. A plain
+    name is not empty, not ``.`` or ``..``, holds no ``/``, NUL or other control character, and fits a filesystem,
+    so that ``directory / name`` is an entry of ``directory`` and never a path elsewhere."""
+    if name in ("", ".", ".."):
+        return "names no file" if not name else "names a directory, not a file in it"
+    if "/" in name:
+        return "holds a path separator"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        return "holds a control character"
+    if len(name.encode("utf-8", "surrogatepass")) > _NAME_MAX:
+        return f"is longer than {_NAME_MAX} bytes"
+    return None
+
+
+def inside(directory: Path, *names: str) -> Path:
+    """``directory / name / ...``, each of ``names`` proved a plain name (:func:`plain_name_problem`), so the path
+    lies inside ``directory`` whatever the names say; ValueError ("'../x' holds a path separator") otherwise."""
+    for name in names:
+        problem = plain_name_problem(name)
+        if problem is not None:
+            raise ValueError(f"{name!r} {problem}")
+    path = directory.joinpath(*names)
+    assert os.path.normpath(path).startswith(os.path.normpath(directory) + os.sep)  # (what the names proved)
+    return path
 
 
 def real_path(path: Path) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from envkit.errors import BadInputError, EnvkitError
-from envkit.state.files import write_atomic
+from envkit.state.files import parse_json, write_atomic
 from envkit.state.testpause import fault_at
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -43,6 +43,7 @@ class Record:
     target: Optional[dict[str, Any]] = None  # what it is for (envkit.machines.target); None: the machine it was made on
     run: Optional[str] = None  # the id of the create run that made it (its journal's)
     manifests: Optional[str] = None  # the manifests directory it was made from (absolute); None: the shipped one
+    cuda: Optional[str] = None  # the build's CUDA as its manifest gives it ("12.0"); "none": a CPU build; None: unknown
     schema: int = SCHEMA
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -88,6 +89,17 @@ class Record:
         return said
 
 
+NO_CUDA = "none"  # Record.cuda of a CPU build
+
+
+def build_cuda(build: Any) -> Optional[str]:
+    """What a record keeps of a build's CUDA (envkit.catalog.model.Build): its manifest's ``cuda``, NO_CUDA for a
+    CPU build, None for a stand-in (a lock whose build the manifests do not have)."""
+    if build.cuda is not None:
+        return str(build.cuda)
+    return NO_CUDA if build.variant == "cpu" else None
+
+
 def name_for_machine(manifest: str, machine: str) -> str:
     """The name of ``manifest``'s environment for ``machine`` (a fleet's group, named after its first machine):
     MANIFEST-MACHINE with what a name cannot hold made '-' (and '..' one '.'), at most 64 characters."""
@@ -117,9 +129,9 @@ _FIELD_TYPES: dict[str, tuple[type, str]] = {
     "manifest": (str, "text"), "build": (str, "text"), "python": (str, "text"), "created": (str, "text"),
     "machine": (dict, "a mapping"), "on_target": (bool, "true or false"), "installer": (str, "text"),
     "kernel": (str, "text"), "verify": (dict, "a mapping"), "target": (dict, "a mapping"), "run": (str, "text"),
-    "manifests": (str, "text"), "schema": (int, "a number"), "extra": (dict, "a mapping"),
+    "manifests": (str, "text"), "cuda": (str, "text"), "schema": (int, "a number"), "extra": (dict, "a mapping"),
 }
-_OPTIONAL = ("installer", "kernel", "verify", "target", "run", "manifests")
+_OPTIONAL = ("installer", "kernel", "verify", "target", "run", "manifests", "cuda")
 
 
 def record_from_dict(data: Any, origin: str) -> Record:
@@ -193,7 +205,7 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
     except ValueError as error:
         raise BadInputError(f"the record {path} {error}", hint=hint) from None
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError:
         raise BadInputError(f"{path} is not valid JSON", hint=hint) from None
     try:
@@ -208,7 +220,19 @@ def load(records_dir: Path, name: str) -> Optional[Record]:
                             hint=hint)
     if record.manifests is not None and not os.path.isabs(record.manifests):
         raise BadInputError(f"{path}: the manifests directory {record.manifests!r} is not an absolute path", hint=hint)
+    _check_names(record, path, hint)
     return record
+
+
+def _check_names(record: Record, path: Path, hint: str) -> None:
+    """BadInputError unless the fields envkit turns into paths are plain names: the manifest (the manifests
+    directory's MANIFEST.yaml) and the Jupyter kernel (the kernels directory's KERNEL, which `remove` deletes)."""
+    from envkit.state.files import plain_name_problem
+
+    for field_name, value in (("manifest", record.manifest), ("kernel", record.kernel)):
+        problem = plain_name_problem(value) if value is not None else None
+        if problem is not None:
+            raise BadInputError(f"{path}: its {field_name} {value!r} {problem}: it is not a name", hint=hint)
 
 
 @dataclass(frozen=True)
@@ -249,7 +273,7 @@ def _raw(path: Path) -> dict[str, Any]:
     from envkit.state.files import read_text_file
 
     try:
-        data = json.loads(read_text_file(path, "record"))
+        data = parse_json(read_text_file(path, "record"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

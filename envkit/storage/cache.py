@@ -128,13 +128,27 @@ def known_caches(named: Optional[CachePlace], default: Path, envs_root: Path) ->
     return out
 
 
+def check_safe(root: Path) -> None:
+    """UnsafeCache (exit 2) when someone else could change the cache at ``root`` or what is in it
+    (envkit.storage.trust): before a create, a lock or a clean uses it. Reads only."""
+    from envkit.storage.trust import check_cache
+
+    check_cache(root, PARTS, _LOCK)
+
+
 @contextlib.contextmanager
 def using_cache(root: Path, exclusive: bool = False) -> Iterator[None]:
     """Hold the cache's lock: shared while a create installs from it (several may at once), exclusive while `envkit
     cache clean` empties it (CacheBusy when a create holds it: a clean never waits, and never pulls packages from
-    under an install). flock: the kernel drops a dead process's lock. A filesystem without flock gets no lock."""
-    root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root / _LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    under an install). flock: the kernel drops a dead process's lock. A filesystem without flock gets no lock.
+    First the cache is proved this user's alone and its parts made so (envkit.storage.trust): UnsafeCache (exit 2)
+    before anything is written there otherwise, and the lock file is never opened through a link."""
+    from envkit.storage.trust import claim, open_lock
+
+    check_safe(root)
+    claim(root, () if exclusive else PARTS)  # (a clean makes no part only to empty it)
+    check_safe(root)  # what another user made between the check and the making is refused, not used
+    fd = open_lock(root / _LOCK)
     try:
         try:
             fcntl.flock(fd, (fcntl.LOCK_EX | fcntl.LOCK_NB) if exclusive else fcntl.LOCK_SH)
@@ -152,32 +166,40 @@ def using_cache(root: Path, exclusive: bool = False) -> Iterator[None]:
 class Cleaned(NamedTuple):
     removed: int  # entries removed
     kept: int  # entries kept (newer than the limit)
+    freed: int = 0  # bytes given back: what was removed less what environments are still linked to
 
 
 def clean(root: Path, older_than_days: Optional[float] = None, now: Optional[float] = None) -> Cleaned:
     """Empty envkit's package caches under ``root`` (only its own directories: PARTS), holding the exclusive lock.
     ``older_than_days``: remove only the entries (each cache's second level: one unpacked package, one index's
-    pages) in which nothing was written for that long. Environments linked from the cache keep their files."""
+    pages) in which nothing was written for that long. Environments linked from the cache keep their files (and
+    what they keep is not counted as freed)."""
+    from envkit.storage.usage import freed_by_removing
+
     now = time.time() if now is None else now
-    removed = kept = 0
+    doomed: list[Path] = []
+    kept = 0
     with using_cache(root, exclusive=True):
         for part in PARTS:
-            top = root / part
-            if not top.is_dir() or top.is_symlink():
+            top = root / part  # (a real directory of this user's alone, if there: using_cache proved it)
+            if not _entries(top):  # not there, or empty (made by a create's claim): nothing to clean
+                with contextlib.suppress(OSError):  # (an empty one goes too, as a full clean leaves none)
+                    os.rmdir(top)
                 continue
             if older_than_days is None:
-                shutil.rmtree(top)
-                removed += 1
+                doomed.append(top)
                 continue
             limit = now - older_than_days * 86400
             for bucket in _entries(top):
                 for entry in (_entries(bucket) if bucket.is_dir() and not bucket.is_symlink() else [bucket]):
                     if _newest(entry) < limit:
-                        _remove(entry)
-                        removed += 1
+                        doomed.append(entry)
                     else:
                         kept += 1
-    return Cleaned(removed, kept)
+        freed = freed_by_removing(doomed)  # (counted first: what is removed cannot be asked after)
+        for path in doomed:
+            _remove(path)
+    return Cleaned(len(doomed), kept, freed)
 
 
 def _entries(directory: Path) -> list[Path]:

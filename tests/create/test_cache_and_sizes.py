@@ -16,7 +16,7 @@ import pytest
 
 from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors
 from support.pypi_index import IndexServer
-from test_storage import BIG, _config, _create, big_index, big_wheels  # noqa: F401 (fixtures)
+from test_storage import BIG, _config, _create, big_index  # noqa: F401 (fixtures; big_wheels is conftest's)
 
 
 def _plain_error(done: subprocess.CompletedProcess, code: int, *words: str) -> None:
@@ -61,9 +61,16 @@ def test_cache_shows_where_and_what_and_clean_empties_it_environments_still_work
     (cache / "catalogs-stay").mkdir()  # not one of the package caches: never touched
     asked = home.envkit("cache", "clean")
     assert asked.returncode == 2 and "--yes" in asked.stderr
-    done = home.envkit("cache", "clean", "--yes")
+    assert result["freed_bytes"] == 0 and json.loads(kept.stdout)["freed_bytes"] == 0
+    done = home.envkit("cache", "clean", "--yes", "--json")
     assert done.returncode == 0, done.stderr
     assert not (cache / "uv").exists() and (cache / "catalogs-stay").is_dir()
+    # How much it freed (issue #39): what was removed, less the weights environment a is still linked to.
+    [result] = json.loads(done.stdout)["caches"]
+    assert 0 < result["freed_bytes"] <= entry["bytes"] - BIG, (result, entry["bytes"])
+    assert json.loads(done.stdout)["freed_bytes"] == result["freed_bytes"]
+    said = home.envkit("cache", "clean", "--yes")
+    assert said.returncode == 0 and f"Cleaned {cache}: removed 0 entries, freed 0 B." in said.stdout, said.stdout
     assert json.loads(home.envkit("cache", "--json").stdout)["caches"][0]["bytes"] == 0
     assert home.in_env("a", "import torch; print(torch.__version__)") == "2.13.0+cu126"
     again = _create(home, "--name", "b")  # and the next create downloads again

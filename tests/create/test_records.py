@@ -104,3 +104,42 @@ def test_envs_lists_a_corrupt_record_and_remove_cleans_it_up(home: Home):
     kept = home.envkit("remove", "other", "--yes")  # its directory holds no envkit record of it: left alone
     assert kept.returncode == 0 and f"Left {elsewhere} alone" in kept.stdout and elsewhere.is_dir()
     assert "No environments yet" in home.envkit("envs").stdout
+
+
+def test_a_record_whose_kernel_climbs_out_of_the_kernels_directory_deletes_nothing_there(home: Home):
+    # The kernel a record names is deleted by `envkit remove` when it runs the environment's Python: a kernel of
+    # "../../victim" was the directory victim beside the kernels directory, deleted with all it held (issue #40).
+    prefix = home.prefix("k1")
+    (prefix / "bin").mkdir(parents=True)
+    victim = home.root / "victim"
+    victim.mkdir()
+    (victim / "kernel.json").write_text(json.dumps({"argv": [str(prefix / "bin" / "python")]}), encoding="utf-8")
+    (victim / "precious.txt").write_text("kept\n", encoding="utf-8")
+    record = {**GOOD, "name": "k1", "prefix": str(prefix), "kernel": "../../victim"}
+    records.write_json_atomic(records.in_prefix(prefix), record)
+    write(home.data / "records", "k1", record)
+    environ = {"JUPYTER_DATA_DIR": str(home.root / "jupyter")}
+    listed = home.envkit("envs", env=environ)
+    assert "k1" in listed.stdout and "its kernel '../../victim' holds a path separator" in listed.stdout, listed.stdout
+    done = home.envkit("remove", "k1", "--yes", env=environ)
+    assert done.returncode == 0, done.stderr
+    assert (victim / "precious.txt").read_text() == "kept\n"
+    assert not prefix.exists() and home.record("k1") is None
+
+
+def test_a_record_nested_beyond_what_json_reads_is_unreadable_not_an_internal_error(home: Home):
+    # json.loads raises RecursionError (not ValueError) for 100,000 nested arrays: `envkit envs` ended in
+    # "internal error" for such an index entry, and for such a record inside an environment.
+    deep = "[" * 100_000 + "]" * 100_000
+    write(home.data / "records", "deep", deep)
+    prefix = home.prefix("inner")
+    (prefix / ".envkit").mkdir(parents=True)
+    (prefix / ".envkit" / "record.json").write_text(deep, encoding="utf-8")
+    write(home.data / "records", "inner", {**GOOD, "name": "inner", "prefix": str(prefix)})
+    listed = home.envkit("envs")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr and "internal error" not in listed.stderr, \
+        listed.stderr
+    assert "deep.json is not valid JSON" in listed.stdout and "record.json is not valid JSON" in listed.stdout
+    removed = home.envkit("remove", "inner", "--yes")
+    assert removed.returncode == 0 and "internal error" not in removed.stderr, removed.stderr
+    assert prefix.exists()  # its own record cannot be read: not known to be the environment, not deleted

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.errors import BadInputError
+from envkit.errors import BadInputError, ConfigError
 from envkit.lockfile.format import LockFileError, dump_lock, parse_lock, read_lock
 from envkit.lockfile.model import PLATFORM, LockedPackage, LockFile
 from envkit.lockfile.pylock import best_wheel, pylock_packages
@@ -130,6 +130,13 @@ def test_envkit_reads_what_conda_locks_models_write(tmp_path: Path):
     (lambda t: t.replace("manager: pip", "manager: npm", 1), "manager 'npm' is not one of conda, pip"),
     (lambda t: t.replace("version: 2.4.1", "version: 2.4", 1).replace("version: '2.4'", "version: 2.4"), "version"),
     (lambda t: "- just\n- a list\n", "not a conda-lock file"),
+    # What envkit keeps a file under must be a plain name (issue #40): a conda package's file name, percent-decoded,
+    # and a hash followed by a line break (a regular expression's $ matched before it).
+    (lambda t: t.replace("python-3.11.7-0.tar.bz2", "..%2F..%2F..%2F.bashrc", 1),
+     "package 1 (python): the URL 'https://conda.anaconda.org/c/linux-64/..%2F..%2F..%2F.bashrc' ends in "
+     "'../../../.bashrc', which holds a path separator"),
+    (lambda t: t.replace("python-3.11.7-0.tar.bz2", "%2E%2E", 1), "ends in '..', which names a directory"),
+    (lambda t: t.replace(f"sha256: {SHA}", f'sha256: "{SHA}\\n"', 1), "is not a sha256 (64 hexadecimal digits)"),
 ])
 def test_broken_locks_are_refused_with_a_sentence(edit, words):
     text = edit(dump_lock(sample()))
@@ -208,7 +215,13 @@ def test_a_url_of_a_mirror_with_credentials_goes_back_upstream_without_them():
     wheel = "/cu126/torch/torch-2.13.0%2Bcu126-py3-none-any.whl"
     for reported in (f"http://127.0.0.1:9/whl{wheel}", f"http://alice:pw@127.0.0.1:9/whl{wheel}"):
         assert upstream_url(reported, config) == f"https://download.pytorch.org/whl{wheel}"  # uv reports it bare
-    assert upstream_url("http://127.0.0.1:9/other/x.whl", config) == "http://127.0.0.1:9/other/x.whl"
+    # On the mirrors' server but under no prefix they map: no upstream URL is known, and the lock is refused rather
+    # than keeping the mirror's (issue #39), with the mirror named without its password.
+    with pytest.raises(ConfigError, match=r"the mirror http://127\.0\.0\.1:9/whl serves x\.whl from "
+                                          r"http://127\.0\.0\.1:9/other/x\.whl, outside the prefix") as refused:
+        upstream_url("http://alice:pw@127.0.0.1:9/other/x.whl", config)
+    assert "pw" not in refused.value.message and refused.value.exit_code == 2
+    assert upstream_url("http://127.0.0.2:9/other/x.whl", config) == "http://127.0.0.2:9/other/x.whl"  # not a mirror
     assert upstream_url("http://127.0.0.1:9/pypi/simple/a/a-1.whl", config) == "https://pypi.org/simple/a/a-1.whl"
 
 

@@ -11,7 +11,7 @@ from packaging.version import Version
 
 from envkit.catalog import load_catalog
 from envkit.errors import BadInputError, UnknownNameError
-from envkit.maintain.check import MISSING, NEW, UNREADABLE, check_builds
+from envkit.maintain.check import LISTED, MISSING, NEW, UNREADABLE, check_builds
 from envkit.maintain.fetch import FetchSettings
 from envkit.state.config import Config, Mirror
 
@@ -231,7 +231,7 @@ def test_a_retry_after_header_is_ascii_seconds_or_ignored(value, seconds):
 
 
 def test_a_wheel_tag_with_a_unicode_digit_does_not_fit():
-    from envkit.maintain.simple_index import _tag_fits
+    from envkit.backends.simple_index import _tag_fits
 
     assert _tag_fits("cp38", "abi3", "manylinux2014_x86_64", Version("3.12"))
     assert not _tag_fits("cp3²", "abi3", "manylinux2014_x86_64", Version("3.12"))  # (int('²') would raise)
@@ -243,6 +243,23 @@ def rendered(report) -> list[str]:
     lines: list[str] = []
     render_check(report, lines.append)
     return lines
+
+
+def test_a_host_that_refuses_every_page_is_one_line_with_the_count_and_the_builds(manifests, index):
+    """Not one line per page (251 identical ones on a real catalog): one per cause, its count and the builds."""
+    import socket
+
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    gone = Config(path=None, mirrors=(Mirror("https://download.pytorch.org/whl", f"http://127.0.0.1:{port}/whl"),))
+    report = run(manifests, gone, settings=FetchSettings(timeout_s=0.5, retries=0, backoff_s=0.01, jobs=4))
+    assert len(messages(report, UNREADABLE)) == 6  # each page of each build, in the JSON as before
+    lines = rendered(report)
+    cause = f"http://127.0.0.1:{port} could not be read (connection failed: 127.0.0.1 refused it (1 try))"
+    assert lines[0] == f"{cause}: 6 checks could not be made, for 2 builds: torch-2.14-cu130, torch-2.14-cpu", lines
+    assert not any("torch==2.14.* could not be checked" in line for line in lines)
+    assert lines[-1].startswith("Some mirrors could not be read")
 
 
 def test_a_mirror_that_fails_is_named_and_the_advice_is_about_the_mirror(manifests, index):
@@ -336,3 +353,23 @@ def test_an_index_page_redirected_off_loopback_to_plain_http_is_refused_and_said
                              "or a configured mirror: refused") and not refused.found
     assert followed.status == 200 and followed.text == "ok" and followed.final_url == f"{base}/mirror/jax/"
     assert [path for path, _ in asked] == ["/simple/torch/", "/simple/jax/", "/mirror/jax/"]
+
+
+def test_an_unconfirmed_build_whose_packages_are_all_there_is_said_to_be_listed(manifests, index):
+    """Issue 46: an `unconfirmed:` build is not picked over a confirmed one until its note is gone; the check lists
+    those whose every package it found (the cu130 one), and not one with a package missing (the cpu one)."""
+    path = manifests / "torch.yaml"
+    path.write_text(path.read_text().replace(
+        '{variant: cu130, cuda: "13.0", arch: {sass: ["7.5", "8.0", "9.0"]}}',
+        '{variant: cu130, cuda: "13.0", arch: {sass: ["7.5", "8.0", "9.0"]}, unconfirmed: "reported installed"}'
+    ).replace("{variant: cpu}", '{variant: cpu, unconfirmed: "not seen"}'))
+    complete_index(index, variants=("cu130",))
+    index.add("/whl/cpu", [*wheels("torch", "2.14.0+cpu"), *wheels("torchvision", "0.29.1+cpu")])  # no torchaudio
+    report = run(manifests, mirrored(index))
+    [listed] = messages(report, LISTED)
+    assert listed.startswith("torch-2.14-cu130: every package is there, but its manifest marks it unconfirmed "
+                             "(reported installed): where the listing is what that doubted, remove the note")
+    assert [f.build for f in report.findings if f.kind == MISSING] == ["torch-2.14-cpu"]
+    assert report.to_dict()["listed_unconfirmed"][0]["build"] == "torch-2.14-cu130"
+    lines = rendered(report)
+    assert lines[lines.index("Listed, though marked unconfirmed:") + 1] == f"  {listed}"

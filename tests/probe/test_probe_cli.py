@@ -109,17 +109,18 @@ def test_an_environment_without_a_framework_is_pointed_at_the_builds_for_the_mac
 
 def test_text_output_says_what_is_installed_and_what_to_run(fake_env, this_machine):
     env = fake_env({"torch": {"version": "2.6.0+cu124", "cuda": "12.4", "gpus": [RTX5090]}})
-    result = envkit("doctor", "--python", str(env.python), env=this_machine([RTX5090]))  # a CUDA 12.4 driver
+    # an R570 driver (CUDA 12.8): Blackwell's first branch (issue 46)
+    result = envkit("doctor", "--python", str(env.python), env=this_machine([RTX5090], "570.133.07", 12080))
     assert result.returncode == 1, result.stderr
     out = result.stdout
     assert "Installed: torch 2.6.0+cu124 (CUDA 12.4" in out
-    assert "Machine: driver 550.54.14, CUDA 12.4 (nvml); NVIDIA GeForce RTX 5090 (sm_120)" in out  # not the host's
+    assert "Machine: driver 570.133.07, CUDA 12.8 (nvml); NVIDIA GeForce RTX 5090 (sm_120)" in out  # not the host's
     assert "GPU 0: NVIDIA GeForce RTX 5090, compute capability 12.0: FAIL" in out
     assert "FAIL: torch 2.6.0+cu124 does not work on this machine." in out
     assert "this build has no kernels for GPU 0, NVIDIA GeForce RTX 5090 (sm_120)" in out
-    # 12.8 and 12.9 both run only through minor-version compatibility here: the newest release, then the newer CUDA,
-    # ranks first (2.9-2.11 have cu129 builds since the corrections of 2026-11-22, 2.12-2.14 since issue 30).
-    assert "To get a build that fits: envkit create torch --build torch-2.14-cu129" in out
+    # cu128 runs natively, the cu129 builds only through minor-version compatibility: the newest release ranks first
+    # (2.12 and 2.13 have cu129 builds since issue 30; 2.14 has none, issue 46).
+    assert "To get a build that fits: envkit create torch --build torch-2.13-cu129" in out
     assert "sm_120 is not compatible with the current PyTorch installation" in out  # the captured warning
 
 
@@ -269,3 +270,18 @@ def test_a_plain_pypi_torch_that_cannot_be_imported_is_named_with_its_cuda(fake_
     # without the file (or for a framework other than torch): as before
     (broken.site / "torch" / "version.py").unlink()
     assert "Installed: torch, which cannot be imported" in envkit("doctor", "--python", str(broken.python)).stdout
+
+
+def test_the_tensorflow_check_writes_nothing_into_home(fake_env, this_machine, tmp_path):
+    # Importing TensorFlow makes Keras write ~/.keras/keras.json (the stand-in does as Keras 3 does): the check
+    # gives the framework its own temporary KERAS_HOME and caches, removed after it, so the user's home stays as it
+    # was (docs/reference/formats.md, "Where envkit writes").
+    env = fake_env({"tensorflow": {"version": "2.15.0", "gpus": [A100]}}, frameworks=("tensorflow",))
+    home = tmp_path / "home"
+    home.mkdir()
+    result, data = doctor_json("--python", str(env.python), env={**this_machine([A100]), "HOME": str(home),
+                                                                 "TMPDIR": str(tmp_path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert data["framework"] == "tensorflow" and data["ok"] is True
+    assert list(home.iterdir()) == []
+    assert not any(tmp_path.glob("**/keras.json"))  # the scratch the check gave it is gone too

@@ -25,6 +25,7 @@ CASES = {
     "torch-2.5.1-cu121-cvd-empty": ("h100-cuda128", True, ["gpus-hidden"], False),
     "torch-2.5.1-cu121-cvd-one-of-two": ("v100-a100-cuda122", True, ["gpus-partly-hidden"], True),
     "torch-2.5.1-cu121-slurm-no-gpu": ("no-gpu", True, ["slurm-no-gpu"], False),
+    "jax-0.10.2-cu12-driver-11.4-in-job": ("a100-r470-cuda114", True, ["driver-too-old"], False),
     "torch-2.5.1-cu121-no-gpu-machine": ("no-gpu", True, ["no-gpu-here"], False),
     "torch-2.5.1-cu121-sees-1-of-2": ("v100-a100-cuda122", True, ["gpus-not-seen"], False),
     "torch-not-installed": ("h100-cuda128", True, ["import-missing"], False),
@@ -52,6 +53,9 @@ CASES = {
     "torch-2.11.0-cu130-h100-captured-cvd-empty": ("h100-cuda130", True, ["gpus-hidden"], False),
     "torch-2.11.0-cu130-h100-captured-cvd-1": ("h100-cuda130", True, ["gpus-hidden"], False),
     "jax-0.11.2-cu13-h100-captured-cvd-empty": ("h100-cuda130", True, ["gpus-hidden"], False),
+    # Captured on the project's CPU machine (issue 39): the real torch 2.13.0+cpu beside PyPI's torchvision 0.29.1.
+    "torch-2.13.0-cpu-torchvision-0.29.1-captured": ("no-gpu", True, ["companion-broken", "companion-missing"],
+                                                     False),
 }
 # Rules tested on runs that printed no report (their recorded stderr/stdout is in data/ too).
 NO_REPORT_RULES = {"probe-timed-out", "python-too-old", "probe-no-report"}
@@ -93,7 +97,8 @@ def test_recorded_outputs_have_the_probes_format():
     from envkit.probe.program import main as script
 
     keys = set(script.new_report("torch", {"multi_gpu": False, "bench": False}))
-    per_framework = {"build_info", "distributions", "backend"}  # added by the tensorflow / jax / mxnet probes
+    # added by the tensorflow / jax / mxnet probes; companions by the torch probe (and for the companions asked)
+    per_framework = {"build_info", "distributions", "backend", "companions"}
     files = sorted(DATA.glob("*.json"))
     assert {f.stem for f in files} == set(CASES)
     for path in files:
@@ -133,16 +138,20 @@ def test_driver_too_old_never_advises_a_driver_that_cannot_drive_the_gpu(catalog
 
 def test_where_detection_found_no_driver_the_machine_is_the_one_the_framework_met(catalog):
     # No probe of envkit's could read the driver (no NVML library, no /proc, no nvidia-smi: a container, say), yet
-    # torch ran CUDA 12.4 on an RTX 5090: the machine is judged as having that GPU and at least that CUDA.
+    # torch ran CUDA 12.4 on an RTX 5090: the machine is judged as having that GPU and at least that CUDA, and at
+    # least the CUDA 12.8 of R570, the first driver branch of any Blackwell GPU (issue 46: an RTX 5090 on a CUDA 12.4
+    # driver is no real machine).
     report = judge("torch-2.6.0-cu124-rtx5090-no-kernels", "no-gpu", True, catalog)
     machine = report.machine
     assert [(gpu.name, str(gpu.compute_capability)) for gpu in machine.gpus] == [("NVIDIA GeForce RTX 5090", "12.0")]
-    assert machine.cuda_driver == CudaVersion(12, 4)
+    assert machine.cuda_driver == CudaVersion(12, 8)
     assert machine.sources["gpus"] == "the probe"
-    assert machine.sources["cuda_driver"] == "at least the CUDA 12.4 that torch started here"
-    # 12.8 and 12.9 both run there only through minor-version compatibility: the newest release (2.14 has a cu129
-    # build: issue 30), then the newer CUDA, ranks first.
-    assert report.next_step is not None and report.next_step.build.id == "torch-2.14-cu129"
+    assert machine.sources["cuda_driver"].startswith("at least CUDA 12.8: R570 (CUDA 12.8) is the first driver branch "
+                                                     "for Blackwell")
+    assert machine.sources["cuda_driver"].endswith("(torch started CUDA 12.4)")
+    # cu128 runs natively, 2.12/2.13 cu129 through minor-version compatibility: the newest release ranks first
+    # (2.13 has a cu129 build: issue 30; 2.14 has none: issue 46).
+    assert report.next_step is not None and report.next_step.build.id == "torch-2.13-cu129"
     # Judged for another machine (a login node's check), the profile stands as it is.
     assert judge("torch-2.6.0-cu124-rtx5090-no-kernels", "no-gpu", False, catalog).machine.gpus == ()
 
@@ -276,6 +285,46 @@ def test_cuda_visible_devices_on_a_machine_without_gpu_is_not_blamed(catalog):
     result = replace(result, environment={**result.environment, "CUDA_VISIBLE_DEVICES": "0"})
     report = diagnose(result, read_profile(PROFILES / "no-gpu.yaml"))
     assert fired(report) == ["no-gpu-here"]
+
+
+def test_in_a_job_given_a_gpu_the_driver_is_blamed_not_the_job(catalog):
+    # Issue 39: JAX's CUDA 12 plugin on a node whose driver is CUDA 11.4 only says that it found no GPU. The job was
+    # given GPU 0 (CUDA_VISIBLE_DEVICES=0, SLURM_GPUS_ON_NODE=1): "this Slurm job has no GPU" was wrong. The driver
+    # rule says what the facts say: the node's driver cannot run the build's CUDA.
+    report = judge("jax-0.10.2-cu12-driver-11.4-in-job", "a100-r470-cuda114", True, catalog)
+    assert report.installed_build is not None and report.installed_build.id == "jax-0.10-cu12"
+    [finding] = report.diagnosis
+    assert finding.rule == "driver-too-old"
+    assert "the NVIDIA driver is too old for this build: it supports CUDA 11.4, the build needs CUDA 12.0" \
+        == finding.cause
+    assert "525.60.13 or newer" in finding.advice  # the first driver for CUDA 12.0 (envs/cuda.yaml)
+    assert report.next_step is not None and report.next_step.build.id in finding.advice, finding.advice
+    # With a driver that runs CUDA 12, the same job's missing GPU is the GPUs' own business, still not the job's.
+    new_driver = read_profile(PROFILES / "a100-r470-cuda114.yaml")._replace(cuda_driver=CudaVersion(12, 2),
+                                                                             driver_version=None)
+    report = judge("jax-0.10.2-cu12-driver-11.4-in-job", "", True, catalog, profile=new_driver)
+    assert fired(report) == ["gpus-not-seen"] and report.next_step is None
+    # A job given no GPU at all still hears that it has none.
+    no_gpu = recorded("jax-0.10.2-cu12-driver-11.4-in-job")
+    no_gpu = replace(no_gpu, environment={"SLURM_JOB_ID": "4343"})
+    report = diagnose(no_gpu, read_profile(PROFILES / "no-gpu.yaml"), manifest=catalog.manifests["jax"],
+                      tables=catalog.tables, on_target=True)
+    assert fired(report) == ["slurm-no-gpu"]
+
+
+@pytest.mark.parametrize("environment, given", [
+    ({"SLURM_JOB_ID": "7"}, False),
+    ({"SLURM_JOB_ID": "7", "SLURM_GPUS_ON_NODE": "0", "CUDA_VISIBLE_DEVICES": ""}, False),
+    ({"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "NoDevFiles"}, False),
+    ({"SLURM_JOB_ID": "7", "SLURM_GPUS_ON_NODE": "1"}, True),
+    ({"SLURM_JOB_ID": "7", "SLURM_JOB_GPUS": "2,3"}, True),
+    ({"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "0"}, True),
+    ({"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "GPU-8f6c1a2e"}, True),
+])
+def test_a_job_is_given_gpus_by_what_slurm_and_cuda_visible_devices_say(environment, given):
+    from envkit.slurm.job_context import job_given_gpus
+
+    assert job_given_gpus(environment) is given
 
 
 def test_slurm_advice_asks_for_gpus(catalog):
@@ -451,3 +500,20 @@ def test_a_plain_pypi_torch_is_named_by_the_cuda_it_reports(catalog, version, cu
     probe = ProbeResult(python_executable="python", exit_code=0, elapsed=0.1, framework="torch", imported=True,
                         version=version, gpu_build=True, cuda=cuda)
     assert installed_build(catalog.manifests["torch"], probe).id == expected
+
+
+def test_a_failed_check_never_advises_the_very_build_the_environment_was_made_from(catalog):
+    """A CPU environment holding a CUDA torch (its index served PyPI's build): the build that fits this machine is
+    the one it was made from, so `envkit create torch --build THAT` would make the same again. The report says what
+    is wrong instead, and names no such command."""
+    result = recorded("torch-2.5.1-cu121-no-gpu-machine")
+    profile = read_profile(PROFILES / "no-gpu.yaml")
+    manifest = manifest_for(catalog.manifests.values(), "torch")
+    made_from = diagnose(result, profile, manifest=manifest, tables=catalog.tables).next_step.build
+    assert made_from.variant == "cpu"  # what create picked for this machine, and made the environment from
+    report = diagnose(result, profile, made_from, manifest=manifest, tables=catalog.tables)
+    assert not report.ok and report.next_step is None
+    text = report_text(report)
+    assert f"--build {made_from.id}" not in text and "envkit create" not in text
+    assert f"{made_from.id} fits, and this environment was made from it, but torch 2.5.1+cu121 is not that build" \
+        in text

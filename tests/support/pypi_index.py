@@ -64,10 +64,15 @@ class _State:
     pages: dict[str, dict[str, _Wheel]] = field(default_factory=dict)
     failing: set[tuple[str, NormalizedName]] = field(default_factory=set)
     delays: dict[str, float] = field(default_factory=dict)
+    rates: dict[str, int] = field(default_factory=dict)  # file name -> bytes a second its body is sent at
     moved: dict[str, str] = field(default_factory=dict)  # file name -> where a 302 sends its requests
     requests: list[str] = field(default_factory=list)
     core_metadata: bool = True
     authorization: str | None = None  # "Basic ..." that every request must carry (require_credentials)
+    # PyPI's layout (add_index's files_at): an index prefix -> the path its pages link their files under, and each
+    # such file's path -> the wheel, served there and not beside the pages.
+    file_roots: dict[str, str] = field(default_factory=dict)
+    files: dict[str, _Wheel] = field(default_factory=dict)
 
 
 class IndexServer:
@@ -143,11 +148,13 @@ class IndexServer:
         """The URL to give an installer as --index-url for the index at `prefix`."""
         return f"{self.url}{_prefix(prefix)}/"
 
-    def add_index(self, prefix: str, wheels: Iterable[Path]) -> str:
+    def add_index(self, prefix: str, wheels: Iterable[Path], files_at: str | None = None) -> str:
         """Serve `wheels` as a simple index at `prefix` (added to what it already serves); return its URL.
 
         A file name already served for the project is kept, not replaced: the same wheel found in two places on
-        disk is one link.
+        disk is one link. With `files_at` (a path like "/packages"), the index is laid out as PyPI and its mirrors
+        lay theirs out: the project pages link each file by its absolute path `<files_at>/<ab>/<cd>/<file>` (the
+        first digits of its sha256), where it is served, outside `prefix`.
         """
         entries = [_Wheel.of(Path(wheel)) for wheel in wheels]
         with self._state.lock:
@@ -155,6 +162,10 @@ class IndexServer:
             for entry in entries:
                 project = parse_wheel_filename(entry.filename)[0]
                 projects.setdefault(project, {}).setdefault(entry.filename, entry)
+            if files_at is not None:
+                self._state.file_roots[_prefix(prefix)] = _prefix(files_at)
+                for entry in entries:
+                    self._state.files[_file_path(_prefix(files_at), entry)] = entry
         return self.index_url(prefix)
 
     def add_find_links(self, page: str, wheels: Iterable[Path]) -> str:
@@ -172,6 +183,11 @@ class IndexServer:
         """Hold the body of `filename` (in any index) for `seconds` after its headers, or until close()."""
         with self._state.lock:
             self._state.delays[filename] = seconds
+
+    def throttle_file(self, filename: str, bytes_per_second: int) -> None:
+        """Send the body of `filename` (in any index) at about `bytes_per_second`: a slow link."""
+        with self._state.lock:
+            self._state.rates[filename] = bytes_per_second
 
     def redirect_file(self, filename: str, location: str) -> None:
         """Answer every request for `filename` (in any index) with a 302 to the absolute URL `location`."""
@@ -254,12 +270,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, path: str, state: _State) -> _Response:
         """Pick the response while holding the lock; the response itself is sent without it."""
+        if path in state.files:
+            return functools.partial(self._send_file, state.files[path], 0.0, None)
+        if path.endswith(".metadata") and path.removesuffix(".metadata") in state.files and state.core_metadata:
+            return functools.partial(self._send_bytes, state.files[path.removesuffix(".metadata")].metadata,
+                                     "application/octet-stream")
         for page, files in state.pages.items():
             if path == page:
                 return functools.partial(self._send_html, _flat_page(files.values()))
             folder, _, name = path.rpartition("/")
             if folder == page.rpartition("/")[0] and name in files:
-                return functools.partial(self._send_file, files[name], state.delays.get(name, 0.0))
+                return functools.partial(self._send_file, files[name], state.delays.get(name, 0.0),
+                                         state.rates.get(name))
         for prefix in sorted(state.indexes, key=len, reverse=True):
             if path == prefix or path.startswith(prefix + "/"):
                 return self._route_in_index(prefix, path[len(prefix) :], state)
@@ -281,7 +303,8 @@ class _Handler(BaseHTTPRequestHandler):
             return functools.partial(self._send_error, HTTPStatus.INTERNAL_SERVER_ERROR)
         if not rest.endswith("/"):
             return functools.partial(self._redirect, f"{prefix}/{parts[0]}/")  # relative links need the slash
-        page = _project_page(project, projects[project].values(), core_metadata=state.core_metadata)
+        page = _project_page(project, projects[project].values(), core_metadata=state.core_metadata,
+                             files_at=state.file_roots.get(prefix))
         return functools.partial(self._send_html, page)
 
     def _route_to_file(self, wheels: Mapping[str, _Wheel], filename: str, state: _State) -> _Response:
@@ -289,7 +312,8 @@ class _Handler(BaseHTTPRequestHandler):
         if filename in state.moved:
             return functools.partial(self._moved, state.moved[filename])
         if wheel := wheels.get(filename):
-            return functools.partial(self._send_file, wheel, state.delays.get(filename, 0.0))
+            return functools.partial(self._send_file, wheel, state.delays.get(filename, 0.0),
+                                     state.rates.get(filename))
         wheel = wheels.get(filename.removesuffix(".metadata"))
         if wheel and filename.endswith(".metadata") and state.core_metadata:
             return functools.partial(self._send_bytes, wheel.metadata, "application/octet-stream")
@@ -321,8 +345,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def _send_file(self, wheel: _Wheel, delay: float, body: bool) -> None:
-        """Stream from disk in chunks (never a copy in memory); stop at once when the server is closing."""
+    def _send_file(self, wheel: _Wheel, delay: float, rate: int | None, body: bool) -> None:
+        """Stream from disk in chunks (never a copy in memory), at ``rate`` bytes a second if given; stop at once
+        when the server is closing."""
         stopping = self.server.state.stopping
         self._send_headers(HTTPStatus.OK, "application/octet-stream", wheel.path.stat().st_size)
         if not body:
@@ -330,11 +355,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         if delay and stopping.wait(delay):
             return  # the client sees a body cut short, as when a real download is interrupted
+        size = max(1, rate // 10) if rate else _CHUNK  # a tenth of a second's worth at a time when throttled
         with wheel.path.open("rb") as stream:
-            for chunk in iter(lambda: stream.read(_CHUNK), b""):
+            for chunk in iter(lambda: stream.read(size), b""):
                 if stopping.is_set():
                     return
                 self.wfile.write(chunk)
+                if rate and stopping.wait(len(chunk) / rate):
+                    return
 
     def _send_headers(self, status: HTTPStatus, content_type: str, length: int) -> None:
         self.send_response(status)
@@ -348,7 +376,12 @@ def _project_list(projects: Iterable[str]) -> str:
     return _page("Simple index", links)
 
 
-def _project_page(project: str, wheels: Iterable[_Wheel], *, core_metadata: bool) -> str:
+def _file_path(files_at: str, wheel: _Wheel) -> str:
+    """Where PyPI's layout serves ``wheel``: ``<files_at>/<ab>/<cd>/<file>``."""
+    return f"{files_at}/{wheel.sha256[:2]}/{wheel.sha256[2:4]}/{wheel.filename}"
+
+
+def _project_page(project: str, wheels: Iterable[_Wheel], *, core_metadata: bool, files_at: str | None = None) -> str:
     links = []
     for wheel in sorted(wheels, key=lambda w: w.filename):
         attributes = ""
@@ -357,7 +390,8 @@ def _project_page(project: str, wheels: Iterable[_Wheel], *, core_metadata: bool
         if core_metadata:
             digest = f"sha256={hashlib.sha256(wheel.metadata).hexdigest()}"
             attributes += f' data-core-metadata="{digest}" data-dist-info-metadata="{digest}"'  # PEP 714, PEP 658
-        href = f"{quote(wheel.filename)}#sha256={wheel.sha256}"
+        where = _file_path(files_at, wheel) if files_at is not None else wheel.filename
+        href = f"{quote(where)}#sha256={wheel.sha256}"
         links.append(f'<a href="{href}"{attributes}>{html.escape(wheel.filename)}</a><br>')
     return _page(f"Links for {html.escape(project)}", "\n".join(links))
 
