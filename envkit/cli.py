@@ -34,6 +34,7 @@ COMMAND_GROUPS = (
     ("manifests", ("manifests",)),  # a group of subcommands: `envkit manifests check|validate|...`
     ("cache", ("cache",)),  # `envkit cache` and `envkit cache clean`
     ("modules", ("module",)),  # modulefiles of environments (a site's shared ones: envkit.shared)
+    ("travel", ("pack", "bundle")),  # environments that travel: one-file images, offline bundles
 )
 
 app = typer.Typer(

@@ -346,6 +346,7 @@ REFERENCE = {  # reference page -> the commands whose every option it names
     "manifests.md": [("manifests", "validate"), ("manifests", "check"), ("manifests", "diff")],
     "cache.md": [("cache",), ("cache", "clean")],
     "module.md": [("module",)],
+    "travel.md": [("pack",), ("bundle",)],
 }
 
 

@@ -75,6 +75,13 @@ def create(
                      "conda-lock): every file hash-checked, no solve. Refused when the lock was made for a machine "
                      "unlike the target.", show_default=False),
     ] = None,
+    from_bundle: Annotated[
+        Optional[Path],
+        typer.Option("--from-bundle", metavar="PATH", parser=path_value,
+                     help="Install from an offline bundle (`envkit bundle`: a directory or tar) with no network: its "
+                     "lock, as --from-lock does, every file taken from the bundle and hash-checked first.",
+                     show_default=False),
+    ] = None,
     shared: Annotated[
         bool, typer.Option("--shared", help="Admins: publish it for every user of the site into the shared directory "
                            "($ENVKIT_SHARED, or `shared:` in the config or site file) as site:NAME (NAME: --name, "
@@ -127,24 +134,25 @@ def create(
     `envkit create torch --partition gpu-4-a100`.
 
     `envkit create --from-lock conda-lock.yml --name ENV` installs a lock instead: the same environment on every
-    machine it fits (see `envkit lock`).
+    machine it fits (see `envkit lock`); `envkit create --from-bundle DIR` installs an offline bundle's (see `envkit
+    bundle`).
 
     `--with transformers,datasets` (or `-r requirements.txt`) adds your own packages in the same run, the build
     held as `envkit add` holds it; `envkit add ENV PKG` adds more later.
 
     Exit codes: 0 created and checked, 1 failed (nothing left behind) or the check failed, 2 bad input.
     """
-    if from_lock is not None:
+    if from_lock is not None or from_bundle is not None:
         if with_packages or requirement:
             with reported_errors():
                 from envkit.errors import BadInputError
 
-                raise BadInputError("--with and -r add to a build envkit picks: a lock is installed exactly as it is",
-                                    hint="Add them once it is made: `envkit add ENV PKG`.")
+                raise BadInputError("--with and -r add to a build envkit picks: a lock or a bundle is installed "
+                                    "exactly as it is", hint="Add them once it is made: `envkit add ENV PKG`.")
         from envkit.commands.from_lock import create_from_lock
 
-        create_from_lock(from_lock, target, manifest=manifest, name=name, prefix=prefix, build=build, python=python,
-                         backend=backend, dry_run=dry_run, yes=yes, force=force, json_output=json_output,
+        create_from_lock(from_lock, from_bundle, target, manifest=manifest, name=name, prefix=prefix, build=build,
+                         python=python, backend=backend, dry_run=dry_run, yes=yes, force=force, json_output=json_output,
                          verify=not no_verify, jupyter=jupyter, verbose=verbose, probe_timeout=probe_timeout,
                          verify_on_node=verify_on_node)
         return

@@ -9,7 +9,8 @@ from envkit.commands import completion
 from envkit.commands.output import echo_report, print_json, reported_errors
 from envkit.commands.places import user_dirs
 from envkit.commands.recorded import find_record, plain_name
-from envkit.commands.options import JsonOption, RunInArgument
+from envkit.commands.images import NoFitCheckOption, is_image
+from envkit.commands.options import JsonOption, ManifestsOption, RunInArgument
 
 
 def list_envs(json_output: JsonOption = False) -> None:
@@ -212,10 +213,18 @@ def run(
         Optional[List[str]], typer.Argument(metavar="-- CMD...", help="The command and its arguments.",
                                             show_default=False)
     ] = None,
+    no_fit_check: NoFitCheckOption = False,
+    apptainer: Annotated[bool, typer.Option("--apptainer", help="For an image: run in Apptainer instead (apptainer "
+                                            "exec --nv), in the SIF beside it (FILE without .sqfs, .sif: built from "
+                                            "envkit pack's --apptainer-def), the image bound at its path.")] = False,
+    manifests: ManifestsOption = None,
 ) -> None:
     """Run a command inside an environment, activated as `conda activate` or `source bin/activate` would do it.
 
-    Example: `envkit run torch-cu126 -- python train.py --epochs 3`. The exit code is the command's.
+    ENV may be an image `envkit pack` made, given as a path (./torch.sqfs): it is mounted at its path with
+    squashfuse (no root) for as long as the command runs, once its recorded fit is checked against this machine
+    (docs/travel.md). Example: `envkit run torch-cu126 -- python train.py --epochs 3`. The exit code is the
+    command's.
     """
     with reported_errors():
         import os
@@ -223,12 +232,19 @@ def run(
         from envkit.errors import BadInputError, EnvkitError
         from envkit.system.activation import activated_argv, activated_environ, check_command
 
-        record = find_record(env)  # no create of it going on or interrupted, and its directory holds it
         argv = list(command or [])
         if argv and argv[0] == "--":
             argv = argv[1:]
         if not argv:
             raise BadInputError("give the command to run after --", hint=f"e.g. envkit run {env} -- python -V")
+        if is_image(env):
+            from envkit.commands.images import run_image
+
+            raise typer.Exit(run_image(env, argv, not no_fit_check, manifests, apptainer))
+        if apptainer:
+            raise BadInputError("--apptainer runs an image (ENV as a path: ./torch.sqfs)",
+                                hint=f"Leave it out to run in {env}.")
+        record = find_record(env)  # no create of it going on or interrupted, and its directory holds it
         prefix = Path(record.prefix)
         if not (prefix / "bin").is_dir():  # (the directory is there and holds its record: find_record checked)
             from envkit.commands.recorded import remake_or_remove

@@ -154,7 +154,8 @@ TimeoutOption = Annotated[
     ),
 ]
 RunInArgument = Annotated[
-    str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them).",
+    str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them), or an image "
+                        "`envkit pack` made, as a path (./torch.sqfs).",
                         autocompletion=completion.environment_names)
 ]
 EnvArgument = Annotated[

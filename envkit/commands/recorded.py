@@ -9,16 +9,26 @@ import typer
 from envkit.commands.places import manifests_dir, user_dirs
 
 
-def find_record(name: str, settled: bool = True, held: bool = True):
+def find_record(name: str, settled: bool = True, held: bool = True, images: bool = False, fit_check: bool = True):
     """The record of an environment envkit made, to act on its directory, or exit 2 naming the ones that exist.
     Every command that acts on a named environment goes through here, so all of them refuse (exit 1, saying why):
     ``settled``, a create run of it going on or interrupted; ``held``, a directory that no longer holds it (gone,
     another environment's, no envkit record in it: ownership.check_held). Only `envkit remove` asks for neither: it
-    settles the run first and forgets an entry whose directory is not its environment, leaving the directory."""
+    settles the run first and forgets an entry whose directory is not its environment, leaving the directory.
+    With ``images``, an image (a path, ./torch.sqfs) gives the record its fit holds (checked unless not
+    ``fit_check``), its prefix where it mounts and ``extra["image"]`` naming it; it is not mounted here."""
     from envkit.errors import UnknownNameError
     from envkit.shared.layout import shared_name
     from envkit.state import ownership, records
 
+    from envkit.travel.image import is_image_argument
+
+    if images and is_image_argument(name):  # an image `envkit pack` made: its record as recorded (not mounted)
+        import os
+
+        from envkit.travel.opened import open_image
+
+        return open_image(name, os.environ, fit_check).record
     dirs = user_dirs()
     if shared_name(name) is not None:  # site:NAME, the site's shared environment (envkit.shared)
         import os

@@ -19,7 +19,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 DEBIAN_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "scontrol", "scancel", "squeue")
@@ -57,24 +57,26 @@ def slurm_required(environ: Mapping[str, str]) -> bool:
     return environ.get("CI", "").lower() == "true" or environ.get("ENVKIT_TEST_REQUIRE_SLURM") == "1"
 
 
-def missing_programs() -> list[str]:
-    return [name for name in PROGRAMS if shutil.which(name) is None]
+def missing_programs(programs: Sequence[str] = PROGRAMS) -> list[str]:
+    return [name for name in programs if shutil.which(name) is None]
 
 
-def install_debian_packages() -> Optional[str]:
-    """apt-get install the Slurm and munge packages (root only). None on success, else why it could not."""
+def install_debian_packages(packages: Sequence[str] = DEBIAN_PACKAGES, programs: Sequence[str] = PROGRAMS,
+                            what: str = "Slurm") -> Optional[str]:
+    """apt-get install the Slurm and munge packages (or ``packages``, which give ``programs``; root only). None on
+    success, else why it could not."""
     if os.geteuid() != 0:
-        return "Slurm is not installed and installing it needs root (apt-get install -y " + " ".join(
-            DEBIAN_PACKAGES) + ")"
+        return f"{what} is not installed and installing it needs root (apt-get install -y " + " ".join(
+            packages) + ")"
     if shutil.which("apt-get") is None:
-        return "Slurm is not installed and there is no apt-get to install it with"
+        return f"{what} is not installed and there is no apt-get to install it with"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for argv in (["apt-get", "update"],
-                 ["apt-get", "install", "-y", "--no-install-recommends", *DEBIAN_PACKAGES]):
+                 ["apt-get", "install", "-y", "--no-install-recommends", *packages]):
         done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             return f"{' '.join(argv)} failed: {done.stderr.strip()[-500:]}"
-    missing = missing_programs()
+    missing = missing_programs(programs)
     return f"still missing after apt-get: {', '.join(missing)}" if missing else None
 
 
