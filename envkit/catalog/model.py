@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Optional
 
+from envkit.machines.amd import EMPTY, AmdTable
 from envkit.machines.cuda import CudaTable
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion
 
@@ -186,6 +187,7 @@ class Tables(NamedTuple):
     cuda: CudaTable
     python: PythonTable
     gpu_names: GpuNameTable
+    amd: AmdTable = EMPTY  # rocm.yaml; empty where the directory has none
 
 
 class Catalog(NamedTuple):
