@@ -103,7 +103,10 @@ def manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bo
 
     manifest = resolution.manifest
     lines = [f"{manifest.name}: {manifest.summary}"]
-    unused = gpu_unused(resolution, profile)
+    from envkit.pick.rocm import left_unused
+
+    unused = gpu_unused(resolution, profile) or (left_unused(resolution.selected.build, profile)
+                                                 if resolution.selected else None)
     if unused:
         lines.append(f"  Warning: {unused}.")
     if manifest.retired:

@@ -72,13 +72,24 @@ def _driver(build: Build, profile: MachineProfile, tables: Tables) -> tuple[bool
     if window is None:
         return True, (f"ROCm {rocm} user space on amdgpu {driver}, a driver envs/rocm.yaml cannot place in AMD's "
                       "support matrix: not checked")
-    release = f"amdgpu {driver} (the driver of ROCm {window.release})"
+    release = f"amdgpu {driver}, ROCm {window.release}'s driver"
     if rocm in window.user_space:
-        return True, f"ROCm {rocm} user space on {release}: within AMD's supported window ({window.span()})"
-    outside = f"AMD supports ROCm {window.span()} user space on {release}, not ROCm {rocm}"
+        return True, f"ROCm {rocm} on {release} (AMD supports ROCm {window.span()} on it)"
+    outside = f"needs a driver AMD supports ROCm {rocm} on; {release}, supports ROCm {window.span()}"
     if window.unconfirmed:
         return True, f"{outside}; not refused, since the driver's release is unconfirmed ({window.unconfirmed})"
     return False, outside
+
+
+def left_unused(build: Build, profile: MachineProfile) -> Optional[str]:
+    """On a machine with NVIDIA and AMD GPUs, the GPUs a GPU build cannot use, in words; None elsewhere."""
+    if not build.is_gpu or not profile.amd_gpus or not profile.nvidia_gpus:
+        return None
+    unused = profile.nvidia_gpus if build.is_rocm else profile.amd_gpus
+    kind = "NVIDIA" if build.is_rocm else "AMD"
+    return (f"{build.id} uses the {'AMD' if build.is_rocm else 'NVIDIA'} GPUs; the {len(unused)} {kind} GPU(s) go "
+            f"unused ({', '.join(sorted({gpu.description for gpu in unused}))}): one environment holds a CUDA or a ROCm "
+            "build, not both")
 
 
 def amd_words(profile: MachineProfile) -> Optional[str]:
