@@ -52,6 +52,10 @@ CASES = {
     "torch-2.11.0-cu130-h100-captured-cvd-empty": ("h100-cuda130", True, ["gpus-hidden"], False),
     "torch-2.11.0-cu130-h100-captured-cvd-1": ("h100-cuda130", True, ["gpus-hidden"], False),
     "jax-0.11.2-cu13-h100-captured-cvd-empty": ("h100-cuda130", True, ["gpus-hidden"], False),
+    # ROCm builds (AMD GPUs): the probe's output on the stand-in ROCm torch (see data/README.md).
+    "torch-2.14.0-rocm7.2-mi300x-pass": ("mi300x-x8-amdgpu6.12", True, [], True),
+    "torch-2.9.1-rocm6.4-gfx1032-no-binary": ("rx6650xt-gfx1032-kernel-driver", True, ["no-kernels"], False),
+    "torch-2.14.0-rocm7.2-no-kfd-access": ("mi300x-x8-amdgpu6.12", True, ["kfd-access"], False),
 }
 # Rules tested on runs that printed no report (their recorded stderr/stdout is in data/ too).
 NO_REPORT_RULES = {"probe-timed-out", "python-too-old", "probe-no-report"}
@@ -93,7 +97,8 @@ def test_recorded_outputs_have_the_probes_format():
     from envkit.probe.program import main as script
 
     keys = set(script.new_report("torch", {"multi_gpu": False, "bench": False}))
-    per_framework = {"build_info", "distributions", "backend"}  # added by the tensorflow / jax / mxnet probes
+    # added by the tensorflow / jax / mxnet probes, and by the torch probe since it knows ROCm builds (hip)
+    per_framework = {"build_info", "distributions", "backend", "hip"}
     files = sorted(DATA.glob("*.json"))
     assert {f.stem for f in files} == set(CASES)
     for path in files:
