@@ -12,7 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from envkit.shared.modulefile import ModuleInfo, cuda_of, lua_string, lua_text, module_info, tcl_string, tcl_text
+from envkit.shared.modulefile import (ModuleInfo, cuda_of, lua_string, lua_text, module_info, rocm_of, tcl_string,
+                                     tcl_text)
 from support import module_systems
 
 NASTY = "/opt/site envs/it's \"$HOME\" [x] {y} \\z"
@@ -38,6 +39,17 @@ def test_the_words_of_help_and_whatis():
     assert "Published by alice." in made.help
     assert cuda_of("torch-2.13-cu130") == "13.0" and cuda_of("tensorflow-2.4.1-cu101") == "10.1"
     assert cuda_of("torch-2.13-cpu") is None
+
+
+def test_a_rocm_build_says_its_rocm_release_and_that_it_is_for_amd_gpus():
+    record = SimpleNamespace(build="torch-2.9-rocm6.4", manifest="torch", python="3.12", prefix="/opt/x", kind="venv",
+                             name="torch-rocm", machine={"name": "mi300x-node"}, target=None, verify=None)
+    made = module_info("site:torch-rocm", record, "alice")
+    assert made.whatis[1:3] == ("Description: torch build torch-2.9-rocm6.4 (ROCm 6.4, for AMD GPUs), Python 3.12",
+                                "ROCm: 6.4 (AMD GPUs)")
+    assert "whatis(\"ROCm: 6.4 (AMD GPUs)\")" in lua_text(made) and "CUDA" not in tcl_text(made)
+    assert (rocm_of("torch-2.7-rocm6.2.4"), rocm_of("torch-2.13-cu126"), cuda_of("torch-2.9-rocm6.4")) == (
+        "6.2.4", None, None)
 
 
 def test_each_syntax_quotes_by_its_own_rule():

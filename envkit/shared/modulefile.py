@@ -98,6 +98,13 @@ def cuda_of(build: str) -> Optional[str]:
     return f"{int(found.group(1))}.{found.group(2)}" if found else None
 
 
+def rocm_of(build: str) -> Optional[str]:
+    """The ROCm of a ROCm build id's variant (``torch-2.9-rocm6.4`` -> 6.4, ``...-rocm6.2.4`` -> 6.2.4); None: none
+    named."""
+    found = re.search(r"-rocm([0-9]+(?:\.[0-9]+){1,2})$", build)
+    return found.group(1) if found else None
+
+
 def fits_words(target: Optional[dict[str, Any]], machine: dict[str, Any]) -> str:
     """The machines a record says its environment is for, in words."""
     options: Sequence[Any] = target.get("options", []) if isinstance(target, dict) else []
@@ -121,12 +128,13 @@ def check_words(verify: Optional[dict[str, Any]]) -> str:
 
 def module_info(name: str, record: Any, publisher: Optional[str] = None) -> ModuleInfo:
     """The modulefile's contents for a record (envkit.state.records.Record) of the environment named ``name``."""
-    cuda = cuda_of(record.build)
-    build = f"{record.manifest} build {record.build} ({f'CUDA {cuda}' if cuda else 'no CUDA'}), Python {record.python}"
+    cuda, rocm = cuda_of(record.build), rocm_of(record.build)
+    runtime = f"CUDA {cuda}" if cuda else f"ROCm {rocm}, for AMD GPUs" if rocm else "no CUDA"
+    build = f"{record.manifest} build {record.build} ({runtime}), Python {record.python}"
     fits = fits_words(record.target, record.machine)
     check = check_words(record.verify)
-    whatis = (f"Name: {name}", f"Description: {build}", f"CUDA: {cuda or 'none (a CPU build)'}", f"Fits: {fits}",
-              f"Last check: {check}")
+    gpu = f"ROCm: {rocm} (AMD GPUs)" if rocm else f"CUDA: {cuda or 'none (a CPU build)'}"
+    whatis = (f"Name: {name}", f"Description: {build}", gpu, f"Fits: {fits}", f"Last check: {check}")
     help_lines = [f"{name}: {build}", f"Made for {fits}; last check: {check}.", f"Prefix: {record.prefix}"]
     if publisher:
         help_lines.append(f"Published by {publisher}.")
