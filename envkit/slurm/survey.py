@@ -98,7 +98,8 @@ def _survey_partition(slurm: Slurm, info: PartitionInfo, all_nodes: bool, timeou
     for (row, count), (profile, reason) in zip(targets, results):
         if profile is not None:
             nodes.append(SiteNode(node=row.node, count=count, profile=profile))
-            say(info.name, f"{row.node}: {len(profile.gpus)} GPU(s), CUDA {profile.cuda_driver or 'none'}")
+            amd = f", amdgpu {profile.amdgpu or 'unknown'}" if profile.amd_gpus else ""
+            say(info.name, f"{row.node}: {len(profile.gpus)} GPU(s), CUDA {profile.cuda_driver or 'none'}{amd}")
         else:
             unreachable.append((row.node, reason or "unknown"))
             say(info.name, f"{row.node}: not reached: {reason}")

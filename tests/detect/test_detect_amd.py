@@ -230,3 +230,42 @@ def test_the_amd_probe_has_a_time_limit_whatever_sysfs_does(tmp_path, tables, no
                              smi_command="no-nvidia-smi", amd_table=tables.amd, sys_root=tmp_path, timeout=0.5)
     assert time.monotonic() - started < 5
     assert "AMD: timed out after 1 s" in profile.notes
+
+
+# --- the commands -------------------------------------------------------------------------------------------------
+
+def envkit(*args: str, sysfs: Path, path: str) -> "subprocess.CompletedProcess":
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")}
+    env.update(ENVKIT_TEST_SYSFS=str(sysfs), PATH=path)
+    return subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def test_detect_and_list_on_an_amd_machine(tmp_path, no_tools):
+    sysfs = make_sysfs(tmp_path / "sys", [MI300X] * 4, cpus=(CPU, CPU))
+    done = envkit("detect", "--json", sysfs=sysfs, path=str(no_tools))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["amdgpu"] == "6.12.12" and data["sources"]["amd_gpus"] == KFD
+    assert [(g["vendor"], g["gfx"], g["index"]) for g in data["gpus"]] == [("amd", "gfx942", i) for i in range(4)]
+    assert all("compute_capability" not in g for g in data["gpus"])
+    text = envkit("detect", sysfs=sysfs, path=str(no_tools)).stdout
+    assert "No NVIDIA driver found.\n" in text and "  AMD GPU 3: AMD Instinct MI300X, gfx942" in text
+    listed = envkit("list", "torch", sysfs=sysfs, path=str(no_tools))
+    assert listed.returncode == 0 and "* torch-2.9-rocm6.4" in listed.stdout, listed.stdout + listed.stderr
+
+
+def test_gpu_arch_states_a_target_detection_could_not_tell(tmp_path, no_tools):
+    root = make_sysfs(tmp_path / "sys", [MI25])
+    props = root / "class/kfd/kfd/topology/nodes/1/properties"
+    props.write_text(props.read_text().replace("device_id 26720", "device_id 4660"))  # unknown: no target
+    unknown = envkit("list", "torch", "--all", sysfs=root, path=str(no_tools)).stdout
+    assert "gfx target unknown; pass --gpu-arch gfxNNNN" in unknown
+    stated = envkit("list", "torch", "--gpu-arch", "gfx90a", sysfs=root, path=str(no_tools))
+    assert stated.returncode == 0 and "* torch-2.9-rocm6.4" in stated.stdout, stated.stdout + stated.stderr
+    bad = envkit("list", "torch", "--gpu-arch", "gfx9x9", sysfs=root, path=str(no_tools))
+    assert bad.returncode == 2 and "--gpu-arch: 'gfx9x9' is not an AMD GPU target like 'gfx90a'" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -21,7 +21,7 @@ def test_survey_writes_every_gpu_partition_from_its_nodes(slurm_site, tmp_path):
     assert done.returncode == 1, done.stderr
     assert "closed: NOT surveyed: partition is down" in done.stdout
     site = load_site(tmp_path / "site.yaml")
-    assert set(site.partitions) == {"part-a", "part-v", "mixed", "closed"}  # cpu has no GRES gpu
+    assert set(site.partitions) == {"part-a", "part-v", "mixed", "part-amd", "closed"}  # cpu has no GRES gpu
     [a_node] = site.partitions["part-a"].nodes
     assert (a_node.node, a_node.count) == ("gpu-a1", 2)
     assert [g.name for g in a_node.profile.gpus] == ["NVIDIA A100-SXM4-40GB"] * 2
