@@ -56,8 +56,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 if not help_asked():  # (the help is printed by the machine's python3, which has no envkit)
     from envkit.storage.links import probe_links  # noqa: E402
-    from envkit.storage.room import size_text  # noqa: E402
     from envkit.storage.usage import Usage, usage_of  # noqa: E402
+    from envkit.text.words import size_text  # noqa: E402
 from support.pypi_index import IndexServer  # noqa: E402
 from support.wheels import build_wheel  # noqa: E402
 

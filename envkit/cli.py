@@ -107,6 +107,20 @@ def keep_named_command(typer_app: typer.Typer, argv: Sequence[str]) -> None:
                                          if (info.name or get_command_name(info.callback.__name__)) == _first(argv)]
 
 
+def with_nearest_command(message: str, context) -> str:  # type: ignore[no-untyped-def]
+    """click's "No such command 'lsit'." with the nearest command names (envkit.text.words.closest: `list`, a letter
+    swapped, before `site`) instead of typer's own guesses; any other message as it is."""
+    import re
+
+    found = re.fullmatch(r"No such command '(?P<name>[^']*)'\.(?: Did you mean .*\?)?", message)
+    if found is None or context is None or not hasattr(context.command, "list_commands"):
+        return message
+    from envkit.text.words import closest
+
+    near = closest(found["name"], context.command.list_commands(context))
+    return f"No such command {found['name']!r}." + (f" Did you mean {' or '.join(map(repr, near))}?" if near else "")
+
+
 def _first(argv: Sequence[str]) -> Optional[str]:
     return argv[0] if argv else None
 
@@ -239,6 +253,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 typer.echo(shown)
         else:
             message = error.format_message() if hasattr(error, "format_message") else str(error)
+            message = with_nearest_command(message, context)
             path = context.command_path if context is not None else named_command(args)
             typer.echo(f"envkit: error: {message}", err=True)
             typer.echo(f"  `{path} --help` lists what it takes.", err=True)

@@ -35,6 +35,8 @@ def test_json_is_indented_for_a_terminal_and_one_line_for_a_pipe():
     """A person at a terminal reads it; a program gets the one-line form from json's fast encoder."""
     import pty
 
+    from support.processes import read_terminal
+
     args = ("list", "torch", "--json", "--machine", str(PROFILES / "v100x8-cuda130.yaml"))
     piped = envkit(*args)
     assert piped.returncode == 0, piped.stderr
@@ -45,18 +47,10 @@ def test_json_is_indented_for_a_terminal_and_one_line_for_a_pipe():
     with subprocess.Popen([sys.executable, "-m", "envkit", *args], stdout=follower, stderr=subprocess.PIPE,
                           env=environment) as process:
         os.close(follower)
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
+        got = read_terminal(leader)
         assert process.wait(timeout=60) == 0, process.stderr.read()
     os.close(leader)
-    shown = b"".join(chunks).decode().replace("\r\n", "\n")
+    shown = got.decode().replace("\r\n", "\n")
     assert shown.startswith('{\n  "schema_version": 1,\n  "machine": {') and json.loads(shown) == json.loads(piped.stdout)
 
 
@@ -411,3 +405,36 @@ def test_every_value_a_command_takes_is_named_in_its_help_not_by_a_python_type()
     for command in (("manifests", "check"), ("verify",), ("job",), ("survey",), ("list",), ("create",)):
         shown = envkit(*command, "--help", env={"COLUMNS": "200"}).stdout
         assert ("SECONDS" in shown or " N " in shown) and "<float>" not in shown and "<int" not in shown, command
+
+
+@pytest.mark.parametrize("args, meant, not_meant", [
+    (("lsit",), "Did you mean 'list'?", "'site'"),  # two letters swapped: one edit, nearer than site's two
+    (("creat", "torch"), "Did you mean 'create'?", None),
+    (("manifests", "chekc"), "Did you mean 'check'?", None),
+    (("create", "torhc", "--dry-run"), "Did you mean 'torch'? Manifests: jax, mxnet, tensorflow, torch.", None),
+    (("lock", "tensorflw", "--machine", str(PROFILES / "h100-cuda128.yaml")), "Did you mean 'tensorflow'?", None),
+])
+def test_a_typo_of_a_command_or_a_manifest_is_told_the_nearest_name(args, meant, not_meant):
+    result = envkit(*args)
+    assert_clean_error(result, 2, meant)
+    assert not_meant is None or not_meant not in result.stderr
+
+
+def test_a_name_near_nothing_gets_no_guess():
+    result = envkit("zzzzzz")
+    assert_clean_error(result, 2, "No such command 'zzzzzz'.")
+    assert "Did you mean" not in result.stderr
+
+
+@pytest.mark.parametrize("name, choices, nearest", [
+    ("torhc", ["jax", "mxnet", "tensorflow", "torch"], ["torch"]),
+    ("lsit", ["detect", "list", "create", "site"], ["list"]),
+    ("tensorflw", ["tensorflow", "torch"], ["tensorflow"]),
+    ("jsx", ["jax", "mxnet"], ["jax"]),
+    ("list", ["list", "site"], []),  # the name itself is no typo
+    ("qqqq", ["list", "site"], []),
+])
+def test_the_nearest_names(name, choices, nearest):
+    from envkit.text.words import closest
+
+    assert closest(name, choices) == nearest

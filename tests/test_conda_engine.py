@@ -250,6 +250,27 @@ def test_an_http_channel_installs_and_reports_downloads(channel, tmp_path):
     assert prefix_python(prefix, "import tensorflow_stub; print(tensorflow_stub.VARIANT)") == "cpu 2.4.1"
 
 
+def test_rattlers_own_download_progress_reaches_the_progress_display(channel, tmp_path):
+    """Each package's bytes and total, as rattler reports them (envkit.system.transfers), for the status line."""
+    from envkit.system import transfers
+
+    meter, said = transfers.Meter(), []
+    original = meter.file
+
+    def noting(name, done, total):
+        original(name, done, total)
+        said.append((name, done, total))
+
+    meter.file = noting  # type: ignore[method-assign]
+    with serve(channel) as url, transfers.metering(meter):
+        create_prefix(tmp_path / "env", request(url, "tensorflow-cpu"), tmp_path / "cache")
+    sizes = {path.name.rsplit("-", 2)[0]: path.stat().st_size for path in channel.rglob("*.tar.bz2")}
+    final = {name: (done, total) for name, done, total in said}
+    assert final["tensorflow-cpu"] == (sizes["tensorflow-cpu"], sizes["tensorflow-cpu"])  # its whole file
+    reading = meter.reading()
+    assert reading.names == () and reading.done == reading.total == sum(total for _, total in final.values())
+
+
 def test_ctrl_c_during_the_download_propagates_and_removes_the_prefix(channel, tmp_path):
     interrupted, release = threading.Event(), threading.Event()
 

@@ -34,7 +34,7 @@ FLOORS: dict[str, tuple[str, ...]] = {
     "envkit.probe": ("envkit.catalog", "envkit.machines", "envkit.pick", "envkit.slurm", "envkit.state",
                      "envkit.system"),
     "envkit.create": ("envkit.backends", "envkit.catalog", "envkit.machines", "envkit.pick", "envkit.probe",
-                      "envkit.site", "envkit.state", "envkit.storage", "envkit.system"),
+                      "envkit.shared", "envkit.site", "envkit.state", "envkit.storage", "envkit.system"),
     "envkit.lockfile": ("envkit.backends", "envkit.catalog", "envkit.create", "envkit.machines", "envkit.pick",
                         "envkit.state", "envkit.system"),
     "envkit.maintain": ("envkit.backends", "envkit.catalog", "envkit.lockfile", "envkit.machines", "envkit.pick",

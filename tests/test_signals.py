@@ -14,7 +14,7 @@ import pytest
 
 from envkit.errors import Interrupted
 from envkit.system.process import run_captured
-from envkit.system.signals import interrupting_signals, lost_signal, raise_lost_signal
+from envkit.system.signals import cleaning_up, interrupting_signals, lost_signal, raise_lost_signal, stop_asked
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -49,7 +49,11 @@ def test_an_interrupted_swallowed_by_a_finalizer_is_kept_and_raised_once(signum:
 
 def test_a_ctrl_c_swallowed_by_a_finalizer_is_raised_again_as_a_ctrl_c():
     with interrupting_signals():
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's own: KeyboardInterrupt
+        with pytest.raises(KeyboardInterrupt) as raised:  # Ctrl-C is Python's own KeyboardInterrupt, as always
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        assert not isinstance(raised.value, Interrupted)
+    with interrupting_signals():
         _lose(signal.SIGINT)
         assert lost_signal() == signal.SIGINT
         with pytest.raises(KeyboardInterrupt) as raised:
@@ -98,3 +102,82 @@ def test_jupyters_wait_for_its_server_ends_when_the_signal_was_lost(tmp_path: Pa
         _lose()
         with pytest.raises(Interrupted):  # before it asks Slurm anything: none is needed here
             wait_for_server(Slurm(), "1", tmp_path, "token", queue_timeout=600, server_timeout=600)
+
+
+def _in_a_thread(work):
+    """``work()`` run in a thread of its own: what it returned, or the exception it raised."""
+    import threading
+
+    box = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as error:  # noqa: B036 (what the thread met is the result)
+            box["value"] = error
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
+    return box["value"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_child_another_thread_waits_on_and_that_thread_starts_no_other(tmp_path: Path, signum):
+    """The main thread gets the signal; a thread of the same command (the survey's) waiting on its child stops it
+    and raises too; a thread starts no new child after it, except to clean up."""
+    import threading
+
+    started = threading.Event()
+    pid_file = tmp_path / "pid"
+
+    def waits() -> object:
+        started.set()
+        return run_captured(["sh", "-c", f"echo $$ > {pid_file}; exec sleep 60"], os.environ, timeout=120)
+
+    begun = time.monotonic()
+    with interrupting_signals():
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            future = pool.submit(waits)
+            started.wait(10)
+            while not pid_file.exists():
+                time.sleep(0.02)
+            with pytest.raises(KeyboardInterrupt) as raised:
+                os.kill(os.getpid(), signum)
+                future.result()
+            assert getattr(raised.value, "signum", signal.SIGINT) == signum and stop_asked() == signum
+            thrown = future.exception(timeout=30)  # the thread stopped its child and raised the same
+        assert isinstance(thrown, KeyboardInterrupt) and getattr(thrown, "signum", signal.SIGINT) == signum
+        refused = _in_a_thread(lambda: run_captured(["sh", "-c", f"touch {tmp_path}/ran"], os.environ, timeout=10))
+        assert isinstance(refused, KeyboardInterrupt) and not (tmp_path / "ran").exists()
+
+        def cleans_up():
+            with cleaning_up():
+                return run_captured(["sh", "-c", f"touch {tmp_path}/cleaned"], os.environ, timeout=10).returncode
+
+        assert _in_a_thread(cleans_up) == 0 and (tmp_path / "cleaned").exists()
+        assert run_captured(["true"], os.environ, timeout=10).returncode == 0  # the main thread cleans up as it goes
+    assert stop_asked() is None  # the next command starts afresh
+    assert time.monotonic() - begun < 30
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+
+
+def test_a_signal_ignored_when_envkit_started_stays_ignored():
+    """`nohup envkit survey ...`: the terminal's hang-up must not end it (nor Ctrl-C a job started in the background)."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with interrupting_signals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.1)  # nothing raised
+            assert stop_asked() is None
+            with pytest.raises(Interrupted):  # the others still end it
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)

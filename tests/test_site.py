@@ -497,3 +497,48 @@ def test_the_shared_directory_is_the_variable_then_the_config_then_the_site_file
     assert shared_directory({"HOME": str(tmp_path), "ENVKIT_SITE": str(site)}, dirs) == Path("/from/site")
     assert shared_directory({"HOME": str(tmp_path), "ENVKIT_SITE": str(tmp_path / "none.yaml")}, dirs) is None
     assert shared_directory({"HOME": str(tmp_path)}, dirs) is None  # no site file in the config directory
+
+
+SURVEYED = """\
+version: 1
+partitions:
+  part-a:
+    surveyed: "2026-11-28T10:00:00Z"
+    nodes:
+      - node: gpu-a1
+        count: 3
+        members: [gpu-a1, gpu-a2, gpu-a3]
+        profile: {name: gpu-a1, cuda_driver: "12.2", gpus: [{name: NVIDIA A100-SXM4-40GB, compute_capability: "8.0"}]}
+      - node: gpu-v1
+        count: 1
+        profile: {name: gpu-v1, cuda_driver: "11.4", gpus: [{name: Tesla V100-SXM2-16GB, compute_capability: "7.0"}]}
+"""
+
+
+def test_every_node_of_a_configuration_survey_merged_is_named_by_its_own_name(tmp_path):
+    # Survey keeps one node per configuration: gpu-a2, in sinfo and in part-a, was "no node 'gpu-a2'". The entry
+    # lists the nodes it stands for (members), and P:NODE takes any of them, reaching srun as itself.
+    site = load_site(write_site(tmp_path, SURVEYED))
+    assert site.partitions["part-a"].nodes[0].members == ("gpu-a1", "gpu-a2", "gpu-a3")
+    assert [p.name for p in partition_profiles(site, "part-a", ("gpu-a2",))] == ["gpu-a1"]  # its configuration
+    assert [p.name for p in partition_profiles(site, "part-a", ("gpu-a3", "gpu-v1"))] == ["gpu-a1", "gpu-v1"]
+    assert [slurm_node(site, "part-a", name) for name in ("gpu-a2", "gpu-a1", "gpu-v1")] == [
+        "gpu-a2", "gpu-a1", "gpu-v1"]
+    with pytest.raises(UnknownNameError):
+        partition_profiles(site, "part-a", ("gpu-a4",))
+    save_site(site, tmp_path / "again.yaml")
+    assert load_site(tmp_path / "again.yaml").partitions["part-a"].nodes[0].members == ("gpu-a1", "gpu-a2", "gpu-a3")
+
+
+@pytest.mark.parametrize("members, problem", [
+    ("gpu-a1", "expected a list of node names"),
+    ("[gpu-a1, -x]", "expected a node name"),
+    ("[gpu-a1, gpu-a1]", "at most 3 node names (the entry's count), each once"),
+    ("[a, b, c, d]", "at most 3 node names"),
+])
+def test_members_that_are_no_list_of_node_names_are_refused(tmp_path, members, problem):
+    path = write_site(tmp_path, SURVEYED.replace("members: [gpu-a1, gpu-a2, gpu-a3]", f"members: {members}"))
+    with pytest.raises(SiteError) as caught:
+        load_site(path)
+    assert caught.value.exit_code == 2 and "partitions.part-a.nodes[0].members" in caught.value.message
+    assert problem in caught.value.message

@@ -11,8 +11,9 @@ import pytest
 from envkit.errors import ConfigError
 from envkit.storage.cache import BESIDE_ENVS, CacheBusy, cache_place, clean, known_caches, named_cache, using_cache
 from envkit.storage.links import nearest_existing, probe_links
-from envkit.storage.room import Free, Need, needs, record_size, recorded_size, shortfalls, size_text
+from envkit.storage.room import Free, Need, needs, record_size, recorded_size, shortfalls
 from envkit.storage.usage import Usage, disk_usage, usage_of
+from envkit.text.words import size_text
 
 
 def test_a_link_within_one_directory_works_and_the_probe_leaves_nothing(tmp_path: Path):

@@ -102,25 +102,32 @@ def install_limits(environ: Mapping[str, str]) -> tuple[float, float]:
     """(time limit, silence limit) in seconds for one installer command: the defaults, or what the environment's
     ENVKIT_INSTALL_TIMEOUT and ENVKIT_INSTALL_SILENCE say. BadInputError (exit 2) for a value that is not a
     positive number of seconds."""
-    out = []
-    for variable, default in ((TIMEOUT_VARIABLE, INSTALL_TIMEOUT), (SILENCE_VARIABLE, INSTALL_SILENCE)):
-        text = environ.get(variable, "").strip()
-        try:
-            value = float(text) if text else default
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and value > 0):
-            raise BadInputError(f"{variable}={text!r} is not a positive number of seconds",
-                                hint=f"Unset it for the default ({default:g} s), or give seconds: {variable}=7200")
-        out.append(value)
-    return out[0], out[1]
+    return (seconds_setting(environ, TIMEOUT_VARIABLE, INSTALL_TIMEOUT),
+            seconds_setting(environ, SILENCE_VARIABLE, INSTALL_SILENCE))
 
 
-def run_step(argv: Sequence[str], environ: Mapping[str, str], on_line: OnLine, failure: str, hint: str) -> None:
+def seconds_setting(environ: Mapping[str, str], variable: str, default: float) -> float:
+    """The positive number of seconds the environment's ``variable`` gives, else ``default``; BadInputError (exit
+    2) for anything else."""
+    text = environ.get(variable, "").strip()
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise BadInputError(f"{variable}={text!r} is not a positive number of seconds",
+                            hint=f"Unset it for the default ({default:g} s), or give seconds: {variable}="
+                                 f"{2 * default:g}")
+    return value
+
+
+def run_step(argv: Sequence[str], environ: Mapping[str, str], on_line: OnLine, failure: str, hint: str,
+             terminal: bool = False) -> None:
     """Run one installer command within its limits (install_limits); when it fails or is stopped, an InstallError
-    with its last lines."""
+    with its last lines. ``terminal``: its stderr a pseudo-terminal, for uv to draw its download bars on (the
+    progress shown on envkit's own terminal: envkit.create.progress)."""
     timeout, silence = install_limits(environ)
-    finished = run_streamed(argv, environ, on_line, timeout=timeout, silence=silence)
+    finished = run_streamed(argv, environ, on_line, timeout=timeout, silence=silence, terminal=terminal)
     if finished.returncode is None:
         why = (f"it printed nothing for {silence:g} s" if finished.silent else f"it ran for {timeout:g} s")
         variable = SILENCE_VARIABLE if finished.silent else TIMEOUT_VARIABLE

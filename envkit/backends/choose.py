@@ -27,8 +27,9 @@ def choose_backend(requested: str, build: Build, python: Version, tools: Tools) 
             raise BadInputError(f"{build.id} installs conda packages ({conda_packages}): a venv cannot hold them",
                                 hint="Use --backend conda or --backend rattler (or auto).")
         if tools.python is None:
-            raise BadInputError(f"there is no Python {python} on this machine to make a venv with",
-                                hint="Use --backend rattler (or auto): it brings its own Python from conda-forge.")
+            raise BadInputError(tools.python_refused or f"there is no Python {python} on this machine to make a venv "
+                                "with", hint="Use --backend rattler (or auto): it brings its own Python from "
+                                             "conda-forge.")
         return "venv", f"asked for (--backend venv); Python {python} from {tools.python}"
     if requested == "conda":
         if conda is None:
@@ -48,10 +49,10 @@ def _auto(build: Build, python: Version, tools: Tools, conda_packages: Optional[
     if tools.python is not None:
         installer = "uv" if tools.uv is not None else "pip"
         return "venv", f"a pure-pip build, and Python {python} is on this machine ({tools.python}): a venv, {installer}"
+    missing = tools.python_refused or f"Python {python} is not on this machine"
     if conda is not None:
-        return "conda", f"Python {python} is not on this machine: your {conda.kind} at {conda.path} provides it"
-    return "rattler", (f"Python {python} is not on this machine and there is no conda: envkit's embedded conda "
-                       f"engine provides it")
+        return "conda", f"{missing}: your {conda.kind} at {conda.path} provides it"
+    return "rattler", f"{missing} and there is no conda: envkit's embedded conda engine provides it"
 
 
 def _conda_packages(build: Build) -> Optional[str]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from envkit.errors import InstallError
 from envkit.state.testpause import pause_at
+from envkit.system.transfers import fetched, fetching  # rattler's bytes, for the progress display
 
 if TYPE_CHECKING:
     from rattler import Channel, Client, GenericVirtualPackage, MatchSpec, RepoDataRecord, Subdir
@@ -63,9 +64,7 @@ def solve(request: CondaSolveRequest, cache_dir: Path) -> list[RepoDataRecord]:
     return _run(_solve(request, cache_dir, _quiet, _client()))
 
 
-def create_prefix(
-    prefix: Path, request: CondaSolveRequest, cache_dir: Path, report: Report = _quiet
-) -> tuple[str, ...]:
+def create_prefix(prefix: Path, request: CondaSolveRequest, cache_dir: Path, report: Report = _quiet) -> tuple[str, ...]:
     """Solve and install into ``prefix``, which must not exist yet; return "name-version-build" of each package."""
     return _into_new_prefix(prefix, lambda: _create(prefix, request, cache_dir, report))
 
@@ -348,6 +347,12 @@ def _download_reporter(report: Report) -> InstallerReporter:
         def on_download_start(self, cache_entry: int) -> int:
             report(f"downloading {self.names.get(cache_entry, 'a package')}")
             return cache_entry
+
+        def on_download_progress(self, download_idx: int, progress: int, total: "int | None") -> None:
+            fetching(self.names.get(download_idx, "a package"), progress, total)
+
+        def on_download_completed(self, download_idx: int) -> None:
+            fetched(self.names.get(download_idx, "a package"))
 
         def on_link_complete(self, index: int) -> None:
             pause_at("inside-backend")  # test-only: a package is in the prefix, the rest are not

@@ -27,10 +27,14 @@ if TYPE_CHECKING:
 
 UV_MIN_PYTHON = Version("3.8")  # uv cannot install into older environments: pip does it there
 _DROPPED_PREFIXES = ("PIP_", "UV_")
-# How the installers reach the network (certificates, proxies, timeouts, retries): kept, or a campus proxy that
-# intercepts TLS breaks every install. None of them chooses where packages come from.
-_TRANSPORT = ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_PROXY", "PIP_DEFAULT_TIMEOUT", "PIP_TIMEOUT", "PIP_RETRIES",
+# How the installers reach the network (certificates, timeouts, retries): kept, or a campus proxy that intercepts
+# TLS breaks every install. None of them chooses where packages come from. PIP_PROXY is not among them: pip sends
+# every request through it and then ignores HTTP_PROXY and NO_PROXY (its session stops trusting the environment),
+# so a mirror's plain http would go through the user's proxy and past envkit's guard (envkit.system.egress). It becomes
+# the https proxy instead (``_https_proxy``), where the user has none.
+_TRANSPORT = ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_TIMEOUT", "PIP_RETRIES",
               "UV_NATIVE_TLS", "UV_HTTP_TIMEOUT", "UV_HTTP_RETRIES", "UV_CONCURRENT_DOWNLOADS")
+_HTTPS_PROXIES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 _DROPPED = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE",
             "PYTHONSTARTUP")
 
@@ -44,6 +48,7 @@ def installer_environ(environ: Mapping[str, str], dirs: Optional[UserDirs],
     ``link_mode``: UV_LINK_MODE, "copy" where a real link from that cache into the environment failed."""
     out = {k: v for k, v in environ.items()
            if (k in _TRANSPORT or not k.startswith(_DROPPED_PREFIXES)) and k not in _DROPPED}
+    out.update(_https_proxy(environ))
     out.update({
         "PYTHONNOUSERSITE": "1",  # pip in a conda prefix would take packages in ~/.local as installed
         "UV_NO_CONFIG": "1",
@@ -63,6 +68,16 @@ def installer_environ(environ: Mapping[str, str], dirs: Optional[UserDirs],
     if link_mode is not None:
         out["UV_LINK_MODE"] = link_mode
     return out
+
+
+def _https_proxy(environ: Mapping[str, str]) -> dict[str, str]:
+    """The user's PIP_PROXY as the installers' https proxy (``HTTPS_PROXY``), where they have no https proxy of
+    their own: https keeps going through it, for uv and pip alike, while plain http goes by envkit's guard and to
+    loopback and the mirrors direct (docs/security.md)."""
+    proxy = environ.get("PIP_PROXY", "").strip()
+    if not proxy or any(environ.get(name) for name in _HTTPS_PROXIES):
+        return {}
+    return {"HTTPS_PROXY": proxy, "https_proxy": proxy}
 
 
 def uses_uv(uv: Optional[Path], python: Version) -> bool:

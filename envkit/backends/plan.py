@@ -44,7 +44,9 @@ class PipPart:
     # A file of hash-pinned requirements (``name @ URL --hash=sha256:...``, one per line) installed exactly as they
     # are, instead of ``packages`` from ``index_url``: a lock's pip part (``packages`` then only names them).
     requirements: Optional[Path] = None
-    local: Optional[str] = None  # each package's installed local version ("cu126"; "": none); None: not checked
+    # Each package's local version ("cu126", "cpu"; "": none), pinned before the install (envkit.create.variants)
+    # and checked after it (envkit.backends.installers.wrong_builds); None: neither.
+    local: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def pip_parts(build: Build, pythons: PythonTable, config: Config, jupyter: bool)
         out.append(PipPart(f"{build.id} packages", build.pip.packages,
                            check_transport(config.mirrored(index), config, "index"),
                            check_transport(config.mirrored(links), config, "find-links page") if links else None,
-                           local=build.pip.local_version if build.is_gpu else None))
+                           local=build.pip.local_version))
     if jupyter:
         out.append(PipPart("Jupyter kernel", JUPYTER_PACKAGES, default_index))
     return tuple(out)

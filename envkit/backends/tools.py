@@ -36,6 +36,7 @@ class Tools:
     conda: Optional[CondaTool]
     uv: Optional[Path]  # None: pip installs everything
     python: Optional[Path]  # an interpreter of the plan's Python version on this machine, for a venv
+    python_refused: Optional[str] = None  # why there is none that will do (a shared venv's: envkit.shared.python)
 
 
 def find_conda(environ: Mapping[str, str]) -> Optional[CondaTool]:
@@ -89,7 +90,7 @@ def find_python(version: Version, uv: Optional[Path], environ: Mapping[str, str]
         if out and out.strip():
             return Path(out.strip().splitlines()[-1])
     for candidate in _python_candidates(version, environ):
-        if _runs_as(candidate, version, environ):
+        if runs_as(candidate, version, environ):
             return candidate
     return None
 
@@ -115,7 +116,8 @@ def _patch(name: str) -> tuple[int, ...]:
         return ()
 
 
-def _runs_as(python: Path, version: Version, environ: Mapping[str, str]) -> bool:
+def runs_as(python: Path, version: Version, environ: Mapping[str, str]) -> bool:
+    """Whether ``python`` runs, as Python ``version`` (X.Y)."""
     out = query([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                 {"PATH": environ.get("PATH", os.defpath)}, _QUERY_TIMEOUT)
     return out is not None and out.strip() == str(version)

@@ -57,8 +57,12 @@ def check_names(directory: Path, names: Sequence[str]) -> list[str]:
     available = manifest_names(directory)
     unknown = [name for name in names if name not in available]
     if unknown:
+        from envkit.text.words import closest
+
+        near = [match for name in unknown for match in closest(name, available)]
+        meant = f"Did you mean {' or '.join(repr(m) for m in dict.fromkeys(near))}? " if near else ""
         raise UnknownNameError(
             f"no manifest named {', '.join(repr(n) for n in unknown)} in {directory}",
-            hint=f"Manifests: {', '.join(available) or '(none)'}.",
+            hint=f"{meant}Manifests: {', '.join(available) or '(none)'}.",
         )
     return available

@@ -181,6 +181,9 @@ class Manifest(NamedTuple):
     builds: tuple[Build, ...]
     path: str
     retired: Optional[str] = None  # why the framework is retired, if it is
+    # The packages its builds install beside the framework (torchvision, torchaudio): the keys of its `companions:`
+    # rules. The check imports each one a build installs, and runs one small operation of it.
+    companions: tuple[str, ...] = ()
 
 
 class PythonTable(NamedTuple):

@@ -23,7 +23,7 @@ from envkit.catalog.model import (
     Tables,
     valid_id,
 )
-from envkit.catalog.node import Node
+from envkit.catalog.node import Node, kind
 from envkit.catalog.rocm_build import is_rocm_variant, parse_gfx_sets, rocm_code
 from envkit.errors import ManifestError
 from envkit.machines.cuda import CudaTable
@@ -92,7 +92,19 @@ def parse_manifest(
         builds=tuple(builds),
         path=path,
         retired=attempt(lambda: node.text("retired", required=False)),
+        companions=attempt(lambda: _companion_names(node), ()),
     )
+
+
+def _companion_names(node: Node) -> tuple[str, ...]:
+    """The packages named by the manifest's ``companions:`` rules (their form is checked by `envkit manifests
+    validate`, envkit.maintain.consistency)."""
+    rules = node.data.get("companions")
+    if rules is None:
+        return ()
+    if not isinstance(rules, Mapping):
+        node.fail(f"expected a mapping of package name -> list of rules, got {kind(rules)}", "companions")
+    return tuple(str(name) for name in rules)
 
 
 def _attempt(errors: Optional[list[ManifestError]]) -> Callable[..., Any]:

@@ -38,8 +38,8 @@ def show(ctx: typer.Context, json_output: JsonOption = False) -> None:
         return
     with reported_errors():
         from envkit.storage.cache import PARTS
-        from envkit.storage.room import size_text
         from envkit.storage.usage import disk_usage
+        from envkit.text.words import size_text
 
         rows = []
         for place in _caches():
@@ -99,7 +99,7 @@ def clean(
             if not typer.confirm(f"Remove {what} from {listed}?", default=False, err=True):
                 typer.echo("envkit: nothing removed", err=True)
                 raise typer.Exit(1)
-        from envkit.storage.room import size_text
+        from envkit.text.words import size_text
 
         done = [(place, clean_cache(place.root, older_than)) for place in places]
         freed = sum(result.freed for _, result in done)

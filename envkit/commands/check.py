@@ -7,7 +7,8 @@ import typer
 
 from envkit.commands.output import echo_report, print_json, reported_errors
 from envkit.commands.places import current_site, manifests_dir
-from envkit.commands.recorded import environment_python, find_record, recorded_build, recorded_manifests
+from envkit.commands.recorded import (env_name, environment_python, find_record, recorded_build,
+                                     recorded_manifests)
 from envkit.commands.targets import fleet_for, target_argv
 from envkit.commands.options import (CheckOptions, EnvArgument, JsonOption, TargetOptions, path_value, program_value,
                                      seconds_between, with_options)
@@ -28,11 +29,17 @@ def check_environment(python: Path, check: CheckOptions, target: TargetOptions, 
     from envkit.probe.check import check_against
     from envkit.probe.runner import ProbeOptions, check_request
 
-    options = ProbeOptions(framework=check.framework, multi_gpu=check.multi_gpu, bench=check.bench,
-                           timeout=check.probe_timeout)
-    check_request(python, options)
     directory = manifests_dir(target.manifests)
     tables = load_tables(directory)
+    companions = ()
+    if expected is not None:  # the companions the build installs (torchvision, torchaudio): each one is checked
+        from envkit.probe.builds import companions_of
+
+        manifest = _framework_manifest(directory, tables, check.framework, record)
+        companions = companions_of(expected, manifest, record.python if record is not None else None)
+    options = ProbeOptions(framework=check.framework, multi_gpu=check.multi_gpu, bench=check.bench,
+                           timeout=check.probe_timeout, companions=companions)
+    check_request(python, options)
     judged = _machines_to_judge(tables, target, None if this_machine else record)  # bad input fails here
     outside = _outside_target(record, judged[0][1]) if this_machine else None
     _say_job(environ or os.environ)
@@ -195,10 +202,11 @@ def _print_reports(reports, names, json_output: bool, record, partition: Optiona
         import shlex
 
         everyone = [n for group in names for n in group]
-        on_node = (f", or `{shlex.join(['envkit', 'verify', record.name, '--partition', partition])}` on the "
+        name = env_name(record)  # (site:NAME for the site's)
+        on_node = (f", or `{shlex.join(['envkit', 'verify', name, '--partition', partition])}` on the "
                    "cluster's login node (the check then runs on a node through srun)") if partition else ""
-        blocks.append(f"The GPU part of {record.name} can only be checked on the machines it is for "
-                      f"({names_text(everyone)}): run `envkit verify {record.name}` there{on_node}.")
+        blocks.append(f"The GPU part of {name} can only be checked on the machines it is for "
+                      f"({names_text(everyone)}): run `envkit verify {name}` there{on_node}.")
     echo_report("\n\n".join(blocks))
 
 
@@ -210,8 +218,9 @@ def _outside_text(record, here: str, machines, partition: Optional[str]) -> str:
     job_partition = os.environ.get("SLURM_JOB_PARTITION")
     this = f"{here} (partition {job_partition})" if job_partition else here
     them = f"{names_text(machines)} of partition {partition}" if partition else names_text(machines)
-    return (f"Note: {this} is not one of the machines {record.name} was made for ({them}). The check ran on "
-            f"{here}'s own GPUs, as asked: a FAIL says that {record.name} does not run on {here}, not that it is "
+    name = env_name(record)
+    return (f"Note: {this} is not one of the machines {name} was made for ({them}). The check ran on "
+            f"{here}'s own GPUs, as asked: a FAIL says that {name} does not run on {here}, not that it is "
             "broken on the machines it was made for. Its record is unchanged.")
 
 
@@ -312,7 +321,7 @@ def verify(
     ] = False,
     nodes: Annotated[Optional[int], typer.Option("--nodes", metavar="N", show_default=False, help="With "
                      "--partition: check N nodes at once in one srun (each node's own check, then an all-reduce "
-                     "across them: NCCL on GPUs, gloo on CPU builds). P:NODE,... names them.")] = None,
+                     "across them with the environment's own framework: NCCL on GPUs). P:NODE,... names them.")] = None,
     across_nodes: Annotated[bool, typer.Option("--across-nodes", hidden=True, help="(Passed by `verify --nodes` to "
                             "the envkit of each node.) Take part in the all-reduce across the job's nodes.")] = False,
     check: CheckOptions = CheckOptions(),
@@ -353,7 +362,7 @@ def verify(
         if target.partition is not None:
             from envkit.commands.node_check import QUEUE_TIMEOUT, slurm_here, verify_on_node
 
-            from envkit.slurm.client import SlurmUnreachable
+            from envkit.slurm.client import SlurmUnreachable, not_answering
 
             why = "no Slurm here (sinfo is not on PATH)"
             waiting = QUEUE_TIMEOUT if queue_timeout is None else queue_timeout
@@ -365,7 +374,7 @@ def verify(
                 try:
                     raise typer.Exit(verify_on_node(env, prefix, gpus, waiting, check, target, json_output))
                 except SlurmUnreachable as error:  # asked before anything was queued: judge as without Slurm
-                    why = f"Slurm does not answer here ({error.message})"
+                    why = not_answering(error)
             unused = f" (without a job, {' and '.join(job_options)} {'are' if len(job_options) > 1 else 'is'} not " \
                      "used)" if job_options else ""
             typer.echo(f"envkit: {why}: judging the build from the site file's node profiles; the GPU part needs a "
@@ -388,7 +397,7 @@ def verify(
             environ = activated_environ(prefix, record.kind, record.name, os.environ)
         from envkit.commands.nodes_check import collective_alongside
 
-        with collective_alongside(across_nodes, python, check.probe_timeout, environ):  # this node's rank, if asked
+        with collective_alongside(across_nodes, python, check.framework, check.probe_timeout, environ):  # its rank
             ok, reports, names, outside = check_environment(python, check, target, json_output, expected=expected,
                                                             environ=environ, record=record, this_machine=on_node)
         # Stored unless it would hide a real result: a check that ran on the machines the environment is for, or

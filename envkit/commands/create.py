@@ -155,9 +155,14 @@ def create(
             name, prefix = place.name, place.layout.prefix(place.name, "new")
         fleet = fleet_for(tables, target)
         chosen = build_for_target(the_manifest, fleet, tables, request, build, target, python)
+        python_for = None
+        if place is not None:  # a venv's Python must be one every user it is for can run
+            from envkit.commands.publishing import python_finder
+
+            python_for = python_finder(place)
         prepared = prepare(
             CreateRequest(build_id=chosen.build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
-                          verify=not no_verify, target_args=target_args(target, python)),
+                          verify=not no_verify, target_args=target_args(target, python), python_for=python_for),
             the_manifest, tables, chosen.profile, target.on_target, request, config, dirs, os.environ,
             resolution=chosen.resolution,
         )
@@ -168,25 +173,19 @@ def create(
             from envkit.commands.publishing import publisher, staging
 
             prepared, dirs, version = staging(prepared, place, dirs)
-            after = publisher(place, version, dirs)
+            after = publisher(place, version)
         import contextlib
 
         publishing = contextlib.nullcontext()
-        if place is not None and not dry_run:  # one publication of a name at a time (a second one says who has it)
-            from envkit.commands.publishing import publication_lock
+        if place is not None and not dry_run:  # one publication of a name at a time (a second one is told so)
+            from envkit.commands.publishing import publication
 
-            publishing = publication_lock(place)
-        try:
-            with publishing:
-                make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
-                     json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
-                     verify_on_node=verify_on_node, cpu=cpu,
-                     listing=f"`{list_command(manifest, target_args(target, python))}`", after=after, fleet=fleet)
-        finally:
-            if place is not None:  # the run's own directory, unless a journal there still has something to undo
-                from envkit.commands.publishing import clean_staging
-
-                clean_staging(dirs, place.name)
+            publishing = publication(place, version)
+        with publishing:
+            make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
+                 json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
+                 verify_on_node=verify_on_node, cpu=cpu,
+                 listing=f"`{list_command(manifest, target_args(target, python))}`", after=after, fleet=fleet)
 
 
 def register(app: typer.Typer) -> None:

@@ -33,18 +33,19 @@ def list_envs(json_output: JsonOption = False) -> None:
         found, broken = records.scan(dirs.records)
         runs = interrupted(dirs.locks)
         sizes, total = _sizes(found, runs, dirs)
-        layout, site = _site_envs(dirs)
+        layout, site, unreadable = _site_envs(dirs)
         if json_output:
             from envkit.shared.render import shared_json
 
             # one object (schema_version first): the user's environments, then the site's shared ones
-            print_json({"environments": envs_json(found, runs, broken, sizes) + shared_json(layout, site, dirs.data)})
+            print_json({"environments": envs_json(found, runs, broken, sizes) +
+                        shared_json(layout, site, dirs.data, unreadable)})
         else:
             echo_report(envs_text(found, runs, broken, sizes, total), table=True)
             if layout is not None:
                 from envkit.shared.render import shared_text
 
-                echo_report("\n" + shared_text(layout, site, dirs.data), table=True)
+                echo_report("\n" + shared_text(layout, site, dirs.data, unreadable), table=True)
 
 
 def _sizes(found, runs, dirs):
@@ -57,8 +58,8 @@ def _sizes(found, runs, dirs):
     from envkit.state.config import load_config
     from envkit.state.ownership import holding_problem
     from envkit.storage.cache import PARTS
-    from envkit.storage.room import size_text
     from envkit.storage.usage import Usage, disk_usage
+    from envkit.text.words import size_text
 
     busy = {run.name for run in runs}
     seen: set = set()
@@ -78,14 +79,19 @@ def _sizes(found, runs, dirs):
 
 
 def _site_envs(dirs):
-    """The site's shared directory (None when none is named) and the environments it publishes."""
+    """The site's shared directory (None when none is named), the environments it publishes, and (NAME, error) for
+    each of its records that cannot be read."""
     import os
 
     from envkit.shared.find import configured_layout
-    from envkit.shared.store import all_shared
+    from envkit.shared.store import scan_shared
 
     layout = configured_layout(os.environ, dirs)
-    return layout, all_shared(layout)
+    if layout is not None and os.path.isdir(layout.state):  # an admin's listing cleans up after dead publications
+        from envkit.commands.publishing import sweep_dead
+
+        sweep_dead(layout)
+    return (layout, *scan_shared(layout))
 
 
 def remove(
@@ -208,9 +214,10 @@ def run(
             raise BadInputError("give the command to run after --", hint=f"e.g. envkit run {env} -- python -V")
         prefix = Path(record.prefix)
         if not (prefix / "bin").is_dir():  # (the directory is there and holds its record: find_record checked)
+            from envkit.commands.recorded import remake_or_remove
+
             raise EnvkitError(f"no environment at {prefix} ({prefix / 'bin'} does not exist)",
-                              hint=f"{record.remake_hint('--force')}, or "
-                                   f"`envkit remove {record.name} --yes` deletes it.")
+                              hint=remake_or_remove(record))
         environ = activated_environ(prefix, record.kind, record.name, os.environ)
         check_command(argv[0], environ["PATH"], env)
         full = activated_argv(prefix, record.kind, argv)

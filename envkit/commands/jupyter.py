@@ -78,12 +78,18 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
     prefix = Path(record.prefix)
     program = jj.server_program(prefix)
     if program is None:
+        import os
         import shutil
 
         from envkit.backends.tools import installed_uv
+        from envkit.create.storage import package_cache
+        from envkit.state.config import load_config
 
         uv = shutil.which("uv") or str(installed_uv() or "uv")  # the user's uv, else the one installed with envkit
-        adds = shlex.join([uv, "pip", "install", "--python", str(prefix / "bin" / "python"), "jupyterlab"])
+        dirs = user_dirs()
+        cache = package_cache(load_config(os.environ, dirs), dirs, os.environ).uv  # envkit's, not ~/.cache/uv
+        adds = shlex.join([uv, "pip", "install", "--cache-dir", str(cache), "--python", str(prefix / "bin" / "python"),
+                           "jupyterlab"])
         raise EnvkitError(f"{env} has no Jupyter (no jupyter-lab or jupyter-server in {prefix / 'bin'}); envkit does "
                           "not change an environment without being asked", hint=f"Add JupyterLab to it: {adds}")
     from envkit.system.signals import interrupting_signals
@@ -163,7 +169,7 @@ def _list(base: Path, json_output: bool) -> None:
     from envkit.slurm.jupyter_server import servers
 
     slurm = Slurm()
-    slurm.require()
+    slurm.require_answer("your Jupyter servers cannot be listed")  # (with no server directory, nothing asks it)
     running = servers(slurm, base)
     if json_output:
         print_json({"servers": [{"job": s.job, "state": s.state.lower(), "node": s.node, "time_left": s.time_left,
@@ -194,7 +200,7 @@ def _stop(base: Path, job: str, json_output: bool) -> None:
         raise UnknownNameError(f"job {job} is not a Jupyter server envkit started for you",
                                hint="`envkit jupyter --list` shows yours; `scancel` ends other jobs.")
     slurm = Slurm()
-    slurm.require()
+    slurm.require_answer(f"Jupyter server job {job} cannot be stopped")
     if not cancel(slurm, job):
         raise EnvkitError(f"job {job} was cancelled but has not ended yet", hint=f"`squeue -j {job}` shows it.")
     forget(directory)

@@ -116,11 +116,12 @@ def make(prepared, manifest, tables, dirs, target: TargetOptions, *, dry_run: bo
 
         echo_report(outcome_text(prepared, outcome))
     failed = outcome.report is not None and not outcome.report.ok
-    if verify_on_node:
+    if verify_on_node and outcome.kept:
         from envkit.commands.node_check import QUEUE_TIMEOUT, verify_on_node as check_on_node
+        from envkit.commands.recorded import env_name
 
         framework = manifest.framework if manifest is not None else "auto"
-        status = check_on_node(prepared.plan.name, None, None, QUEUE_TIMEOUT,
+        status = check_on_node(env_name(outcome.record), None, None, QUEUE_TIMEOUT,
                                CheckOptions(framework=framework, probe_timeout=probe_timeout), target, False)
         failed = failed or status != 0
     raise typer.Exit(1 if failed else 0)
@@ -168,16 +169,20 @@ def _execute(prepared, manifest, tables, dirs, force: bool, verbose: bool, probe
     import sys
 
     from envkit.create.execute import execute, step_count
-    from envkit.create.progress import Progress
+    from envkit.create.progress import Progress, live_terminal, progress_interval
 
-    progress = Progress(sys.stderr, step_count(prepared.plan), verbose=verbose, live=sys.stderr.isatty())
+    progress = Progress(sys.stderr, step_count(prepared.plan), verbose=verbose,
+                        live=live_terminal(sys.stderr, os.environ), interval=progress_interval(os.environ))
 
     def checker(plan, python):
         from envkit.probe.check import check_against
         from envkit.probe.runner import ProbeOptions
         from envkit.system.activation import activated_environ
 
-        options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout)
+        from envkit.probe.builds import companions_of
+
+        options = ProbeOptions(framework=manifest.framework, timeout=probe_timeout,
+                               companions=companions_of(plan.build, manifest, str(plan.python)))
         environ = activated_environ(plan.prefix, plan.kind, plan.name, os.environ)  # as `envkit run` runs it
         [report] = check_against(python, options, [(plan.profile, plan.on_target)], environ,
                                  manifest_for=lambda _: manifest, tables=tables, expected=plan.build,

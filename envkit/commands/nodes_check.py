@@ -72,10 +72,12 @@ def _partition_size(slurm, partition: str, names=()) -> int:
 
 
 @contextlib.contextmanager
-def collective_alongside(wanted: bool, python: Path, probe_timeout: float, environ) -> Iterator[None]:
+def collective_alongside(wanted: bool, python: Path, framework: str, probe_timeout: float,
+                         environ) -> Iterator[None]:
     """With ``wanted`` (verify --across-nodes, on a node of a ``verify --nodes`` job): this node's rank of the
-    all-reduce, run in a thread while the node's own check runs (the two cost about as much as the check alone),
-    its result printed as JSON once both are done, also when the check stopped with an error."""
+    all-reduce with ``framework`` (auto: the environment's own), run in a thread while the node's own check runs
+    (the two cost about as much as the check alone), its result printed as JSON once both are done, also when the
+    check stopped with an error."""
     if not wanted:
         yield
         return
@@ -87,7 +89,7 @@ def collective_alongside(wanted: bool, python: Path, probe_timeout: float, envir
 
     def rank() -> None:
         try:
-            box["result"] = collective_here(python, probe_timeout, environ)
+            box["result"] = collective_here(python, framework, probe_timeout, environ)
         except Exception as exc:  # said in the result, where the login node reads it
             box["result"] = {"ok": False, "phase": "start", "error": {"where": "start", "type": type(exc).__name__,
                                                                       "message": str(exc), "traceback": ""}}
@@ -108,9 +110,10 @@ def _fewest_gpus(slurm, partition: str) -> int:
     return min(row.gpus for row in info.nodes)
 
 
-def collective_here(python: Path, probe_timeout: float, environ) -> dict[str, Any]:
+def collective_here(python: Path, framework: str, probe_timeout: float, environ) -> dict[str, Any]:
     """On a node of a ``verify --nodes`` job: this node's rank of the all-reduce (a node with no Slurm job around it
-    gets a result that says so)."""
+    gets a result that says so). The rendezvous: MASTER_ADDR, else the first node's address; TensorFlow's workers
+    are every node at its address."""
     import os
 
     from envkit.probe.cross_node import run_rank
@@ -122,10 +125,11 @@ def collective_here(python: Path, probe_timeout: float, environ) -> dict[str, An
         from envkit.errors import BadInputError
 
         raise BadInputError("--across-nodes runs inside a Slurm job step of several tasks (verify --nodes starts it)")
-    address = os.environ.get("MASTER_ADDR") or Slurm().first_node_address(os.environ.get("SLURM_JOB_NODELIST", ""))
+    addresses = Slurm().node_addresses(os.environ.get("SLURM_JOB_NODELIST", "")) or ["127.0.0.1"]
+    addresses[0] = os.environ.get("MASTER_ADDR") or addresses[0]
     port_text = os.environ.get("MASTER_PORT", "")
     port = int(port_text) if port_text.isdigit() and 0 < int(port_text) < 65536 else rendezvous_port(job)
-    return run_rank(python, int(rank), int(world), address or "127.0.0.1", port, rendezvous_timeout(probe_timeout),
+    return run_rank(python, framework, int(rank), int(world), addresses, port, rendezvous_timeout(probe_timeout),
                     environ or os.environ)
 
 

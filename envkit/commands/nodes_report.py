@@ -56,14 +56,19 @@ def read_tasks(stdout: str, stderr: str, nodes: int, partition: str) -> dict[str
     done = [r for r in results if r is not None]
     algbw, busbw = bandwidth(done) if len(done) == nodes else (None, None)
     first = done[0] if done else {}
-    all_reduce = {"ok": len(done) == nodes and all(r.get("ok") for r in done), "nodes": nodes,
+    # A framework with no all-reduce across nodes (MXNet): every rank says so, and the all-reduce is neither passed
+    # nor failed (ok None): what was checked and what was not is said instead.
+    skipped = first.get("skipped") if len(done) == nodes and all(r.get("skipped") for r in done) else None
+    all_reduce = {"ok": None if skipped else len(done) == nodes and all(r.get("ok") for r in done), "nodes": nodes,
+                  "framework": next((r.get("framework") for r in done if r.get("framework")), None),
+                  "method": first.get("method"), "skipped": skipped,
                   "backend": first.get("backend"), "bytes": first.get("bytes") or CROSS_NODE_BYTES,
-                  "expected": first.get("expected"), "results": [r.get("got") for r in done],
-                  "correct": len(done) == nodes and all(r.get("correct") is True for r in done),
+                  "expected": first.get("expected"), "results": [] if skipped else [r.get("got") for r in done],
+                  "correct": None if skipped else len(done) == nodes and all(r.get("correct") is True for r in done),
                   "address": first.get("address"), "port": first.get("port"), "algbw_gbs": algbw,
                   "busbw_gbs": busbw, "ranks": done,
                   "pairs": pair_bandwidths([s["node"] for s in summaries], done) if len(done) == nodes else []}
-    ok = all(s["ok"] for s in summaries) and all_reduce["ok"]
+    ok = all(s["ok"] for s in summaries) and all_reduce["ok"] is not False
     diagnosis = [] if ok else diagnose(summaries, results)
     return {"ok": ok, "partition": partition, "nodes": summaries, "all_reduce": all_reduce, "diagnosis": diagnosis,
             "notes": differences(summaries, all_reduce["pairs"])}
@@ -83,14 +88,17 @@ def render(outcome: dict[str, Any], json_output: bool) -> None:
         lines.append(f"  {node['node']}: {'PASS' if node['ok'] else 'FAIL'}{build}{why}")
     ar = outcome["all_reduce"]
     size = f"{ar['bytes'] / 2 ** 20:g} MiB per node"
-    if ar["ok"]:
+    how = ", ".join(filter(None, [ar.get("method"), ar["backend"]]))
+    if ar["ok"] is None:
+        lines.append(f"Across the {ar['nodes']} nodes: not checked: {ar['skipped']}")
+    elif ar["ok"]:
         got = ", ".join(f"{value:g}" for value in ar["results"] if isinstance(value, (int, float)))
         speed = (f"; bus bandwidth {ar['busbw_gbs']:g} GB/s (algorithm bandwidth {ar['algbw_gbs']:g} GB/s)"
                  if ar["busbw_gbs"] is not None else "")
-        lines.append(f"All-reduce across {ar['nodes']} nodes ({ar['backend']}, {size}, rendezvous "
+        lines.append(f"All-reduce across {ar['nodes']} nodes ({how}, {size}, rendezvous "
                      f"{ar['address']}:{ar['port']}): sum {got} (expected {ar['expected']:g}): right{speed}")
     else:
-        lines.append(f"All-reduce across {ar['nodes']} nodes ({ar['backend'] or 'not started'}, {size}, rendezvous "
+        lines.append(f"All-reduce across {ar['nodes']} nodes ({how or 'not started'}, {size}, rendezvous "
                      f"{ar['address']}:{ar['port']}): FAILED")
     if ar["pairs"]:
         lines.append("  pairs: " + ", ".join(f"{' and '.join(p['nodes'])} {p['busbw_gbs']:g} GB/s"
@@ -99,10 +107,13 @@ def render(outcome: dict[str, Any], json_output: bool) -> None:
         lines += [f"  - {item['cause']}", f"    Next: {item['advice']}"]
     for item in outcome["notes"]:
         lines += [f"Note: {item['cause']}", f"  {item['advice']}"]
-    lines.append("PASS: every node passed and the all-reduce across them is right" if outcome["ok"] else
-                 "FAIL: " + ", ".join(n["node"] for n in nodes if not n["ok"]) + (" failed" if any(
+    if outcome["ok"]:
+        lines.append("PASS: every node passed and the all-reduce across them is right" if ar["ok"] else
+                     "PASS: every node passed; nothing across the nodes was checked")
+    else:
+        lines.append("FAIL: " + ", ".join(n["node"] for n in nodes if not n["ok"]) + (" failed" if any(
                      not n["ok"] for n in nodes) else "every node passed") + (
-                     "" if ar["ok"] else "; the all-reduce across the nodes failed"))
+                     "" if ar["ok"] is not False else "; the all-reduce across the nodes failed"))
     typer.echo("\n".join(lines))
 
 
@@ -121,7 +132,7 @@ def store(record, outcome: dict[str, Any]) -> None:
                "causes": [d["cause"] for d in outcome["diagnosis"]] or [w for n in nodes for w in n.get("why", [])],
                "on_target": True, "machines": [n["node"] for n in nodes], "nodes": [n["node"] for n in nodes],
                "partition": outcome["partition"],
-               "all_reduce": {key: ar[key] for key in ("ok", "backend", "bytes", "busbw_gbs")}}
+               "all_reduce": {key: ar[key] for key in ("ok", "framework", "backend", "bytes", "busbw_gbs")}}
     dirs = user_dirs()
     with name_lock(dirs.locks, record.name):
         current = records.load(dirs.records, record.name)

@@ -9,7 +9,7 @@ from typing import Annotated, NamedTuple, Optional
 import typer
 
 from envkit.commands.places import current_site
-from envkit.commands.recorded import find_record, recorded_manifests
+from envkit.commands.recorded import find_record, recorded_manifests, remake_or_remove
 from envkit.commands.options import seconds_between
 
 GpusOption = Annotated[Optional[int], typer.Option("--gpus", metavar="N", min=1, help="GPUs to ask for. Default: all "
@@ -33,7 +33,7 @@ def prepare(env: str, partition_spec: str, gpus: Optional[int], cpus: Optional[i
             manifests: Optional[Path], job_name: str) -> Prepared:
     """Everything checked before a job is asked for, in this order: the values (exit 2), the environment (exit 2
     when unknown), its fit with every node configuration of the partition (exit 1 with the reasons), GPUs there
-    (exit 1 for a partition without), Slurm on PATH (exit 1)."""
+    (exit 1 for a partition without), Slurm on PATH and answering (exit 1)."""
     from envkit.commands.slurm import _check_fit, _job_target
     from envkit.errors import EnvkitError
     from envkit.slurm.client import Slurm
@@ -50,9 +50,9 @@ def prepare(env: str, partition_spec: str, gpus: Optional[int], cpus: Optional[i
         raise EnvkitError(f"partition {partition} has no GPUs (as the site file says)",
                           hint="Name a GPU partition: `envkit site` lists them.")
     if not (Path(record.prefix) / "bin").is_dir():
-        raise EnvkitError(f"no environment at {record.prefix}", hint=record.remake_hint("--force"))
+        raise EnvkitError(f"no environment at {record.prefix}", hint=remake_or_remove(record))
     slurm = Slurm()
-    slurm.require()
+    slurm.require_answer(f"no job can be asked of partition {partition}")
     if node is not None:
         from envkit.commands.node_check import slurm_target
 

@@ -28,11 +28,15 @@ def echo_report(text: str, table: bool = False) -> None:
 
 @contextlib.contextmanager
 def reported_errors() -> Iterator[None]:
-    """Turn envkit's errors into one clear message and its exit code; anything else is a bug, said plainly."""
+    """Turn envkit's errors into one clear message and its exit code; anything else is a bug, said plainly.
+    SIGTERM, SIGHUP, SIGQUIT and Ctrl-C end the command as a whole (envkit.system.signals): what it started is stopped, its
+    jobs cancelled and its temporary files removed on the way out, whichever thread started them; exit 128 + N."""
     from envkit.errors import EnvkitError
+    from envkit.system.signals import interrupting_signals
 
     try:
-        yield
+        with interrupting_signals():
+            yield
     except EnvkitError as error:
         if Settings.debug:  # the traceback, and still the exit code scripts rely on
             import traceback

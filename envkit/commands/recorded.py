@@ -46,9 +46,9 @@ def known_names_hint(name: str, known: list[str], shown: int = 12) -> str:
         return "It has made none yet: `envkit create torch`."
     if len(known) <= shown:
         return f"Its environments: {', '.join(known)}."
-    import difflib
+    from envkit.text.words import closest
 
-    close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
+    close = closest(name, known)[:5]
     listed = f"`envkit envs` lists its {len(known)} environments."
     return f"Did you mean {', '.join(close)}? {listed}" if close else listed
 
@@ -64,11 +64,27 @@ def environment_python(prefix: Path, record=None) -> Path:
     if python.exists():
         return python
     if record is not None:
-        raise EnvkitError(f"no environment at {prefix} ({python} does not exist)",
-                          hint=f"{record.remake_hint('--force')}, or "
-                               f"`envkit remove {record.name} --yes` deletes it.")
+        raise EnvkitError(f"no environment at {prefix} ({python} does not exist)", hint=remake_or_remove(record))
     raise BadInputError(f"no environment at {prefix} ({python} does not exist)",
                         hint="Give the directory of a conda environment or a venv.")
+
+
+def env_name(record) -> str:
+    """The name a user gives an environment by: the site's as ``site:NAME``, theirs as NAME."""
+    from envkit.shared.layout import shown_name
+    from envkit.shared.store import is_shared
+
+    return shown_name(record.name) if is_shared(record) else record.name
+
+
+def remake_or_remove(record) -> str:
+    """How to make a recorded environment again, or forget it, naming exactly it: a site's environment (site:NAME)
+    is its admins' to publish again, never the user's to remove (`envkit remove NAME` would remove their own)."""
+    from envkit.shared.store import ask_admins, is_shared
+
+    if is_shared(record):
+        return ask_admins(record)
+    return f"{record.remake_hint('--force')}, or `envkit remove {record.name} --yes` deletes it."
 
 
 def recorded_manifests(record, manifests: Optional[Path]) -> Optional[Path]:

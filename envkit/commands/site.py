@@ -93,7 +93,8 @@ def site_json(loaded) -> dict[str, Any]:
                 "name": entry["partition"].name,
                 "surveyed": entry["partition"].surveyed,
                 "nodes": [
-                    {"name": machine.name, "node": node.node, "count": node.count, "profile_file": node.profile_file,
+                    {"name": machine.name, "node": node.node, "count": node.count, "members": list(node.members),
+                     "profile_file": node.profile_file,
                      "profile": node.profile.to_dict()}
                     for machine, node in zip(entry["machines"], entry["partition"].nodes)
                 ],

@@ -46,7 +46,8 @@ def survey(
     reached is written with the reason, and a partition that failed keeps what the site file said about it.
     Then `envkit list torch --partition P` resolves for that partition.
 
-    Exit codes: 0 every partition surveyed, 1 one failed (the others are written), 2 bad input.
+    Exit codes: 0 a partition or more surveyed (one that is down, or could not be reached, is reported and keeps
+    what the site file said: routine on a real cluster), 1 none could be surveyed, 2 bad input.
     """
     with reported_errors():
         from envkit.site import Partition, save_site, with_partition
@@ -91,7 +92,7 @@ def survey(
         if json_output:
             print_json({"site": str(path), "partitions": [
                 {"name": o.name, "ok": o.ok, "error": o.error, "nodes": [
-                    {"node": n.node, "count": n.count, "profile": n.profile.to_dict()}
+                    {"node": n.node, "count": n.count, "members": list(n.members), "profile": n.profile.to_dict()}
                     for n in (o.partition.nodes if o.partition else ())],
                  "unreachable": [{"node": node, "reason": why} for node, why in o.unreachable]}
                 for o in outcomes]})
@@ -106,7 +107,9 @@ def survey(
                 else:
                     typer.echo(f"{outcome.name}: NOT surveyed: {outcome.error}")
             typer.echo(f"Site file: {path}")
-        raise typer.Exit(0 if all(o.ok for o in outcomes) else 1)
+        if not any(o.ok for o in outcomes):
+            typer.echo("envkit: no partition could be surveyed (each one's reason is above)", err=True)
+        raise typer.Exit(0 if any(o.ok for o in outcomes) else 1)
 
 
 def job(

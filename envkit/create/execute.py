@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Optional, Sequence
 
 from envkit.backends.base import Context, PythonCheck, python_of, run_step, start_python_check
 from envkit.backends.installers import pip_command, pip_environ, uses_uv, wrong_builds
@@ -62,6 +62,7 @@ class Outcome:
     record: records.Record
     report: Optional["Report"]  # None with --no-verify
     replaced: Optional[str]  # the prefix of the environment --force replaced
+    kept: bool = True  # False: made, then not kept (create --shared: a version that failed its check is deleted)
 
 
 def step_count(plan: Plan) -> int:
@@ -141,6 +142,7 @@ def execute(prepared: Prepared, dirs: UserDirs, progress: Progress, force: bool,
 def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Journal,
            manifests: Optional[str] = None) -> tuple[records.Record, Optional["Report"]]:
     plan, backend, context = prepared.plan, prepared.backend, prepared.context
+    pins = _Pins(plan, context.mirrors)  # the build's exact variant, read beside the making of its Python
     with progress.step(f"Creating the environment at {plan.prefix} ({plan.backend}, Python {plan.python})") as out:
         with _pausing_at_start("inside-backend"), _noting_prefix(journal, plan.prefix):
             backend.make_prefix(plan, context, out)
@@ -152,6 +154,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
             python_check.result(plan.backend)
     with _judged_after(python_check, plan.backend):
         pause_at("stamped")
+        plan = pins.pinned(progress)  # before any download: an index serving another build only is refused here
         installer = _install_pip(plan, context, progress)
     python = python_of(plan.prefix)
     kernel = None
@@ -174,8 +177,44 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=plan.profile.to_dict(),
         on_target=plan.on_target, installer=installer, kernel=kernel, target=plan.target,
         verify=_summary(report) if report is not None else None, run=journal.run, manifests=manifests,
+        cuda=records.build_cuda(plan.build),
+        rocm=records.build_rocm(plan.build),
     )
     return record, report
+
+
+class _Pins:
+    """The plan's pip steps pinned to the build's exact variant (envkit.create.variants), read in a thread of its
+    own from the moment it is made: beside the making of the environment's Python, where it costs create no time."""
+
+    def __init__(self, plan: Plan, mirrors: Sequence[str]) -> None:
+        self.plan, self.mirrors = plan, mirrors
+        self.box: dict[str, object] = {}
+        self.thread = threading.Thread(target=self._read, daemon=True, name="envkit-pins")
+        if any(step.local for step in plan.pip):
+            self.thread.start()
+
+    def _read(self) -> None:
+        from envkit.create.variants import pinned_plan
+
+        try:
+            self.box["plan"] = pinned_plan(self.plan, self.mirrors)
+        except BaseException as error:  # noqa: B036 (raised where the pins are asked for)
+            self.box["error"] = error
+
+    def pinned(self, progress: Progress) -> Plan:
+        """The pinned plan (its pins said in a note); InstallError when an index serves another build only."""
+        if not self.thread.is_alive() and not self.box:
+            return self.plan
+        self.thread.join()
+        if "error" in self.box:
+            raise self.box["error"]  # type: ignore[misc]
+        pinned = self.box["plan"]
+        assert isinstance(pinned, Plan)
+        for before, after in zip(self.plan.pip, pinned.pip):
+            if after != before:
+                progress.note(f"{before.purpose}: {', '.join(after.packages)} (the +{after.local} builds)")
+        return pinned
 
 
 def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[str]:
@@ -192,7 +231,8 @@ def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[s
                          {**context.environ, **pip_environ(step, context.tools.uv, plan.python), **proxy}, out,
                          f"installing {', '.join(step.packages)} from {step.index_url} failed",
                          hint="The lines above are the installer's. Check the index (a mirror in envkit's config?) "
-                              "and that it has these packages for this Python.")
+                              "and that it has these packages for this Python.",
+                         terminal=progress.live and installer == "uv")  # uv's download bars, for the status line
             _check_builds(plan.prefix, step)
         pause_at("installed")
     return installer

@@ -38,11 +38,22 @@ def _busy(what: str, holder: str) -> Busy:
 
 
 @contextlib.contextmanager
-def exclusive(locks: Path, key: str, what: str) -> Iterator[None]:
+def exclusive(locks: Path, key: str, what: str, mode: int = 0o644) -> Iterator[None]:
+    """Held while the block runs; Busy (naming ``what`` and the holder) when another process holds it. ``mode``: the
+    lock file's (0o664 for one a group shares, in a setgid directory of the group: another member's lock file is
+    opened to read where it cannot be written, which flock needs no more than)."""
     locks.mkdir(parents=True, exist_ok=True)
     path = locks / f"{key}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    writable = True
     try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
+    except PermissionError:
+        fd = os.open(path, os.O_RDONLY)
+        writable = False
+    try:
+        info = os.fstat(fd)
+        if writable and mode != 0o644 and info.st_uid == os.geteuid() and info.st_mode & 0o777 != mode:
+            os.fchmod(fd, mode)  # a group's lock file: whatever the umask
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -53,8 +64,9 @@ def exclusive(locks: Path, key: str, what: str) -> Iterator[None]:
             with _exclusive_file(locks / f"{key}.lock.excl", what):
                 yield
             return
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, _holder().encode(), 0)
+        if writable:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, _holder().encode(), 0)
         yield
     finally:
         os.close(fd)  # releases the flock

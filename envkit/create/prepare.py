@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
 from envkit.backends.base import Backend, Context, install_limits
 from envkit.backends.choose import backend_for, choose_backend
@@ -25,6 +25,8 @@ from envkit.state.records import check_name
 from envkit.state.userdirs import UserDirs
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from envkit.create.storage import StoragePlan
 
 
@@ -37,6 +39,9 @@ class CreateRequest:
     jupyter: bool = False
     verify: bool = True
     target_args: str = ""  # the options that chose the machine, shell-quoted, for suggested commands
+    # A venv's Python for the plan's version: (the interpreter, None) or (None, why none will do); None: the first
+    # one on this machine (a shared environment's must be one its users can run: envkit.shared.python)
+    python_for: Optional[Callable[["Version"], tuple[Optional[Path], Optional[str]]]] = None
 
 
 @dataclass(frozen=True)
@@ -108,8 +113,12 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
     uv = find_uv(environ)
     conda = find_conda(environ)
     wants_python = build.conda is None and request.backend in ("auto", "venv")
-    system_python = find_python(candidate.python, uv, environ, dirs) if wants_python else None
-    tools = Tools(conda=conda, uv=uv, python=system_python)
+    system_python, refused = None, None
+    if wants_python and request.python_for is not None:
+        system_python, refused = request.python_for(candidate.python)
+    elif wants_python:
+        system_python = find_python(candidate.python, uv, environ, dirs)
+    tools = Tools(conda=conda, uv=uv, python=system_python, python_refused=refused)
     backend_name, why = choose_backend(request.backend, build, candidate.python, tools)
     if backend_name == "conda":
         backend_name, why = _no_secret_in_argv(request.backend, why, build, candidate.python, tables, config)

@@ -88,7 +88,7 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
             lines.append((run.name, "-", "-", "-", states[run.name], "-", run.prefix or "-"))
     rows += sorted(lines)
     if sizes is not None:  # a SIZE column before PREFIX
-        from envkit.storage.room import size_text
+        from envkit.text.words import size_text
 
         rows = [(*row[:-1], "SIZE" if i == 0 else size_text(sizes[row[0]].bytes) if row[0] in sizes else "-", row[-1])
                 for i, row in enumerate(rows)]

@@ -124,8 +124,8 @@ def outcome_json(prepared: Prepared, outcome: "Outcome") -> dict[str, Any]:
     from envkit.probe.render import report_json
 
     report = report_json(outcome.report) if outcome.report is not None else None
-    return {"plan": plan_json(prepared), "record": outcome.record.to_dict(), "verify": report,
-            "replaced": outcome.replaced}
+    return {"plan": plan_json(prepared), "record": outcome.record.to_dict() if outcome.kept else None,
+            "verify": report, "replaced": outcome.replaced}
 
 
 def report_only_json(prepared: Prepared, report: "Report") -> dict[str, Any]:
@@ -138,32 +138,43 @@ def report_only_json(prepared: Prepared, report: "Report") -> dict[str, Any]:
 
 
 def outcome_text(prepared: Prepared, outcome: "Outcome") -> str:
-    """The check's report, then what was made and how to use it."""
+    """The check's report, then what was made and how to use it, each next step a command that works as printed
+    (a shared environment's by its site:NAME)."""
+    from envkit.shared.layout import shown_name
+    from envkit.shared.store import is_shared
     from envkit.system.activation import activation_hint
 
     plan, record = prepared.plan, outcome.record
+    shared = is_shared(record)
+    name = shown_name(record.name) if shared else plan.name
+    lines = []
     if outcome.report is not None:
         from envkit.probe.render import report_text
 
-        lines = [report_text(outcome.report)]
-    else:
-        lines = [f"Not checked ({plan.unchecked}): run `envkit verify {plan.name}` to check it."]
+        lines.append(report_text(outcome.report))
+    if not outcome.kept:
+        return "\n".join(lines)
+    if outcome.report is None:
+        lines.append(f"Not checked ({plan.unchecked}): run `envkit verify {name}` to check it.")
     if outcome.replaced:
         lines.append(f"Replaced the environment that was at {outcome.replaced}.")
     tool = prepared.context.tools.conda
-    hint = activation_hint(plan.prefix, record.kind, plan.name, plan.in_conda_envs, tool.kind if tool else None)
-    lines += [f"Created {plan.name} at {plan.prefix}.",
-              f"  Activate it:  {hint}",
-              f"  Or run in it: envkit run {plan.name} -- python your_script.py"]
+    hint = activation_hint(plan.prefix, record.kind, name, plan.in_conda_envs, tool.kind if tool else None)
+    if shared:
+        lines += [f"Published {name} at {plan.prefix}.", f"  Load it:      module load envkit/{record.name}",
+                  f"  Activate it:  {hint}"]
+    else:
+        lines += [f"Created {name} at {plan.prefix}.", f"  Activate it:  {hint}"]
+    lines.append(f"  Or run in it: envkit run {name} -- python your_script.py")
     partition = record.target_partition()
     if partition is not None:  # made for a partition from its login node: its nodes are reached through Slurm
         import shlex
 
         from envkit.site import parse_partition_spec
 
-        name, _ = parse_partition_spec(partition)  # `envkit job` takes the partition, not its nodes
-        lines += [f"  Check a node: {shlex.join(['envkit', 'verify', plan.name, '--partition', partition])}",
-                  "  Or as a job:  " + shlex.join(["envkit", "job", plan.name, "-p", name, "--", "python",
+        partition_name, _ = parse_partition_spec(partition)  # `envkit job` takes the partition, not its nodes
+        lines += [f"  Check a node: {shlex.join(['envkit', 'verify', name, '--partition', partition])}",
+                  "  Or as a job:  " + shlex.join(["envkit", "job", name, "-p", partition_name, "--", "python",
                                                    "your_script.py"])]
     if record.kernel:
         lines.append(f"  Jupyter:      the kernel {record.kernel!r} ({plan.name} (envkit))")

@@ -15,8 +15,9 @@ from envkit.state.config import Config
 from envkit.state.userdirs import UserDirs
 from envkit.storage.cache import CachePlace, cache_place, check_safe, named_cache
 from envkit.storage.links import LinkProbe, probe_links
-from envkit.storage.room import Free, free_space, needs, recorded_size, shortfalls, size_key, size_text
+from envkit.storage.room import Free, free_space, needs, recorded_size, shortfalls, size_key
 from envkit.storage.usage import Usage
+from envkit.text.words import size_text
 
 
 class NoRoom(EnvkitError):

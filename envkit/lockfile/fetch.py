@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -22,11 +20,9 @@ from urllib.parse import unquote, urlsplit
 
 from envkit.errors import InstallError
 from envkit.lockfile.model import LockedPackage
-from envkit.system.egress import HINT, allowed_hop
+from envkit.system.download import download
 
 _CHUNK = 1 << 20
-_TIMEOUT_S = 60.0  # per read, not per download: a 3 GB package on a slow line is fine
-_RETRIES = 3
 _WORKERS = 4
 
 
@@ -116,10 +112,6 @@ def stored_at(store: Path, package: LockedPackage) -> Path:
                             hint="Make the lock again from a source you trust.") from None
 
 
-class RedirectRefused(InstallError):
-    """A download redirected somewhere envkit may not fetch from: plain http off loopback and the mirrors."""
-
-
 def fetch_verified(package: LockedPackage, source: str, store: Path, report: Callable[[str], None],
                    mirrors: Sequence[str] = ()) -> Path:
     path = local_path(source)
@@ -146,7 +138,7 @@ def fetch_verified(package: LockedPackage, source: str, store: Path, report: Cal
     fd, temporary = tempfile.mkstemp(prefix=f".{package.file_name}.", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as out:
-            _download(source, out, mirrors)
+            download(source, out, mirrors)
         verify(package, Path(temporary), source)
         os.replace(temporary, target)
     except BaseException:
@@ -199,53 +191,3 @@ def verify(package: LockedPackage, path: Path, source: str) -> None:
         raise HashMismatch(f"{package.name} {package.version} from {source} has {kind} {got}, but the lock pins "
                            f"{want}: the file or the lock was changed; nothing was installed",
                            hint="Make the lock again from a source you trust, or fix the mirror.")
-
-
-def _opener(mirrors: Sequence[str]):
-    """urllib's opener whose every redirect is checked (``allowed_hop``) and loses its credentials when it leaves
-    the host they were for."""
-    from urllib.request import HTTPRedirectHandler, build_opener
-
-    class CheckedRedirects(HTTPRedirectHandler):
-        def redirect_request(self, req, fp, code, msg, headers, newurl):
-            from envkit.text.redact import redact
-
-            if not allowed_hop(newurl, mirrors):
-                raise RedirectRefused(
-                    redact(f"{req.full_url} redirects ({code}) to {newurl}, which is neither https nor on loopback or "
-                           "a configured mirror: refused"),
-                    hint=HINT)
-            new = super().redirect_request(req, fp, code, msg, headers, newurl)
-            if new is not None and urlsplit(newurl).netloc != urlsplit(req.full_url).netloc:
-                new.remove_header("Authorization")
-            return new
-
-    return build_opener(CheckedRedirects)
-
-
-def _download(url: str, out, mirrors: Sequence[str] = ()) -> None:
-    from urllib.error import URLError
-    from urllib.request import Request
-
-    from envkit.text.redact import redact, split_credentials
-
-    bare, has_credentials = split_credentials(url)
-    headers = {"User-Agent": "envkit"}
-    if has_credentials:  # urllib takes no user:password in a URL: HTTP basic auth, as uv and pip send it
-        import base64
-
-        userinfo = unquote(urlsplit(url).netloc.rpartition("@")[0])
-        headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode("utf-8")).decode("ascii")
-    opener = _opener(mirrors)
-    for attempt in range(1, _RETRIES + 1):
-        try:
-            out.seek(0)
-            out.truncate()
-            with opener.open(Request(bare, headers=headers), timeout=_TIMEOUT_S) as response:
-                shutil.copyfileobj(response, out, _CHUNK)
-            return
-        except (URLError, OSError) as error:
-            if attempt == _RETRIES:
-                raise InstallError(redact(f"downloading {url} failed: {getattr(error, 'reason', error)}"),
-                                   hint="Check the network and the mirror settings, then run the command again.") from None
-            time.sleep(0.5 * attempt)

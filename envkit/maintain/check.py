@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
 from envkit.errors import BadInputError, UnknownNameError
-from envkit.maintain.findings import LISTED, MISSING, NEW, UNREADABLE, Finding, PipNeed, upstream_index
+from envkit.maintain.findings import LISTED, MISSING, NEW, UNREADABLE, Finding, PipNeed, site_of, upstream_index
 from envkit.state.config import is_under
 from envkit.text.words import counted
 
@@ -89,7 +89,7 @@ def pip_needs(builds: Sequence[Build], catalog: Catalog, pythons: Mapping[str, t
 
 def judge_pip(need: PipNeed, page: Optional[Page]) -> list[Finding]:
     """What is missing for one requirement of one build, from its project page."""
-    from envkit.maintain.simple_index import linux_wheels, matching, parse_page
+    from envkit.backends.simple_index import linux_wheels, matching, parse_page
 
     requirement = need.parsed
     build = need.build.id
@@ -98,7 +98,7 @@ def judge_pip(need: PipNeed, page: Optional[Page]) -> list[Finding]:
         why = page.error if page is not None else "not fetched"
         read = f", read from its mirror {mirror}" if mirror else ""
         return [Finding(UNREADABLE, f"{build}: {need.requirement} could not be checked: {need.page}{read} ({why})",
-                        build, need.page)]
+                        build, need.page, cause=f"{site_of(mirror or need.page)} could not be read ({why})")]
     if not page.found:
         there = f"on its mirror {mirror}" if mirror else "there"
         return [Finding(MISSING, f"{build}: {need.requirement} has no file on {need.index} (no {requirement.name} "
@@ -138,8 +138,8 @@ def check_builds(
     also resolve each pip build's whole dependency tree for each Python (envkit.maintain.resolvable): each build
     whose own packages were all found, so that what is missing is not said twice nor an unreadable index asked
     again for every build."""
+    from envkit.backends.simple_index import ACCEPT
     from envkit.maintain.fetch import FetchSettings, PageFetcher
-    from envkit.maintain.simple_index import ACCEPT
 
     builds = select_builds(catalog, build_ids)
     claimed = {b.id: claimed_pythons(b, catalog, pythons) for b in builds}
@@ -197,11 +197,31 @@ def _unique(findings: list[Finding]) -> list[Finding]:
     return sorted(dict.fromkeys(findings), key=lambda f: order[f.kind])
 
 
+def problem_lines(problems: Sequence[Finding]) -> list[str]:
+    """One line per problem, except that the problems of one cause (a host that does not answer: every build on it)
+    are one line, where the first of them stood, with how many checks it stopped and the builds it hit."""
+    shared: dict[str, list[Finding]] = {}
+    for finding in problems:
+        if finding.cause is not None:
+            shared.setdefault(finding.cause, []).append(finding)
+    out = []
+    for finding in problems:
+        hit = shared.get(finding.cause, []) if finding.cause is not None else []
+        if len(hit) < 2:
+            out.append(finding.message)
+        elif hit[0] is finding:
+            builds = list(dict.fromkeys(f.build for f in hit if f.build))
+            shown = ", ".join(builds[:6]) + (f" and {len(builds) - 6} more" if len(builds) > 6 else "")
+            out.append(f"{finding.cause}: {counted(len(hit), 'check')} could not be made, for "
+                       f"{counted(len(builds), 'build')}: {shown}")
+    return out
+
+
 def render_check(report: CheckReport, say: Callable[[str], None]) -> None:
     """The report in words: what is missing or could not be read, then what is new upstream and the unconfirmed
     builds whose packages are all there, then a summary."""
     problems = [f for f in report.findings if f.kind in (MISSING, UNREADABLE)]
-    blocks = [[f.message for f in problems]]  # then a heading and its findings, for each kind found
+    blocks = [problem_lines(problems)]  # then a heading and its findings, for each kind found
     for kind, heading in ((NEW, "Not in the manifests:"), (LISTED, "Listed, though marked unconfirmed:")):
         found = [f"  {f.message}" for f in report.findings if f.kind == kind]
         blocks.append([heading, *found] if found else [])

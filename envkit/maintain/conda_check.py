@@ -52,7 +52,8 @@ def _check_group(channels: tuple[str, ...], builds: Sequence[Build], pythons: Ma
     except Exception as error:  # noqa: BLE001 - rattler's errors have no common base; each becomes one sentence
         reason = _reason(error)
         return [Finding(UNREADABLE, f"{b.id}: its conda channels could not be read ({_channels(b, channels)}): "
-                                    f"{reason}", b.id, b.conda.channels[0]) for b in builds]
+                                    f"{reason}", b.id, b.conda.channels[0],
+                        cause=f"the conda channels could not be read ({reason})") for b in builds]
     findings = []
     for build in builds:
         upstream = ", ".join(build.conda.channels)

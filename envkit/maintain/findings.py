@@ -25,6 +25,9 @@ class Finding:
     message: str
     build: Optional[str] = None
     url: Optional[str] = None  # the upstream URL it is about
+    # Why it could not be checked, in words that findings of the same cause share (a host that does not answer):
+    # the report says it once, with how many checks it stopped and which builds (envkit.maintain.check).
+    cause: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "build": self.build, "url": self.url, "message": self.message}
@@ -55,3 +58,12 @@ class PipNeed:
         from packaging.utils import canonicalize_name
 
         return f"{self.index}/{canonicalize_name(self.parsed.name)}/"
+
+
+def site_of(url: str) -> str:
+    """``https://download.pytorch.org`` of any URL there: the server, without a path or credentials."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.hostname or ''}{port}"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 
 from envkit.catalog.model import Build, Catalog
 from envkit.errors import EnvkitError, InstallError
-from envkit.maintain.findings import MISSING, UNREADABLE, Finding, upstream_index
+from envkit.maintain.findings import MISSING, UNREADABLE, Finding, site_of, upstream_index
 from envkit.state.config import Config
 from envkit.system.process import start_time, stop_leftovers, watching
 
@@ -84,7 +84,7 @@ def finding_for(resolution: Resolution, error: InstallError) -> Finding:
                        resolution.index)
     reason = uv_reason(error.tail, hints=True) or error.message
     return Finding(UNREADABLE, f"{resolution.build}: could not be resolved {where}: {reason}", resolution.build,
-                   resolution.index)
+                   resolution.index, cause=f"uv could not resolve from {site_of(resolution.index)} ({reason})")
 
 
 def uv_reason(lines: Sequence[str], hints: bool = False) -> str:

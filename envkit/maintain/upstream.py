@@ -48,7 +48,7 @@ def news(catalog: Catalog, builds: Sequence[Build], needs: Sequence[PipNeed], fe
 
 
 def _newest_version(page: Optional[Page]) -> Optional[Version]:
-    from envkit.maintain.simple_index import linux_wheels, parse_page, wheel_version
+    from envkit.backends.simple_index import linux_wheels, parse_page, wheel_version
 
     if page is None or not page.found:
         return None
@@ -94,7 +94,7 @@ def _new_variants(catalog: Catalog, builds: Sequence[Build], fetcher: PageFetche
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    from envkit.maintain.simple_index import linux_wheels, parse_page, wheel_version
+    from envkit.backends.simple_index import linux_wheels, parse_page, wheel_version
 
     findings = []
     checked = {b.manifest for b in builds if b.pip}

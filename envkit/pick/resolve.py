@@ -245,6 +245,13 @@ def before_first_driver(profile: MachineProfile, tables: Tables) -> tuple[str, .
     return tuple(said.values())
 
 
+def driver_runs(build: Build, profile: MachineProfile, tables: Tables) -> tuple[bool, str]:
+    """Whether the machine's driver runs ``build``'s CUDA (natively, or through minor-version compatibility), and
+    the reason, either way (the check asks it of the machine it ran on, where a framework's error does not say)."""
+    _, runs, reason = _driver(build, profile, tables)
+    return runs, reason
+
+
 def beyond_last_driver(cuda: CudaVersion, gpus: Sequence[Gpu], tables: Tables) -> str:
     """Words to add where a driver for ``cuda`` is asked for but no driver for it drives one of the GPUs (a V100
     after R580): "; no driver for CUDA 13.2 drives sm_70: R580 (CUDA 13.0) is the last ...", or ""."""

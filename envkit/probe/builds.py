@@ -92,6 +92,48 @@ def parse_rocm(text: Optional[str]) -> Optional[RocmVersion]:
         return None
 
 
+def companions_of(build: Optional[Build], manifest: Optional[Manifest],
+                  python: Optional[str] = None) -> tuple[str, ...]:
+    """The companions ``build`` installs: its pip packages that ``manifest`` names in its ``companions:`` rules, in
+    the build's order, but for a pin whose environment marker leaves out ``python`` (X.Y: the environment's)."""
+    if build is None or manifest is None or build.pip is None or not manifest.companions:
+        return ()
+    from packaging.utils import canonicalize_name
+
+    wanted = {canonicalize_name(name) for name in manifest.companions}
+    found = []
+    for requirement in _requirements(build):
+        if canonicalize_name(requirement.name) not in wanted:
+            continue
+        if requirement.marker is not None and python is not None and not requirement.marker.evaluate(
+                {"python_version": python, "python_full_version": f"{python}.0"}):
+            continue
+        found.append(requirement.name)
+    return tuple(found)
+
+
+def companion_pin(build: Optional[Build], name: str) -> Optional[str]:
+    """The build's own pin of the companion ``name`` (``torchvision==0.28.*``), without its marker; None if none."""
+    from packaging.utils import canonicalize_name
+
+    for requirement in _requirements(build) if build is not None and build.pip is not None else ():
+        if canonicalize_name(requirement.name) == canonicalize_name(name):
+            return f"{requirement.name}{requirement.specifier}"
+    return None
+
+
+def _requirements(build: Build) -> list:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    found = []
+    for spec in build.pip.packages if build.pip is not None else ():
+        try:
+            found.append(Requirement(spec))
+        except InvalidRequirement:  # the catalog checks every entry: nothing to say here
+            continue
+    return found
+
+
 def parse_cuda(text: Optional[str]) -> Optional[CudaVersion]:
     """'12.6', '12.6.3', '11.2' -> CudaVersion; anything else -> None."""
     if not text:

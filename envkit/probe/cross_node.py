@@ -15,7 +15,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from envkit.probe.runner import probe_environment
+from envkit.errors import BadInputError
+from envkit.probe.runner import check_framework, probe_scratch
 from envkit.probe.zipapp import probe_program
 from envkit.state.userdirs import user_dirs
 from envkit.system.process import run_captured
@@ -24,9 +25,11 @@ CROSS_NODE_BYTES = 16 * 2 ** 20  # what each node contributes to the timed all-r
 CROSS_NODE_ITERATIONS = 5
 WORKER_GRACE = 30.0  # seconds on top of the rendezvous limit for the worker to import the framework and finish
 _WAITING = re.compile(r"^envkit-cross-node: rendezvous \S+ from (?P<local>\S+) on (?P<interface>\S+)$", re.MULTILINE)
+_PHASE = re.compile(r"^envkit-cross-node: ((?:rendezvous|all_reduce|pairs)\b.*)$", re.MULTILINE)
+_FATAL = re.compile(r"^F[0-9]{4} [^\]]*\] (?P<message>.*)$")
 # Passed to the worker besides the probe's own: what picks the rendezvous and the network.
 _NETWORK_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "SLURM_PROCID",
-                      "SLURM_LOCALID", "SLURMD_NODENAME")
+                      "SLURM_LOCALID", "SLURMD_NODENAME", "TORCH_DISTRIBUTED_DEBUG", "TF_CPP_MIN_LOG_LEVEL")
 
 # NCCL's error strings (ncclGetErrorString, and its "remote process exited" report) and what they mean.
 NCCL_ERRORS = (
@@ -44,50 +47,77 @@ NCCL_ERRORS = (
     ("invalid usage", "NCCL was called in a way it refuses (a mismatch between the ranks)",
      "Make sure every node runs the same build of the framework."),
 )
-_TIMEOUT = re.compile(r"time(?:d)? ?out|Timeout|timeout", re.IGNORECASE)
+_TIMEOUT = re.compile(r"time(?:d)? ?out|deadline", re.IGNORECASE)  # gRPC's (JAX, TensorFlow): DEADLINE_EXCEEDED
 _IN_USE = re.compile(r"address already in use|EADDRINUSE|errno: ?98", re.IGNORECASE)
-_REFUSED = re.compile(r"connection refused|ECONNREFUSED|errno: ?111", re.IGNORECASE)
+_REFUSED = re.compile(r"connection refused|ECONNREFUSED|errno: ?111|failed to connect", re.IGNORECASE)
+# How to see more of a failed all-reduce, per framework (the variables reach the worker: _NETWORK_VARIABLES).
+_MORE = {"torch": "Rerun with NCCL_DEBUG=INFO (NCCL) or TORCH_DISTRIBUTED_DEBUG=DETAIL to see where.",
+         "jax": "Rerun with NCCL_DEBUG=INFO (NCCL, on GPUs) and TF_CPP_MIN_LOG_LEVEL=0 (JAX's own log) to see where.",
+         "tensorflow": "Rerun with NCCL_DEBUG=INFO (NCCL, on GPUs) and TF_CPP_MIN_LOG_LEVEL=0 (TensorFlow's own log) "
+                       "to see where."}
 
 
-def run_rank(python: Path, rank: int, world: int, address: str, port: int, timeout: float,
-             environ: Mapping[str, str], cache_dir: Optional[Path] = None) -> dict[str, Any]:
-    """This node's rank of the all-reduce: the worker's result, or one that says why there is none."""
+def run_rank(python: Path, framework: str, rank: int, world: int, addresses: Sequence[str], port: int,
+             timeout: float, environ: Mapping[str, str], cache_dir: Optional[Path] = None) -> dict[str, Any]:
+    """This node's rank of the all-reduce with ``framework`` (auto: the environment's first), the worker's result,
+    or one that says why there is none. ``addresses``: every node's, the rendezvous (the first node's) first."""
+    check_framework(framework)
+    address = addresses[0]
+    if any(not part or "," in part for part in addresses):
+        raise BadInputError(f"the nodes' addresses {', '.join(map(repr, addresses))} are not one address each")
     kept = {key: environ[key] for key in _NETWORK_VARIABLES if key in environ}
-    env = {**probe_environment(environ), **kept}
-    with probe_program(cache_dir if cache_dir is not None else user_dirs(os.environ).cache) as program:
-        argv = [str(python), "-I", str(program), "--cross-node-worker", str(rank), str(world), address, str(port),
-                f"{timeout:g}", str(CROSS_NODE_BYTES), str(CROSS_NODE_ITERATIONS)]
+    with probe_program(cache_dir if cache_dir is not None else user_dirs(os.environ).cache) as program, \
+            probe_scratch(environ) as env:
+        argv = [str(python), "-I", str(program), "--cross-node-worker", framework, str(rank), str(world),
+                ",".join(addresses), str(port), f"{timeout:g}", str(CROSS_NODE_BYTES), str(CROSS_NODE_ITERATIONS)]
         try:
-            done = run_captured(argv, env, timeout + WORKER_GRACE)
+            done = run_captured(argv, {**env, **kept}, timeout + WORKER_GRACE)
         except OSError as exc:
             return _no_result(rank, world, address, port, timeout, "NotStarted",
                               f"{python} could not be started: {exc.strerror or exc}", "")
+    if done.returncode is not None:
+        lines = [line for line in done.stdout.splitlines() if line.strip()]
+        try:
+            result = json.loads(lines[-1])
+            if isinstance(result, dict):
+                return result
+        except (ValueError, IndexError):
+            pass
     if done.returncode is None:
         result = _no_result(rank, world, address, port, timeout, "Timeout",
                             f"the worker did not finish within {timeout + WORKER_GRACE:g} s", done.stderr)
+    else:  # it died without its result (JAX ends the process when its coordinator does not answer)
+        how = (f"was ended by signal {-done.returncode}" if done.returncode < 0 else
+               f"exited with status {done.returncode}")
+        result = _no_result(rank, world, address, port, timeout, "NoReport", f"{python} {how} and printed no "
+                            f"result: {_last_words(done.stderr)}", done.stderr)
+    phases = _PHASE.findall(done.stderr)
+    if phases:  # how far it got: a rendezvous that hung (a port that answers and never talks back), an all-reduce
+        result["phase"] = result["error"]["where"] = phases[-1].split()[0]
         waiting = _WAITING.findall(done.stderr)
-        if waiting:  # it got as far as the rendezvous, and hung there (a port that answers and never talks back)
+        if waiting:
             local, interface = waiting[-1]
-            result.update(phase="rendezvous", local_address=None if local == "None" else local,
+            result.update(local_address=None if local == "None" else local,
                           interface=None if interface == "None" else interface)
-            result["error"]["where"] = "rendezvous"
-        return result
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    try:
-        result = json.loads(lines[-1])
-        if isinstance(result, dict):
-            return result
-    except (ValueError, IndexError):
-        pass
-    tail = " ".join(done.stderr.strip().splitlines()[-2:])
-    return _no_result(rank, world, address, port, timeout, "NoReport",
-                      f"{python} exited with status {done.returncode} and printed no result: {tail}", done.stderr)
+    return result
+
+
+def _last_words(stderr: str) -> str:
+    """What a worker that died said last: a fatal line of the framework's C++ log (glog's ``F1128 ...] message``,
+    and the line after it), else its last two lines."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for position in range(len(lines) - 1, -1, -1):
+        fatal = _FATAL.match(lines[position])
+        if fatal:
+            after = lines[position + 1:position + 2]
+            return " ".join([fatal.group("message"), *[line for line in after if not line.startswith(("@", "*"))]])
+    return " ".join(lines[-2:])
 
 
 def _no_result(rank, world, address, port, timeout, kind: str, message: str, stderr: str) -> dict[str, Any]:
     return {"rank": rank, "world_size": world, "address": address, "port": port, "timeout": timeout,
-            "backend": None, "phase": "start", "ok": False, "correct": None, "seconds_per_op": None,
-            "local_address": None, "interface": None,
+            "framework": None, "method": None, "backend": None, "phase": "start", "ok": False, "skipped": None,
+            "correct": None, "seconds_per_op": None, "local_address": None, "interface": None,
             "error": {"where": "start", "type": kind, "message": message, "traceback": stderr[-2000:]}}
 
 
@@ -139,7 +169,8 @@ def diagnose(nodes: Sequence[Mapping[str, Any]],
                       "advice": "See that node's report: the environment must work on every node (the same path, "
                       "on a file system every node mounts)."})
     for node, result in zip(nodes, results):
-        if result is None or result.get("ok") or (missing and result.get("phase") == "rendezvous"):
+        if result is None or result.get("ok") or result.get("skipped") or (
+                missing and result.get("phase") == "rendezvous"):
             continue  # (the nodes that waited at the rendezvous for one that never came: that one is the cause)
         error = result.get("error") or {}
         text = f"{error.get('type', '')}: {error.get('message', '')}"
@@ -185,6 +216,12 @@ def _network_causes(node: str, result: Mapping[str, Any], text: str) -> list[dic
     for needle, cause, advice in NCCL_ERRORS:
         if needle in text.lower():
             return [{"rule": "nccl-error", "cause": f"on {node}, NCCL said '{needle}': {cause}", "advice": advice}]
+    framework = result.get("framework") or "torch"
+    if result.get("phase") == "import":
+        error = result.get("error") or {}
+        return [{"rule": "framework-not-imported", "cause": f"on {node}, the all-reduce could not start "
+                 f"{result.get('framework') or 'a framework'}: {error.get('message')}",
+                 "advice": "See that node's own check: the environment must import its framework on every node."}]
     if result.get("phase") == "rendezvous":
         if _IN_USE.search(text):
             return [{"rule": "rendezvous-port-taken", "cause": f"the rendezvous port {port} on {address} is taken "
@@ -196,10 +233,11 @@ def _network_causes(node: str, result: Mapping[str, Any], text: str) -> list[dic
                      f"{route}", "advice": "Every node must reach the first node's address: set MASTER_ADDR to its "
                      "address on a network all nodes share, GLOO_SOCKET_IFNAME (gloo) or NCCL_SOCKET_IFNAME (NCCL) "
                      f"to that network's interface, and check that a firewall lets port {port} through "
-                     "(MASTER_PORT sets it)."}]
+                     "(MASTER_PORT sets it)" + (f"; TensorFlow's workers listen on every node's address, node i on "
+                                                f"port {port} + i." if framework == "tensorflow" else ".")}]
     if result.get("correct") is False:
         return [{"rule": "wrong-sum", "cause": f"the all-reduce sum is wrong on {node}",
                  "advice": "Check each node alone (`envkit verify ENV --partition P:NODE --multi-gpu`)."}]
     error = result.get("error") or {}
     return [{"rule": "all-reduce-failed", "cause": f"the all-reduce failed on {node}: {error.get('message')}",
-             "advice": "Rerun with NCCL_DEBUG=INFO (NCCL) or TORCH_DISTRIBUTED_DEBUG=DETAIL to see where."}]
+             "advice": _MORE.get(framework, _MORE["torch"])}]

@@ -104,8 +104,16 @@ def diagnose(
     return Report(
         ok=ok, framework=probe.framework, version=probe.version, cuda=probe.cuda if probe.gpu_build else None,
         devices=devices, diagnosis=findings, probe=probe, machine=profile, on_target=on_target,
-        installed_build=installed, next_step=nxt if not ok and _cured_by_a_build(findings, rules) else None,
+        installed_build=installed,
+        next_step=nxt if not ok and _cured_by_a_build(findings, rules) and not _made_from(facts) else None,
     )
+
+
+def _made_from(facts: Facts) -> bool:
+    """Whether the build to advise is the one the environment was made from: advising it would be the very command
+    that made what failed (its index served another build: a CUDA torch from PyPI where /whl/cpu was meant)."""
+    nxt = facts.next
+    return nxt is not None and facts.expected is not None and nxt.build.id == facts.expected.id and not nxt.others
 
 
 def _cured_by_a_build(findings: Sequence[Finding], rules: Sequence[Rule]) -> bool:
@@ -145,6 +153,16 @@ def _common_fields(facts: Facts) -> dict[str, Any]:
 
 
 def _create_phrase(facts: Facts) -> str:
+    if _made_from(facts):  # never the very command that made what failed
+        assert facts.next is not None and facts.expected is not None
+        build = facts.next.build.id
+        if facts.installed is not None and facts.installed.id == facts.expected.id:
+            return f"{build}, the build this environment was made from, is the one that fits: making it again " \
+                   "would change nothing; the cause above is what to fix."
+        installed = f"{facts.framework} {facts.probe.version}" if facts.probe.version else "what is installed"
+        return (f"{build} fits, and this environment was made from it, but {installed} is not that build: the "
+                "index it was installed from served another (a mirror in envkit's config?). Fix that index first; "
+                "making it again as before would only install the same.")
     if facts.next is not None:
         machine = "this machine" if facts.on_target else "that machine"
         if facts.next.machines:  # advice for a fleet: the machines it is for are named

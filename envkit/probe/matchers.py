@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from envkit.probe.builds import parse_cuda
+from envkit.probe.builds import companion_pin, parse_cuda
 from envkit.probe.facts import (Facts, arch_strings, covers, device_label, first_line, gpus_text, last_line,
                                 machine_label)
 from envkit.probe.result import NO_REPORT, TIMED_OUT, Check, ProbeResult
-from envkit.slurm.job_context import hides_all
+from envkit.slurm.job_context import hides_all, job_given_gpus
 from envkit.versions import CudaVersion
 
 Matcher = Callable[[Facts], Iterable[Mapping[str, Any]]]
@@ -141,10 +141,22 @@ def import_failed(f: Facts) -> Iterable[Mapping[str, Any]]:
 
 
 def driver_too_old(f: Facts) -> Iterable[Mapping[str, Any]]:
-    if not f.probe.imported or not search(DRIVER_TOO_OLD, f.probe.texts()):
+    if not f.probe.imported:
         return
-    have = f.driver_cuda or (f.profile.cuda_driver if f.on_target else None)
     need = parse_cuda(f.probe.cuda)
+    if not search(DRIVER_TOO_OLD, f.probe.texts()):
+        # The framework did not say so (JAX's CUDA plugin only finds no GPU): the facts do, where the GPU part failed
+        # on the machine the check ran on, whose driver cannot run the build's CUDA.
+        build = f.installed or f.expected
+        if build is None or build.cuda is None or not _gpu_part_failed(f) or f.tables is None \
+                or f.profile.cuda_driver is None:
+            return
+        from envkit.pick.resolve import driver_runs
+
+        if driver_runs(build, f.profile, f.tables)[0]:
+            return
+        need = build.cuda
+    have = f.driver_cuda or (f.profile.cuda_driver if f.on_target else None)
     floor = f.tables.cuda.min_driver.get(need) if f.tables is not None and need is not None else None
     update = f" Or have the NVIDIA driver updated to {floor} or newer (the first for CUDA {need})." if floor \
         else " Or have the NVIDIA driver updated."
@@ -158,6 +170,13 @@ def driver_too_old(f: Facts) -> Iterable[Mapping[str, Any]]:
         "need": f"CUDA {need}" if need else "a newer CUDA",
         "update": update,
     }
+
+
+def _gpu_part_failed(f: Facts) -> bool:
+    """Whether a GPU build, checked on the machine judged, failed its GPU part: fewer GPUs seen than the machine has
+    (none, often), or a GPU's computations failed."""
+    return _looked_for_gpus(f) and bool(f.profile.gpus) and (
+        f.seen < len(f.profile.gpus) or not all(device.ok for device in f.probe.devices))
 
 
 def _last_driver(f: Facts, need: Any) -> Any:
@@ -204,7 +223,9 @@ def _all_gpus(f: Facts) -> int:
 
 def slurm_no_gpu(f: Facts) -> Iterable[Mapping[str, Any]]:
     job = f.env.get("SLURM_JOB_ID")
-    if job and _no_gpu_visible(f):
+    # Only a job that really has none: one given GPUs (SLURM_GPUS_ON_NODE, CUDA_VISIBLE_DEVICES) whose framework
+    # sees none has another cause (the driver, the build's GPU code, the GPUs' state), said by the other rules.
+    if job and _no_gpu_visible(f) and not job_given_gpus(f.env):
         yield {"job": job}
 
 
@@ -250,7 +271,13 @@ def no_kernels(f: Facts) -> Iterable[Mapping[str, Any]]:
     arch = tuple(f.probe.arch_list) or (arch_strings(f.installed.arch) if f.installed and f.installed.arch else ()) \
         or (f.installed.gfx if f.installed else ())
     carries = ", ".join(arch) or "no list of its GPU code"
-    if f.on_target:
+    if f.on_target and not f.probe.devices and _gpu_part_failed(f):
+        # The framework saw no GPU at all: the machine's GPUs, judged by the build's GPU code.
+        for gpu in f.profile.gpus:
+            capability = str(gpu.compute_capability) if gpu.compute_capability else None
+            if covers(arch, capability) is False:
+                yield {"gpu": device_label(gpu.index, gpu.name, capability), "carries": carries}
+    elif f.on_target:
         said = search(NO_KERNEL, f.probe.texts()) is not None
         for device in f.probe.devices:
             covered = covers(arch, device.compute_capability, device.gfx)
@@ -355,3 +382,34 @@ def bench_failed(f: Facts) -> Iterable[Mapping[str, Any]]:
 def bench_skipped(f: Facts) -> Iterable[Mapping[str, Any]]:
     if f.probe.bench is not None and f.probe.bench.ok is None:
         yield {"why": f.probe.bench.skipped or "skipped"}
+
+
+def companion_missing(f: Facts) -> Iterable[Mapping[str, Any]]:
+    """A companion the build installs that is not there."""
+    for companion in f.probe.companions:
+        if _missing(companion):
+            build = f.installed or f.expected
+            yield {"companion": companion.name, "pin": companion_pin(build, companion.name) or companion.name}
+
+
+def companion_broken(f: Facts) -> Iterable[Mapping[str, Any]]:
+    """A companion that cannot be imported beside the framework, or whose operation failed: one finding each, with
+    the pair of versions and the build's own pin of it."""
+    for companion in f.probe.companions:
+        if companion.ok or _missing(companion):
+            continue
+        if companion.error is not None:
+            what = f"importing it fails: {first_line(companion.error.text)}"
+        else:
+            check = next(c for c in companion.checks if not c.ok)
+            said = first_line(check.error.text) if check.error is not None else check.problem or "a wrong result"
+            what = f"{check.name} failed on {check.device}: {said}"
+        pin = companion_pin(f.installed or f.expected, companion.name)
+        yield {"companion": companion.name, "version": companion.version or "(version unknown)", "what": what,
+               "pin": f"; the build installs {pin}" if pin else ""}
+
+
+def _missing(companion: Any) -> bool:
+    error = companion.error
+    return (companion.asked and error is not None and error.type == "ModuleNotFoundError"
+            and f"No module named '{companion.name}'" in error.message)

@@ -71,6 +71,9 @@ def _probe_json(probe: ProbeResult) -> dict[str, Any]:
         "stderr": probe.stderr[-4000:] or None,
         "multi_gpu": _collective_json(probe.multi_gpu),
         "bench": _bench_json(probe.bench),
+        "companions": [{"name": c.name, "version": c.version, "asked": c.asked, "imported": c.imported, "ok": c.ok,
+                        "error": _error_json(c.error), "checks": [_check_json(k) for k in c.checks]}
+                       for c in probe.companions],
     }
 
 
@@ -172,6 +175,16 @@ def _checks_text(checks: tuple[Check, ...]) -> str:
 
 def _extras_text(probe: ProbeResult) -> list[str]:
     lines = []
+    for companion in probe.companions:
+        name = f"{companion.name} {companion.version}" if companion.version else companion.name
+        if not companion.imported:
+            lines.append(f"  {name}: FAIL (cannot be imported)")
+            continue
+        where = {}
+        for check in companion.checks:
+            where.setdefault(f"{check.name} {'ok' if check.ok else 'FAILED'}", []).append(check.device)
+        done = "; ".join(f"{what} on {', '.join(devices)}" for what, devices in where.items()) or "imported"
+        lines.append(f"  {name}: {'ok' if companion.ok else 'FAIL'} ({done})")
     collective = probe.multi_gpu
     if collective is not None:
         what = f"{collective.method or 'all-reduce'} over {collective.world_size} GPUs"

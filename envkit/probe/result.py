@@ -102,6 +102,23 @@ class Bench:
 
 
 @dataclass(frozen=True)
+class Companion:
+    """A package the build installs beside the framework (torchvision, torchaudio): imported, and one small operation
+    of it on every device."""
+
+    name: str
+    version: Optional[str]
+    asked: bool  # envkit named it: the build installs it
+    imported: bool
+    error: Optional[ErrorText] = None  # its import failed (or it is missing)
+    checks: tuple[Check, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.imported and all(check.ok for check in self.checks)
+
+
+@dataclass(frozen=True)
 class ProbeResult:
     python_executable: str  # the interpreter envkit ran the probe with
     exit_code: Optional[int]  # None when it was cut off
@@ -138,6 +155,7 @@ class ProbeResult:
     probe_error: Optional[ErrorText] = None
     multi_gpu: Optional[Collective] = None
     bench: Optional[Bench] = None
+    companions: tuple[Companion, ...] = ()
 
     @property
     def reported(self) -> bool:
@@ -152,6 +170,7 @@ class ProbeResult:
         out: list[str] = []
         errors = [self.import_error, self.probe_error, *self.errors]
         errors += [c.error for c in self.cpu_checks] + [c.error for d in self.devices for c in d.checks]
+        errors += [c.error for c in self.companions] + [k.error for c in self.companions for k in c.checks]
         for error in errors:
             if error is not None:
                 out += [error.text, error.traceback]
@@ -233,6 +252,7 @@ def _from_report(data: Mapping[str, Any], base: dict[str, Any]) -> ProbeResult:
         probe_error=_error(data.get("probe_error")),
         multi_gpu=_collective(data.get("multi_gpu")),
         bench=_bench(data.get("bench")),
+        companions=tuple(_companion(c) for c in _list(data.get("companions"))),
     )
 
 
@@ -318,6 +338,14 @@ def _device(value: Any, position: int) -> ProbeDevice:
         checks=tuple(_check(c) for c in _list(value.get("checks"))),
         gfx=_opt_str(value.get("gfx")),
     )
+
+
+def _companion(value: Any) -> Companion:
+    if not isinstance(value, Mapping):
+        raise ValueError("a companion is not a mapping")
+    return Companion(name=str(value.get("name") or "?"), version=_opt_str(value.get("version")),
+                     asked=bool(value.get("asked")), imported=bool(value.get("imported")),
+                     error=_error(value.get("error")), checks=tuple(_check(c) for c in _list(value.get("checks"))))
 
 
 def _collective(value: Any) -> Optional[Collective]:

@@ -9,11 +9,13 @@ time limit after which the whole group is killed. Whatever the probe does, the c
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Iterator, Mapping, Optional
 
 from envkit.errors import BadInputError
 from envkit.probe.result import ProbeResult, cut_off, parse_output
@@ -32,6 +34,10 @@ _KEEP_VARIABLES = (
 _KEEP_PREFIXES = ("NCCL_",)
 # Set for the probe: frameworks must not take a whole shared GPU's memory for a small check.
 _PROBE_SETTINGS = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+# Where the frameworks keep settings and caches, each set to a directory of the check's scratch (not $HOME).
+_SCRATCH_HOMES = {"KERAS_HOME": "keras", "XDG_CACHE_HOME": "cache", "XDG_CONFIG_HOME": "config",
+                  "TORCH_HOME": "torch", "TRITON_CACHE_DIR": "triton", "CUDA_CACHE_PATH": "nv-cache",
+                  "MPLCONFIGDIR": "matplotlib"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,7 @@ class ProbeOptions:
     multi_gpu: bool = False
     bench: bool = False
     timeout: float = 300.0
+    companions: tuple[str, ...] = ()  # the packages the build installs beside the framework: each one is checked
 
 
 def probe_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -94,6 +101,9 @@ def check_framework(framework: str) -> None:
 def check_request(python: Path, options: ProbeOptions) -> None:
     """Raise BadInputError for a Python that is not there or a framework the probe does not know."""
     check_framework(options.framework)
+    odd = [name for name in options.companions if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name)]
+    if odd:
+        raise BadInputError(f"{odd[0]!r} is not the name of a package: a companion to check is named as pip names it")
     if not python.exists():
         raise BadInputError(f"--python {python}: no such file", hint="Pass the path of the environment's python.")
     if python.is_dir():
@@ -126,24 +136,38 @@ def run_probe(
         return _run(python, program, options, environ)
 
 
+@contextlib.contextmanager
+def probe_scratch(environ: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """The probe's environment (:func:`probe_environment`) with a scratch directory of its own, removed afterwards
+    (also when the probe is cut off: envkit.system.scratch): its $TMPDIR, and the homes of the frameworks' settings and
+    caches (Keras writes keras.json into ~/.keras, CUDA its JIT cache into ~/.nv, ...), so that a check writes
+    nothing into $HOME. Where $TMPDIR cannot be written, the environment as it is."""
+    from envkit.system.scratch import make_scratch, remove
+
+    try:
+        tmpdir = make_scratch("check")
+    except OSError:
+        tmpdir = None
+    settings = {"TMPDIR": str(tmpdir)} if tmpdir is not None else {}
+    if tmpdir is not None:
+        settings.update({variable: str(tmpdir / name) for variable, name in _SCRATCH_HOMES.items()})
+    try:
+        yield {**probe_environment(environ), **settings}
+    finally:
+        remove(tmpdir)
+
+
 def _run(python: Path, program: Path, options: ProbeOptions, environ: Mapping[str, str]) -> ProbeResult:
     argv = [str(python), "-I", str(program), options.framework]
     argv += ["--multi-gpu"] * options.multi_gpu + ["--bench"] * options.bench
-    from envkit.system.scratch import make_scratch, remove
-
-    # what the probe (and the framework) put in $TMPDIR goes with it, even when it is cut off (envkit.system.scratch)
-    try:
-        tmpdir = make_scratch("check")
-    except OSError:  # $TMPDIR not writable: the probe gets it as it is
-        tmpdir = None
-    settings = {"TMPDIR": str(tmpdir)} if tmpdir is not None else {}
-    try:
-        done = run_captured(argv, {**probe_environment(environ), **settings}, options.timeout)
-    except OSError as exc:
-        raise BadInputError(f"cannot run {python}: {exc.strerror or exc}",
-                            hint="Pass the path of a Python interpreter with --python.") from None
-    finally:
-        remove(tmpdir)
+    if options.companions:
+        argv.append(f"--companions={','.join(options.companions)}")
+    with probe_scratch(environ) as env:
+        try:
+            done = run_captured(argv, env, options.timeout)
+        except OSError as exc:
+            raise BadInputError(f"cannot run {python}: {exc.strerror or exc}",
+                                hint="Pass the path of a Python interpreter with --python.") from None
     if done.returncode is None:
         return cut_off(str(python), options.timeout, done.elapsed, done.stdout, done.stderr)
     return parse_output(str(python), done.returncode, done.elapsed, done.stdout, done.stderr)

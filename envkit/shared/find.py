@@ -58,5 +58,21 @@ def find_shared(env: str, environ: Mapping[str, str], dirs: UserDirs, held: bool
                                hint=f"It publishes: {', '.join(known)}." if known else
                                f"It publishes none yet (in {layout.root}).")
     if held:
-        ownership.check_held(record)
+        from envkit.shared.store import ask_admins
+
+        check_reachable(env, record)
+        ownership.check_held(record, shown_name(record.name), ask_admins(record))
     return record
+
+
+def check_reachable(env: str, record: Record) -> None:
+    """EnvkitError (exit 1) when this user cannot run the shared environment's Python (a directory on the way to it,
+    or to the interpreter a venv runs on, that they may not enter): the path, its owner, and whom to ask."""
+    from envkit.errors import EnvkitError
+    from envkit.shared.reach import first_blocked, for_me, python_needs
+    from envkit.shared.store import ask_admins
+
+    found = first_blocked(python_needs(Path(record.prefix)), for_me)
+    if found is not None:
+        raise EnvkitError(f"{env} is out of your reach: {found.words('you')}",
+                          hint=ask_admins(record) + " envkit publishes only what every user it is for can run.")

@@ -15,31 +15,32 @@ import stat
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-from envkit.errors import BadInputError, EnvkitError
-from envkit.shared.layout import CURRENT, SharedLayout, is_version, shown_name
+from envkit.errors import BadInputError
+from envkit.shared.layout import CURRENT, FAMILY, SharedLayout, is_version, shown_name
 from envkit.shared.modulefile import lua_text, module_info, tcl_text
-from envkit.shared.store import write_file
+from envkit.shared.tree import make_layout, opened, write_layout_file
 from envkit.state.records import Record
+from envkit.state.safedir import group_name
+from envkit.state.testpause import pause_at
+
+__all__ = ["make_layout", "publish", "retire", "versions", "current_version", "write_modulefiles"]
 
 
 def dir_mode(gid: Optional[int]) -> int:
     return 0o2750 if gid is not None else 0o755
 
 
-def make_layout(layout: SharedLayout, name: str) -> None:
-    """The layout's directories, readable by everyone (what is in them says who may read it)."""
-    for path in (layout.envs, layout.records, layout.modulefiles, layout.modulefiles / "envkit", layout.state,
-                 layout.versions_dir(name)):
-        path.mkdir(mode=0o755, exist_ok=True)
-        if not stat.S_ISDIR(os.lstat(path).st_mode):
-            raise EnvkitError(f"{path} is not a directory", hint="Move it away, then publish again.")
+def file_mode(gid: Optional[int]) -> int:
+    """A record's or a modulefile's mode: everyone reads it, or group ``gid`` only (a ``--group`` version's)."""
+    return 0o640 if gid is not None else 0o644
 
 
 def make_readable(prefix: Path, gid: Optional[int]) -> None:
     """Every file of ``prefix`` readable (and a program runnable) by everyone, or by group ``gid`` only (its
-    directories setgid, so what the admins add later stays in it), and writable by nobody but its owner."""
+    directories setgid, so what the admins add later stays in it), and writable by nobody but its owner: modes set
+    explicitly, whatever the umask it was made under."""
     def fix(path: Path, is_dir: bool) -> None:
         info = os.lstat(path)
         if stat.S_ISLNK(info.st_mode):
@@ -61,29 +62,49 @@ def make_readable(prefix: Path, gid: Optional[int]) -> None:
             fix(Path(directory) / entry, False)
 
 
-def publish(layout: SharedLayout, record: Record, version: str, gid: Optional[int], publisher: str) -> Record:
+def publish(layout: SharedLayout, record: Record, version: str, gid: Optional[int], publisher: str,
+            check: Optional[Callable[[Record], None]] = None) -> Record:
     """Make ``record``'s environment (a new version of its name) the current one: readable, recorded with who
-    published it, its modulefiles written, the stable name pointed at it. Returns the published record."""
+    published it, its modulefiles written, its record, then the stable name pointed at it (the record is what
+    publishes it: a publication killed before it left a version that the next one removes, envkit.shared.leftovers).
+    ``check``, run once the version is readable and before anything names it, raises to publish nothing. Returns
+    the published record."""
     name = record.name
+    pause_at("publishing")
+    make_layout(layout, name)
     make_readable(Path(record.prefix), gid)
+    if check is not None:
+        check(record)
     published = replace(record, extra={**record.extra, "shared": {
-        "version": version, "publisher": publisher, "group": _group_name(gid),
+        "version": version, "publisher": publisher, "group": group_name(gid) if gid is not None else None,
         "published": datetime.now(timezone.utc).isoformat(timespec="seconds")}})
-    file_mode = 0o640 if gid is not None else 0o644
     write_modulefiles(layout, published, gid)
-    write_file(layout.record(name), (json.dumps(published.to_dict(), indent=2, sort_keys=True) + "\n").encode(),
-               file_mode, gid)
+    write_record(layout, published, gid)
+    pause_at("published-record")
     point_current(layout, name, version)
     return published
 
 
+def write_record(layout: SharedLayout, record: Record, gid: Optional[int]) -> Path:
+    data = (json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n").encode()
+    return write_layout_file(layout, ("records",), f"{record.name}.json", data, file_mode(gid), gid)
+
+
 def write_modulefiles(layout: SharedLayout, record: Record, gid: Optional[int] = None) -> list[Path]:
+    """Both modulefiles of ``record`` (the Tcl one only where its path allows: envkit.shared.modulefile.check_tcl_path,
+    which publishing checked first)."""
     info = module_info(shown_name(record.name), record, _publisher(record))
-    tcl, lua = layout.module_files(record.name)
-    mode = 0o640 if gid is not None else 0o644
-    write_file(tcl, tcl_text(info).encode(), mode, gid)
-    write_file(lua, lua_text(info).encode(), mode, gid)
-    return [tcl, lua]
+    return [write_layout_file(layout, ("modulefiles", FAMILY), name, text.encode(), file_mode(gid), gid)
+            for name, text in ((record.name, tcl_text(info)), (f"{record.name}.lua", lua_text(info)))]
+
+
+def remove_modulefiles(layout: SharedLayout, name: str) -> None:
+    with opened(layout, ("modulefiles", FAMILY)) as here:
+        for entry in (name, f"{name}.lua"):
+            try:
+                os.unlink(entry, dir_fd=here)
+            except FileNotFoundError:
+                pass
 
 
 def _publisher(record: Record) -> Optional[str]:
@@ -92,26 +113,16 @@ def _publisher(record: Record) -> Optional[str]:
 
 
 def point_current(layout: SharedLayout, name: str, version: str) -> None:
-    """``envs/NAME/current`` -> VERSION, in one step (a new link renamed over the old)."""
-    link = layout.current(name)
-    temporary = link.parent / f".{CURRENT}.{os.getpid()}.{os.urandom(4).hex()}"
-    os.symlink(version, temporary)
-    try:
-        os.replace(temporary, link)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
-def _group_name(gid: Optional[int]) -> Optional[str]:
-    if gid is None:
-        return None
-    import grp
-
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
+    """``envs/NAME/current`` -> VERSION, in one step (a new link renamed over the old), in the directory opened
+    without following a link."""
+    with opened(layout, ("envs", name)) as here:
+        temporary = f".{CURRENT}.{os.getpid()}.{os.urandom(4).hex()}"
+        os.symlink(version, temporary, dir_fd=here)
+        try:
+            os.replace(temporary, CURRENT, src_dir_fd=here, dst_dir_fd=here)
+        except BaseException:
+            os.unlink(temporary, dir_fd=here)
+            raise
 
 
 def current_version(layout: SharedLayout, name: str) -> Optional[str]:
@@ -135,8 +146,16 @@ def retire(layout: SharedLayout, name: str, version: str) -> Path:
     """Delete an old version of ``name`` (never the current one); its path. BadInputError (exit 2) for a version
     that is not there or is current."""
     path = check_retirable(layout, name, version)
-    shutil.rmtree(path)
+    remove_version(layout, name, version)
     return path
+
+
+def remove_version(layout: SharedLayout, name: str, version: str) -> None:
+    """Delete the version directory ``envs/NAME/VERSION``, its way there checked first (no link on it); rmtree
+    follows no link inside it."""
+    with opened(layout, ("envs", name)):
+        pass
+    shutil.rmtree(layout.prefix(name, version))
 
 
 def check_retirable(layout: SharedLayout, name: str, version: str) -> Path:
@@ -162,9 +181,12 @@ def record_admin_check(layout: SharedLayout, record: Record, verify: dict) -> bo
     if current is None or current.prefix != record.prefix:
         return False
     updated = replace(current, verify=verify)
-    info = os.stat(layout.record(record.name))
-    gid = info.st_gid if (updated.extra.get("shared") or {}).get("group") else None
+    gid = record_gid(layout, updated)
     write_modulefiles(layout, updated, gid)
-    write_file(layout.record(record.name), (json.dumps(updated.to_dict(), indent=2, sort_keys=True) + "\n").encode(),
-               info.st_mode & 0o777, gid)
+    write_record(layout, updated, gid)
     return True
+
+
+def record_gid(layout: SharedLayout, record: Record) -> Optional[int]:
+    """The group a ``--group`` publication's files belong to (its record's group); None for one everyone reads."""
+    return os.stat(layout.record(record.name)).st_gid if (record.extra.get("shared") or {}).get("group") else None

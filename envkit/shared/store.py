@@ -1,6 +1,5 @@
-"""Reading the shared records, and the one function that writes a file into the shared directory (a modulefile, a
-record): a new file beside it, then a rename over the old one (envkit.state.output), so a reader sees the old file or
-the new, never half of one, and a link at the path is replaced, never followed."""
+"""Reading the shared records (what is written there, and how: envkit.shared.publish and envkit.shared.tree), and a
+user's own checks of a shared environment."""
 
 from __future__ import annotations
 
@@ -12,14 +11,6 @@ from envkit.errors import EnvkitError
 from envkit.shared.layout import SharedLayout, shown_name
 from envkit.state import records
 from envkit.state.records import Record
-
-
-def write_file(path: Path, data: bytes, mode: int = 0o644, gid: Optional[int] = None) -> None:
-    """Write ``data`` to ``path`` in one step, with ``mode`` (and group ``gid``) set before it appears there, never
-    through a link (envkit.state.output.write_output, as every file envkit writes where it is told to)."""
-    from envkit.state.output import write_output
-
-    write_output(path, data, force=True, mode=mode, gid=gid, what="the shared file")  # a link: replaced, unfollowed
 
 
 def shared_info(record: Record) -> dict[str, Any]:
@@ -34,19 +25,88 @@ def is_shared(record: Record) -> bool:
 
 
 def load_shared(layout: SharedLayout, name: str) -> Optional[Record]:
-    """The published record of ``name``, None when there is none; EnvkitError when it cannot be read."""
-    record = records.load(layout.records, name)
+    """The published record of ``name``, None when there is none; EnvkitError (exit 1) when it cannot be read,
+    saying whose it is and asking the admins (never the hint for a user's own record: `envkit remove NAME` would
+    remove the user's environment of that name)."""
+    try:
+        record = records.load(layout.records, name)
+    except EnvkitError as error:
+        path = layout.record(name)
+        raise EnvkitError(f"{error.message} (the site's record of {shown_name(name)}, {_owner(path)}'s)",
+                          hint=f"It is the site's, not yours: ask the site's admins ({_owner(layout.root)}, who "
+                               f"publish in {layout.root}) to publish {shown_name(name)} again.") from None
     if record is not None and not Path(record.prefix).is_relative_to(layout.envs):
         raise EnvkitError(f"{layout.record(name)} names {record.prefix}, outside the shared directory's envs",
                           hint="Ask the site's admins to publish it again.")
     return record
 
 
+def load_quietly(layout: SharedLayout, name: str) -> Optional[Record]:
+    """The published record of ``name``; None when there is none or it cannot be read."""
+    try:
+        return load_shared(layout, name)
+    except EnvkitError:
+        return None
+
+
+def _owner(path: Path) -> str:
+    import os
+
+    from envkit.state.safedir import owner_name
+
+    try:
+        return owner_name(os.lstat(path).st_uid)
+    except OSError:
+        try:
+            return owner_name(os.lstat(path.parent).st_uid)
+        except OSError:
+            return "the site's admins"
+
+
+def scan_shared(layout: Optional[SharedLayout]) -> tuple[list[Record], list[tuple[str, EnvkitError]]]:
+    """Every published environment, by name, and (NAME, the error :func:`load_shared` gives) for each record that
+    cannot be read; none without a shared directory."""
+    if layout is None:
+        return [], []
+    try:
+        names = sorted(path.stem for path in layout.records.glob("*.json"))
+    except OSError:
+        return [], []
+    found, broken = [], []
+    for name in names:
+        try:
+            record = load_shared(layout, name) if records.is_name(name) else None
+        except EnvkitError as error:
+            broken.append((name, error))
+            continue
+        if record is not None:
+            found.append(record)
+    return found, broken
+
+
 def all_shared(layout: Optional[SharedLayout]) -> list[Record]:
     """Every published environment (unreadable records are left out), by name; none without a shared directory."""
-    if layout is None:
-        return []
-    return [r for r in records.load_all(layout.records) if Path(r.prefix).is_relative_to(layout.envs)]
+    return scan_shared(layout)[0]
+
+
+def republish_command(record: Record) -> str:
+    """The command that publishes a shared environment again (an admin's), as it was published: its build, name,
+    Python, target, manifests and group, shell-quoted."""
+    import shlex
+
+    group = shared_info(record).get("group")
+    manifests = ["--manifests", record.manifests] if record.manifests is not None else []
+    return shlex.join(["envkit", "create", record.manifest, "--build", record.build, "--name", record.name,
+                       "--python", record.python, *record.target_options(), *manifests, "--shared", "--force",
+                       *(["--group", group] if isinstance(group, str) else [])])
+
+
+def ask_admins(record: Record) -> str:
+    """The hint for a shared environment that cannot be used as it is: its admins publish it again (never a command
+    that acts on a user's own environment of the same name)."""
+    publisher = shared_info(record).get("publisher") or "the site's admins"
+    return (f"It is the site's, not yours: ask its admins ({publisher} published it) to publish "
+            f"{shown_name(record.name)} again (`{republish_command(record)}`).")
 
 
 def own_checks_path(data_dir: Path, name: str) -> Path:

@@ -38,6 +38,9 @@ class SiteNode:
     count: int  # how many nodes share this configuration
     profile: MachineProfile
     profile_file: Optional[str] = None  # as written in the file (relative to it), when the profile came from one
+    # The Slurm names of every node the entry stands for (survey writes them: the nodes of one configuration), so
+    # that ``P:NODE`` names any of them; empty: only ``node``.
+    members: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from envkit.text.words import described
 
 _TOP_KEYS = ("version", "shared", "partitions")
 _PARTITION_KEYS = ("surveyed", "nodes", "unreachable", "error")
-_NODE_KEYS = ("node", "count", "profile", "profile_file")
+_NODE_KEYS = ("node", "count", "members", "profile", "profile_file")
 _EMPTY_HINT = ("A site file holds `version: 1` and `partitions:`, each partition's `nodes` with an inline `profile` "
                "(as `envkit detect --json` prints it) or a `profile_file`; `envkit survey` writes one where there is "
                "no file (delete the empty one), and the README shows the format.")
@@ -149,6 +149,7 @@ def _node(item: Any, where: str, path: Path, cache_dir: Optional[Path]) -> SiteN
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_NODE_COUNT:
         raise SiteError(path, f"{where}.count", f"expected a whole number of nodes from 1 to {MAX_NODE_COUNT} (more "
                         f"than any cluster has), got {count!r}")
+    members = _members(item.get("members"), count, path, f"{where}.members")
     inline, file = item.get("profile"), item.get("profile_file")
     if (inline is None) == (file is None):
         raise SiteError(path, where, "give either 'profile' (inline) or 'profile_file', exactly one")
@@ -163,7 +164,7 @@ def _node(item: Any, where: str, path: Path, cache_dir: Optional[Path]) -> SiteN
             raise SiteError(path, f"{where}.profile_file", f"{file!r} {exc}") from None
         except ProfileError as exc:
             raise SiteError(path, f"{where}.profile_file", exc.message) from None
-        return SiteNode(node=node, count=count, profile=profile, profile_file=file)
+        return SiteNode(node=node, count=count, profile=profile, profile_file=file, members=members)
     origin = f"{path}, {where}.profile"
     try:
         profile = profile_from_dict(inline, origin)
@@ -173,7 +174,23 @@ def _node(item: Any, where: str, path: Path, cache_dir: Optional[Path]) -> SiteN
     # What the node said about itself when surveyed (survey writes it; profile_from_dict checked it is text and
     # keeps its own: the GPUs the job hid, which the site does not count).
     profile = profile._replace(notes=(*(inline.get("notes") or ()), *profile.notes))
-    return SiteNode(node=node, count=count, profile=profile)
+    return SiteNode(node=node, count=count, profile=profile, members=members)
+
+
+def _members(value: Any, count: int, path: Path, where: str) -> tuple[str, ...]:
+    """An entry's ``members``: the Slurm names of the nodes it stands for, at most ``count`` of them, each once."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SiteError(path, where, f"expected a list of node names, got {described(value)}")
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not valid_name(name):
+            raise SiteError(path, f"{where}[{i}]", not_text(name) or "expected a node name (letters, digits, '_', "
+                            f"'.', '+', '-', not starting with '-'), got {name!r}")
+    if len(set(value)) != len(value) or len(value) > count:
+        raise SiteError(path, where, f"expected at most {count} node names (the entry's count), each once; got "
+                        f"{len(value)}")
+    return tuple(value)
 
 
 def _surveyed(value: Any, path: Path, where: str) -> Optional[str]:

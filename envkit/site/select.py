@@ -94,10 +94,11 @@ def _entries(partition: Partition) -> list[tuple[SiteNode, str]]:
 
 
 def _named(partition: Partition, entries: list[tuple[SiteNode, str]], wanted: str) -> list[tuple[SiteNode, str]]:
-    """The entries ``wanted`` names: by the name `envkit site` shows, or by their Slurm ``node:``. BadInputError
-    (exit 2) when it is one entry's shown name and another's node: either reading would be a guess."""
+    """The entries ``wanted`` names: by the name `envkit site` shows, or by their Slurm ``node:`` or one of their
+    ``members`` (a node survey merged into the configuration of another). BadInputError (exit 2) when it is one
+    entry's shown name and another's node: either reading would be a guess."""
     by_name = [(entry, shown) for entry, shown in entries if shown == wanted]
-    by_node = [(entry, shown) for entry, shown in entries if entry.node == wanted]
+    by_node = [(entry, shown) for entry, shown in entries if entry.node == wanted or wanted in entry.members]
     crossed = by_name and any(all(entry is not e for e, _ in by_name) for entry, _ in by_node)
     if crossed:
         slurm = by_name[0][0].node
@@ -118,6 +119,8 @@ def slurm_node(site: Site, name: str, node: str) -> str:
     if partition is None:
         return node
     named = _named(partition, _entries(partition), node)
+    if any(node in entry.members for entry, _ in named):
+        return node  # a Slurm node of the configuration, by its own name
     slurm = next((entry.node for entry, _ in named if entry.node is not None), None)
     if slurm is not None:
         return slurm

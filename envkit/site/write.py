@@ -35,6 +35,8 @@ def _node_dict(node: SiteNode, inline_files: bool) -> dict[str, Any]:
     if node.node is not None:
         out["node"] = node.node
     out["count"] = node.count
+    if node.members:
+        out["members"] = list(node.members)
     if node.profile_file is not None and not inline_files:
         out["profile_file"] = node.profile_file
     else:

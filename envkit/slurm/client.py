@@ -2,7 +2,8 @@
 
 Whether Slurm is here is asked once per :class:`Slurm` (``shutil.which("sinfo")``); the job id of a submission is
 read from ``sbatch --parsable`` in one place. A job that cannot start within its time limit is withdrawn (``srun
---immediate``) and, should srun itself be cut off, cancelled by its unique job name: never left queued.
+--immediate``) and, should srun itself be cut off or envkit be stopped by a signal, cancelled by its unique job
+name: never left queued.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ class SlurmError(EnvkitError):
 
 class SlurmUnreachable(SlurmError):
     """sinfo is here but does not answer (no controller, no configuration): nothing was queued."""
+
+
+def not_answering(error: SlurmUnreachable) -> str:
+    """The words for a Slurm that does not answer, with what sinfo said: one phrase, every command's."""
+    return f"Slurm does not answer here ({error.message})"
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,16 @@ class Slurm:
             raise SlurmError("Slurm's sinfo is not on PATH: this is not a Slurm cluster's login node",
                              hint="Run envkit on the cluster's login node, or load Slurm (`module load slurm`).")
 
+    def require_answer(self, what: str) -> None:
+        """Slurm is here and its controller answers (sinfo); else SlurmUnreachable (exit 1) in one sentence: Slurm
+        does not answer, and ``what`` therefore cannot be done. Asked before anything else of Slurm, whose own
+        programs would say it in several lines (srun) or not at all (an empty queue)."""
+        self.require()
+        try:
+            self.sinfo("%P")
+        except SlurmUnreachable as error:
+            raise SlurmUnreachable(f"{not_answering(error)}: {what}", hint=error.hint) from None
+
     def _program(self, name: str) -> str:
         path = shutil.which(name, path=self.env.get("PATH"))
         if path is None:
@@ -143,25 +159,32 @@ class Slurm:
             done = run_captured(command, env, start_timeout + run_timeout)
         except OSError as exc:
             raise SlurmError(f"srun could not be started: {exc.strerror or exc}") from None
+        except BaseException:  # a signal (srun was stopped): its job, pending or running, is cancelled too
+            from envkit.system.signals import cleaning_up
+
+            with cleaning_up():
+                self.cancel_named(name)
+            raise
         if done.returncode is None:
             self.cancel_named(name)
         started = done.returncode == 0 or not any(marker in done.stderr for marker in _NOT_STARTED)
         return StepResult(started, done.returncode, done.stdout, done.stderr, name)
 
-    def first_node_address(self, nodelist: str) -> Optional[str]:
-        """The address Slurm has (``NodeAddr``) for the first node of a job's ``nodelist`` (SLURM_JOB_NODELIST), or
-        its name where scontrol does not say; None when scontrol cannot expand the list."""
-        from envkit.slurm.multinode import node_address
+    def node_addresses(self, nodelist: str) -> list[str]:
+        """The address Slurm has (``NodeAddr``) for each node of a job's ``nodelist`` (SLURM_JOB_NODELIST), in the
+        job's order, or the node's name where scontrol does not say; empty when scontrol cannot expand the list."""
+        from envkit.slurm.multinode import node_addresses
 
         scontrol = self._program("scontrol")
         if not nodelist or nodelist.startswith("-"):  # Slurm's own variable: never an option, but not trusted
-            return None
+            return []
         done = self._run([scontrol, "show", "hostnames", nodelist], self.query_timeout)
         names = done.stdout.split() if done.returncode == 0 else []
-        if not names or names[0].startswith("-"):
-            return None
-        shown = self._run([scontrol, "show", "node", "-o", names[0]], self.query_timeout)
-        return (node_address(shown.stdout) if shown.returncode == 0 else None) or names[0]
+        if not names or any(name.startswith("-") for name in names):
+            return []
+        shown = self._run([scontrol, "show", "node", "-o", ",".join(names)], self.query_timeout)
+        found = node_addresses(shown.stdout) if shown.returncode == 0 else {}
+        return [found.get(name) or name for name in names]
 
     def cancel_named(self, name: str) -> None:
         """Cancel every job of this user named ``name`` (unique per run); quiet when there is none."""

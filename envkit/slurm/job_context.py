@@ -115,6 +115,18 @@ def _gpu_with_uuid(part: str, profile: MachineProfile) -> Optional[int]:
     return matches.pop() if len(matches) == 1 else None
 
 
+def job_given_gpus(environ: Mapping[str, Optional[str]]) -> bool:
+    """Whether the Slurm job says it was given GPUs on this node: SLURM_GPUS_ON_NODE above 0, SLURM_JOB_GPUS or
+    SLURM_STEP_GPUS listing some, or CUDA_VISIBLE_DEVICES naming some (Slurm sets it to the job's GPUs)."""
+    on_node = (environ.get("SLURM_GPUS_ON_NODE") or "").strip()
+    if is_ascii_number(on_node) and int(on_node) > 0:
+        return True
+    if any((environ.get(key) or "").strip() for key in ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS")):
+        return True
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    return visible is not None and not re.match(HIDING, visible)
+
+
 def hides_all(value: str, gpus: int) -> bool:
     """Whether CUDA_VISIBLE_DEVICES hides every GPU of a machine with ``gpus`` GPUs: an empty list, -1, or a first
     entry that names no GPU there (CUDA reads the list up to its first invalid entry). UUIDs are taken as valid."""

@@ -22,6 +22,7 @@ _LABELLED = re.compile(r"^\s*(?P<task>[0-9]+): ?(?P<text>.*)$")
 _TF_CONFIG = ('export TF_CONFIG="{\\"cluster\\": {\\"worker\\": $ENVKIT_TF_WORKERS}, \\"task\\": {\\"type\\": '
               '\\"worker\\", \\"index\\": $SLURM_PROCID}}"; exec "$@"')
 _NODE_ADDR = re.compile(r"(?:^|\s)NodeAddr=(?P<addr>\S+)")
+_NODE_NAME = re.compile(r"(?:^|\s)NodeName=(?P<name>\S+)")
 
 # The job script's shell lines that find the rendezvous: the allocation's first node, its NodeAddr, and the port.
 RENDEZVOUS_LINES = (
@@ -44,6 +45,16 @@ def node_address(scontrol_node: str) -> Optional[str]:
     node's name may not); None when the text has none."""
     found = _NODE_ADDR.search(scontrol_node)
     return found.group("addr") if found else None
+
+
+def node_addresses(scontrol_nodes: str) -> dict[str, str]:
+    """Each node's ``NodeAddr`` from ``scontrol show node -o NAME,NAME...`` (one line per node), by ``NodeName``."""
+    found = {}
+    for line in scontrol_nodes.splitlines():
+        name, address = _NODE_NAME.search(line), node_address(line)
+        if name and address:
+            found[name.group("name")] = address
+    return found
 
 
 def labelled_lines(text: str) -> dict[int, list[str]]:

@@ -138,6 +138,13 @@ def distinct_configurations(partition: PartitionInfo) -> list[tuple[NodeRow, int
     return chosen
 
 
+def configuration_members(partition: PartitionInfo, row: NodeRow) -> tuple[str, ...]:
+    """The names of the partition's GPU nodes that share ``row``'s configuration (GRES and features), in sinfo's
+    order: the nodes a survey's entry for that configuration stands for."""
+    return tuple(dict.fromkeys(other.node for other in partition.nodes
+                               if other.gpus > 0 and other.configuration == row.configuration))
+
+
 def usable_state(state: str) -> bool:
     """Whether a node in this compact sinfo state can start a job now or soon (idle, mixed, allocated)."""
     base = state.rstrip("*~#!%$@^-")

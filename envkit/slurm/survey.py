@@ -19,8 +19,8 @@ from envkit.errors import BadInputError, ProfileError, UnknownNameError
 from envkit.machines.profile import MachineProfile, profile_from_dict
 from envkit.site import Partition, SiteNode
 from envkit.slurm.client import Slurm, StepResult
-from envkit.slurm.sinfo import (SINFO_FORMAT, NodeRow, PartitionInfo, distinct_configurations, parse_sinfo,
-                                partitions as group_partitions)
+from envkit.slurm.sinfo import (SINFO_FORMAT, NodeRow, PartitionInfo, configuration_members, distinct_configurations,
+                                parse_sinfo, partitions as group_partitions)
 from envkit.system.launch import python_module
 
 DETECT_RUN_TIMEOUT = 120.0  # seconds envkit detect may run on a node once the job started
@@ -97,7 +97,8 @@ def _survey_partition(slurm: Slurm, info: PartitionInfo, all_nodes: bool, timeou
     nodes, unreachable = [], []
     for (row, count), (profile, reason) in zip(targets, results):
         if profile is not None:
-            nodes.append(SiteNode(node=row.node, count=count, profile=profile))
+            members = () if all_nodes else configuration_members(info, row)
+            nodes.append(SiteNode(node=row.node, count=count, profile=profile, members=members))
             amd = f", amdgpu {profile.amdgpu or 'unknown'}" if profile.amd_gpus else ""
             say(info.name, f"{row.node}: {len(profile.gpus)} GPU(s), CUDA {profile.cuda_driver or 'none'}{amd}")
         else:

@@ -68,19 +68,22 @@ def holding_problem(prefix: Path, name: str) -> Optional[str]:
     return None if other == name else f"it holds envkit's environment {other!r}"
 
 
-def check_held(record: Record) -> None:
+def check_held(record: Record, shown: Optional[str] = None, hint: Optional[str] = None) -> None:
     """Raise NotHeld unless the environment's prefix still holds it: what every command that acts on a named
-    environment's directory (run, verify, export, job) checks first, and what guards writing its record there."""
+    environment's directory (run, verify, export, job) checks first, and what guards writing its record there.
+    ``shown``: its name as the user gives it (``site:NAME``); ``hint``: what to do instead of `envkit remove NAME`
+    (a site's environment is not the user's to forget)."""
     prefix = Path(record.prefix)
+    shown = shown or record.name
     forget = f"`envkit remove {record.name} --yes` forgets"
     if not os.path.exists(prefix):  # a dangling link too
-        raise NotHeld(f"environment {record.name} is gone from {prefix}",
-                      hint=f"{forget} it; {record.remake_hint()}.")
+        raise NotHeld(f"environment {shown} is gone from {prefix}",
+                      hint=hint or f"{forget} it; {record.remake_hint()}.")
     problem = holding_problem(prefix, record.name)
     if problem is not None:
-        raise NotHeld(f"{prefix} no longer holds environment {record.name!r}: {problem}",
-                      hint=f"envkit will not use or change that directory as {record.name}: {forget} {record.name} "
-                           "and leaves the directory alone.")
+        raise NotHeld(f"{prefix} no longer holds environment {shown!r}: {problem}",
+                      hint=hint or f"envkit will not use or change that directory as {record.name}: {forget} "
+                                   f"{record.name} and leaves the directory alone.")
 
 
 def owner(prefix: Path) -> Optional[str]:

@@ -43,6 +43,8 @@ class Record:
     target: Optional[dict[str, Any]] = None  # what it is for (envkit.machines.target); None: the machine it was made on
     run: Optional[str] = None  # the id of the create run that made it (its journal's)
     manifests: Optional[str] = None  # the manifests directory it was made from (absolute); None: the shipped one
+    cuda: Optional[str] = None  # the build's CUDA as its manifest gives it ("12.0"); "none": a CPU build; None: unknown
+    rocm: Optional[str] = None  # a ROCm build's ROCm release as its manifest gives it ("6.4"); None: not one, or unknown
     schema: int = SCHEMA
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -88,6 +90,22 @@ class Record:
         return said
 
 
+NO_CUDA = "none"  # Record.cuda of a CPU build
+
+
+def build_cuda(build: Any) -> Optional[str]:
+    """What a record keeps of a build's CUDA (envkit.catalog.model.Build): its manifest's ``cuda``, NO_CUDA for a
+    CPU build, None for a stand-in (a lock whose build the manifests do not have)."""
+    if build.cuda is not None:
+        return str(build.cuda)
+    return NO_CUDA if build.variant == "cpu" else None
+
+
+def build_rocm(build: Any) -> Optional[str]:
+    """What a record keeps of a ROCm build's ROCm release (its manifest's ``rocm``); None for any other build."""
+    return str(build.rocm) if build.rocm is not None else None
+
+
 def name_for_machine(manifest: str, machine: str) -> str:
     """The name of ``manifest``'s environment for ``machine`` (a fleet's group, named after its first machine):
     MANIFEST-MACHINE with what a name cannot hold made '-' (and '..' one '.'), at most 64 characters."""
@@ -117,9 +135,10 @@ _FIELD_TYPES: dict[str, tuple[type, str]] = {
     "manifest": (str, "text"), "build": (str, "text"), "python": (str, "text"), "created": (str, "text"),
     "machine": (dict, "a mapping"), "on_target": (bool, "true or false"), "installer": (str, "text"),
     "kernel": (str, "text"), "verify": (dict, "a mapping"), "target": (dict, "a mapping"), "run": (str, "text"),
-    "manifests": (str, "text"), "schema": (int, "a number"), "extra": (dict, "a mapping"),
+    "manifests": (str, "text"), "cuda": (str, "text"), "rocm": (str, "text"),
+    "schema": (int, "a number"), "extra": (dict, "a mapping"),
 }
-_OPTIONAL = ("installer", "kernel", "verify", "target", "run", "manifests")
+_OPTIONAL = ("installer", "kernel", "verify", "target", "run", "manifests", "cuda", "rocm")
 
 
 def record_from_dict(data: Any, origin: str) -> Record:

@@ -16,6 +16,7 @@ from typing import NamedTuple, Optional
 
 from envkit.storage.links import nearest_existing
 from envkit.storage.usage import Usage
+from envkit.text.words import size_text
 
 
 class Free(NamedTuple):
@@ -117,13 +118,3 @@ def shortfalls(wanted: list[Need]) -> list[str]:
         if short:
             out.append(f"{need.what} on {need.free.where}: {'; '.join(short)}")
     return out
-
-
-def size_text(count: int) -> str:
-    """1.5 GB, 340 MB, 12 kB: decimal units, as `df -H` and package indexes show them."""
-    value = float(count)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" or value >= 100 else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} TB"

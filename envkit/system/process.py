@@ -14,6 +14,7 @@ stop what is left of it (``stop_leftovers``) before it touches what the children
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import selectors
 import signal
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional, Sequence
 
-from envkit.system.signals import raise_lost_signal
+from envkit.system.signals import raise_lost_signal, stop_in_thread
 
 GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 _AFTER_KILL = 5.0  # seconds to wait for the pipes to close after SIGKILL
@@ -166,6 +167,8 @@ class _Lines:
 
     def _emit(self) -> None:
         line = self.pending.decode("utf-8", "replace").rstrip("\r")
+        if "\r" in line:  # a terminal's line (envkit.system.transfers.TerminalOutput): what it shows in the end
+            line, self.cut = line.rpartition("\r")[2], False
         if self.cut:
             line = "[...] " + line  # only the end of a line longer than MAX_LINE bytes
         self.pending, self.cut = bytearray(), False
@@ -174,7 +177,7 @@ class _Lines:
             self.on_line(line)
 
 
-Sinks = Mapping[int, Callable[[bytes], None]]  # output pipe's file descriptor -> where its bytes go
+Sinks = Mapping[int, Callable[[bytes], Optional[bool]]]  # a pipe's file descriptor -> where its bytes go (False: nothing new)
 
 
 def _exited(process: subprocess.Popen) -> bool:
@@ -243,6 +246,7 @@ def _pump(process: subprocess.Popen, sinks: Sinks, deadline: float, silence: Opt
         while reading:
             if signals:
                 raise_lost_signal()
+                stop_in_thread()  # a thread of a command a signal stopped: its child stops too
             now = time.monotonic()
             if exited_at is None and _exited(process):
                 exited_at = now
@@ -268,12 +272,16 @@ def _pump(process: subprocess.Popen, sinks: Sinks, deadline: float, silence: Opt
                     chunk = os.read(key.fd, _CHUNK)
                 except BlockingIOError:
                     continue
+                except OSError as error:  # a pseudo-terminal's other side closed (EIO): its end, as a pipe's
+                    if error.errno != errno.EIO:
+                        raise
+                    chunk = b""
                 if not chunk:
                     selector.unregister(key.fd)
                     reading -= 1
                     continue
-                heard = now
-                key.data(chunk)
+                if key.data(chunk) is not False:  # (a terminal's spinner going round alone is no sign of life)
+                    heard = now
         return "closed"
     finally:
         selector.close()
@@ -361,7 +369,9 @@ class Pending:
 
 def start_captured(argv: Sequence[str], env: Mapping[str, str], input_text: Optional[str] = None,
                    max_output: int = MAX_OUTPUT) -> Pending:
-    """Start ``argv`` in its own session, its outputs piped, the watchers told; OSError when it cannot start."""
+    """Start ``argv`` in its own session, its outputs piped, the watchers told; OSError when it cannot start.
+    Nothing starts in a thread of a command a signal stopped (envkit.system.signals.stop_in_thread)."""
+    stop_in_thread()
     stdin = subprocess.DEVNULL if input_text is None else subprocess.PIPE
     process = subprocess.Popen(list(argv), env=dict(env), stdin=stdin, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, start_new_session=True)
@@ -400,25 +410,41 @@ def run_streamed(
     tail_lines: int = 25,
     timeout: Optional[float] = None,
     silence: Optional[float] = None,
+    terminal: bool = False,
 ) -> Finished:
     """Run ``argv`` to completion, handing each output line to ``on_line`` and keeping the last ``tail_lines``.
 
     It is stopped (returncode None) past ``timeout`` seconds, or after ``silence`` seconds without a byte of output
     (``silent``). A missing program is a Finished with returncode 127 and the reason as its tail. An exception while
-    it runs (KeyboardInterrupt above all) stops the child's process group first, then propagates.
+    it runs (KeyboardInterrupt above all) stops the child's process group first, then propagates. With
+    ``terminal``, its stderr is a pseudo-terminal, on which uv draws its download bars: read by
+    envkit.system.transfers.TerminalOutput (the bars to the progress display, the text, cleaned, to ``on_line``).
     """
+    from envkit.system.transfers import TerminalOutput
+    from envkit.text.terminal import pseudo_terminal
+
+    stop_in_thread()
     started = time.monotonic()
     lines = _Lines(on_line, tail_lines)
+    master, slave = pseudo_terminal() if terminal else (None, None)
     try:
         process = subprocess.Popen(
             list(argv), env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            stderr=subprocess.STDOUT if slave is None else slave, start_new_session=True,
         )
     except OSError as error:
         return Finished(127, (f"{argv[0]}: {error.strerror or error}",), 0.0)
+    finally:
+        if slave is not None:
+            os.close(slave)  # the child's only: the terminal ends (EIO) when the child and what it started are gone
     assert process.stdout is not None
+    sinks = {process.stdout.fileno(): lines.add}
+    if master is not None:
+        sinks[master] = TerminalOutput(lines.add).add
     try:
-        returncode, ended = _supervise(process, {process.stdout.fileno(): lines.add}, timeout, GRACE, silence)
+        returncode, ended = _supervise(process, sinks, timeout, GRACE, silence)
     finally:
         lines.close()
+        if master is not None:
+            os.close(master)
     return Finished(returncode, tuple(lines.tail), time.monotonic() - started, silent=ended == "silence")

@@ -25,3 +25,16 @@ def printable(text: str, lines: bool = False) -> str:
     if text.isprintable() or not any(_unsafe(char, lines) for char in text):
         return text
     return "".join(repr(char)[1:-1] if _unsafe(char, lines) else char for char in text)
+
+
+def pseudo_terminal(columns: int = 160) -> tuple[int, int]:
+    """A new pseudo-terminal ``columns`` wide: (its master, its slave) file descriptors, for a child to draw its
+    progress on (the slave, as its stderr) and envkit to read (the master)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    return master, slave

@@ -20,6 +20,7 @@ import pytest
 
 from support.fixtures import pypi_server  # noqa: F401 (a fixture)
 from support.pypi_index import IndexServer
+from support.stand_ins import stand_in_files
 from support.wheels import build_wheel
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,11 +109,7 @@ def home(tmp_path: Path) -> Home:
 
 def fake_torch_files(version: str, cuda: Optional[str]) -> dict[str, str]:
     """The probe tests' stand-in PyTorch (tests/probe/fakes), as wheel contents: the post-install check runs it."""
-    files = {"fakearray.py": (FAKES / "fakearray.py").read_text(encoding="utf-8")}
-    for source in sorted((FAKES / "torch").glob("*.py")):
-        files[f"torch/{source.name}"] = source.read_text(encoding="utf-8")
-    files["fake_config.json"] = json.dumps({"torch": {"version": version, "cuda": cuda, "gpus": []}})
-    return files
+    return stand_in_files("torch", {"torch": {"version": version, "cuda": cuda, "gpus": []}})
 
 
 @pytest.fixture(scope="session")
@@ -122,17 +119,37 @@ def torch_wheels(tmp_path_factory) -> dict[str, list[Path]]:
     cu126 = [
         build_wheel(out / "cu126", "torch", "2.13.0+cu126", requires=["filelock"],
                     files=fake_torch_files("2.13.0+cu126", "12.6")),
-        build_wheel(out / "cu126", "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"]),
-        build_wheel(out / "cu126", "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"]),
+        build_wheel(out / "cu126", "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"],
+                    files=stand_in_files("torchvision")),
+        build_wheel(out / "cu126", "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"],
+                    files=stand_in_files("torchaudio")),
         build_wheel(out / "cu126", "filelock", "3.20.0"),
     ]
     pypi = [
         build_wheel(out / "pypi", "torch", "2.13.1", requires=["filelock"], files=fake_torch_files("2.13.1", "13.0")),
-        build_wheel(out / "pypi", "torchvision", "0.28.1", requires=["torch==2.13.1"]),
-        build_wheel(out / "pypi", "torchaudio", "2.11.1", requires=["torch==2.13.1"]),
+        build_wheel(out / "pypi", "torchvision", "0.28.1", requires=["torch==2.13.1"],
+                    files=stand_in_files("torchvision")),
+        build_wheel(out / "pypi", "torchaudio", "2.11.1", requires=["torch==2.13.1"],
+                    files=stand_in_files("torchaudio")),
         build_wheel(out / "pypi", "filelock", "3.20.0"),
     ]
     return {"cu126": cu126, "pypi": pypi}
+
+
+BIG = 4_000_000  # bytes of random data in big_wheels' torch: a download that takes a moment, a size that shows
+
+
+@pytest.fixture(scope="session")
+def big_wheels(tmp_path_factory) -> list[Path]:
+    """The cu126 stand-ins, torch's wheel over BIG bytes (uv names such a download: "Downloading torch (3.8MiB)")."""
+    out = tmp_path_factory.mktemp("big-wheels")
+    files = {**fake_torch_files("2.13.0+cu126", "12.6"), "torch/weights.bin": os.urandom(BIG)}
+    return [
+        build_wheel(out, "torch", "2.13.0+cu126", requires=["filelock"], files=files),
+        build_wheel(out, "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"]),
+        build_wheel(out, "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"]),
+        build_wheel(out, "filelock", "3.20.0"),
+    ]
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors
 from support.pypi_index import IndexServer
-from test_storage import BIG, _config, _create, big_index, big_wheels  # noqa: F401 (fixtures)
+from test_storage import BIG, _config, _create, big_index  # noqa: F401 (fixtures; big_wheels is conftest's)
 
 
 def _plain_error(done: subprocess.CompletedProcess, code: int, *words: str) -> None:

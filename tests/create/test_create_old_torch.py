@@ -17,6 +17,7 @@ from packaging.version import Version
 from conftest import PROFILES, Home, fake_torch_files
 from envkit.backends.tools import find_python
 from support.pypi_index import IndexServer
+from support.stand_ins import stand_in_files
 from support.wheels import build_wheel
 
 D2L = ("--machine", str(PROFILES / "d2l.yaml"))
@@ -32,19 +33,24 @@ def old_torch_wheels(tmp_path_factory) -> dict[str, list[Path]]:
     links = [
         build_wheel(out / "links", "torch", "1.8.1+cu101", requires=["typing-extensions"],
                     files=fake_torch_files("1.8.1+cu101", "10.1")),
-        build_wheel(out / "links", "torchvision", "0.9.1+cu101", requires=["torch==1.8.1"]),
+        build_wheel(out / "links", "torchvision", "0.9.1+cu101", requires=["torch==1.8.1"],
+                    files=stand_in_files("torchvision")),
         build_wheel(out / "links", "torch", "1.8.1+cu111", requires=["typing-extensions"],
                     files=fake_torch_files("1.8.1+cu111", "11.1")),
-        build_wheel(out / "links", "torchvision", "0.9.1+cu111", requires=["torch==1.8.1"]),
-        build_wheel(out / "links", "torchaudio", "0.8.1", requires=["torch==1.8.1"]),
+        build_wheel(out / "links", "torchvision", "0.9.1+cu111", requires=["torch==1.8.1"],
+                    files=stand_in_files("torchvision")),
+        build_wheel(out / "links", "torchaudio", "0.8.1", requires=["torch==1.8.1"],
+                    files=stand_in_files("torchaudio")),
     ]
     pypi = [
         build_wheel(out / "pypi", "torch", "1.8.1", requires=["typing-extensions"],
                     files=fake_torch_files("1.8.1", "10.2")),
         build_wheel(out / "pypi", "torch", "1.8.2", requires=["typing-extensions"],
                     files=fake_torch_files("1.8.2", "10.2")),
-        build_wheel(out / "pypi", "torchvision", "0.9.1", requires=["torch==1.8.1"]),
-        build_wheel(out / "pypi", "torchaudio", "0.8.1", requires=["torch==1.8.1"]),
+        build_wheel(out / "pypi", "torchvision", "0.9.1", requires=["torch==1.8.1"],
+                    files=stand_in_files("torchvision")),
+        build_wheel(out / "pypi", "torchaudio", "0.8.1", requires=["torch==1.8.1"],
+                    files=stand_in_files("torchaudio")),
         build_wheel(out / "pypi", "typing-extensions", "4.1.1"),
     ]
     return {"links": links, "pypi": pypi}

@@ -17,6 +17,7 @@ from support.local_wheels import (
     torch_cpu_dependencies,
 )
 from support.pypi_index import IndexServer
+from support.stand_ins import stand_in_files
 from support.wheels import build_wheel
 
 pytestmark = pytest.mark.real_torch
@@ -33,8 +34,11 @@ def real_torch_index(pypi_server: IndexServer, home: Home, tmp_path) -> IndexSer
         pytest.skip(f"a dependency of the PyTorch CPU wheel is not on this machine: {error}")
     version = wheel.name.split("-")[1]  # 2.13.0+cpu
     assert version.startswith("2.13.0"), "envs/torch.yaml's torch-2.13-cpu pins torch==2.13.*"
-    stand_ins = [build_wheel(tmp_path / "wheels", "torchvision", "0.28.0+cpu", requires=["torch==2.13.0"]),
-                 build_wheel(tmp_path / "wheels", "torchaudio", "2.11.0+cpu", requires=["torch==2.13.0"])]
+    # No CPU torchvision or torchaudio is at hand: stand-ins whose operations run on the real torch (the check runs
+    # them, as it runs every companion a build installs)
+    stand_ins = [build_wheel(tmp_path / "wheels", name, version, requires=["torch==2.13.0"],
+                             files=stand_in_files(name))
+                 for name, version in (("torchvision", "0.28.0+cpu"), ("torchaudio", "2.11.0+cpu"))]
     pypi_server.add_index("/whl/cpu", [wheel, *dependencies, *stand_ins])
     home.mirror_to(pypi_server)
     return pypi_server

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKES, PROFILES, PYTHON, Home
+from conftest import PROFILES, PYTHON, Home
 from support.amd_sysfs import MI300X, make_sysfs
 from support.pypi_index import IndexServer
+from support.stand_ins import stand_in_files
 from support.wheels import build_wheel
 
 MI300X_PROFILE = str(PROFILES / "mi300x-x8-amdgpu6.12.yaml")  # amdgpu 6.12.12: the pick is torch-2.9-rocm6.4
@@ -23,12 +24,7 @@ ARCH = ["gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx1030", "gfx1100", 
 
 
 def rocm_torch_files(version: str, hip: str, gpus: list[dict]) -> dict[str, str]:
-    files = {"fakearray.py": (FAKES / "fakearray.py").read_text(encoding="utf-8")}
-    for source in sorted((FAKES / "torch").glob("*.py")):
-        files[f"torch/{source.name}"] = source.read_text(encoding="utf-8")
-    files["fake_config.json"] = json.dumps({"torch": {"version": version, "hip": hip, "gpus": gpus,
-                                                      "arch_list": ARCH}})
-    return files
+    return stand_in_files("torch", {"torch": {"version": version, "hip": hip, "gpus": gpus, "arch_list": ARCH}})
 
 
 @pytest.fixture(scope="session")
@@ -40,8 +36,10 @@ def rocm_wheels(tmp_path_factory) -> dict[str, list[Path]]:
     rocm = [
         build_wheel(out / "rocm6.4", "torch", "2.9.1+rocm6.4", requires=["filelock"],
                     files=rocm_torch_files("2.9.1+rocm6.4", "6.4.43484-123eb5128", mi300x)),
-        build_wheel(out / "rocm6.4", "torchvision", "0.24.1+rocm6.4", requires=["torch==2.9.1"]),
-        build_wheel(out / "rocm6.4", "torchaudio", "2.9.1+rocm6.4", requires=["torch==2.9.1"]),
+        build_wheel(out / "rocm6.4", "torchvision", "0.24.1+rocm6.4", requires=["torch==2.9.1"],
+                    files=stand_in_files("torchvision")),
+        build_wheel(out / "rocm6.4", "torchaudio", "2.9.1+rocm6.4", requires=["torch==2.9.1"],
+                    files=stand_in_files("torchaudio")),
         build_wheel(out / "rocm6.4", "filelock", "3.20.0"),
     ]
     plain = [build_wheel(out / "plain", "torch", "2.9.1", requires=["filelock"]),
@@ -65,6 +63,9 @@ def test_create_installs_the_rocm_build_from_the_rocm_index_and_checks_it(home: 
     assert fetched and all(path.startswith("/whl/rocm6.4/") for path in fetched), fetched
     record = home.record("torch-rocm6.4")
     assert record["build"] == "torch-2.9-rocm6.4" and record["verify"]["ok"] is True, done.stdout
+    assert (record["rocm"], record["cuda"]) == ("6.4", None)  # what its modulefile says (envkit module)
+    module = home.envkit("module", "torch-rocm6.4", "--lmod")
+    assert module.returncode == 0 and 'whatis("ROCm: 6.4 (AMD GPUs)")' in module.stdout, module.stderr
     assert [gpu["gfx"] for gpu in record["machine"]["gpus"]] == ["gfx942"] * 8
 
     # On the machine itself (a sysfs of real MI300X KFD files, the amdgpu driver of ROCm 6.4): the check sees the
@@ -85,11 +86,12 @@ def test_create_installs_the_rocm_build_from_the_rocm_index_and_checks_it(home: 
 def test_a_plain_torch_served_under_the_rocm_index_is_not_taken_for_the_rocm_build(home: Home,
                                                                                    pypi_server: IndexServer,
                                                                                    rocm_wheels):
-    """A mirror that serves PyPI's torch 2.9.1 (its CUDA build) at /whl/rocm6.4: installed, read back, refused,
-    undone."""
+    """A mirror that serves PyPI's torch 2.9.1 (its CUDA build) at /whl/rocm6.4: refused from the index's own page
+    before anything is downloaded (the variant pins), and undone."""
     pypi_server.add_index("/whl/rocm6.4", rocm_wheels["plain"])
     home.mirror_to(pypi_server)
     done = home.envkit("create", "torch", "--machine", MI300X_PROFILE, "--python", PYTHON, "--yes")
     assert done.returncode == 1
-    assert "served the wrong build: torch 2.9.1, not +rocm6.4" in done.stderr, done.stderr
+    assert "serves torch 2.9.1 for torch==2.9.*, and no +rocm6.4 build" in done.stderr, done.stderr
+    assert "nothing was downloaded" in done.stderr and not pypi_server.fetched_files()
     assert not home.prefix("torch-rocm6.4").exists() and home.record("torch-rocm6.4") is None

@@ -15,27 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors, fake_torch_files
+from conftest import BIG, CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors
 from support.mounts import Mounts, mounts  # noqa: F401 (a fixture)
 from support.pypi_index import IndexServer
-from support.wheels import build_wheel
 
 from envkit.storage.usage import disk_usage, usage_of
-
-BIG = 4_000_000
-
-
-@pytest.fixture(scope="module")
-def big_wheels(tmp_path_factory) -> list[Path]:
-    out = tmp_path_factory.mktemp("big-wheels")
-    files = {**fake_torch_files("2.13.0+cu126", "12.6"), "torch/weights.bin": os.urandom(BIG)}
-    return [
-        build_wheel(out, "torch", "2.13.0+cu126", requires=["filelock"], files=files),
-        build_wheel(out, "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"]),
-        build_wheel(out, "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"]),
-        build_wheel(out, "filelock", "3.20.0"),
-    ]
-
 
 @pytest.fixture
 def big_index(pypi_server: IndexServer, big_wheels: list[Path], home: Home) -> IndexServer:

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import InstallError
-from envkit.lockfile.fetch import RedirectRefused, fetch_verified
+from envkit.lockfile.fetch import fetch_verified
 from envkit.lockfile.model import LockedPackage
+from envkit.system.download import RedirectRefused
 from envkit.system.egress import allowed_hop
 
 DATA = b"a conda package\n"

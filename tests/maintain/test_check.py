@@ -231,7 +231,7 @@ def test_a_retry_after_header_is_ascii_seconds_or_ignored(value, seconds):
 
 
 def test_a_wheel_tag_with_a_unicode_digit_does_not_fit():
-    from envkit.maintain.simple_index import _tag_fits
+    from envkit.backends.simple_index import _tag_fits
 
     assert _tag_fits("cp38", "abi3", "manylinux2014_x86_64", Version("3.12"))
     assert not _tag_fits("cp3²", "abi3", "manylinux2014_x86_64", Version("3.12"))  # (int('²') would raise)
@@ -243,6 +243,23 @@ def rendered(report) -> list[str]:
     lines: list[str] = []
     render_check(report, lines.append)
     return lines
+
+
+def test_a_host_that_refuses_every_page_is_one_line_with_the_count_and_the_builds(manifests, index):
+    """Not one line per page (251 identical ones on a real catalog): one per cause, its count and the builds."""
+    import socket
+
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    gone = Config(path=None, mirrors=(Mirror("https://download.pytorch.org/whl", f"http://127.0.0.1:{port}/whl"),))
+    report = run(manifests, gone, settings=FetchSettings(timeout_s=0.5, retries=0, backoff_s=0.01, jobs=4))
+    assert len(messages(report, UNREADABLE)) == 6  # each page of each build, in the JSON as before
+    lines = rendered(report)
+    cause = f"http://127.0.0.1:{port} could not be read (connection failed: 127.0.0.1 refused it (1 try))"
+    assert lines[0] == f"{cause}: 6 checks could not be made, for 2 builds: torch-2.14-cu130, torch-2.14-cpu", lines
+    assert not any("torch==2.14.* could not be checked" in line for line in lines)
+    assert lines[-1].startswith("Some mirrors could not be read")
 
 
 def test_a_mirror_that_fails_is_named_and_the_advice_is_about_the_mirror(manifests, index):

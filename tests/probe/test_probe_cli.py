@@ -24,9 +24,9 @@ def test_a_working_environment_passes(fake_env, this_machine):
     assert REQUIRED_KEYS <= set(data)
     assert (data["ok"], data["framework"], data["version"], data["cuda"]) == (True, "torch", "2.5.1+cu121", "12.1")
     assert data["devices"] == [
-        {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "ok": True,
+        {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "gfx": None, "ok": True,
          "detail": "matmul ok, conv2d ok"},
-        {"index": 1, "name": "Tesla V100-SXM2-32GB", "compute_capability": "7.0", "ok": True,
+        {"index": 1, "name": "Tesla V100-SXM2-32GB", "compute_capability": "7.0", "gfx": None, "ok": True,
          "detail": "matmul ok, conv2d ok"},
     ]
     assert data["diagnosis"] == [] and data["next"] is None
@@ -270,3 +270,18 @@ def test_a_plain_pypi_torch_that_cannot_be_imported_is_named_with_its_cuda(fake_
     # without the file (or for a framework other than torch): as before
     (broken.site / "torch" / "version.py").unlink()
     assert "Installed: torch, which cannot be imported" in envkit("doctor", "--python", str(broken.python)).stdout
+
+
+def test_the_tensorflow_check_writes_nothing_into_home(fake_env, this_machine, tmp_path):
+    # Importing TensorFlow makes Keras write ~/.keras/keras.json (the stand-in does as Keras 3 does): the check
+    # gives the framework its own temporary KERAS_HOME and caches, removed after it, so the user's home stays as it
+    # was (docs/reference/formats.md, "Where envkit writes").
+    env = fake_env({"tensorflow": {"version": "2.15.0", "gpus": [A100]}}, frameworks=("tensorflow",))
+    home = tmp_path / "home"
+    home.mkdir()
+    result, data = doctor_json("--python", str(env.python), env={**this_machine([A100]), "HOME": str(home),
+                                                                 "TMPDIR": str(tmp_path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert data["framework"] == "tensorflow" and data["ok"] is True
+    assert list(home.iterdir()) == []
+    assert not any(tmp_path.glob("**/keras.json"))  # the scratch the check gave it is gone too

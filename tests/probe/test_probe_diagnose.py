@@ -25,6 +25,7 @@ CASES = {
     "torch-2.5.1-cu121-cvd-empty": ("h100-cuda128", True, ["gpus-hidden"], False),
     "torch-2.5.1-cu121-cvd-one-of-two": ("v100-a100-cuda122", True, ["gpus-partly-hidden"], True),
     "torch-2.5.1-cu121-slurm-no-gpu": ("no-gpu", True, ["slurm-no-gpu"], False),
+    "jax-0.10.2-cu12-driver-11.4-in-job": ("a100-r470-cuda114", True, ["driver-too-old"], False),
     "torch-2.5.1-cu121-no-gpu-machine": ("no-gpu", True, ["no-gpu-here"], False),
     "torch-2.5.1-cu121-sees-1-of-2": ("v100-a100-cuda122", True, ["gpus-not-seen"], False),
     "torch-not-installed": ("h100-cuda128", True, ["import-missing"], False),
@@ -56,6 +57,9 @@ CASES = {
     "torch-2.14.0-rocm7.2-mi300x-pass": ("mi300x-x8-amdgpu6.12", True, [], True),
     "torch-2.9.1-rocm6.4-gfx1032-no-binary": ("rx6650xt-gfx1032-kernel-driver", True, ["no-kernels"], False),
     "torch-2.14.0-rocm7.2-no-kfd-access": ("mi300x-x8-amdgpu6.12", True, ["kfd-access"], False),
+    # Captured on the project's CPU machine (issue 39): the real torch 2.13.0+cpu beside PyPI's torchvision 0.29.1.
+    "torch-2.13.0-cpu-torchvision-0.29.1-captured": ("no-gpu", True, ["companion-broken", "companion-missing"],
+                                                     False),
 }
 # Rules tested on runs that printed no report (their recorded stderr/stdout is in data/ too).
 NO_REPORT_RULES = {"probe-timed-out", "python-too-old", "probe-no-report"}
@@ -97,8 +101,9 @@ def test_recorded_outputs_have_the_probes_format():
     from envkit.probe.program import main as script
 
     keys = set(script.new_report("torch", {"multi_gpu": False, "bench": False}))
-    # added by the tensorflow / jax / mxnet probes, and by the torch probe since it knows ROCm builds (hip)
-    per_framework = {"build_info", "distributions", "backend", "hip"}
+    # added by the tensorflow / jax / mxnet probes; companions by the torch probe (and for the companions asked), hip
+    # by the torch probe since it knows ROCm builds
+    per_framework = {"build_info", "distributions", "backend", "companions", "hip"}
     files = sorted(DATA.glob("*.json"))
     assert {f.stem for f in files} == set(CASES)
     for path in files:
@@ -287,6 +292,46 @@ def test_cuda_visible_devices_on_a_machine_without_gpu_is_not_blamed(catalog):
     assert fired(report) == ["no-gpu-here"]
 
 
+def test_in_a_job_given_a_gpu_the_driver_is_blamed_not_the_job(catalog):
+    # Issue 39: JAX's CUDA 12 plugin on a node whose driver is CUDA 11.4 only says that it found no GPU. The job was
+    # given GPU 0 (CUDA_VISIBLE_DEVICES=0, SLURM_GPUS_ON_NODE=1): "this Slurm job has no GPU" was wrong. The driver
+    # rule says what the facts say: the node's driver cannot run the build's CUDA.
+    report = judge("jax-0.10.2-cu12-driver-11.4-in-job", "a100-r470-cuda114", True, catalog)
+    assert report.installed_build is not None and report.installed_build.id == "jax-0.10-cu12"
+    [finding] = report.diagnosis
+    assert finding.rule == "driver-too-old"
+    assert "the NVIDIA driver is too old for this build: it supports CUDA 11.4, the build needs CUDA 12.0" \
+        == finding.cause
+    assert "525.60.13 or newer" in finding.advice  # the first driver for CUDA 12.0 (envs/cuda.yaml)
+    assert report.next_step is not None and report.next_step.build.id in finding.advice, finding.advice
+    # With a driver that runs CUDA 12, the same job's missing GPU is the GPUs' own business, still not the job's.
+    new_driver = read_profile(PROFILES / "a100-r470-cuda114.yaml")._replace(cuda_driver=CudaVersion(12, 2),
+                                                                             driver_version=None)
+    report = judge("jax-0.10.2-cu12-driver-11.4-in-job", "", True, catalog, profile=new_driver)
+    assert fired(report) == ["gpus-not-seen"] and report.next_step is None
+    # A job given no GPU at all still hears that it has none.
+    no_gpu = recorded("jax-0.10.2-cu12-driver-11.4-in-job")
+    no_gpu = replace(no_gpu, environment={"SLURM_JOB_ID": "4343"})
+    report = diagnose(no_gpu, read_profile(PROFILES / "no-gpu.yaml"), manifest=catalog.manifests["jax"],
+                      tables=catalog.tables, on_target=True)
+    assert fired(report) == ["slurm-no-gpu"]
+
+
+@pytest.mark.parametrize("environment, given", [
+    ({"SLURM_JOB_ID": "7"}, False),
+    ({"SLURM_JOB_ID": "7", "SLURM_GPUS_ON_NODE": "0", "CUDA_VISIBLE_DEVICES": ""}, False),
+    ({"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "NoDevFiles"}, False),
+    ({"SLURM_JOB_ID": "7", "SLURM_GPUS_ON_NODE": "1"}, True),
+    ({"SLURM_JOB_ID": "7", "SLURM_JOB_GPUS": "2,3"}, True),
+    ({"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "0"}, True),
+    ({"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "GPU-8f6c1a2e"}, True),
+])
+def test_a_job_is_given_gpus_by_what_slurm_and_cuda_visible_devices_say(environment, given):
+    from envkit.slurm.job_context import job_given_gpus
+
+    assert job_given_gpus(environment) is given
+
+
 def test_slurm_advice_asks_for_gpus(catalog):
     report = judge("torch-2.5.1-cu121-slurm-no-gpu", "no-gpu", True, catalog)
     [finding] = report.diagnosis
@@ -460,3 +505,20 @@ def test_a_plain_pypi_torch_is_named_by_the_cuda_it_reports(catalog, version, cu
     probe = ProbeResult(python_executable="python", exit_code=0, elapsed=0.1, framework="torch", imported=True,
                         version=version, gpu_build=True, cuda=cuda)
     assert installed_build(catalog.manifests["torch"], probe).id == expected
+
+
+def test_a_failed_check_never_advises_the_very_build_the_environment_was_made_from(catalog):
+    """A CPU environment holding a CUDA torch (its index served PyPI's build): the build that fits this machine is
+    the one it was made from, so `envkit create torch --build THAT` would make the same again. The report says what
+    is wrong instead, and names no such command."""
+    result = recorded("torch-2.5.1-cu121-no-gpu-machine")
+    profile = read_profile(PROFILES / "no-gpu.yaml")
+    manifest = manifest_for(catalog.manifests.values(), "torch")
+    made_from = diagnose(result, profile, manifest=manifest, tables=catalog.tables).next_step.build
+    assert made_from.variant == "cpu"  # what create picked for this machine, and made the environment from
+    report = diagnose(result, profile, made_from, manifest=manifest, tables=catalog.tables)
+    assert not report.ok and report.next_step is None
+    text = report_text(report)
+    assert f"--build {made_from.id}" not in text and "envkit create" not in text
+    assert f"{made_from.id} fits, and this environment was made from it, but torch 2.5.1+cu121 is not that build" \
+        in text

@@ -50,3 +50,43 @@ def test_doctor_on_real_torch_here_and_for_a_gpu_machine(real_torch_python):
     assert there.returncode == 1
     assert [f["rule"] for f in data["diagnosis"]] == ["cpu-build", "gpus-not-checked-here"]
     assert data["next"]["build"] == "torch-2.14-cu126"  # the newest build that still has V100 (sm_70) kernels
+
+
+@pytest.fixture(scope="module")
+def torch_with_pypis_torchvision(real_torch_python, tmp_path_factory):
+    """The real torch 2.13.0+cpu (the session's venv, through a .pth line: not installed twice) beside a real
+    torchvision from PyPI (the newest this machine keeps: 0.29.x, built for torch 2.14's CUDA build), installed from
+    its wheel file with no index: the broken pair of issue 39. A skip that says why where there is no such wheel."""
+    import subprocess
+    import sys
+
+    from support.local_wheels import MissingDistributionError, local_distribution_files
+
+    try:
+        wheel = [w for w in local_distribution_files(["torchvision"]) if w.name.startswith("torchvision-")][-1]
+    except (MissingDistributionError, IndexError) as missing:
+        pytest.skip(f"no torchvision wheel for this Python on this machine: {missing}")
+    root = tmp_path_factory.mktemp("torch-pair") / "venv"
+    # (system site-packages: torch's pure-Python dependencies, as for the session's venv)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(root)], check=True,
+                   capture_output=True, timeout=60)
+    [site] = root.glob("lib/python*/site-packages")
+    [torch_site] = real_torch_python.parent.parent.glob("lib/python*/site-packages")
+    (site / "envkit-tests-torch.pth").write_text(f"{torch_site}\n")
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(root / "bin" / "python"), "install", "-q",
+                           "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return root / "bin" / "python", wheel.name.split("-")[1]
+
+
+def test_pypis_torchvision_beside_the_torch_cpu_wheel_fails_the_check_naming_the_pair(torch_with_pypis_torchvision):
+    python, version = torch_with_pypis_torchvision
+    done = envkit("doctor", "--json", "--python", str(python), "--machine", str(PROFILES / "no-gpu.yaml"))
+    data = json.loads(done.stdout)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [torchvision] = data["probe"]["companions"]
+    assert (torchvision["name"], torchvision["version"], torchvision["imported"]) == ("torchvision", version, False)
+    [finding] = [f for f in data["diagnosis"] if f["rule"] == "companion-broken"]
+    assert finding["cause"] == (f"torchvision {version} does not work with torch 2.13.0+cpu: importing it fails: "
+                                "RuntimeError: operator torchvision::nms does not exist")
+    assert "the build installs torchvision==0.28.*" in finding["advice"]  # torch-2.13-cpu's own (envs/torch.yaml)

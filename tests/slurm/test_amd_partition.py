@@ -5,14 +5,9 @@ list picks a ROCm build for the partition, and a job and the check run there wit
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
-from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
-from slurm_helpers import FAKES, envkit, user_env, wait_done
+from slurm_helpers import envkit, make_fake_env, user_env, wait_done
 
 from envkit.site import load_site
 
@@ -25,27 +20,15 @@ ARCH = ["gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx1030", "gfx1100", 
 def amd_user(slurm, tmp_path_factory):
     """A user with the AMD partition surveyed and a stand-in ROCm environment (torch 2.9.1+rocm6.4 that sees two
     MI300X through HIP), recorded as torch-2.9-rocm6.4: (env, home, what survey printed)."""
-    from envkit.state import records
-    from envkit.state.userdirs import user_dirs
-
     home = tmp_path_factory.mktemp("amd-user")
     env = user_env(slurm, home)
     surveyed = envkit("survey", "--partition", "part-amd", "--partition", "part-v", env=env, cwd=home)
     assert surveyed.returncode == 0, surveyed.stderr
-    root = home / "envs" / "torch-rocm"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True,
-                   timeout=60)
-    [site] = root.glob("lib/python*/site-packages")
-    shutil.copy(FAKES / "fakearray.py", site)
-    shutil.copytree(FAKES / "torch", site / "torch", ignore=shutil.ignore_patterns("__pycache__"))
     config = {"torch": {"version": "2.9.1+rocm6.4", "hip": "6.4.43484-123eb5128", "gpus": [MI300X, MI300X],
                         "arch_list": ARCH}}
-    (site / "fake_config.json").write_text(json.dumps(config), encoding="utf-8")
-    records.save(records.Record(
-        name="torch-rocm", prefix=str(root), kind="venv", backend="venv", manifest="torch", build="torch-2.9-rocm6.4",
-        python=f"{sys.version_info[0]}.{sys.version_info[1]}",
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine={}, on_target=False),
-        user_dirs(env).records)
+    make_fake_env(home / "envs" / "torch-rocm", env, "torch-rocm", "torch", "torch-2.9-rocm6.4", config,
+                  {"torchvision": "0.24.1+rocm6.4", "torchaudio": "2.9.1+rocm6.4"},
+                  companions=("torchvision", "torchaudio"))
     return env, home, surveyed
 
 

@@ -7,28 +7,26 @@ import json
 import sys
 from pathlib import Path
 
-from slurm_helpers import A100, FAKES, envkit, user_env
+from slurm_helpers import A100, envkit, user_env
 
 from support.fixtures import pypi_server  # noqa: F401 (a fixture)
+from support.stand_ins import stand_in_files
 from support.wheels import build_wheel
 
 PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def _torch_files() -> dict[str, str]:
-    files = {"fakearray.py": (FAKES / "fakearray.py").read_text(encoding="utf-8")}
-    for source in sorted((FAKES / "torch").glob("*.py")):
-        files[f"torch/{source.name}"] = source.read_text(encoding="utf-8")
-    files["fake_config.json"] = json.dumps({"torch": {"version": "2.13.0+cu126", "cuda": "12.6",
-                                                      "gpus": [A100, A100]}})
-    return files
+    return stand_in_files("torch", {"torch": {"version": "2.13.0+cu126", "cuda": "12.6", "gpus": [A100, A100]}})
 
 
 def test_create_for_a_partition_then_verify_on_its_node(slurm_site, pypi_server, tmp_path):  # noqa: F811
     wheels = tmp_path / "wheels"
     cu126 = [build_wheel(wheels, "torch", "2.13.0+cu126", files=_torch_files()),
-             build_wheel(wheels, "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"]),
-             build_wheel(wheels, "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"])]
+             build_wheel(wheels, "torchvision", "0.28.0+cu126", requires=["torch==2.13.0"],
+                         files=stand_in_files("torchvision")),
+             build_wheel(wheels, "torchaudio", "2.11.0+cu126", requires=["torch==2.13.0"],
+                         files=stand_in_files("torchaudio"))]
     pypi_server.add_index("/whl/cu126", cu126)
     pypi_server.add_index("/pypi/simple", [])
     config = tmp_path / "envkit.yaml"

@@ -153,6 +153,17 @@ def test_verify_on_a_named_node_asks_for_that_nodes_gpus(slurm_site, cluster_use
     assert slurm_site.cluster.jobs() == []
 
 
+def test_a_node_survey_merged_into_another_nodes_configuration_is_named_by_its_own_name(slurm_site, cluster_user):
+    # The survey keeps one entry for part-a (gpu-a1, 2 nodes): gpu-a2, which sinfo lists, was "no node 'gpu-a2'".
+    env, _ = cluster_user
+    listed = envkit("list", "torch", "--partition", "part-a:gpu-a2", env=env)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    done = envkit("verify", "torch-test", "--partition", "part-a:gpu-a2", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "running the check on node gpu-a2 of part-a with 2 GPU(s)" in done.stderr
+    assert _record(env).verify["node"] == "gpu-a2"
+
+
 def test_a_check_that_fails_on_a_node_advises_a_create_for_that_node_that_works_here(slurm_site, cluster_user,
                                                                                      tmp_path):
     # The node advised `envkit create torch --build B` alone: pasted on the login node (no GPU) it was refused.
@@ -374,3 +385,50 @@ def test_a_broken_slurm_client_judges_from_the_site_file(tmp_path):
     assert "Slurm does not answer here (sinfo failed" in done.stderr, done.stderr
     assert "judging the build from the site file's node profiles" in done.stderr
     assert not (tmp_path / "slurm-bin" / "srun.log").exists()  # nothing was queued
+
+
+def test_without_an_answering_slurm_shell_and_jupyter_say_so_in_one_sentence(tmp_path):
+    # sinfo is here, Slurm does not answer: `envkit jupyter --list` said "No Jupyter servers of yours are running"
+    # and `envkit shell` showed srun's raw four-line error. Both say, as verify does, that Slurm does not answer.
+    env = _bare_env(tmp_path)
+    make_torch_env(tmp_path / "envs" / "torch-test", env)
+    profile = Path(__file__).resolve().parents[1] / "profiles" / "h100-cuda128.yaml"
+    Path(env["ENVKIT_SITE"]).write_text(f"version: 1\npartitions:\n  gpu: {{nodes: [{{profile_file: {profile}}}]}}\n")
+    logged = "#!/bin/sh\necho \"$0 ran\" >> \"$0.log\"\nexit 1\n"
+    path = _slurm_bin(tmp_path, ("sinfo", "squeue"), {"srun": logged, "sbatch": logged})
+    conf = tmp_path / "slurm.conf"  # a client configuration naming no cluster: sinfo fails at once
+    conf.write_text("# left half-written by a broken install\n")
+    broken = {**env, "PATH": path, "SLURM_CONF": str(conf)}
+    for command, what in ((["jupyter", "--list"], "your Jupyter servers cannot be listed"),
+                          (["shell", "torch-test", "-p", "gpu"], "no job can be asked of partition gpu"),
+                          (["jupyter", "torch-test", "-p", "gpu"], "no job can be asked of partition gpu")):
+        done = envkit(*command, env=broken)
+        assert done.returncode == 1, (command, done.stdout, done.stderr)
+        [error] = [line for line in done.stderr.splitlines() if line.startswith("envkit: error:")]
+        assert error.startswith("envkit: error: Slurm does not answer here (sinfo failed: ") and error.endswith(what)
+        assert "No Jupyter servers" not in done.stdout and "Traceback" not in done.stderr
+    assert not list((tmp_path / "slurm-bin").glob("*.log"))  # neither srun nor sbatch ran
+
+
+def test_a_jax_cuda12_build_on_a_node_whose_driver_is_cuda_11_4_is_told_so_not_that_the_job_has_no_gpu(
+        slurm_site, cluster_user, tmp_path):
+    # Issue 39: part-v's node has a V100 and a driver for CUDA 11.4; JAX's CUDA 12 plugin only says it found no GPU
+    # (the stand-in says what JAX says). The job was given its GPU (its own output shows CUDA_VISIBLE_DEVICES=0,
+    # SLURM_GPUS_ON_NODE=1): the check said "this Slurm job has no GPU". The driver is the cause, and is named.
+    from slurm_helpers import make_fake_env
+
+    env, _ = cluster_user
+    v100 = {"name": "Tesla V100-SXM2-16GB", "capability": [7, 0], "memory": 16 * 2 ** 30}
+    make_fake_env(tmp_path / "jax-cu12", env, "jax-cu12", "jax", "jax-0.10-cu12",
+                  {"jax": {"version": "0.10.2", "cuda": "12.8", "gpus": [v100],
+                           "backend_error": "INTERNAL: no supported devices found for platform CUDA"}},
+                  {"jax": "0.10.2", "jaxlib": "0.10.2", "jax-cuda12-plugin": "0.10.2"})
+    done = envkit("verify", "jax-cu12", "-p", "part-v", "--json", env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["probe"]["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert report["probe"]["environment"]["SLURM_GPUS_ON_NODE"] == "1"
+    assert [d["rule"] for d in report["diagnosis"]] == ["driver-too-old"]
+    assert report["diagnosis"][0]["cause"] == ("the NVIDIA driver is too old for this build: it supports CUDA 11.4, "
+                                               "the build needs CUDA 12.0")
+    assert "has no GPU" not in done.stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import stat
 import subprocess
@@ -145,9 +146,15 @@ def test_an_environment_without_jupyter_is_refused_with_the_command_that_adds_it
     assert done.returncode == 1, done.stderr
     assert "torch-test has no Jupyter" in done.stderr
     python = home / "envs" / "torch-test" / "bin" / "python"
-    assert f" pip install --python {python} jupyterlab" in done.stderr
+    cache = home / "cache" / "envkit" / "uv"  # envkit's package cache, as create uses it: not ~/.cache/uv
+    assert f" pip install --cache-dir {cache} --python {python} jupyterlab" in done.stderr
     assert not (home / "envs" / "torch-test" / "bin" / "jupyter-lab").exists()  # never changed silently
     assert slurm_site.cluster.jobs() == []
+    # Pasted (offline here: no index to reach), it writes envkit's cache, and no cache of uv's own in the home.
+    command = shlex.split(done.stderr.split("Add JupyterLab to it: ", 1)[1].splitlines()[0])
+    pasted = subprocess.run([*command, "--offline"], env=env, capture_output=True, text=True, timeout=120)
+    assert "jupyterlab" in pasted.stderr and cache.is_dir()
+    assert not (home / "cache" / "uv").exists() and not (home / "home" / ".cache").exists()
 
 
 @pytest.mark.parametrize("args,code,words", [

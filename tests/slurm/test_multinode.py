@@ -9,9 +9,10 @@ import socket
 import subprocess
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
-from slurm_helpers import envkit, wait_done
+from slurm_helpers import add_stand_ins, envkit, make_fake_env, make_jax_env, record_env, wait_done
 
 from envkit.state import records
 from envkit.state.userdirs import user_dirs
@@ -21,8 +22,9 @@ NAME = "torch-cpu"
 
 @pytest.fixture(scope="module")
 def torch_env(cluster_user):
-    """A venv with the real torch 2.13.0 CPU wheel (pip finds it on this machine without a download), recorded as
-    if `envkit create torch --build torch-2.13-cpu` had made it: (the user's environment, its home, the prefix)."""
+    """A venv with the real torch 2.13.0 CPU wheel (pip finds it on this machine without a download) and stand-ins of
+    its companions, recorded as if `envkit create torch --build torch-2.13-cpu` had made it: (the user's environment,
+    its home, the prefix)."""
     from support.local_wheels import find_torch_cpu_wheel
 
     wheel = find_torch_cpu_wheel()  # torch==2.13.0 as pip finds it here, named so that no other build is fetched
@@ -35,6 +37,9 @@ def torch_env(cluster_user):
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         pytest.skip(f"pip could not install torch==2.13.0 here: {done.stderr.strip()[-300:]}")
+    # No CPU torchvision or torchaudio is at hand: stand-ins whose operations run on the real torch (the check runs
+    # every companion the build installs)
+    add_stand_ins(root, ("torchvision", "torchaudio"), {"torchvision": "0.28.0", "torchaudio": "2.11.0"})
     record = records.Record(
         name=NAME, prefix=str(root), kind="venv", backend="venv", manifest="torch", build="torch-2.13-cpu",
         python=f"{sys.version_info[0]}.{sys.version_info[1]}",
@@ -72,7 +77,8 @@ def test_verify_on_two_nodes_runs_a_real_gloo_all_reduce_between_them_and_passes
     assert text.returncode == 0, text.stdout + text.stderr
     assert "Across 2 nodes of part-a: gpu-a1, gpu-a2" in text.stdout
     assert "gpu-a2: PASS (2.13.0+cpu" in text.stdout
-    assert "All-reduce across 2 nodes (gloo, 16 MiB per node" in text.stdout and "bus bandwidth" in text.stdout
+    assert "All-reduce across 2 nodes (torch.distributed all_reduce, gloo, 16 MiB per node" in text.stdout
+    assert "bus bandwidth" in text.stdout
     assert text.stdout.rstrip().endswith("PASS: every node passed and the all-reduce across them is right")
 
     # Given by its directory, as verify takes it on one node: with no recorded build to judge by, a CPU-only build
@@ -209,25 +215,64 @@ def test_bad_node_counts_are_exit_2_before_any_job(slurm_site, cluster_user, arg
 
 @pytest.fixture(scope="module")
 def jax_env(cluster_user):
-    """A venv with the real JAX CPU wheels (`pip install jax==0.10.*`, from the index this machine's pip reads),
-    recorded as jax-0.10-cpu of envs/jax.yaml: (the user's environment, the prefix)."""
+    """A venv with the real JAX CPU wheels of the test extra, recorded as the jax manifest's CPU build of their line:
+    (the user's environment, the prefix, the JAX version)."""
     env, home = cluster_user
     root = home / "envs" / "jax-cpu"
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=120)
-    done = subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "-q", "jax==0.10.*"],
-                          capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        pytest.skip(f"pip could not install jax==0.10.* here: {done.stderr.strip()[-300:]}")
-    record = records.Record(
-        name="jax-cpu", prefix=str(root), kind="venv", backend="venv", manifest="jax", build="jax-0.10-cpu",
-        python=f"{sys.version_info[0]}.{sys.version_info[1]}",
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine={}, on_target=False)
-    records.save(record, user_dirs(env).records)
-    return env, root
+    version = make_jax_env(root, env)
+    return env, root, version
+
+
+def _passed_on_two_nodes(env, name: str, version: str) -> dict:
+    """`verify NAME -p part-a --nodes 2 --json`, which must PASS on both nodes with ``version`` and a right sum
+    (rank r gives r + 1), never a word of torch: its all-reduce."""
+    done = _verify(env, "--json", name=name)
+    assert done.returncode == 0, done.stdout + done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["ok"] is True and "torch" not in done.stdout
+    assert [(n["node"], n["ok"], n["version"]) for n in outcome["nodes"]] == [("gpu-a1", True, version),
+                                                                               ("gpu-a2", True, version)]
+    reduce = outcome["all_reduce"]
+    assert reduce["ok"] and reduce["correct"] and reduce["results"] == [3.0, 3.0] and reduce["busbw_gbs"] > 0
+    return reduce
+
+
+def test_verify_on_two_nodes_of_a_jax_environment_runs_a_real_psum_across_them_with_jax_itself(slurm_site, jax_env):
+    # The environment has JAX and no torch: the check across the nodes is JAX's own (jax.distributed, then a psum
+    # across the two processes over gloo), never torch's ("No module named 'torch'" was its FAIL).
+    env, _, version = jax_env
+    reduce = _passed_on_two_nodes(env, "jax-cpu", version)
+    assert (reduce["framework"], reduce["method"], reduce["backend"]) == ("jax", "jax.distributed psum", "gloo")
+    assert reduce["address"] == "127.0.0.1" and reduce["busbw_gbs"] > 0
+    assert all(r["rendezvous_seconds"] >= 0 and r["seconds_per_op"] > 0 for r in reduce["ranks"])
+    verify = records.load(user_dirs(env).records, "jax-cpu").verify
+    assert verify["ok"] is True and verify["all_reduce"]["framework"] == "jax"
+
+
+def test_verify_on_two_nodes_of_an_mxnet_environment_says_what_was_checked_and_what_was_not(slurm_site,
+                                                                                             cluster_user):
+    # MXNet (retired) has no all-reduce envkit runs across nodes: each node's own check runs and passes, and the
+    # report says that nothing across the nodes was checked; it is no FAIL for a missing torch.
+    env, home = cluster_user
+    make_fake_env(home / "envs" / "mx-cpu", env, "mx-cpu", "mxnet", "mxnet-1.9.1-cpu",
+                  {"mxnet": {"version": "1.9.1", "cuda": None}}, {"mxnet": "1.9.1"})
+    text = _verify(env, name="mx-cpu")
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "gpu-a1: PASS (1.9.1, CUDA none)" in text.stdout and "gpu-a2: PASS (1.9.1" in text.stdout
+    assert ("Across the 2 nodes: not checked: envkit runs no all-reduce across nodes for mxnet: each node's own "
+            "check ran; the network between the nodes and a collective across them were not checked") in text.stdout
+    assert text.stdout.rstrip().endswith("PASS: every node passed; nothing across the nodes was checked")
+    assert "torch" not in text.stdout + text.stderr and "FAIL" not in text.stdout
+    done = _verify(env, "--json", name="mx-cpu")
+    outcome = json.loads(done.stdout)
+    assert done.returncode == 0 and outcome["ok"] is True and outcome["diagnosis"] == []
+    reduce = outcome["all_reduce"]
+    assert reduce["ok"] is None and reduce["framework"] == "mxnet" and "for mxnet" in reduce["skipped"]
+    assert reduce["correct"] is None and reduce["results"] == []
 
 
 def test_a_jax_job_on_two_nodes_initializes_jax_distributed_from_slurms_variables(slurm_site, jax_env, tmp_path):
-    env, _ = jax_env
+    env, _, _ = jax_env
     program = tmp_path / "procs.py"
     program.write_text(
         "import os, jax\n"
@@ -285,3 +330,58 @@ def test_a_job_on_named_nodes_asks_for_those_nodes(cluster_user):
         unknown = envkit(*command, env=env)
         assert unknown.returncode == 2, unknown.stdout + unknown.stderr
         assert "partition 'part-a' has no node 'gpu-zz'" in unknown.stderr and unknown.stdout == ""
+
+
+@pytest.fixture(scope="module")
+def tensorflow_env(cluster_user, tmp_path_factory):
+    """A venv with the real TensorFlow CPU wheel (about 600 MB, not in the test extra) and its dependencies, from the
+    wheels this machine keeps (support.local_wheels), installed by uv with no index and no network; a skip that
+    says why where the machine has none. Recorded as the tensorflow manifest's CPU build of its line: (the user's
+    environment, its home, the TensorFlow version)."""
+    from support.local_wheels import MissingDistributionError, dependency_closure, local_distribution_files
+    from support.pypi_index import installer_env, uv_binary
+
+    try:
+        [wheel] = local_distribution_files(["tensorflow-cpu"])[-1:]
+        files = local_distribution_files(dependency_closure(wheel))
+    except MissingDistributionError as missing:
+        pytest.skip(f"the TensorFlow CPU wheel and its dependencies are not on this machine: {missing}")
+    version = wheel.name.split("-")[1]
+    build = f"tensorflow-{'.'.join(version.split('.')[:2])}-cpu"
+    from envkit.catalog import default_manifests_dir, load_catalog
+
+    if build not in {b.id for b in load_catalog(default_manifests_dir()).manifests["tensorflow"].builds}:
+        pytest.skip(f"tensorflow-cpu {version} (the wheel on this machine) has no CPU build in envs/tensorflow.yaml")
+    scratch = tmp_path_factory.mktemp("tensorflow-wheels")
+    links = scratch / "links"
+    links.mkdir()
+    for path in [wheel, *files]:
+        if not (links / path.name).exists():
+            (links / path.name).symlink_to(path)
+    env, home = cluster_user
+    root = home / "envs" / "tf-cpu"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True,
+                   timeout=120)
+    done = subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(root / "bin" / "python"),
+                           "--offline", "--no-index", "--find-links", str(links), f"tensorflow-cpu=={version}"],
+                          env=installer_env(scratch), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    record_env(root, env, "tf-cpu", "tensorflow", build)
+    return env, home, version
+
+
+@pytest.mark.real_tensorflow
+def test_verify_on_two_nodes_of_a_tensorflow_environment_runs_multiworkermirroredstrategy_across_them(
+        slurm_site, tensorflow_env):
+    # TensorFlow's own all-reduce across the nodes: MultiWorkerMirroredStrategy over TF_CONFIG (each node a worker at
+    # its address; both test nodes are 127.0.0.1, so worker i listens on the port + i). The check writes nothing
+    # into $HOME: Keras would write ~/.keras/keras.json.
+    env, home, version = tensorflow_env
+    Path(env["HOME"]).mkdir(exist_ok=True)  # a home Keras can write to (else it writes into /tmp)
+    reduce = _passed_on_two_nodes(env, "tf-cpu", version)
+    assert (reduce["framework"], reduce["method"]) == ("tensorflow", "MultiWorkerMirroredStrategy all-reduce")
+    assert reduce["backend"] == "ring"
+    assert reduce["busbw_gbs"] > 0
+    home_dir = Path(env["HOME"])
+    assert not (home_dir / ".keras").exists() and not list(home_dir.glob(".keras*"))
+    assert not (home_dir / ".nv").exists()

@@ -221,3 +221,64 @@ def test_what_the_worker_printed_on_a_real_h100_is_read_and_diagnosed():
     assert found["cause"].startswith("the rendezvous at 127.0.0.1:29556 (the first node, at the address Slurm has "
                                      "for it) did not complete within 10 s: n2 reached it from 127.0.0.1 on "
                                      "interface lo")
+
+
+def test_a_framework_without_an_all_reduce_across_nodes_is_said_never_failed():
+    # MXNet: every rank says it ran none; the nodes passed: PASS, saying what was not checked.
+    skipped = "envkit runs no all-reduce across nodes for mxnet: each node's own check ran; the network ..."
+    report = {"ok": True, "framework": "mxnet", "version": "1.9.1", "cuda": None, "diagnosis": [], "machine": {}}
+    stdout = "\n".join(f"{task}: {json.dumps(document)}" for task in (0, 1) for document in (
+        {"envkit_node": f"n{task + 1}"},
+        {"cross_node": _rank(task, ok=None, skipped=skipped, framework="mxnet", backend=None, correct=None, got=None)},
+        report))
+    outcome = read_tasks(stdout, "", 2, "gpu")
+    assert outcome["ok"] is True and outcome["diagnosis"] == []
+    reduce = outcome["all_reduce"]
+    assert (reduce["ok"], reduce["skipped"], reduce["framework"], reduce["results"]) == (None, skipped, "mxnet", [])
+    # A node that failed its own check: the FAIL is that node's, nothing is said of the all-reduce.
+    failed = read_tasks(stdout.replace('"ok": true, "framework": "mxnet"', '"ok": false, "framework": "mxnet"', 1),
+                        "", 2, "gpu")
+    assert failed["ok"] is False and failed["diagnosis"] == []
+
+
+@pytest.mark.parametrize("framework, words", [
+    ("torch", "TORCH_DISTRIBUTED_DEBUG=DETAIL"),
+    ("jax", "TF_CPP_MIN_LOG_LEVEL=0 (JAX's own log)"),
+    ("tensorflow", "TF_CPP_MIN_LOG_LEVEL=0 (TensorFlow's own log)"),
+])
+def test_a_failed_all_reduce_is_advised_in_its_frameworks_own_terms(framework, words):
+    failed = _rank(1, ok=False, correct=None, framework=framework,
+                   error={"where": "all_reduce", "type": "XlaRuntimeError", "message": "the collective stopped"})
+    [found] = diagnose(NODES, [_rank(0), failed])
+    assert found["rule"] == "all-reduce-failed" and words in found["advice"]
+    missing = f"No module named '{framework}'"
+    not_there = _rank(1, ok=False, correct=None, framework=framework, phase="import",
+                      error={"where": "import", "type": "ModuleNotFoundError", "message": missing})
+    [found] = diagnose(NODES, [_rank(0), not_there])
+    assert found["rule"] == "framework-not-imported" and found["cause"] == (
+        f"on n2, the all-reduce could not start {framework}: {missing}")
+
+
+def test_a_worker_that_died_at_the_rendezvous_is_read_by_how_far_it_got(tmp_path):
+    # JAX ends the process (SIGABRT, glog's fatal line) when its coordinator does not answer: no result, but the
+    # phase it said it entered, and its fatal line, give the rendezvous diagnosis.
+    from envkit.probe.cross_node import run_rank
+
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\n"
+                      "echo 'envkit-cross-node: rendezvous 10.0.0.1:20042 from 10.0.0.2 on eth0' >&2\n"
+                      "echo 'F1128 14:05:57.627971   28345 client.h:80] Terminating process because the JAX "
+                      "distributed service detected fatal errors. absl::Status: DEADLINE_EXCEEDED: Deadline "
+                      "Exceeded' >&2\necho 'RPC: /xla.coordination.CoordinationService/RegisterTask' >&2\n"
+                      "echo '*** Check failure stack trace: ***' >&2\necho '    @     0x7fce9e703b62  abort' >&2\n"
+                      "kill -ABRT $$\n")
+    python.chmod(0o755)
+    result = run_rank(python, "jax", 1, 2, ["10.0.0.1", "10.0.0.2"], 20042, 10.0, {"PATH": "/usr/bin:/bin"},
+                      cache_dir=tmp_path / "cache")
+    assert (result["phase"], result["local_address"], result["interface"]) == ("rendezvous", "10.0.0.2", "eth0")
+    assert result["error"]["message"].endswith(
+        "was ended by signal 6 and printed no result: Terminating process because the JAX distributed service "
+        "detected fatal errors. absl::Status: DEADLINE_EXCEEDED: Deadline Exceeded RPC: "
+        "/xla.coordination.CoordinationService/RegisterTask")
+    [found] = diagnose(NODES, [_rank(0), result])
+    assert found["rule"] == "rendezvous-timeout" and "from 10.0.0.2 on interface eth0" in found["cause"]

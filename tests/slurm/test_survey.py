@@ -17,13 +17,16 @@ from envkit.slurm.survey import gpu_partitions, survey
 def test_survey_writes_every_gpu_partition_from_its_nodes(slurm_site, tmp_path):
     env = user_env(slurm_site, tmp_path)
     done = envkit("survey", "--timeout", "20", env=env)
-    # The DOWN partition cannot be surveyed: said, and the exit status says not everything was.
-    assert done.returncode == 1, done.stderr
+    # The DOWN partition cannot be surveyed: said; a partition that is down is routine on a real cluster, and the
+    # others were surveyed: exit 0 (it was 1). Only a survey that reached nothing is a failure.
+    assert done.returncode == 0, done.stderr
     assert "closed: NOT surveyed: partition is down" in done.stdout
+    assert "no partition could be surveyed" not in done.stderr
     site = load_site(tmp_path / "site.yaml")
     assert set(site.partitions) == {"part-a", "part-v", "mixed", "part-amd", "closed"}  # cpu has no GRES gpu
     [a_node] = site.partitions["part-a"].nodes
     assert (a_node.node, a_node.count) == ("gpu-a1", 2)
+    assert a_node.members == ("gpu-a1", "gpu-a2")  # what P:NODE takes: gpu-a2 too, merged into gpu-a1's entry
     assert [g.name for g in a_node.profile.gpus] == ["NVIDIA A100-SXM4-40GB"] * 2
     assert str(a_node.profile.cuda_driver) == "12.2" and str(a_node.profile.driver_version) == "535.129.03"
     raw = yaml.safe_load((tmp_path / "site.yaml").read_text())["partitions"]["part-a"]["nodes"][0]["profile"]
@@ -39,6 +42,11 @@ def test_survey_writes_every_gpu_partition_from_its_nodes(slurm_site, tmp_path):
     for name in ("part-a", "part-v", "mixed"):
         assert site.partitions[name].surveyed is not None
         assert f"{name}: detecting" in done.stderr  # progress per partition
+    down = envkit("survey", "--partition", "closed", "--json", env=env)
+    assert down.returncode == 1, down.stderr
+    assert "envkit: no partition could be surveyed" in down.stderr
+    assert [(p["name"], p["ok"], p["error"]) for p in yaml.safe_load(down.stdout)["partitions"]] == [
+        ("closed", False, "partition is down")]
 
 
 def test_all_nodes_detects_each_node(slurm_site, tmp_path):

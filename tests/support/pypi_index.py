@@ -64,6 +64,7 @@ class _State:
     pages: dict[str, dict[str, _Wheel]] = field(default_factory=dict)
     failing: set[tuple[str, NormalizedName]] = field(default_factory=set)
     delays: dict[str, float] = field(default_factory=dict)
+    rates: dict[str, int] = field(default_factory=dict)  # file name -> bytes a second its body is sent at
     moved: dict[str, str] = field(default_factory=dict)  # file name -> where a 302 sends its requests
     requests: list[str] = field(default_factory=list)
     core_metadata: bool = True
@@ -183,6 +184,11 @@ class IndexServer:
         with self._state.lock:
             self._state.delays[filename] = seconds
 
+    def throttle_file(self, filename: str, bytes_per_second: int) -> None:
+        """Send the body of `filename` (in any index) at about `bytes_per_second`: a slow link."""
+        with self._state.lock:
+            self._state.rates[filename] = bytes_per_second
+
     def redirect_file(self, filename: str, location: str) -> None:
         """Answer every request for `filename` (in any index) with a 302 to the absolute URL `location`."""
         with self._state.lock:
@@ -265,7 +271,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, path: str, state: _State) -> _Response:
         """Pick the response while holding the lock; the response itself is sent without it."""
         if path in state.files:
-            return functools.partial(self._send_file, state.files[path], 0.0)
+            return functools.partial(self._send_file, state.files[path], 0.0, None)
         if path.endswith(".metadata") and path.removesuffix(".metadata") in state.files and state.core_metadata:
             return functools.partial(self._send_bytes, state.files[path.removesuffix(".metadata")].metadata,
                                      "application/octet-stream")
@@ -274,7 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return functools.partial(self._send_html, _flat_page(files.values()))
             folder, _, name = path.rpartition("/")
             if folder == page.rpartition("/")[0] and name in files:
-                return functools.partial(self._send_file, files[name], state.delays.get(name, 0.0))
+                return functools.partial(self._send_file, files[name], state.delays.get(name, 0.0),
+                                         state.rates.get(name))
         for prefix in sorted(state.indexes, key=len, reverse=True):
             if path == prefix or path.startswith(prefix + "/"):
                 return self._route_in_index(prefix, path[len(prefix) :], state)
@@ -305,7 +312,8 @@ class _Handler(BaseHTTPRequestHandler):
         if filename in state.moved:
             return functools.partial(self._moved, state.moved[filename])
         if wheel := wheels.get(filename):
-            return functools.partial(self._send_file, wheel, state.delays.get(filename, 0.0))
+            return functools.partial(self._send_file, wheel, state.delays.get(filename, 0.0),
+                                     state.rates.get(filename))
         wheel = wheels.get(filename.removesuffix(".metadata"))
         if wheel and filename.endswith(".metadata") and state.core_metadata:
             return functools.partial(self._send_bytes, wheel.metadata, "application/octet-stream")
@@ -337,8 +345,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def _send_file(self, wheel: _Wheel, delay: float, body: bool) -> None:
-        """Stream from disk in chunks (never a copy in memory); stop at once when the server is closing."""
+    def _send_file(self, wheel: _Wheel, delay: float, rate: int | None, body: bool) -> None:
+        """Stream from disk in chunks (never a copy in memory), at ``rate`` bytes a second if given; stop at once
+        when the server is closing."""
         stopping = self.server.state.stopping
         self._send_headers(HTTPStatus.OK, "application/octet-stream", wheel.path.stat().st_size)
         if not body:
@@ -346,11 +355,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         if delay and stopping.wait(delay):
             return  # the client sees a body cut short, as when a real download is interrupted
+        size = max(1, rate // 10) if rate else _CHUNK  # a tenth of a second's worth at a time when throttled
         with wheel.path.open("rb") as stream:
-            for chunk in iter(lambda: stream.read(_CHUNK), b""):
+            for chunk in iter(lambda: stream.read(size), b""):
                 if stopping.is_set():
                     return
                 self.wfile.write(chunk)
+                if rate and stopping.wait(len(chunk) / rate):
+                    return
 
     def _send_headers(self, status: HTTPStatus, content_type: str, length: int) -> None:
         self.send_response(status)

@@ -127,3 +127,36 @@ def public_python(parent: Path, user: User) -> Path:
     if check.returncode != 0:
         raise RuntimeError(f"envkit cannot be imported by another user with {python}: {check.stderr.strip()[-300:]}")
     return python
+
+
+def private_python(user: User, public: Path) -> Path:
+    """A Python in ``user``'s own home (mode 0700), as an admin's pyenv install is (`~/.pyenv/versions/X.Y.Z`):
+    a copy of the interpreter the venv ``public`` (:func:`public_python`) runs on, its standard library and
+    libpython linked from there, and envkit importable as from ``public``. Only ``user`` (and root) can run it."""
+    config = dict(line.split(" = ", 1) for line in (public.parents[1] / "pyvenv.cfg").read_text().splitlines()
+                  if " = " in line)
+    home = Path(config["home"])
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    real = Path(os.path.realpath(home / f"python{version}"))
+    base = real.parent.parent
+    root = user.home / ".pyenv" / "versions" / version
+    (root / "bin").mkdir(parents=True)
+    shutil.copy2(real, root / "bin" / f"python{version}")
+    lib = root / "lib" / f"python{version}"
+    lib.mkdir(parents=True)
+    for entry in (base / "lib").glob("libpython*"):
+        (root / "lib" / entry.name).symlink_to(entry)
+    for entry in (base / "lib" / f"python{version}").iterdir():
+        if entry.name not in ("site-packages", "dist-packages"):
+            (lib / entry.name).symlink_to(entry)
+    pth = (public.parents[1] / "lib" / f"python{version}" / "site-packages" / "envkit-tests.pth").read_text()
+    for packages in (lib / "site-packages", root / "lib" / "python3" / "dist-packages"):  # (Debian's site.py: the
+        packages.mkdir(parents=True)                                                    # latter)
+        (packages / "envkit-tests.pth").write_text(pth)
+    subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(user.home / ".pyenv")], check=True, timeout=60)
+    os.chmod(user.home, 0o700)
+    python = root / "bin" / f"python{version}"
+    check = user.run([str(python), "-c", "import envkit, sys; print(sys._base_executable)"], {"PATH": "/usr/bin:/bin"})
+    if check.returncode != 0 or check.stdout.strip() != str(python):
+        raise RuntimeError(f"a private copy of {real} does not run envkit: {check.stderr.strip()[-300:]}")
+    return python

@@ -1,6 +1,7 @@
 """--multi-gpu, shared by the frameworks: the report of a collective, its bandwidth, its sum checked, and the
 deadline after which a stuck all-reduce becomes an error of the report."""
 
+import sys
 import threading
 
 from .record import error_record, skipped
@@ -77,3 +78,27 @@ def first_wrong(values, expected, size):
             return value
     return None
 
+
+def check_rank_sum(out, values):
+    """Across nodes: whether ``values``, this rank's copy of the summed check tensor (rank r gave r + 1), is the
+    expected sum, recorded in the rank's result ``out``."""
+    wrong = first_wrong(values, out["expected"], MULTI_GPU_CHECK_ELEMENTS)
+    out["correct"] = wrong is None
+    out["got"] = values[0] if values else None
+    if wrong is not None:
+        out["error"] = {"where": "all_reduce", "type": "WrongResult", "traceback": "",
+                        "message": "the all-reduce sum is wrong on rank %d: every value should be %g, got %r"
+                        % (out["rank"], out["expected"], wrong)}
+
+
+def enter_phase(out, phase):
+    """Across nodes: this rank enters ``phase`` (rendezvous, all_reduce, pairs), said on stderr before it starts,
+    for a worker that is cut off or aborted there (JAX ends the process when the coordinator does not answer):
+    where it was and, for the rendezvous, by which route."""
+    out["phase"] = phase
+    if phase == "rendezvous":
+        line = "rendezvous %s:%d from %s on %s" % (out["address"], out["port"], out["local_address"], out["interface"])
+    else:
+        line = phase
+    sys.stderr.write("envkit-cross-node: %s\n" % line)
+    sys.stderr.flush()

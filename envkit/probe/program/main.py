@@ -10,7 +10,9 @@ import time
 import warnings
 
 from .collective import MULTI_GPU_TIMEOUT, STUCK
+from .companions import check_companions
 from .cross_node import cross_node_worker
+from .frameworks import framework_for, installed_frameworks
 from .jax_probe import probe_jax
 from .mxnet_probe import probe_mxnet
 from .record import Recorder, TeeText, clip, error_record, finite
@@ -18,7 +20,6 @@ from .tensorflow_probe import probe_tensorflow
 from .torch_probe import nccl_worker, probe_torch
 
 PROBE_FORMAT = 1
-FRAMEWORKS = ("torch", "tensorflow", "jax", "mxnet")
 PROBES = {"torch": probe_torch, "tensorflow": probe_tensorflow, "jax": probe_jax, "mxnet": probe_mxnet}
 # Environment variables that explain what a framework sees (passed through by envkit's runner).
 ENVIRONMENT_KEYS = (
@@ -26,22 +27,6 @@ ENVIRONMENT_KEYS = (
     "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
     "SLURM_JOB_ID", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE",
 )
-
-
-def installed_frameworks():
-    """The frameworks whose top-level package can be found, without importing any of them."""
-    try:
-        from importlib.util import find_spec
-    except ImportError:
-        return []
-    found = []
-    for name in FRAMEWORKS:
-        try:
-            if find_spec(name) is not None:
-                found.append(name)
-        except Exception:
-            found.append(name)  # a broken package is still "installed": importing it will say how it is broken
-    return found
 
 
 def torch_version_file():
@@ -102,18 +87,13 @@ def run(report, argv):
     recorder = Recorder(report)
     requested = report["requested"]
     report["installed"] = installed_frameworks()
-    if requested == "auto":
-        if not report["installed"]:
-            report["import_error"] = {"where": "import", "type": "ModuleNotFoundError", "message":
-                                      "none of %s is installed" % ", ".join(FRAMEWORKS), "traceback": ""}
-            return
-        framework = report["installed"][0]
-    elif requested in PROBES:
-        framework = requested
-    else:
-        report["probe_error"] = {"where": "arguments", "type": "UsageError", "message":
-                                 "unknown framework %r; expected auto, %s" % (requested, ", ".join(FRAMEWORKS)),
-                                 "traceback": ""}
+    framework, why = framework_for(requested)
+    if framework is None:
+        if requested == "auto":
+            report["import_error"] = {"where": "import", "type": "ModuleNotFoundError", "message": why,
+                                      "traceback": ""}
+        else:
+            report["probe_error"] = {"where": "arguments", "type": "UsageError", "message": why, "traceback": ""}
         return
     report["framework"] = framework
     started = time.time()
@@ -130,6 +110,9 @@ def run(report, argv):
     report["import_seconds"] = round(time.time() - started, 3)
     report["imported"] = True
     PROBES[framework](report, recorder, report["options"])
+    asked = report["options"].get("companions") or []
+    if asked and not report.get("companions"):  # a framework whose companions have no operation here: imported
+        report["companions"] = check_companions(recorder, framework, asked, [], {})
 
 
 def main(argv):
@@ -140,11 +123,13 @@ def main(argv):
         out.write(json.dumps(result))
         out.flush()
         return 0
-    if len(argv) >= 8 and argv[0] == "--cross-node-worker":  # rank world address port timeout bytes iterations
+    if len(argv) >= 9 and argv[0] == "--cross-node-worker":
+        # framework rank world addresses (every node's, comma-separated, the first node's first) port timeout bytes
+        # iterations
         out = os.fdopen(os.dup(1), "w")
         os.dup2(2, 1)
-        result = cross_node_worker(int(argv[1]), int(argv[2]), argv[3], int(argv[4]), float(argv[5]), int(argv[6]),
-                                   int(argv[7]))
+        result = cross_node_worker(argv[1], int(argv[2]), int(argv[3]), argv[4].split(","), int(argv[5]),
+                                   float(argv[6]), int(argv[7]), int(argv[8]))
         out.write(json.dumps(_json_safe(result)))
         out.flush()
         return 0
@@ -153,8 +138,10 @@ def main(argv):
     os.dup2(2, 1)
     requested = argv[0] if argv else "auto"
     options = {"multi_gpu": "--multi-gpu" in argv[1:], "bench": "--bench" in argv[1:],
-               "multi_gpu_timeout": MULTI_GPU_TIMEOUT}
+               "multi_gpu_timeout": MULTI_GPU_TIMEOUT, "companions": []}
     for arg in argv[1:]:
+        if arg.startswith("--companions="):  # the companions the build installs, each checked
+            options["companions"] = [name for name in arg.partition("=")[2].split(",") if name]
         if arg.startswith("--multi-gpu-timeout="):
             try:
                 options["multi_gpu_timeout"] = max(1.0, float(arg.partition("=")[2]))

@@ -1,5 +1,6 @@
-"""The probe of PyTorch: its build, its GPUs, the checks on each; --bench; --multi-gpu as an NCCL all-reduce with one
-process per GPU (this program again, in --nccl-worker mode: nccl_worker)."""
+"""The probe of PyTorch: its build, its GPUs, the checks on each, its companions (torchvision, torchaudio: imported,
+and one operation of each on every device); --bench; --multi-gpu as an NCCL all-reduce with one process per GPU
+(this program again, in --nccl-worker mode: nccl_worker)."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import time
 
 from .bench import BENCH_N, bench_runs, timed_products
 from .checks import CPU_N, GPU_N, conv_inputs, matrix, py_conv2d, py_matmul, run_check
+from .companions import check_companions, torch_operations
 from .collective import (MULTI_GPU_BYTES, MULTI_GPU_CHECK_ELEMENTS, MULTI_GPU_ITERATIONS, MULTI_GPU_TIMEOUT,
                          collective_result, set_bandwidth, too_few_gpus)
 from .record import as_text, clip, error_record
@@ -99,6 +101,9 @@ def probe_torch(report, recorder, options):
             recorder, "conv2d", where,
             lambda: on_gpu(lambda: torch.nn.functional.conv2d(tensor([image], where), tensor(weight, where)))[0],
             lambda: py_conv2d(image, weight)))
+    report["companions"] = check_companions(recorder, "torch", options.get("companions") or [],
+                                            ["cpu"] + ["cuda:%d" % index for index in range(count)],
+                                            torch_operations(torch))
     if options["multi_gpu"]:
         report["multi_gpu"] = torch_multi_gpu(torch, count, options.get("multi_gpu_timeout", MULTI_GPU_TIMEOUT))
     if options["bench"]:

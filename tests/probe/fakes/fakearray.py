@@ -20,6 +20,11 @@ def config(framework):
         return json.load(handle).get(framework, {})
 
 
+def configured():
+    """Whether the stand-ins' switches are here (a stand-in companion beside the real torch may have none)."""
+    return os.path.exists(os.path.join(HERE, "fake_config.json"))
+
+
 def matmul(a, b):
     columns = list(zip(*b))
     return [[sum(x * y for x, y in zip(row, column)) for column in columns] for row in a]

@@ -5,7 +5,9 @@ oom [GPU indices: allocating a big array there fails, as on a full GPU],
 collective ("wrong": one GPU gets a wrong psum; "raise": the psum fails with NCCL's error; "hang": it never
 returns),
 busbw_gbs and tflops (how long psums and big products take: see fakearray.take_time),
-tf32 (float32 products on GPUs round their inputs to TF32 unless asked for Precision.HIGHEST, as XLA does on an H100).
+tf32 (float32 products on GPUs round their inputs to TF32 unless asked for Precision.HIGHEST, as XLA does on an H100),
+backend_error (the CUDA backend does not start: asking for the GPUs raises JAX's "Unable to initialize backend 'cuda'"
+with this text; the plugin is installed, so it is still a GPU build).
 The test installs dist-info for jax, jaxlib and (with cuda) jax-cuda12-plugin next to it.
 
 jax.pmap runs the function once per device, in threads, like SPMD code runs on every GPU at once, and
@@ -23,7 +25,7 @@ import fakearray
 
 _cfg = fakearray.config("jax")
 __version__ = _cfg.get("version", "0.4.30")
-_GPUS = _cfg.get("gpus", []) if _cfg.get("cuda", "12.3") else []
+_GPUS = _cfg.get("gpus", []) if _cfg.get("cuda", "12.3") and not _cfg.get("backend_error") else []
 _CPU = types.SimpleNamespace(platform="cpu", device_kind="cpu", id=0)
 _DEVICES = [types.SimpleNamespace(platform="gpu", device_kind=g["name"], id=i,
                                   compute_capability="%d.%d" % tuple(g["capability"]))
@@ -50,6 +52,9 @@ def devices(backend=None):
         return [_CPU]
     if backend in ("gpu", "cuda") and _DEVICES:
         return list(_DEVICES)
+    if backend in ("gpu", "cuda") and _cfg.get("backend_error"):
+        raise RuntimeError("Unable to initialize backend 'cuda': %s (you may need to uninstall the failing plugin "
+                           "package, or set JAX_PLATFORMS=cpu to skip this backend.)" % _cfg["backend_error"])
     raise RuntimeError("Unknown backend: '%s' requested, but no platforms that are instances of %s are present. "
                        "Platforms present are: cpu" % (backend, backend))
 

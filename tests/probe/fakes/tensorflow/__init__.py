@@ -6,6 +6,9 @@ collective ("wrong": one replica gets a wrong all-reduce sum; "raise": the all-r
 "hang": it never returns),
 busbw_gbs and tflops (how long all-reduces and big products take: see fakearray.take_time).
 
+Imported, it writes keras.json into $KERAS_HOME, else ~/.keras (/tmp/.keras where the home is not writable), as
+TensorFlow's Keras 3 does when it is imported (keras/src/backend/config.py).
+
 tf.distribute.MirroredStrategy runs its replicas in threads, one per GPU, like the real one, and
 ReplicaContext.all_reduce really waits for every replica and sums what they gave. tf.function only calls the
 function (nothing is traced). Big tensors (the benchmark's matrices, the all-reduce buffer) are a shape and one
@@ -13,6 +16,7 @@ value, like the torch stand-in's; only the time of what is done with them matter
 """
 
 import contextlib
+import os
 import threading
 import time
 import types
@@ -22,6 +26,24 @@ import fakearray
 _cfg = fakearray.config("tensorflow")
 if _cfg.get("import_error") == "missing-library":
     raise ImportError("libcudart.so.11.0: cannot open shared object file: No such file or directory")
+
+
+def _keras_config():
+    home = os.path.expanduser("~")
+    keras_dir = os.environ.get("KERAS_HOME") or os.path.join(home if os.access(home, os.W_OK) else "/tmp", ".keras")
+    try:
+        if not os.path.exists(keras_dir):
+            os.makedirs(keras_dir)
+        path = os.path.join(keras_dir, "keras.json")
+        if not os.path.exists(path):
+            with open(path, "w") as handle:
+                handle.write('{"floatx": "float32", "epsilon": 1e-07, "backend": "tensorflow", '
+                             '"image_data_format": "channels_last"}')
+    except OSError:
+        pass
+
+
+_keras_config()
 
 __version__ = _cfg.get("version", "2.15.0")
 float32 = "float32"
