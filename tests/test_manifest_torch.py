@@ -83,7 +83,8 @@ def torch_arch(release: str, variant: str) -> tuple[tuple[str, ...], tuple[str, 
 
 
 def builds_of(catalog, release: str):
-    return [b for b in catalog.manifests["torch"].builds if str(b.version) == release]
+    """A release's CUDA and CPU builds (its ROCm builds: test_manifest_torch_rocm.py)."""
+    return [b for b in catalog.manifests["torch"].builds if str(b.version) == release and not b.is_rocm]
 
 
 def test_every_release_from_1_4_to_2_15(catalog):

@@ -28,7 +28,8 @@ LESS_NASTY = "/opt/site envs/it's $HOME [x] {y}"
 def info(prefix: str, kind: str = "venv", name: str = "torch-cu126", build: str = "torch-2.13-cu126",
          cuda: str = "12.6", held: bool = False) -> ModuleInfo:
     record = SimpleNamespace(build=build, manifest="torch", python="3.11", prefix=prefix, kind=kind, cuda=cuda,
-                             name=name, machine={"name": "rtx4090"}, held=["torch==2.13.0+cu126"] if held else None,
+                             rocm=None, name=name, machine={"name": "rtx4090"},
+                             held=["torch==2.13.0+cu126"] if held else None,
                              target={"options": ["--partition", "gpu-4-a100"], "machines": ["a100"]},
                              verify={"ok": True, "time": "2026-11-27T01:00:00+00:00", "node": "node1"})
     return module_info(f"site:{name}", record, "alice")
@@ -54,7 +55,7 @@ def test_the_cuda_is_the_builds_as_recorded_never_read_out_of_the_build_id():
 
 def _record() -> SimpleNamespace:
     return SimpleNamespace(build="torch-2.13-cu126", manifest="torch", python="3.11", prefix="/opt/x", kind="venv",
-                           cuda="12.6", name="torch", machine={}, target=None, verify=None)
+                           cuda="12.6", rocm=None, name="torch", machine={}, target=None, verify=None)
 
 
 def test_a_tcl_modulefile_is_refused_for_a_path_lmod_would_load_wrong():
@@ -62,6 +63,19 @@ def test_a_tcl_modulefile_is_refused_for_a_path_lmod_would_load_wrong():
         with pytest.raises(BadInputError, match="Tcl modulefile cannot carry"):
             tcl_text(info(bad))
         assert f"local bin = {lua_string(bad + '/bin')}" in lua_text(info(bad))  # the Lua one carries it
+
+
+def test_a_rocm_build_says_its_rocm_release_and_that_it_is_for_amd_gpus():
+    record = SimpleNamespace(build="torch-2.9-rocm6.4", manifest="torch", python="3.12", prefix="/opt/x", kind="venv",
+                             cuda=None, rocm="6.4", name="torch-rocm", machine={"name": "mi300x-node"}, target=None,
+                             verify=None)
+    made = module_info("site:torch-rocm", record, "alice")
+    assert made.whatis[1:3] == ("Description: torch build torch-2.9-rocm6.4 (ROCm 6.4, for AMD GPUs), Python 3.12",
+                                "ROCm: 6.4 (AMD GPUs)")
+    assert "whatis(\"ROCm: 6.4 (AMD GPUs)\")" in lua_text(made) and "CUDA" not in tcl_text(made)
+    # the release is the build's as the record keeps it, never read out of the build id
+    amd = module_info("x", SimpleNamespace(**{**vars(record), "build": "torch-amd", "rocm": None}), rocm="6.2.4")
+    assert "ROCm: 6.2.4 (AMD GPUs)" in amd.whatis and "(ROCm 6.2.4, for AMD GPUs)" in amd.whatis[1]
 
 
 def test_each_syntax_quotes_by_its_own_rule():
@@ -157,7 +171,7 @@ def test_a_held_environment_puts_its_constraints_first_and_unload_gives_the_user
     constraints file first, the user's own after it, and unloading leaves the user's exactly."""
     record = SimpleNamespace(build="torch-2.13-cu126", manifest="torch", python="3.11", prefix="/opt/envs/torch",
                              kind="venv", name="torch", machine={"name": "x"}, target=None, verify=None,
-                             held=["torch==2.13.0+cu126"], cuda="12.6")
+                             held=["torch==2.13.0+cu126"], cuda="12.6", rocm=None)
     made = module_info("torch", record)
     assert made.constraints == "/opt/envs/torch/.envkit/constraints.txt"
     modules = tmp_path / "modulefiles"

@@ -215,6 +215,7 @@ def placeholders(home: Path) -> dict[str, str]:
     shipped manifests."""
     lab, envs = str(home / "lab-profiles"), str(REPO / "envs")
     return {"a100-node.yaml": str(home / "a100-node.yaml"), "v100-node.yaml": str(PROFILES / "v100x8-cuda130.yaml"),
+            "mi300x-node.yaml": str(PROFILES / "mi300x-x8-amdgpu6.12.yaml"),
             "lab-profiles/": lab, "~/lab-profiles/": lab, "saved-profiles/": lab,
             "~/manifests-edit": envs, "/shared/envkit/manifests": envs, "DIR": envs, "MANIFEST": "torch"}
 

@@ -24,20 +24,23 @@ from envkit.catalog.model import (
     valid_id,
 )
 from envkit.catalog.node import Node, kind
+from envkit.catalog.rocm_build import is_rocm_variant, parse_gfx_sets, rocm_code
 from envkit.errors import ManifestError
 from envkit.machines.cuda import CudaTable
-from envkit.versions import ComputeCapability, CudaVersion, GlibcVersion
+from envkit.versions import ComputeCapability, CudaVersion, GlibcVersion, RocmVersion
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
-_VARIANT = re.compile(r"^(cpu|cu[0-9]{2,3})$")
+_VARIANT = re.compile(r"^(cpu|cu[0-9]{2,3}|rocm[0-9]{1,2}\.[0-9]{1,2}(\.[0-9]{1,3})?)$")
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")  # {variant}, or what a manifest may write wrongly for it: {nope}, {0}
 # companions: how companion packages follow the framework's version; read by `envkit manifests validate` only.
-_MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip", "conda", "releases", "companions"}
+_MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "gfx_sets", "pip", "conda", "releases",
+                  "companions"}
 # `bundled`, `unconfirmed` and `glibc` may be set on a release for all its builds; a build's own value wins.
 _RELEASE_KEYS = {"version", "python", "notes", "pip", "conda", "builds", "bundled", "unconfirmed", "glibc"}
-_BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda", "bundled", "unconfirmed", "glibc"}
+_BUILD_KEYS = {"id", "variant", "cuda", "arch", "rocm", "gfx", "python", "notes", "pip", "conda", "bundled", "unconfirmed",
+               "glibc"}
 _PIP_KEYS = {"index_url", "find_links", "packages", "local_version"}
 _CONDA_KEYS = {"channels", "packages"}
 _ARCH_KEYS = {"sass", "ptx"}
@@ -59,6 +62,7 @@ def parse_manifest(
     name = attempt(lambda: _manifest_name(node, expected_name), expected_name)
     framework = attempt(lambda: _framework(node), "")
     arch_sets = attempt(lambda: _arch_sets(node, attempt) if node.has("arch_sets") else {}, None)
+    gfx_sets = attempt(lambda: parse_gfx_sets(node, attempt) if node.has("gfx_sets") else {}, None)
     manifest_install = attempt(lambda: _install_defaults(node), None)  # None: broken (its builds are not judged on it)
     builds: list[Build] = []
     seen: dict[str, str] = {}  # build id -> where its first build is: releases[0].builds[2]
@@ -71,7 +75,7 @@ def parse_manifest(
                                                                                                release_own)
         for build_position, raw_build in enumerate(attempt(lambda: release.children("builds"), [])):
             build = attempt(lambda: _parse_build(name, release, raw_build, build_position, release_install,
-                                                 arch_sets, tables, attempt))
+                                                 (arch_sets, gfx_sets), tables, attempt))
             if build is None:
                 continue
             if build.id in seen:
@@ -190,7 +194,7 @@ def _parse_build(
     raw: Any,
     position: int,
     inherited: Optional[Mapping[str, Mapping[str, Any]]],
-    arch_sets: Optional[Mapping[str, Optional[ArchSet]]],
+    code_sets: tuple[Optional[Mapping[str, Optional[ArchSet]]], Optional[Mapping[str, Any]]],
     tables: Tables,
     attempt: Callable[..., Any],
 ) -> Optional[Build]:
@@ -216,14 +220,27 @@ def _parse_build(
     step(lambda: _variant(node, variant))
     version = step(lambda: _version(release, version_text))
     python = step(lambda: _python_range(node if node.has("python") else release, tables))
+    arch_sets, gfx_sets = code_sets
     cuda = step(lambda: node.parsed("cuda", CudaVersion.parse, required=False))
+    rocm = step(lambda: node.parsed("rocm", RocmVersion.parse, required=False))
+    gfx: Any = ()
+    if is_rocm_variant(variant):
+        written_gfx = node.data.get("gfx")
+        if isinstance(written_gfx, str) and (gfx_sets is None or gfx_sets.get(written_gfx, ()) is None):
+            failed = True  # it names a gfx set with problems (or gfx_sets is broken): those are said there, once
+        elif rocm is not _FAILED:
+            gfx = step(lambda: rocm_code(node, variant, rocm, gfx_sets, tables))
+    else:
+        for key in ("rocm", "gfx"):
+            if node.has(key):
+                step(lambda: node.fail(f"only a ROCm build (variant rocmX.Y) has {key}", key))
     written = node.data.get("arch")
     if isinstance(written, str) and (arch_sets is None or written in arch_sets and arch_sets[written] is None):
         arch = _FAILED  # it names an arch set with problems (or arch_sets is broken): those are reported there, once
         failed = True
     else:
         arch = step(lambda: _build_arch(node, arch_sets) if node.has("arch") else None)
-    if cuda is not _FAILED and arch is not _FAILED:
+    if cuda is not _FAILED and arch is not _FAILED and not is_rocm_variant(variant):
         step(lambda: _gpu_code(node, variant, cuda, arch, tables.cuda))
     # Where the pip/conda settings it inherits are broken (said there, once), its own keys are still checked, but
     # not what it would install without them (each build would be said to have no packages).
@@ -245,7 +262,8 @@ def _parse_build(
     if failed:
         return None
     return Build(id=build_id, manifest=manifest, version=version, variant=variant, python=python, cuda=cuda,
-                 arch=arch, pip=pip, conda=conda, notes=notes, bundled=bundled, unconfirmed=unconfirmed, glibc=glibc)
+                 arch=arch, pip=pip, conda=conda, notes=notes, bundled=bundled, unconfirmed=unconfirmed, glibc=glibc,
+                 rocm=rocm, gfx=gfx)
 
 
 _FAILED = object()  # what a step that failed gives, in collecting mode
@@ -270,7 +288,8 @@ def _build_id(node: Node, build_id: str, explicit: bool, variant: str) -> None:
 
 def _variant(node: Node, variant: str) -> None:
     if not _VARIANT.match(variant or ""):
-        node.fail(f"{variant!r} is not 'cpu' or 'cu' and the CUDA digits (cu118, cu126, cu12)", "variant")
+        node.fail(f"{variant!r} is not 'cpu', 'cu' and the CUDA digits (cu118, cu126, cu12) or 'rocm' and the ROCm "
+                  "release (rocm6.4)", "variant")
 
 
 def _version(release: Node, text: str) -> Version:

@@ -24,7 +24,8 @@ def fleet_for(tables, target: TargetOptions):
         from envkit.slurm.job_context import apply_job_context, job_context
 
         # The driver and GPUs, then the system they run on (its C library; a WSL2 driver said to be Windows').
-        profile = with_system(detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout), Path("/proc"))
+        profile = with_system(detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout,
+                                             amd_table=tables.amd), Path("/proc"))
         # Inside a Slurm job (or with CUDA_VISIBLE_DEVICES set): only the GPUs the job was given count.
         profile = apply_overrides(apply_job_context(profile, job_context(os.environ)), overrides)
         return Fleet((Machine(name=profile.name or THIS_MACHINE, profile=profile),))

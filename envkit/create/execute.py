@@ -180,6 +180,7 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
         verify=_summary(report) if report is not None else None, run=journal.run, manifests=manifests,
         held=held.pins(), additions=list(plan.additions) or None, added=added, on=plan.on,
         cuda=records.build_cuda(plan.build),
+        rocm=records.build_rocm(plan.build),
     )
     return record, report
 

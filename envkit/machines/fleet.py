@@ -94,6 +94,8 @@ def profile_key(profile: MachineProfile) -> Hashable:
         str(profile.driver_version) if profile.driver_version else None,
         profile.libc,
         tuple((g.name, str(g.compute_capability) if g.compute_capability else None) for g in profile.gpus),
+        str(profile.amdgpu) if profile.amdgpu else None,  # (AMD GPUs: an AMD GPU's target is its arch)
+        tuple(g.gfx for g in profile.gpus if g.is_amd),
     )
 
 

@@ -25,10 +25,14 @@ def gpu_unused(resolution: Resolution, profile: MachineProfile) -> Optional[str]
         return (f"CUDA_VISIBLE_DEVICES hides {gpus}, so it is judged as having none and the pick is a CPU build: "
                 "unset the variable or set it to the GPUs to use (in a Slurm job: ask for GPUs) to have them judged")
     name = resolution.manifest.name
-    gpu_builds = [c for c in resolution.candidates if c.build.is_gpu]
+    # The builds for the machine's GPUs: ROCm builds for AMD GPUs, CUDA builds for NVIDIA ones (both on a machine
+    # of both): a CUDA build's "needs an NVIDIA GPU" is no news on an AMD machine.
+    gpu_builds = [c for c in resolution.candidates if c.build.is_gpu
+                  and (profile.amd_gpus if c.build.is_rocm else profile.nvidia_gpus)]
     machine = _machine_words(profile)
     if not gpu_builds:
-        return f"the manifest {name} has no GPU build, so the GPUs ({machine}) go unused"
+        kind = "ROCm (AMD GPU)" if not profile.nvidia_gpus else "GPU" if not profile.amd_gpus else "CUDA or ROCm"
+        return f"the manifest {name} has no {kind} build, so the GPUs ({machine}) go unused"
     closest = _closest(gpu_builds, profile)
     why = "; ".join(closest.reasons) or "it does not fit"
     return (f"no {name} GPU build in the manifests runs on {machine}, so the pick is a CPU build: the closest, "
@@ -41,7 +45,7 @@ def _closest(candidates: list[Candidate], profile: MachineProfile) -> Candidate:
     every one needs a newer driver, the one with the oldest CUDA (the nearest to the driver's reach)."""
     fewest = min(len(c.reasons) for c in candidates)
     near = [c for c in candidates if len(c.reasons) == fewest]
-    within_reach = [c for c in near if not _needs_newer_driver(c, profile)]
+    within_reach = [c for c in near if c.build.is_rocm or not _needs_newer_driver(c, profile)]
     if within_reach:
         return max(within_reach, key=lambda c: (c.build.cuda or (0, 0), c.build.version))
     return min(near, key=lambda c: (c.build.cuda or (0, 0), tuple(-part for part in c.build.version.release)))
@@ -53,6 +57,12 @@ def _needs_newer_driver(candidate: Candidate, profile: MachineProfile) -> bool:
 
 
 def _machine_words(profile: MachineProfile) -> str:
+    from envkit.pick.rocm import amd_words
+
+    amd = amd_words(profile)
+    if not profile.nvidia_gpus and amd is not None:
+        return amd
     driver = f"a driver for CUDA {profile.cuda_driver}" if profile.cuda_driver else "no known driver CUDA"
     archs = sorted({g.compute_capability.sm for g in profile.gpus if g.compute_capability})
-    return f"{driver} and {', '.join(archs) or 'GPUs of unknown compute capability'}"
+    nvidia = f"{driver} and {', '.join(archs) or 'GPUs of unknown compute capability'}"
+    return nvidia if amd is None else f"{nvidia}; {amd}"

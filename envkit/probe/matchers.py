@@ -28,6 +28,10 @@ DRIVER_TOO_OLD = (
 )
 NO_KERNEL = (
     r"no kernel image is available for execution on the device",
+    # ROCm's: HIP has no code object for the GPU's target (the build's gfx list lacks it)
+    r"HIP error: invalid device function",
+    r"hipErrorNoBinaryForGpu",
+    r"hipErrorInvalidDeviceFunction",
     r"with CUDA capability sm_[0-9]+ is not compatible with the current PyTorch installation",
     r"CUDA_ERROR_NO_BINARY_FOR_GPU",
     r"cudaErrorNoKernelImageForDevice",
@@ -241,13 +245,18 @@ def gpus_partly_hidden(f: Facts) -> Iterable[Mapping[str, Any]]:
         yield {"value": value, "seen": f.seen, "total": gpus_text(total)}
 
 
+def _driven(f: Facts) -> tuple:
+    """The machine's GPUs the probed build drives: the AMD ones for a ROCm build, the NVIDIA ones otherwise."""
+    return f.profile.amd_gpus if f.probe.hip else f.profile.nvidia_gpus
+
+
 def no_gpu_here(f: Facts) -> Iterable[Mapping[str, Any]]:
-    if _no_gpu_visible(f) and not f.profile.gpus:
-        yield {}
+    if _no_gpu_visible(f) and not _driven(f):
+        yield {"vendor": "an AMD GPU (it is a ROCm build)" if f.probe.hip else "an NVIDIA GPU"}
 
 
 def gpus_not_seen(f: Facts) -> Iterable[Mapping[str, Any]]:
-    total = len(f.profile.gpus)
+    total = len(_driven(f))
     value = f.env.get("CUDA_VISIBLE_DEVICES")
     explained = value is not None and (f.seen > 0 or hides_all(value, _all_gpus(f)))  # a part, or none, on purpose
     if _looked_for_gpus(f) and f.seen < total and not explained:
@@ -259,7 +268,8 @@ def gpus_not_seen(f: Facts) -> Iterable[Mapping[str, Any]]:
 def no_kernels(f: Facts) -> Iterable[Mapping[str, Any]]:
     if not f.probe.imported or not f.gpu_build:
         return
-    arch = tuple(f.probe.arch_list) or (arch_strings(f.installed.arch) if f.installed and f.installed.arch else ())
+    arch = tuple(f.probe.arch_list) or (arch_strings(f.installed.arch) if f.installed and f.installed.arch else ()) \
+        or (f.installed.gfx if f.installed else ())
     carries = ", ".join(arch) or "no list of its GPU code"
     if f.on_target and not f.probe.devices and _gpu_part_failed(f):
         # The framework saw no GPU at all: the machine's GPUs, judged by the build's GPU code.
@@ -270,16 +280,28 @@ def no_kernels(f: Facts) -> Iterable[Mapping[str, Any]]:
     elif f.on_target:
         said = search(NO_KERNEL, f.probe.texts()) is not None
         for device in f.probe.devices:
-            covered = covers(arch, device.compute_capability)
+            covered = covers(arch, device.compute_capability, device.gfx)
             failed_checks = any(c.error is not None and search(NO_KERNEL, [c.error.text]) for c in device.checks)
             if covered is False or failed_checks or (said and covered is None and not device.ok):
-                yield {"gpu": device_label(device.index, device.name, device.compute_capability),
+                yield {"gpu": device_label(device.index, device.name, device.compute_capability, device.gfx),
                        "carries": carries}
     elif f.installed is None:
         for gpu in f.profile.gpus:
             capability = str(gpu.compute_capability) if gpu.compute_capability else None
-            if covers(arch, capability) is False:
-                yield {"gpu": device_label(gpu.index, gpu.name, capability), "carries": carries}
+            if covers(arch, capability, gpu.gfx) is False:
+                yield {"gpu": device_label(gpu.index, gpu.name, capability, gpu.gfx), "carries": carries}
+
+
+# HIP's words when the user may not open /dev/kfd, the AMD GPUs' compute device (not in its group: render, or video on
+# older systems): "Unable to open /dev/kfd read-write: Permission denied".
+NO_KFD = r"/dev/kfd[^\n]*(Permission denied|Operation not permitted)"
+
+
+def kfd_access(f: Facts) -> Iterable[Mapping[str, Any]]:
+    """A ROCm build here that HIP could not start because /dev/kfd is closed to the user."""
+    found = search([NO_KFD], f.probe.texts()) if f.on_target and f.probe.imported else None
+    if found is not None:
+        yield {"why": found.group(0).strip()}
 
 
 def check_errors(patterns: Sequence[str]) -> Matcher:

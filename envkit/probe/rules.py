@@ -58,6 +58,10 @@ RULES: tuple[Rule, ...] = (
          "usually cures it: {create}", m.import_failed, unless=("numpy2", "import-missing", "missing-library")),
     Rule("driver-too-old", "the NVIDIA driver is too old for this build: it supports {have}, the build needs {need}",
          "Use a build that runs on this driver: {create}{update}", m.driver_too_old),
+    Rule("kfd-access", "this user cannot open /dev/kfd, the AMD GPUs' compute device ({why}): ROCm sees no GPU",
+         "Ask the machine's admin to add you to the group that owns /dev/kfd and /dev/dri/renderD* (`ls -l /dev/kfd` "
+         "shows it: usually `render`, on older systems `video`), then log in again; a ROCm build needs no other "
+         "change.", m.kfd_access, outside_the_build=True),
     Rule("cpu-build", "{subject} is a CPU-only build ({evidence}): it cannot use {gpus}",
          "Install a GPU build: {create}", m.cpu_build),
     Rule("no-kernels", "this build has no kernels for {gpu}: it carries {carries}",
@@ -71,14 +75,14 @@ RULES: tuple[Rule, ...] = (
          unless=("driver-too-old", "slurm-no-gpu"), outside_the_build=True),
     Rule("gpus-partly-hidden", "CUDA_VISIBLE_DEVICES={value!r} shows {framework} {seen} of this machine's {total}",
          "Only those were checked; unset CUDA_VISIBLE_DEVICES to check them all.", m.gpus_partly_hidden, failed=False),
-    Rule("no-gpu-here", "this {framework} build needs an NVIDIA GPU, and this machine has none that works",
+    Rule("no-gpu-here", "this {framework} build needs {vendor}, and this machine has none that works",
          "Run the check on a GPU node, or judge this environment for one from here with --machine FILE (`envkit "
          "detect --json` saved there). For CPU work here: {create}", m.no_gpu_here,
-         unless=("driver-too-old", "slurm-no-gpu", "gpus-hidden")),
+         unless=("driver-too-old", "kfd-access", "slurm-no-gpu", "gpus-hidden")),
     Rule("gpus-not-seen", "{framework} sees {seen} of this machine's {total}.{error}",
          "Look at `nvidia-smi`: a GPU in an error state, in MIG mode or in exclusive use by another process is not "
          "offered to new processes.", m.gpus_not_seen,
-         unless=("driver-too-old", "no-kernels", "slurm-no-gpu", "gpus-hidden", "no-gpu-here"),
+         unless=("driver-too-old", "kfd-access", "no-kernels", "slurm-no-gpu", "gpus-hidden", "no-gpu-here"),
          outside_the_build=True),
     Rule("gpu-out-of-memory", "{where} ran out of memory during {check}: {error}",
          "Other processes hold its memory: see `nvidia-smi`, and rerun when it is free.",

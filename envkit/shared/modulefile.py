@@ -210,16 +210,21 @@ def check_words(verify: Optional[dict[str, Any]]) -> str:
     return f"{result} {verify.get('time', '?')}{where}"
 
 
-def module_info(name: str, record: Any, publisher: Optional[str] = None, cuda: Optional[str] = None) -> ModuleInfo:
-    """The modulefile's contents for a record (envkit.state.records.Record) of the environment named ``name``. Its CUDA is
-    the build's as the record keeps it (``cuda``: the caller's, for a record made before records kept it)."""
-    cuda = cuda or record.cuda
-    said = f"CUDA {cuda}" if cuda and cuda != CPU else "no CUDA" if cuda == CPU else "CUDA unknown"
+def module_info(name: str, record: Any, publisher: Optional[str] = None, cuda: Optional[str] = None,
+                rocm: Optional[str] = None) -> ModuleInfo:
+    """The modulefile's contents for a record (envkit.state.records.Record) of the environment named ``name``. Its CUDA,
+    or a ROCm build's ROCm release, is the build's as the record keeps it (``cuda``, ``rocm``: the caller's, for a
+    record made before records kept them)."""
+    cuda, rocm = cuda or record.cuda, rocm or record.rocm
+    if rocm:
+        said, runtime = f"ROCm {rocm}, for AMD GPUs", f"ROCm: {rocm} (AMD GPUs)"
+    else:
+        said = f"CUDA {cuda}" if cuda and cuda != CPU else "no CUDA" if cuda == CPU else "CUDA unknown"
+        runtime = f"CUDA: {cuda_words(cuda)}"
     build = f"{record.manifest} build {record.build} ({said}), Python {record.python}"
     fits = fits_words(record.target, record.machine)
     check = check_words(record.verify)
-    whatis = (f"Name: {name}", f"Description: {build}", f"CUDA: {cuda_words(cuda)}", f"Fits: {fits}",
-              f"Last check: {check}")
+    whatis = (f"Name: {name}", f"Description: {build}", runtime, f"Fits: {fits}", f"Last check: {check}")
     help_lines = [f"{name}: {build}", f"Made for {fits}; last check: {check}.", f"Prefix: {record.prefix}"]
     if publisher:
         help_lines.append(f"Published by {publisher}.")

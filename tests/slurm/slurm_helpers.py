@@ -14,6 +14,8 @@ def user_env(site, tmp_path: Path, **extra: str) -> dict[str, str]:
     """The cluster's client environment with private user dirs and site file under ``tmp_path``."""
     env = {k: v for k, v in site.env.items() if not k.startswith(("ENVKIT_", "SLURM_JOB")) and k not in (
         "VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_VISIBLE_DEVICES")}
+    if "ENVKIT_TEST_SYSFS" in site.env:  # the AMD node's sysfs (kept: the other ENVKIT_ settings are the user's)
+        env["ENVKIT_TEST_SYSFS"] = site.env["ENVKIT_TEST_SYSFS"]
     env.update({
         "HOME": str(tmp_path / "home"),
         "XDG_CONFIG_HOME": str(tmp_path / "config"),

@@ -36,16 +36,19 @@ class Node:
 
 
 # gpu-a1 and gpu-a2 share a configuration (A100 x2), gpu-v1 differs (V100 x1): the mixed partition is heterogeneous.
+# gpu-m1 has two AMD GPUs (GRES gpu:mi300x:2; its KFD topology is a fake sysfs of real MI300X files, per node).
 DEFAULT_NODES = (
     Node("gpu-a1", 2, "a100", "a100"),
     Node("gpu-a2", 2, "a100", "a100"),
     Node("gpu-v1", 1, "v100", "v100"),
+    Node("gpu-m1", 2, "mi300x", "mi300x"),
     Node("cpu-1", 0, "", "cpu"),
 )
 DEFAULT_PARTITIONS = {
     "part-a": ("gpu-a1", "gpu-a2"),
     "part-v": ("gpu-v1",),
     "mixed": ("gpu-a1", "gpu-a2", "gpu-v1"),
+    "part-amd": ("gpu-m1",),
     "cpu": ("cpu-1",),
 }
 DOWN_PARTITION = "closed"  # State=DOWN: jobs are accepted and never start (the timeout path)
