@@ -393,6 +393,30 @@ def measure(temp: Path, workload: Workload, rounds: int, cold: bool) -> dict:
     return report(samples, bench, rounds, cold)
 
 
+def run_on_a_workload(script: str, workload: str, measure: Callable[[Path, Workload], dict],
+                      show: Callable[[dict], None], as_json: bool) -> int:
+    """What add_speed.py and personal_env.py do once their options are read: the ``workload`` made ("real-torch",
+    where this machine keeps the wheel, else "synthetic", said on stderr), measured in a temporary directory removed
+    at the end, and shown (or printed as JSON); 1 when a step fails."""
+    temp = Path(tempfile.mkdtemp(prefix=f"envkit-bench-{script}-"))
+    try:
+        chosen = real_torch_workload(temp / "wheels") if workload == "real-torch" else None
+        if chosen is None:
+            if workload == "real-torch":
+                print(f"{script}: no PyTorch CPU wheel on this machine: the synthetic workload instead",
+                      file=sys.stderr)
+            chosen = synthetic_workload(temp / "wheels", MODULES_PER_WHEEL)
+        try:
+            result = measure(temp / "run", chosen)
+        except (RuntimeError, subprocess.SubprocessError) as error:
+            print(f"{script}: {error}", file=sys.stderr)
+            return 1
+        print(json.dumps(result, indent=2)) if as_json else show(result)
+        return 0
+    finally:
+        _rmtree(temp)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workload", choices=("both", "real-torch", "synthetic"), default="both",

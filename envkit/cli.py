@@ -22,6 +22,8 @@ from envkit.commands.output import Settings
 COMMAND_GROUPS = (
     ("inspect", ("detect", "list")),
     ("create", ("create",)),
+    ("add", ("add",)),  # packages into an environment, its build held
+    ("upgrade", ("upgrade",)),  # the newest build that fits it, its additions kept
     ("lock", ("lock", "export")),
     ("check", ("doctor", "verify")),
     ("envs", ("envs", "run", "remove")),
@@ -32,6 +34,7 @@ COMMAND_GROUPS = (
     ("manifests", ("manifests",)),  # a group of subcommands: `envkit manifests check|validate|...`
     ("cache", ("cache",)),  # `envkit cache` and `envkit cache clean`
     ("modules", ("module",)),  # modulefiles of environments (a site's shared ones: envkit.shared)
+    ("travel", ("pack", "bundle")),  # environments that travel: one-file images, offline bundles
 )
 
 app = typer.Typer(

@@ -29,6 +29,12 @@ _MAX_DRIVER_INT = 999_990
 # A __cuda as conda takes it from $CONDA_OVERRIDE_CUDA: 12, 12.4 or 12.4.1 (and the driver's X.Y is one of those).
 # Compiled on first use (re's cache), not when `envkit list` imports this module.
 _SOLVE_CUDA = r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}"
+# A ROCm release as AMD and the PyTorch indexes name them: 6.4, 7.2 (the index rocm6.2.4 is the release 6.2).
+_ROCM = r"^\s*([0-9]{1,2})\.([0-9]{1,2})(?:\.[0-9]{1,3})?\s*$"
+# An AMD GPU's LLVM target: gfx, the major (7 to 19), then the minor and the stepping as one hex digit each (gfx906,
+# gfx90a, gfx942, gfx1030, gfx1151). A feature suffix (gfx90a:sramecc+:xnack-, as HIP's gcnArchName says it) is not
+# part of the target.
+_GFX = r"^gfx([7-9]|1[0-9])([0-9a-f])([0-9a-f])$"
 
 
 def is_ascii_number(text: str) -> bool:
@@ -117,6 +123,40 @@ class ComputeCapability(MajorMinor):
     @property
     def compute(self) -> str:
         return f"compute_{self.major}{self.minor}"
+
+
+class RocmVersion(MajorMinor):
+    """A ROCm release such as 6.4: the user space a ROCm build bundles, or the one an amdgpu driver shipped with."""
+
+    @classmethod
+    def parse(cls, value: Union[str, int, float]) -> RocmVersion:
+        return cls(*_parse_major_minor(value, (_ROCM,), "a ROCm release like '6.4'"))
+
+    @property
+    def tag(self) -> str:
+        """The wheel-index form: 6.4 -> 'rocm6.4'."""
+        return f"rocm{self.major}.{self.minor}"
+
+
+def parse_gfx(value: object) -> str:
+    """An AMD GPU target as envkit writes it ("gfx90a") from the forms tools print ("gfx90a", "GFX942",
+    "gfx90a:sramecc+:xnack-"); ValueError, in words fit to show a user, for anything else."""
+    text = value.strip().lower().split(":")[0] if isinstance(value, str) else ""
+    if not re.match(_GFX, text):
+        raise ValueError(f"{value!r} is not an AMD GPU target like 'gfx90a' or 'gfx1100'")
+    return text
+
+
+def gfx_from_kfd(value: int) -> str:
+    """The target of a KFD topology node's ``gfx_target_version``, major * 10000 + minor * 100 + stepping, the minor
+    and stepping written in hex (90402 -> gfx942, 90010 -> gfx90a, 110501 -> gfx1151); ValueError when the number
+    names no target (0 is the CPU node's)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{value!r} is not a gfx_target_version (a whole number)")
+    major, minor, stepping = value // 10000, value // 100 % 100, value % 100
+    if minor > 15 or stepping > 15 or not 7 <= major <= 19:
+        raise ValueError(f"{value} is not a gfx_target_version (major * 10000 + minor * 100 + stepping)")
+    return f"gfx{major}{minor:x}{stepping:x}"
 
 
 class GlibcVersion(MajorMinor):

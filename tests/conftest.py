@@ -11,7 +11,7 @@ import pytest
 from envkit.catalog import Catalog, default_manifests_dir, load_catalog
 from envkit.machines.profile import MachineProfile, read_profile
 
-from support import fake_nvml, json_outputs
+from support import fake_nvml, json_outputs, next_steps
 
 PROFILES = Path(__file__).parent / "profiles"
 REPO = Path(__file__).parent.parent
@@ -37,6 +37,8 @@ def pytest_configure(config):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if next_steps.PROBLEMS:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     directory = getattr(session.config, "_envkit_json_dir", None)
     if directory is None:
         return
@@ -57,6 +59,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(f"--json outputs checked against schemas/: {checked}, problems: {len(found)}")
     for line in found:
         terminalreporter.write_line(f"JSON SCHEMA FAILED: {line}", red=True)
+    if next_steps.CHECKED[0]:
+        terminalreporter.write_line(f"next steps checked as a user would paste them: {next_steps.CHECKED[0]}, "
+                                    f"problems: {len(next_steps.PROBLEMS)}")
+    for line in next_steps.PROBLEMS:
+        terminalreporter.write_line(f"NEXT STEP FAILED: {line}", red=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

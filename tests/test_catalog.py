@@ -237,4 +237,4 @@ def test_manifest_level_install_defaults_and_variant_placeholder(envs_copy):
     edit(envs_copy, "torch.yaml", lambda d: d.update(pip={"index_url": "https://mirror.example/whl/{variant}"}))
     torch = load_catalog(envs_copy, ["torch"]).manifests["torch"]
     urls = {b.variant: b.pip.index_url for b in torch.builds if str(b.version) == "2.14"}
-    assert urls == {v: f"https://mirror.example/whl/{v}" for v in ("cu132", "cu130", "cu126", "cpu")}
+    assert urls == {v: f"https://mirror.example/whl/{v}" for v in ("cu132", "cu130", "cu126", "cpu", "rocm7.2")}

@@ -12,15 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from support.next_steps import check_pasted
+
 PROFILES = Path(__file__).parent / "profiles"
 
 
 def envkit(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ENVKIT_")}
     environment.update(env or {})
-    return subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=environment, cwd=cwd, timeout=60
     )
+    check_pasted(args, done.stdout + done.stderr, environment, cwd)
+    return done
 
 
 def assert_clean_error(result: subprocess.CompletedProcess, code: int, *words: str) -> None:

@@ -37,6 +37,7 @@ FLOORS: dict[str, tuple[str, ...]] = {
                       "envkit.shared", "envkit.site", "envkit.state", "envkit.storage", "envkit.system"),
     "envkit.lockfile": ("envkit.backends", "envkit.catalog", "envkit.create", "envkit.machines", "envkit.pick",
                         "envkit.state", "envkit.system"),
+    "envkit.travel": ("envkit.catalog", "envkit.lockfile", "envkit.machines", "envkit.state", "envkit.system"),
     "envkit.maintain": ("envkit.backends", "envkit.catalog", "envkit.lockfile", "envkit.machines", "envkit.pick",
                         "envkit.state", "envkit.system"),
 }

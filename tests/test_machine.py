@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from envkit.errors import ProfileError
-from envkit.machines.profile import Gpu, MachineProfile, apply_overrides, parse_overrides, profile_from_dict, read_profile
+from envkit.machines.amd import AmdgpuDriver
+from envkit.machines.overrides import apply_overrides, parse_overrides
+from envkit.machines.profile import Gpu, MachineProfile, profile_from_dict, read_profile
 from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion, L4tVersion
 
 PROFILES = Path(__file__).parent / "profiles"
@@ -104,7 +106,7 @@ def test_a_misspelt_key_is_refused_not_read_as_a_machine_without_gpus(tmp_path):
     # `gpu:` for `gpus:` used to give a machine with no GPU (and CPU builds), exit 0.
     message = refused(tmp_path, 'cuda_driver: "12.8"\ngpu:\n  - {name: NVIDIA H100, compute_capability: "9.0"}\n')
     assert message == (": unknown key 'gpu' (did you mean 'gpus'?); the keys are: name, driver_version, cuda_driver, "
-                       "libc, platform, l4t, gpus, sources, notes, hidden_gpus, schema_version")
+                       "libc, amdgpu, platform, l4t, gpus, sources, notes, hidden_gpus, schema_version")
     assert refused(tmp_path, 'cuda_driver: "12.8"\ngpus: []\nfoo: 1\n').startswith(": unknown key 'foo'; the keys")
 
 
@@ -135,7 +137,7 @@ def test_an_unknown_key_of_a_gpu_is_refused_naming_the_gpu(tmp_path):
     message = refused(tmp_path, 'cuda_driver: "12.8"\ngpus:\n  - {name: A100, compute_capability: "8.0"}\n'
                                 '  - {name: A100, compute_capabilty: "8.0"}\n')
     assert message == (": gpus[1]: unknown key 'compute_capabilty' (did you mean 'compute_capability'?); the keys "
-                       "are: index, name, compute_capability, memory_mib, source")
+                       "are: index, name, compute_capability, vendor, gfx, memory_mib, source")
 
 
 def full_profile() -> MachineProfile:
@@ -144,7 +146,8 @@ def full_profile() -> MachineProfile:
               Gpu(1, "NVIDIA Future GPU", None, None, "nvidia-smi")),
         cuda_driver=CudaVersion(12, 10), driver_version=DriverVersion.parse("580.65.06"), name="deepnine",
         sources={"driver_version": "nvml", "cuda_driver": "nvml", "gpus": "nvml", "libc": "confstr"},
-        notes=("a note",), glibc=GlibcVersion(2, 28), platform="linux-aarch64", l4t=L4tVersion(36, 4, 4))
+        notes=("a note",), glibc=GlibcVersion(2, 28), amdgpu=AmdgpuDriver("6.12.12"), platform="linux-aarch64",
+        l4t=L4tVersion(36, 4, 4))
 
 
 def test_what_envkit_writes_reads_back(tmp_path):

@@ -83,8 +83,10 @@ def torch_arch(release: str, variant: str) -> tuple[tuple[str, ...], tuple[str, 
 
 
 def builds_of(catalog, release: str):
-    """The release's builds from PyTorch's own indexes (its Jetson builds, from NVIDIA's: test_pick_platforms.py)."""
-    return [b for b in catalog.manifests["torch"].builds if str(b.version) == release and not b.is_jetson]
+    """The release's CUDA and CPU builds from PyTorch's own indexes (its Jetson builds, from NVIDIA's:
+    test_pick_platforms.py; its ROCm builds: test_manifest_torch_rocm.py)."""
+    return [b for b in catalog.manifests["torch"].builds
+            if str(b.version) == release and not b.is_jetson and not b.is_rocm]
 
 
 def test_every_release_from_1_4_to_2_15(catalog):

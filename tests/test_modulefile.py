@@ -26,9 +26,10 @@ LESS_NASTY = "/opt/site envs/it's $HOME [x] {y}"
 
 
 def info(prefix: str, kind: str = "venv", name: str = "torch-cu126", build: str = "torch-2.13-cu126",
-         cuda: str = "12.6") -> ModuleInfo:
+         cuda: str = "12.6", held: bool = False) -> ModuleInfo:
     record = SimpleNamespace(build=build, manifest="torch", python="3.11", prefix=prefix, kind=kind, cuda=cuda,
-                             name=name, machine={"name": "rtx4090"},
+                             rocm=None, name=name, machine={"name": "rtx4090"},
+                             held=["torch==2.13.0+cu126"] if held else None,
                              target={"options": ["--partition", "gpu-4-a100"], "machines": ["a100"]},
                              verify={"ok": True, "time": "2026-11-27T01:00:00+00:00", "node": "node1"})
     return module_info(f"site:{name}", record, "alice")
@@ -54,7 +55,7 @@ def test_the_cuda_is_the_builds_as_recorded_never_read_out_of_the_build_id():
 
 def _record() -> SimpleNamespace:
     return SimpleNamespace(build="torch-2.13-cu126", manifest="torch", python="3.11", prefix="/opt/x", kind="venv",
-                           cuda="12.6", name="torch", machine={}, target=None, verify=None)
+                           cuda="12.6", rocm=None, name="torch", machine={}, target=None, verify=None)
 
 
 def test_a_tcl_modulefile_is_refused_for_a_path_lmod_would_load_wrong():
@@ -62,6 +63,19 @@ def test_a_tcl_modulefile_is_refused_for_a_path_lmod_would_load_wrong():
         with pytest.raises(BadInputError, match="Tcl modulefile cannot carry"):
             tcl_text(info(bad))
         assert f"local bin = {lua_string(bad + '/bin')}" in lua_text(info(bad))  # the Lua one carries it
+
+
+def test_a_rocm_build_says_its_rocm_release_and_that_it_is_for_amd_gpus():
+    record = SimpleNamespace(build="torch-2.9-rocm6.4", manifest="torch", python="3.12", prefix="/opt/x", kind="venv",
+                             cuda=None, rocm="6.4", name="torch-rocm", machine={"name": "mi300x-node"}, target=None,
+                             verify=None)
+    made = module_info("site:torch-rocm", record, "alice")
+    assert made.whatis[1:3] == ("Description: torch build torch-2.9-rocm6.4 (ROCm 6.4, for AMD GPUs), Python 3.12",
+                                "ROCm: 6.4 (AMD GPUs)")
+    assert "whatis(\"ROCm: 6.4 (AMD GPUs)\")" in lua_text(made) and "CUDA" not in tcl_text(made)
+    # the release is the build's as the record keeps it, never read out of the build id
+    amd = module_info("x", SimpleNamespace(**{**vars(record), "build": "torch-amd", "rocm": None}), rocm="6.2.4")
+    assert "ROCm: 6.2.4 (AMD GPUs)" in amd.whatis and "(ROCm 6.2.4, for AMD GPUs)" in amd.whatis[1]
 
 
 def test_each_syntax_quotes_by_its_own_rule():
@@ -150,6 +164,30 @@ def test_a_real_module_system_loads_swaps_and_unloads_exactly(systems, system: s
     assert "CUDA: 12.6" in whatis and "Fits: partition gpu-4-a100" in whatis and "Last check: PASS" in whatis
 
 
+@pytest.mark.parametrize("system", ["lmod", "lmod-reading-tcl", "tcl"])
+def test_a_held_environment_puts_its_constraints_first_and_unload_gives_the_users_back(systems, system: str,
+                                                                                       tmp_path: Path):
+    """An environment whose build is held (envkit.backends.guard): UV_CONSTRAINT and PIP_CONSTRAINT get its
+    constraints file first, the user's own after it, and unloading leaves the user's exactly."""
+    record = SimpleNamespace(build="torch-2.13-cu126", manifest="torch", python="3.11", prefix="/opt/envs/torch",
+                             kind="venv", name="torch", machine={"name": "x"}, target=None, verify=None,
+                             held=["torch==2.13.0+cu126"], cuda="12.6", rocm=None)
+    made = module_info("torch", record)
+    assert made.constraints == "/opt/envs/torch/.envkit/constraints.txt"
+    modules = tmp_path / "modulefiles"
+    (modules / "envkit").mkdir(parents=True)
+    (modules / "envkit" / "torch").write_text(tcl_text(made))
+    if system == "lmod":
+        (modules / "envkit" / "torch.lua").write_text(lua_text(made))
+    dumps = [tmp_path / f"env{i}" for i in range(2)]
+    script = f"export UV_CONSTRAINT=/home/me/mine.txt\nmodule load envkit/torch\nenv -0 > {dumps[0]}\n" \
+             f"module unload envkit/torch\nenv -0 > {dumps[1]}"
+    done = shell(systems[system.split("-")[0]], script, modules)
+    assert done.returncode == 0, done.stderr
+    loaded, after = (module_systems.parse_env0(d.read_text()) for d in dumps)
+    assert loaded["UV_CONSTRAINT"] == f"{made.constraints} /home/me/mine.txt"
+    assert loaded["PIP_CONSTRAINT"] == made.constraints
+    assert after["UV_CONSTRAINT"] == "/home/me/mine.txt" and "PIP_CONSTRAINT" not in after
 @pytest.mark.parametrize("system", ["lmod", "tcl"])
 def test_unload_takes_back_exactly_what_load_set(systems, system: str, tmp_path: Path):
     """A VIRTUAL_ENV of the user's and the environment's bin already on their PATH (a shell where they activated it)
@@ -165,7 +203,7 @@ def test_unload_takes_back_exactly_what_load_set(systems, system: str, tmp_path:
         (prefix / "bin" / "python").chmod(0o755)
 
     def write(prefix: Path) -> None:
-        made = info(str(prefix), name="torch")
+        made = info(str(prefix), name="torch", held=True)
         if system == "lmod":
             (modules / "envkit" / "torch.lua").write_text(lua_text(made))
         else:
@@ -185,6 +223,7 @@ def test_unload_takes_back_exactly_what_load_set(systems, system: str, tmp_path:
     assert done.returncode == 0, done.stderr
     had, loaded, unloaded, plain, loaded_old = (module_systems.parse_env0(d.read_text()) for d in dumps[:5])
     assert loaded["VIRTUAL_ENV"] == str(old) and (tmp_path / "ran").read_text().strip() == "v1"
+    assert loaded["PIP_CONSTRAINT"] == f"{old}/.envkit/constraints.txt" and "PIP_CONSTRAINT" not in unloaded
     assert os.path.realpath(loaded["PATH"].split(":")[0]) == str(old / "bin")
     assert module_systems.activation(unloaded) == module_systems.activation(had)  # PATH and VIRTUAL_ENV as they were
     assert unloaded["VIRTUAL_ENV"] == "/the/users/own/venv" and unloaded["PATH"] == f"/usr/bin:{old}/bin:/bin"
@@ -199,3 +238,5 @@ def test_unload_takes_back_exactly_what_load_set(systems, system: str, tmp_path:
     unloaded_new = module_systems.parse_env0(dumps[5].read_text())
     assert module_systems.activation(unloaded_new) == module_systems.activation(plain), unloaded_new["PATH"]
     assert f"{old}/bin" not in unloaded_new["PATH"] and unloaded_new["VIRTUAL_ENV"] == "/the/users/own/venv"
+    assert loaded_old["UV_CONSTRAINT"] == f"{old}/.envkit/constraints.txt"  # the guard the load added goes too
+    assert "UV_CONSTRAINT" not in unloaded_new and "PIP_CONSTRAINT" not in unloaded_new

@@ -217,6 +217,7 @@ def placeholders(home: Path) -> dict[str, str]:
     return {"a100-node.yaml": str(home / "a100-node.yaml"), "v100-node.yaml": str(PROFILES / "v100x8-cuda130.yaml"),
             "grace-node.yaml": str(PROFILES / "gh200-r570-cuda128.yaml"),  # docs/platforms.md (issue 43)
             "orin.yaml": str(PROFILES / "jetson-agx-orin-jp62.yaml"),
+            "mi300x-node.yaml": str(PROFILES / "mi300x-x8-amdgpu6.12.yaml"),
             "lab-profiles/": lab, "~/lab-profiles/": lab, "saved-profiles/": lab,
             "~/manifests-edit": envs, "/shared/envkit/manifests": envs, "DIR": envs, "MANIFEST": "torch"}
 
@@ -340,6 +341,7 @@ REFERENCE = {  # reference page -> the commands whose every option it names
     "global.md": [()],
     "inspect.md": [("detect",), ("list",)],
     "create.md": [("create",)],
+    "add.md": [("add",), ("upgrade",)],
     "lock.md": [("lock",), ("export",)],
     "check.md": [("verify",), ("doctor",)],
     "envs.md": [("envs",), ("run",), ("remove",)],
@@ -347,6 +349,7 @@ REFERENCE = {  # reference page -> the commands whose every option it names
     "manifests.md": [("manifests", "validate"), ("manifests", "check"), ("manifests", "diff")],
     "cache.md": [("cache",), ("cache", "clean")],
     "module.md": [("module",)],
+    "travel.md": [("pack",), ("bundle",)],
 }
 
 

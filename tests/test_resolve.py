@@ -94,7 +94,8 @@ def test_no_gpu_machine_gets_cpu_builds_and_gpu_builds_say_why_not(catalog, torc
     assert {c.build.variant for c in resolution.compatible} == {"cpu"}
     for candidate in resolution.incompatible:
         assert candidate.build.is_gpu
-        assert candidate.reasons == ("needs an NVIDIA GPU; the machine has none",)
+        needs = "an AMD GPU" if candidate.build.is_rocm else "an NVIDIA GPU"
+        assert candidate.reasons == (f"needs {needs}; the machine has none",)
 
 
 def test_gpu_builds_rank_before_every_cpu_build(catalog, torch_on):

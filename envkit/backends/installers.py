@@ -84,10 +84,11 @@ def uses_uv(uv: Optional[Path], python: Version) -> bool:
     return uv is not None and python >= UV_MIN_PYTHON
 
 
-def pip_command(step: PipPart, python: Path, uv: Optional[Path], version: Version) -> list[str]:
-    """The install command of one pip step into the environment whose interpreter is ``python``. An index or
-    find-links URL with credentials in it (a mirror's ``http://user:password@...``) is left out: everyone's ``ps``
-    shows an argv; ``pip_environ`` gives it to the installer instead."""
+def pip_command(step: PipPart, python: Path, uv: Optional[Path], version: Version, dry_run: bool = False) -> list[str]:
+    """The install command of one pip step into the environment whose interpreter is ``python`` (``dry_run``: what
+    it would install, installing nothing). An index or find-links URL with credentials in it (a mirror's
+    ``http://user:password@...``) is left out: everyone's ``ps`` shows an argv; ``pip_environ`` gives it to the
+    installer instead."""
     links = ["--find-links", step.find_links] if step.find_links and not has_credentials(step.find_links) else []
     if has_credentials(step.index_url):
         index: list[str] = []
@@ -102,10 +103,13 @@ def pip_command(step: PipPart, python: Path, uv: Optional[Path], version: Versio
             return [str(uv), "pip", "install", "--python", str(python), *pinned]
         return python_module(python, "pip", "install", *pinned, *_trusted(step.index_url, step.find_links),
                              "--progress-bar", "off")
+    held = [arg for path in step.constraints for arg in ("-c", str(path))]
+    wanted = ["-r", str(step.wanted)] if step.wanted is not None else list(step.packages)
+    dry = ["--dry-run"] if dry_run else []
     if uses_uv(uv, version):
-        return [str(uv), "pip", "install", "--python", str(python), *index, *links, *step.packages]
+        return [str(uv), "pip", "install", "--python", str(python), *index, *links, *held, *dry, *wanted]
     return python_module(python, "pip", "install", *index, *links, *_trusted(step.index_url, step.find_links),
-                         "--progress-bar", "off", *step.packages)
+                         "--progress-bar", "off", *held, *dry, *wanted)
 
 
 def pip_environ(step: PipPart, uv: Optional[Path], version: Version) -> dict[str, str]:

@@ -48,6 +48,10 @@ class PipPart:
     # and checked after it (envkit.backends.installers.wrong_builds); None: neither.
     local: Optional[str] = None
     plain: tuple[str, ...] = ()  # packages installed with a plain version where the others carry ``local``
+    # Additions (envkit add, create --with): the environment's held build (its constraints files, envkit.backends.
+    # held) and the requested packages as a requirements file (``packages`` then only names them).
+    constraints: tuple[Path, ...] = ()
+    wanted: Optional[Path] = None
 
 
 @dataclass(frozen=True)
@@ -69,11 +73,31 @@ class Plan:
     gpu_unused: Optional[str] = None  # why a CPU build was picked on a machine with GPUs (envkit.pick.cpu_fallback)
     target: Optional[dict] = None  # the machines it is for, when not this one (recorded; see envkit.machines.target)
     unchecked: str = "--no-verify"  # without ``verify``: why not, in words
+    companions: tuple[str, ...] = ()  # the framework's other packages (the manifest's), held absent when not installed
+    additions: tuple[str, ...] = ()  # the user's own packages (create --with, -r), installed with the build held
+    on: Optional[dict] = None  # a personal environment: the site environment it stands on (envkit.backends.on_site)
 
     @property
     def kind(self) -> str:
         """How the environment is activated: "venv" or "conda" (a conda prefix, whichever engine made it)."""
         return "venv" if self.backend == "venv" else "conda"
+
+
+def additions_part(step: PipPart, prefix: Path) -> PipPart:
+    """The step of the user's packages, reading the build's constraints in ``prefix`` (envkit.backends.guard writes
+    them there once the build is in) and their requirements from a file beside them."""
+    from dataclasses import replace
+
+    held = prefix / ".envkit"
+    return replace(step, constraints=(held / "constraints.txt",), wanted=held / "additions.txt")
+
+
+def relocated(plan: Plan, prefix: Path) -> Plan:
+    """``plan`` made at ``prefix`` instead (create --shared's new version), its steps reading from there."""
+    from dataclasses import replace
+
+    steps = tuple(additions_part(step, prefix) if step.constraints else step for step in plan.pip)
+    return replace(plan, prefix=prefix, pip=steps)
 
 
 def default_name(manifest: str, build: Build) -> str:
@@ -112,8 +136,14 @@ def conda_part(build: Build, python: Version, pythons: PythonTable, config: Conf
     return CondaPart(channels=mirrored, specs=python_spec + tuple(specs) + pip_spec, cuda=cuda[0], cuda_source=cuda[1])
 
 
-def pip_parts(build: Build, pythons: PythonTable, config: Config, jupyter: bool) -> tuple[PipPart, ...]:
-    """The build's pip packages from its own index only; ipykernel for --jupyter from the default index."""
+ADDITIONS = "your packages"
+
+
+def pip_parts(build: Build, pythons: PythonTable, config: Config, jupyter: bool,
+              additions: tuple[str, ...] = (), prefix: Optional[Path] = None) -> tuple[PipPart, ...]:
+    """The build's pip packages from its own index only; the user's ``additions`` (create --with) from the default
+    index with the build held (its constraints, written in ``prefix`` once the build is in); ipykernel for --jupyter
+    from the default index."""
     default_index = check_transport(config.mirrored(pythons.pypi_index), config, "index")
     out = []
     if build.pip is not None and build.pip.packages:
@@ -123,6 +153,9 @@ def pip_parts(build: Build, pythons: PythonTable, config: Config, jupyter: bool)
                            check_transport(config.mirrored(index), config, "index"),
                            check_transport(config.mirrored(links), config, "find-links page") if links else None,
                            local=build.pip.local_version, plain=build.pip.plain))
+    if additions:
+        assert prefix is not None
+        out.append(additions_part(PipPart(ADDITIONS, additions, default_index), prefix))
     if jupyter:
         out.append(PipPart("Jupyter kernel", JUPYTER_PACKAGES, default_index))
     return tuple(out)

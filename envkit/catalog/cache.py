@@ -8,20 +8,22 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, cast
 
-from envkit.catalog.layout import CUDA_TABLE, GPU_TABLE, SUFFIX, TABLE_FILES, manifest_names
+from envkit.catalog.layout import CUDA_TABLE, GPU_TABLE, ROCM_TABLE, SUFFIX, manifest_names, table_paths
 from envkit.errors import EnvkitError
 from envkit.state.filecache import EVERY_MODULE, cached, cached_text
 
 if TYPE_CHECKING:
     from envkit.catalog.machine_tables import MachineTables
     from envkit.catalog.model import Catalog
+    from envkit.machines.amd import AmdTable
     from envkit.machines.cuda import CudaTable
     from envkit.machines.gpu_names import GpuNameTable
 
 # The code whose output is cached: a change to any of it (a new field, a fixed parser) is a different key.
 _CODE = ("catalog/layout.py", "catalog/load.py", "catalog/machine_tables.py", "catalog/model.py", "catalog/node.py",
-         "catalog/tables.py", "catalog/schema.py", "catalog/entries.py", "catalog/bundled.py", "catalog/platforms.py",
-         "machines/cuda.py", "machines/platforms.py", "versions.py", "machines/gpu_names.py", "state/yamltext.py")
+         "catalog/tables.py", "catalog/schema.py", "catalog/install.py", "catalog/entries.py", "catalog/bundled.py",
+         "catalog/platforms.py", "machines/cuda.py", "machines/platforms.py", "versions.py", "machines/gpu_names.py",
+         "state/yamltext.py", "catalog/rocm_table.py", "catalog/rocm_build.py", "machines/amd.py")
 
 
 def cached_catalog(directory: Path, names: Sequence[str], cache_dir: Optional[Path]) -> Catalog:
@@ -52,13 +54,14 @@ def _catalog_inputs(directory: Path, names: Sequence[str]) -> tuple[list[Path], 
     from packaging import __version__ as packaging_version
 
     wanted = list(dict.fromkeys(names)) or manifest_names(directory)
-    files = [directory / table for table in TABLE_FILES] + [directory / f"{name}{SUFFIX}" for name in wanted]
+    files = table_paths(directory) + [directory / f"{name}{SUFFIX}" for name in wanted]
     return files, (",".join(wanted), packaging_version)
 
 
 def cached_machine_tables(directory: Path, cache_dir: Optional[Path]) -> MachineTables:
     """``load_machine_tables(directory)`` (what detection needs), from the cache when those tables are unchanged."""
-    files = [directory / CUDA_TABLE, directory / GPU_TABLE]
+    files = [directory / CUDA_TABLE, directory / GPU_TABLE] + [path for path in table_paths(directory)
+                                                                if path.name == ROCM_TABLE]
     return cached(cache_dir, "machine-tables", files, _CODE, lambda: _load_machine_tables(directory))
 
 
@@ -72,7 +75,8 @@ def machine_tables_on_use(directory: Path, cache_dir: Optional[Path]) -> Machine
 
     tables = lru_cache(maxsize=None)(lambda: cached_machine_tables(directory, cache_dir))
     return MachineTables(cuda=cast("CudaTable", _OnUse(lambda: tables().cuda)),
-                         gpu_names=cast("GpuNameTable", _OnUse(lambda: tables().gpu_names)))
+                         gpu_names=cast("GpuNameTable", _OnUse(lambda: tables().gpu_names)),
+                         amd=cast("AmdTable", _OnUse(lambda: tables().amd)))
 
 
 class _OnUse:

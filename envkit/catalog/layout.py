@@ -13,6 +13,8 @@ CUDA_TABLE = "cuda.yaml"
 PYTHON_TABLE = "python.yaml"
 GPU_TABLE = "gpus.yaml"
 TABLE_FILES = (CUDA_TABLE, PYTHON_TABLE, GPU_TABLE)
+# A table a manifests directory may leave out (one made before envkit knew AMD GPUs): without it, no ROCm facts.
+ROCM_TABLE = "rocm.yaml"
 SUFFIX = ".yaml"
 
 
@@ -40,7 +42,13 @@ def manifest_names(directory: Path) -> list[str]:
         raise BadInputError(f"manifests directory {directory} is not a directory", hint=_MANIFESTS_HINT) from None
     except OSError as exc:
         raise BadInputError(f"cannot read manifests directory {directory}: {exc.strerror or exc}") from None
-    return sorted(e[: -len(SUFFIX)] for e in entries if e.endswith(SUFFIX) and e not in TABLE_FILES)
+    return sorted(e[: -len(SUFFIX)] for e in entries if e.endswith(SUFFIX) and e not in (*TABLE_FILES, ROCM_TABLE))
+
+
+def table_paths(directory: Path) -> list[Path]:
+    """The shared tables' files of a manifests directory: the three it needs, and rocm.yaml when it has one."""
+    optional = directory / ROCM_TABLE
+    return [directory / table for table in TABLE_FILES] + ([optional] if os.path.lexists(optional) else [])
 
 
 def check_names(directory: Path, names: Sequence[str]) -> list[str]:

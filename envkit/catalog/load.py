@@ -12,13 +12,14 @@ import stat
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from envkit.catalog.layout import (CUDA_TABLE, GPU_TABLE, PYTHON_TABLE, SUFFIX, TABLE_FILES,  # noqa: F401
-                                   check_names, default_manifests_dir, manifest_names)
+from envkit.catalog.layout import (CUDA_TABLE, GPU_TABLE, PYTHON_TABLE, ROCM_TABLE, SUFFIX,  # noqa: F401
+                                   TABLE_FILES, check_names, default_manifests_dir, manifest_names)
 from envkit.catalog.machine_tables import MachineTables
 from envkit.catalog.model import Catalog, Manifest, Tables
 from envkit.catalog.schema import parse_manifest
 from envkit.catalog.tables import parse_cuda_table, parse_python_table
 from envkit.errors import ManifestError
+from envkit.machines.amd import EMPTY, AmdTable
 from envkit.state.files import LIMITS, NotUtf8, size_words, utf8_text
 from envkit.state.yamltext import parse_yaml  # the loader of every YAML/JSON file a user gives: no key given twice
 
@@ -35,17 +36,29 @@ def load_catalog(directory: Path, names: Sequence[str] = ()) -> Catalog:
 def load_tables(directory: Path) -> Tables:
     machine = load_machine_tables(directory)
     python = parse_python_table(_read_yaml(directory / PYTHON_TABLE), str(directory / PYTHON_TABLE))
-    return Tables(cuda=machine.cuda, python=python, gpu_names=machine.gpu_names)
+    return Tables(cuda=machine.cuda, python=python, gpu_names=machine.gpu_names, amd=machine.amd)
 
 
 def load_machine_tables(directory: Path) -> MachineTables:
-    """The tables detection needs (cuda.yaml, gpus.yaml), without the Python table."""
+    """The tables detection needs (cuda.yaml, gpus.yaml, and rocm.yaml where there is one), without the Python
+    table."""
     from envkit.machines.gpu_names import parse_gpu_names
 
     return MachineTables(
         cuda=parse_cuda_table(_read_yaml(directory / CUDA_TABLE), str(directory / CUDA_TABLE)),
         gpu_names=parse_gpu_names(_read_yaml(directory / GPU_TABLE), str(directory / GPU_TABLE)),
+        amd=load_rocm_table(directory),
     )
+
+
+def load_rocm_table(directory: Path) -> AmdTable:
+    """rocm.yaml, or the empty table where the directory has none (a link to nothing is an error, as for any file)."""
+    path = directory / ROCM_TABLE
+    if not os.path.lexists(path):
+        return EMPTY
+    from envkit.catalog.rocm_table import parse_rocm_table
+
+    return parse_rocm_table(_read_yaml(path), str(path))
 
 
 def load_manifest(path: Path, tables: Tables) -> Manifest:

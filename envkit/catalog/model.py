@@ -10,9 +10,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Optional
 
+from envkit.machines.amd import EMPTY, AmdTable
 from envkit.machines.cuda import CudaTable
 from envkit.machines.platforms import DEFAULT_PLATFORM
-from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion
+from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion, RocmVersion
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -140,12 +141,12 @@ class PlatformView(NamedTuple):
 
 
 class Build(NamedTuple):
-    """One installable build of a framework: its version, its CUDA and GPU code, the Pythons it is for."""
+    """One installable build of a framework: its version, its CUDA (or ROCm) and GPU code, the Pythons it is for."""
 
     id: str
     manifest: str
     version: Version
-    variant: str  # "cpu" or "cu<digits>"
+    variant: str  # "cpu", "cu<digits>" or "rocm<release>"
     python: PythonRange  # (a SpecifierSet does as well: only contains() and str() are asked of it)
     cuda: Optional[CudaVersion] = None  # None for CPU builds
     arch: Optional[ArchSet] = None  # set exactly when cuda is
@@ -155,6 +156,8 @@ class Build(NamedTuple):
     bundled: tuple[BundledLibrary, ...] = ()  # GPU builds only
     unconfirmed: Optional[str] = None  # what the manifest's authors could not check (shown to admins)
     glibc: Optional[GlibcVersion] = None  # the oldest glibc its packages install on (manylinux_2_28: 2.28)
+    rocm: Optional[RocmVersion] = None  # a ROCm build: the ROCm user space it bundles (then no cuda, no arch)
+    gfx: tuple[str, ...] = ()  # a ROCm build's GPU code: the gfx targets it carries, each exactly (no fallback)
     # The platforms it has packages for (conda's names; a conda build's subdirs), what differs on some of them, and
     # why it has none for others where the manifest says so ("tensorflow's aarch64 wheels carry no CUDA").
     platforms: tuple[str, ...] = (DEFAULT_PLATFORM,)
@@ -193,7 +196,16 @@ class Build(NamedTuple):
 
     @property
     def is_gpu(self) -> bool:
-        return self.cuda is not None
+        return self.cuda is not None or self.rocm is not None
+
+    @property
+    def is_rocm(self) -> bool:
+        return self.rocm is not None
+
+    @property
+    def runtime(self) -> str:
+        """What the build's GPU code runs on, as users say it: "CUDA 12.6", "ROCm 6.4", or "CPU only"."""
+        return f"CUDA {self.cuda}" if self.cuda else f"ROCm {self.rocm}" if self.rocm else "CPU only"
 
 
 class Manifest(NamedTuple):
@@ -206,7 +218,8 @@ class Manifest(NamedTuple):
     path: str
     retired: Optional[str] = None  # why the framework is retired, if it is
     # The packages its builds install beside the framework (torchvision, torchaudio): the keys of its `companions:`
-    # rules. The check imports each one a build installs, and runs one small operation of it.
+    # rules. The check imports each one a build installs, and runs one small operation of it; envkit add never takes
+    # one from elsewhere than the build.
     companions: tuple[str, ...] = ()
 
 
@@ -225,6 +238,7 @@ class Tables(NamedTuple):
     cuda: CudaTable
     python: PythonTable
     gpu_names: GpuNameTable
+    amd: AmdTable = EMPTY  # rocm.yaml; empty where the directory has none
 
 
 class Catalog(NamedTuple):

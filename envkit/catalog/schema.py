@@ -7,18 +7,16 @@ envs/README.md.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from envkit.catalog.bundled import parse_bundled
-from envkit.catalog.entries import conda_spec_problem, https_url_problem, pip_requirement_problem
+from envkit.catalog.install import PIP_KEYS, install_defaults, merged, parse_conda, parse_pip
 from envkit.catalog.model import (
     CPU,
     FRAMEWORKS,
     ArchSet,
     Build,
-    CondaInstall,
     Manifest,
-    PipInstall,
     PlatformView,
     PythonRange,
     Tables,
@@ -26,26 +24,24 @@ from envkit.catalog.model import (
 )
 from envkit.catalog.node import Node, kind
 from envkit.catalog.platforms import parse_platforms
+from envkit.catalog.rocm_build import is_rocm_variant, parse_gfx_sets, rocm_code
 from envkit.errors import ManifestError
 from envkit.machines.cuda import CudaTable
-from envkit.versions import ComputeCapability, CudaVersion, GlibcVersion
+from envkit.versions import ComputeCapability, CudaVersion, GlibcVersion, RocmVersion
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
-_VARIANT = re.compile(r"^(cpu|cu[0-9]{2,3})$")
-_PLACEHOLDER = re.compile(r"\{[^{}]*\}")  # {variant}, or what a manifest may write wrongly for it: {nope}, {0}
+_VARIANT = re.compile(r"^(cpu|cu[0-9]{2,3}|rocm[0-9]{1,2}\.[0-9]{1,2}(\.[0-9]{1,3})?)$")
 # companions: how companion packages follow the framework's version; read by `envkit manifests validate` only.
-_MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "pip", "conda", "releases", "companions"}
+_MANIFEST_KEYS = {"name", "summary", "framework", "retired", "arch_sets", "gfx_sets", "pip", "conda", "releases",
+                  "companions"}
 # `bundled`, `unconfirmed` and `glibc` may be set on a release for all its builds; a build's own value wins.
-# `platforms`, `absent` and `l4t` too (envkit.catalog.platforms).
 _PLATFORM_KEYS = {"platforms", "absent", "l4t"}
 _RELEASE_KEYS = {"version", "python", "notes", "pip", "conda", "builds", "bundled", "unconfirmed", "glibc",
                  *_PLATFORM_KEYS}
-_BUILD_KEYS = {"id", "variant", "cuda", "arch", "python", "notes", "pip", "conda", "bundled", "unconfirmed", "glibc",
-               *_PLATFORM_KEYS}
-_PIP_KEYS = {"index_url", "find_links", "packages", "local_version", "plain"}
-_CONDA_KEYS = {"channels", "packages"}
+_BUILD_KEYS = {"id", "variant", "cuda", "arch", "rocm", "gfx", "python", "notes", "pip", "conda", "bundled",
+               "unconfirmed", "glibc", *_PLATFORM_KEYS}
 _ARCH_KEYS = {"sass", "ptx"}
 
 
@@ -65,19 +61,20 @@ def parse_manifest(
     name = attempt(lambda: _manifest_name(node, expected_name), expected_name)
     framework = attempt(lambda: _framework(node), "")
     arch_sets = attempt(lambda: _arch_sets(node, attempt) if node.has("arch_sets") else {}, None)
-    manifest_install = attempt(lambda: _install_defaults(node), None)  # None: broken (its builds are not judged on it)
+    gfx_sets = attempt(lambda: parse_gfx_sets(node, attempt) if node.has("gfx_sets") else {}, None)
+    manifest_install = attempt(lambda: install_defaults(node), None)  # None: broken (its builds are not judged on it)
     builds: list[Build] = []
     seen: dict[str, str] = {}  # build id -> where its first build is: releases[0].builds[2]
     for position, raw_release in enumerate(attempt(lambda: node.children("releases"), [])):
         release = attempt(lambda: _release(raw_release, path, position))
         if release is None:
             continue
-        release_own = attempt(lambda: _install_defaults(release), None)
-        release_install = None if manifest_install is None or release_own is None else _merge(manifest_install,
+        release_own = attempt(lambda: install_defaults(release), None)
+        release_install = None if manifest_install is None or release_own is None else merged(manifest_install,
                                                                                                release_own)
         for build_position, raw_build in enumerate(attempt(lambda: release.children("builds"), [])):
             build = attempt(lambda: _parse_build(name, release, raw_build, build_position, release_install,
-                                                 arch_sets, tables, attempt))
+                                                 (arch_sets, gfx_sets), tables, attempt))
             if build is None:
                 continue
             if build.id in seen:
@@ -172,31 +169,13 @@ def _arch(node: Node) -> ArchSet:
     return arch
 
 
-def _install_defaults(node: Node) -> dict[str, dict[str, Any]]:
-    """The pip/conda keys a manifest or release sets for all the builds under it."""
-    out: dict[str, dict[str, Any]] = {}
-    for part, keys in (("pip", _PIP_KEYS), ("conda", _CONDA_KEYS)):
-        if node.has(part):
-            sub = node.child(part)
-            sub.only(keys)
-            out[part] = dict(sub.data)
-    return out
-
-
-def _merge(base: Mapping[str, Mapping[str, Any]], over: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    merged = {part: dict(values) for part, values in base.items()}
-    for part, values in over.items():
-        merged.setdefault(part, {}).update(values)
-    return merged
-
-
 def _parse_build(
     manifest: str,
     release: Node,
     raw: Any,
     position: int,
     inherited: Optional[Mapping[str, Mapping[str, Any]]],
-    arch_sets: Optional[Mapping[str, Optional[ArchSet]]],
+    code_sets: tuple[Optional[Mapping[str, Optional[ArchSet]]], Optional[Mapping[str, Any]]],
     tables: Tables,
     attempt: Callable[..., Any],
 ) -> Optional[Build]:
@@ -222,26 +201,39 @@ def _parse_build(
     step(lambda: _variant(node, variant))
     version = step(lambda: _version(release, version_text))
     python = step(lambda: _python_range(node if node.has("python") else release, tables))
+    arch_sets, gfx_sets = code_sets
     cuda = step(lambda: node.parsed("cuda", CudaVersion.parse, required=False))
+    rocm = step(lambda: node.parsed("rocm", RocmVersion.parse, required=False))
+    gfx: Any = ()
+    if is_rocm_variant(variant):
+        written_gfx = node.data.get("gfx")
+        if isinstance(written_gfx, str) and (gfx_sets is None or gfx_sets.get(written_gfx, ()) is None):
+            failed = True  # it names a gfx set with problems (or gfx_sets is broken): those are said there, once
+        elif rocm is not _FAILED:
+            gfx = step(lambda: rocm_code(node, variant, rocm, gfx_sets, tables))
+    else:
+        for key in ("rocm", "gfx"):
+            if node.has(key):
+                step(lambda: node.fail(f"only a ROCm build (variant rocmX.Y) has {key}", key))
     written = node.data.get("arch")
     if isinstance(written, str) and (arch_sets is None or written in arch_sets and arch_sets[written] is None):
         arch = _FAILED  # it names an arch set with problems (or arch_sets is broken): those are reported there, once
         failed = True
     else:
         arch = step(lambda: _build_arch(node, arch_sets) if node.has("arch") else None)
-    if cuda is not _FAILED and arch is not _FAILED:
+    if cuda is not _FAILED and arch is not _FAILED and not is_rocm_variant(variant):
         step(lambda: _gpu_code(node, variant, cuda, arch, tables.cuda))
     # Where the pip/conda settings it inherits are broken (said there, once), its own keys are still checked, but
     # not what it would install without them (each build would be said to have no packages).
     if inherited is None:
-        step(lambda: _install_defaults(node))
+        step(lambda: install_defaults(node))
         install, failed = _FAILED, True
     else:
-        install = step(lambda: _merge(inherited, _install_defaults(node)))
+        install = step(lambda: merged(inherited, install_defaults(node)))
     pip = conda = None
     if install is not _FAILED:
-        pip = step(lambda: _pip(node, install.get("pip"), variant) if "pip" in install else None)
-        conda = step(lambda: _conda(node, install["conda"]) if "conda" in install else None)
+        pip = step(lambda: parse_pip(node, install.get("pip"), variant) if "pip" in install else None)
+        conda = step(lambda: parse_conda(node, install["conda"]) if "conda" in install else None)
         if "pip" not in install and "conda" not in install:
             step(lambda: node.fail("a build needs pip packages or conda packages to install", "pip"))
     notes = step(lambda: node.text("notes", required=False) or release.text("notes", False))
@@ -256,7 +248,7 @@ def _parse_build(
     platforms, per_platform, absent, l4t = placed
     return Build(id=build_id, manifest=manifest, version=version, variant=variant, python=python, cuda=cuda,
                  arch=arch, pip=pip, conda=conda, notes=notes, bundled=bundled, unconfirmed=unconfirmed, glibc=glibc,
-                 platforms=platforms, per_platform=per_platform, absent=absent, l4t=l4t)
+                 rocm=rocm, gfx=gfx, platforms=platforms, per_platform=per_platform, absent=absent, l4t=l4t)
 
 
 def _placed(node: Node, release: Node, arch_sets: Mapping[str, Optional[ArchSet]], cuda: Optional[CudaVersion],
@@ -275,8 +267,8 @@ def _placed(node: Node, release: Node, arch_sets: Mapping[str, Optional[ArchSet]
             if "pip" not in install:
                 sub.fail("the build installs no pip packages to differ", "pip")
             own = sub.child("pip")
-            own.only(_PIP_KEYS)
-            pip = _pip(sub, {**install["pip"], **own.data}, variant)
+            own.only(PIP_KEYS)
+            pip = parse_pip(sub, {**install["pip"], **own.data}, variant)
         glibc = sub.parsed("glibc", GlibcVersion.parse, required=False)
         return PlatformView(arch=arch, unconfirmed=sub.text("unconfirmed", required=False),
                             notes=sub.text("notes", required=False), glibc=glibc, pip=pip)
@@ -309,7 +301,8 @@ def _build_id(node: Node, build_id: str, explicit: bool, variant: str) -> None:
 
 def _variant(node: Node, variant: str) -> None:
     if not _VARIANT.match(variant or ""):
-        node.fail(f"{variant!r} is not 'cpu' or 'cu' and the CUDA digits (cu118, cu126, cu12)", "variant")
+        node.fail(f"{variant!r} is not 'cpu', 'cu' and the CUDA digits (cu118, cu126, cu12) or 'rocm' and the ROCm "
+                  "release (rocm6.4)", "variant")
 
 
 def _version(release: Node, text: str) -> Version:
@@ -369,81 +362,3 @@ def _check_cuda(node: Node, cuda: CudaVersion, arch: ArchSet, table: CudaTable) 
         too_old = [cc for cc in (*arch.sass, *arch.ptx) if cc < oldest]
         if too_old:
             node.fail(f"CUDA {cuda.major}.x cannot build for {too_old[0].sm} (its oldest is {oldest.sm})", "arch")
-
-
-def _pip(node: Node, values: Mapping[str, Any], variant: str) -> PipInstall:
-    pip = Node(values, node.path, node.build, f"{node.prefix}pip.")
-    packages = pip.text_list("packages", strings=True)
-    if not packages:
-        pip.fail("missing or empty", "packages")
-    _each(pip, "packages", packages, pip_requirement_problem)
-    urls = {}
-    for key, what in (("index_url", "index"), ("find_links", "find-links")):
-        url = pip.text(key, required=False)  # null: unset what the manifest or release set (index: the default)
-        if url is not None:
-            url = _with_variant(pip, key, url, variant)
-            problem = https_url_problem(url, what)
-            if problem:
-                pip.fail(problem, key)
-        urls[key] = url
-    return PipInstall(packages=packages, **urls, local_version=_local_version(pip, variant, any(urls.values())),
-                      plain=_plain(pip, packages))
-
-
-def _plain(pip: Node, packages: Sequence[str]) -> tuple[str, ...]:
-    """``plain``: packages of the build whose wheels carry no local version where the others carry one (the aarch64
-    torchvision on PyTorch's CUDA index): each must be one of its packages."""
-    names = pip.text_list("plain", strings=True)
-    if not names:
-        return ()
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    known = {canonicalize_name(Requirement(text).name) for text in packages}
-    for position, name in enumerate(names):
-        if canonicalize_name(name) not in known:
-            pip.fail(f"{name!r} is not one of the build's packages ({', '.join(sorted(known))})", f"plain[{position}]")
-    return tuple(canonicalize_name(name) for name in names)
-
-
-def _with_variant(node: Node, key: str, template: str, variant: str) -> str:
-    """``template`` with {variant} replaced by the build's variant. Nothing else in it is a placeholder: another
-    {name}, {0} or a stray brace is refused here, when the manifest is read, rather than reaching an installer."""
-    rest = _PLACEHOLDER.sub(lambda found: "" if found.group(0) == "{variant}" else found.group(0), template)
-    if "{" in rest or "}" in rest:
-        other = _PLACEHOLDER.search(rest)
-        what = f"unknown placeholder {other.group(0)}" if other else "a brace that opens or closes no placeholder"
-        node.fail(f"{template!r} has {what}: the only placeholder is {{variant}} (the build's variant)", key)
-    return template.replace("{variant}", variant)
-
-
-def _local_version(pip: Node, variant: str, own_source: bool) -> str:
-    """What follows '+' in each installed version of the build's packages; "" for none. Default: the variant when
-    the build's packages come from its own index or links page (PyTorch's), else none (what PyPI publishes)."""
-    local = pip.text("local_version", required=False)
-    local = (variant if own_source else "none") if local is None else _with_variant(pip, "local_version", local,
-                                                                                      variant)
-    if not re.fullmatch(r"none|[a-z0-9]+(\.[a-z0-9]+)*", local):
-        pip.fail(f"{local!r}: a local version label like 'cu126', or 'none'", "local_version")
-    return "" if local == "none" else local
-
-
-def _conda(node: Node, values: Mapping[str, Any]) -> CondaInstall:
-    conda = Node(values, node.path, node.build, "conda.")
-    channels = conda.text_list("channels", strings=True)
-    if not channels:
-        conda.fail("missing or empty: full channel URLs", "channels")
-    _each(conda, "channels", channels, lambda channel: https_url_problem(channel, "channel"))
-    packages = conda.text_list("packages", strings=True)
-    if not packages:
-        conda.fail("missing or empty", "packages")
-    _each(conda, "packages", packages, conda_spec_problem)
-    return CondaInstall(channels=channels, packages=packages)
-
-
-def _each(node: Node, key: str, entries: Sequence[str], problem_of: Callable[[str], Optional[str]]) -> None:
-    """Each entry of a list checked on its own: a problem names the entry's position (``packages[2]``)."""
-    for position, entry in enumerate(entries):
-        problem = problem_of(entry)
-        if problem:
-            node.fail(problem, f"{key}[{position}]")

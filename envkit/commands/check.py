@@ -7,6 +7,7 @@ import typer
 
 from envkit.commands.output import echo_report, print_json, reported_errors
 from envkit.commands.places import current_site, manifests_dir
+from envkit.commands.images import NoFitCheckOption, is_image
 from envkit.commands.recorded import (env_name, environment_python, find_record, recorded_build,
                                      recorded_manifests)
 from envkit.commands.targets import fleet_for, target_argv
@@ -101,22 +102,13 @@ def _machines_to_judge(tables, target: TargetOptions, record):
 def _recorded_target(record):
     """(the options the record's target was named with, as TargetOptions, or None; its machines by name, with their
     profile files where those can still be read), for the commands that name its machines in the advice."""
+    from envkit.commands.targets import recorded_target
     from envkit.errors import EnvkitError
 
-    options = record.target_options()
-    if not options or len(options) % 2:
-        return None, {}
-    values = dict(machine=[], gpu_arch=[])
-    for flag, value in zip(options[::2], options[1::2]):
-        if flag in ("--machine", "--gpu-arch"):
-            values[flag[2:].replace("-", "_")].append(Path(value) if flag == "--machine" else value)
-        elif flag in ("--partition", "--cuda"):
-            values[flag[2:]] = value
-        else:
-            return None, {}
-    recorded = TargetOptions(**{key: value or None for key, value in values.items()})
+    recorded = recorded_target(record)
     try:
-        return recorded, {m.name: m for m in fleet_for(None, recorded).machines} if recorded.machine else {}
+        return recorded, {m.name: m for m in fleet_for(None, recorded).machines} if recorded and recorded.machine \
+            else {}
     except EnvkitError:  # the profile files moved: the record's own profiles are judged, named as it names them
         return recorded, {}
 
@@ -324,6 +316,7 @@ def verify(
                      "across them with the environment's own framework: NCCL on GPUs). P:NODE,... names them.")] = None,
     across_nodes: Annotated[bool, typer.Option("--across-nodes", hidden=True, help="(Passed by `verify --nodes` to "
                             "the envkit of each node.) Take part in the all-reduce across the job's nodes.")] = False,
+    no_fit_check: NoFitCheckOption = False,
     check: CheckOptions = CheckOptions(),
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -337,6 +330,9 @@ def verify(
     Without Slurm, --partition judges the build from the site file's node profiles. With --nodes N, N nodes are
     checked at once, then an all-reduce runs across them: PASS only when every node passed and its sum is right.
 
+    ENV may be an image `envkit pack` made (a path: ./torch.sqfs): it is mounted for the check (no root) and
+    unmounted after; the result is reported, not stored (an image is read-only).
+
     Exit codes: 0 PASS, 1 FAIL or not run, 2 bad input. Examples: `envkit verify torch-cu126`,
     `envkit verify torch-cu126 --partition gpu-4-a100 --multi-gpu`.
     """
@@ -348,6 +344,10 @@ def verify(
         if (env is None) == (prefix is None):
             raise BadInputError("give an environment name or --prefix PATH (one of them)",
                                 hint="`envkit envs` lists the environments envkit made.")
+        if env is not None:
+            from envkit.commands.images import as_argument
+
+            env = as_argument(env)  # an image by its absolute path (for a node too)
         job_options = [option for option, value in (("--gpus", gpus), ("--queue-timeout", queue_timeout),
                                                     ("--nodes", nodes)) if value is not None]
         if target.partition is None and job_options:
@@ -381,37 +381,51 @@ def verify(
                        f"node of the partition{unused}", err=True)
         record = None
         expected = None
-        if env is not None:
+        import contextlib
+
+        mounted = contextlib.ExitStack()
+        if env is not None and is_image(env):  # mounted for the check; judged by its build, as a record is
+            from envkit.commands.images import image_in_place
+
+            record = mounted.enter_context(image_in_place(env, not no_fit_check, target.manifests, here=False))
+        elif env is not None:
             record = find_record(env)  # no create of it going on or interrupted, and its directory holds it
-            target = target._replace(manifests=recorded_manifests(record, target.manifests))  # judged by its build
-            prefix = Path(record.prefix)
-            recorded_framework, expected = recorded_build(record, target.manifests)
-            if check.framework == "auto" and recorded_framework is not None:
-                check = check._replace(framework=recorded_framework)
-        assert prefix is not None
-        python = environment_python(prefix, record)
-        environ = None
-        if record is not None:  # as `envkit run` would run it: the environment activated
-            from envkit.system.activation import activated_environ
+        try:  # an image is unmounted however the check ends
+            if record is not None:
+                target = target._replace(manifests=recorded_manifests(record, target.manifests))  # by its build
+                prefix = Path(record.prefix)
+                recorded_framework, expected = recorded_build(record, target.manifests)
+                if check.framework == "auto" and recorded_framework is not None:
+                    check = check._replace(framework=recorded_framework)
+            assert prefix is not None
+            python = environment_python(prefix, record)
+            environ = None
+            if record is not None:  # as `envkit run` would run it: the environment activated
+                from envkit.system.activation import activated_environ
 
-            environ = activated_environ(prefix, record.kind, record.name, os.environ)
-        from envkit.commands.nodes_check import collective_alongside
+                environ = activated_environ(prefix, record.kind, record.name, os.environ)
+            from envkit.commands.nodes_check import collective_alongside
 
-        with collective_alongside(across_nodes, python, check.framework, check.probe_timeout, environ):  # its rank
-            ok, reports, names, outside = check_environment(python, check, target, json_output, expected=expected,
-                                                            environ=environ, record=record, this_machine=on_node)
-        # Stored unless it would hide a real result: a check that ran on the machines the environment is for, or
-        # one for the machines named, always; one judged from their profiles only where no real one is recorded.
-        # A check on a node the environment was not made for (verify --partition of another partition) is not
-        # stored: the record says how it does on its own machines.
-        if record is not None and not outside:
-            real = all(r.on_target for r in reports)
-            last_real = record.verify is not None and record.verify.get("on_target", True)
-            if real or not target.on_target or not last_real:
-                from envkit.commands.check_store import store_verify
+            with collective_alongside(across_nodes, python, check.framework, check.probe_timeout, environ):  # its rank
+                ok, reports, names, outside = check_environment(python, check, target, json_output,
+                                                                expected=expected, environ=environ, record=record,
+                                                                this_machine=on_node)
+            if record is not None and "image" in record.extra:  # read-only: the result is the report's alone
+                raise typer.Exit(0 if ok else 1)
+            # Stored unless it would hide a real result: a check that ran on the machines the environment is for,
+            # or one for the machines named, always; one judged from their profiles only where no real one is
+            # recorded. A check on a node the environment was not made for (verify --partition of another
+            # partition) is not stored: the record says how it does on its own machines.
+            if record is not None and not outside:
+                real = all(r.on_target for r in reports)
+                last_real = record.verify is not None and record.verify.get("on_target", True)
+                if real or not target.on_target or not last_real:
+                    from envkit.commands.check_store import store_verify
 
-                store_verify(record, reports, names, target)
-        raise typer.Exit(0 if ok else 1)
+                    store_verify(record, reports, names, target)
+            raise typer.Exit(0 if ok else 1)
+        finally:
+            mounted.close()
 
 
 def register(app: typer.Typer) -> None:

@@ -1,7 +1,7 @@
 """Making an environment: ``envkit create``."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -75,6 +75,13 @@ def create(
                      "conda-lock): every file hash-checked, no solve. Refused when the lock was made for a machine "
                      "unlike the target.", show_default=False),
     ] = None,
+    from_bundle: Annotated[
+        Optional[Path],
+        typer.Option("--from-bundle", metavar="PATH", parser=path_value,
+                     help="Install from an offline bundle (`envkit bundle`: a directory or tar) with no network: its "
+                     "lock, as --from-lock does, every file taken from the bundle and hash-checked first.",
+                     show_default=False),
+    ] = None,
     shared: Annotated[
         bool, typer.Option("--shared", help="Admins: publish it for every user of the site into the shared directory "
                            "($ENVKIT_SHARED, or `shared:` in the config or site file) as site:NAME (NAME: --name, "
@@ -85,6 +92,25 @@ def create(
         Optional[str],
         typer.Option("--group", metavar="GROUP", help="With --shared: readable by this group only (setgid "
                      "directories), not by everyone.", show_default=False),
+    ] = None,
+    with_packages: Annotated[
+        Optional[List[str]],
+        typer.Option("--with", metavar="PKG,...", help="Your own packages too, comma-separated (repeatable), from "
+                     "the default index with the build held, as `envkit add` installs them: refused, and nothing "
+                     "made, when they cannot live with the build.", show_default=False),
+    ] = None,
+    requirement: Annotated[
+        Optional[List[Path]],
+        typer.Option("--requirement", "-r", metavar="FILE", parser=path_value, help="Your own packages from this "
+                     "requirements file, as --with (the same rules as `envkit add ENV -r FILE`). Repeatable.",
+                     show_default=False),
+    ] = None,
+    on: Annotated[
+        Optional[str],
+        typer.Option("--on", metavar="SITE:NAME", help="A personal environment on top of the site's shared one: a "
+                     "small venv whose Python sees its packages (of the version published now, kept while it "
+                     "exists) and holds its build; with --name, and --with for your own packages. No MANIFEST.",
+                     show_default=False),
     ] = None,
     target: TargetOptions = TargetOptions(),
 ) -> None:
@@ -108,18 +134,40 @@ def create(
     `envkit create torch --partition gpu-4-a100`.
 
     `envkit create --from-lock conda-lock.yml --name ENV` installs a lock instead: the same environment on every
-    machine it fits (see `envkit lock`).
+    machine it fits (see `envkit lock`); `envkit create --from-bundle DIR` installs an offline bundle's (see `envkit
+    bundle`).
+
+    `--with transformers,datasets` (or `-r requirements.txt`) adds your own packages in the same run, the build
+    held as `envkit add` holds it; `envkit add ENV PKG` adds more later.
 
     Exit codes: 0 created and checked, 1 failed (nothing left behind) or the check failed, 2 bad input.
     """
-    if from_lock is not None:
+    if from_lock is not None or from_bundle is not None:
+        if with_packages or requirement:
+            with reported_errors():
+                from envkit.errors import BadInputError
+
+                raise BadInputError("--with and -r add to a build envkit picks: a lock or a bundle is installed "
+                                    "exactly as it is", hint="Add them once it is made: `envkit add ENV PKG`.")
         from envkit.commands.from_lock import create_from_lock
 
-        create_from_lock(from_lock, target, manifest=manifest, name=name, prefix=prefix, build=build, python=python,
-                         backend=backend, dry_run=dry_run, yes=yes, force=force, json_output=json_output,
+        create_from_lock(from_lock, from_bundle, target, manifest=manifest, name=name, prefix=prefix, build=build,
+                         python=python, backend=backend, dry_run=dry_run, yes=yes, force=force, json_output=json_output,
                          verify=not no_verify, jupyter=jupyter, verbose=verbose, probe_timeout=probe_timeout,
                          verify_on_node=verify_on_node)
         return
+    if on is not None:
+        with reported_errors():
+            from envkit.commands.personal import create_on
+            from envkit.errors import BadInputError
+
+            if manifest is not None or shared or build is not None or not target.on_target:
+                raise BadInputError("--on makes an environment of the site's build, for the machines it is for: "
+                                    "leave out MANIFEST, --build, --shared and the machine options",
+                                    hint=f"envkit create --on {on} --name NAME")
+            create_on(on, name, prefix, _additions(with_packages, requirement, None), dry_run=dry_run, yes=yes,
+                      force=force, json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
+                      verify=not no_verify)
     with reported_errors():
         if manifest is None:
             from envkit.errors import BadInputError
@@ -155,6 +203,7 @@ def create(
             name, prefix = place.name, place.layout.prefix(place.name, "new")
         fleet = fleet_for(tables, target)
         chosen = build_for_target(the_manifest, fleet, tables, request, build, target, python)
+        additions = _additions(with_packages, requirement, the_manifest)
         python_for = None
         if place is not None:  # a venv's Python must be one every user it is for can run
             from envkit.commands.publishing import python_finder
@@ -162,7 +211,8 @@ def create(
             python_for = python_finder(place)
         prepared = prepare(
             CreateRequest(build_id=chosen.build_id, name=name, backend=backend, prefix=prefix, jupyter=jupyter,
-                          verify=not no_verify, target_args=target_args(target, python), python_for=python_for),
+                          verify=not no_verify, target_args=target_args(target, python), python_for=python_for,
+                          additions=additions),
             the_manifest, tables, chosen.profile, target.on_target, request, config, dirs, os.environ,
             resolution=chosen.resolution,
         )
@@ -181,11 +231,40 @@ def create(
             from envkit.commands.publishing import publication
 
             publishing = publication(place, version)
-        with publishing:
-            make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
-                 json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
-                 verify_on_node=verify_on_node, cpu=cpu,
-                 listing=f"`{list_command(manifest, target_args(target, python))}`", after=after, fleet=fleet)
+        from envkit.backends.clash import Refused
+
+        try:
+            with publishing:
+                make(prepared, the_manifest, tables, dirs, target, dry_run=dry_run, yes=yes, force=force,
+                     json_output=json_output, verbose=verbose, probe_timeout=probe_timeout,
+                     verify_on_node=verify_on_node, cpu=cpu,
+                     listing=f"`{list_command(manifest, target_args(target, python))}`", after=after, fleet=fleet)
+        except Refused as refused:  # --with: the next step, as `envkit add` gives it
+            from envkit.commands.adding import MadeFrom, next_step
+            from envkit.commands.targets import target_argv
+
+            plan = prepared.plan
+            refused.hint = next_step(refused.clash, plan.name, MadeFrom(the_manifest, plan.build, tables, None),
+                                     plan.profile, str(plan.python), target_argv(target), list(additions))
+            raise
+
+
+def _additions(with_packages, requirement, manifest) -> tuple[str, ...]:
+    """The user's own packages of --with (comma-separated; a comma inside a version range stays) and -r, checked
+    as `envkit add` checks them (envkit.backends.requested)."""
+    if not with_packages and not requirement:
+        return ()
+    import re
+
+    from envkit.backends.installers import requirement_parts
+    from envkit.backends.requested import requested
+
+    own: list[str] = []
+    if manifest is not None:  # (--on: the site's, which add knows from the environment made)
+        own = [manifest.framework, *manifest.companions,  # every build's packages: the pick is not made yet
+               *{requirement_parts(text).name for b in manifest.builds for text in (b.pip.packages if b.pip else ())}]
+    texts = [part for value in with_packages or () for part in re.split(r",(?=\s*[A-Za-z0-9./~])", value)]
+    return requested(texts, list(requirement or []), own).lines
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,8 @@ from envkit.commands import completion
 from envkit.commands.output import echo_report, print_json, reported_errors
 from envkit.commands.places import user_dirs
 from envkit.commands.recorded import find_record, plain_name
-from envkit.commands.options import JsonOption, RunInArgument
+from envkit.commands.images import NoFitCheckOption, is_image
+from envkit.commands.options import JsonOption, ManifestsOption, RunInArgument
 
 
 def list_envs(json_output: JsonOption = False) -> None:
@@ -34,14 +35,15 @@ def list_envs(json_output: JsonOption = False) -> None:
         runs = interrupted(dirs.locks)
         sizes, total = _sizes(found, runs, dirs)
         layout, site, unreadable = _site_envs(dirs)
+        standing = _standing(found, site)
         if json_output:
             from envkit.shared.render import shared_json
 
             # one object (schema_version first): the user's environments, then the site's shared ones
-            print_json({"environments": envs_json(found, runs, broken, sizes) +
+            print_json({"environments": envs_json(found, runs, broken, sizes, standing) +
                         shared_json(layout, site, dirs.data, unreadable)})
         else:
-            echo_report(envs_text(found, runs, broken, sizes, total), table=True)
+            echo_report(envs_text(found, runs, broken, sizes, total, standing), table=True)
             if layout is not None:
                 from envkit.shared.render import shared_text
 
@@ -76,6 +78,22 @@ def _sizes(found, runs, dirs):
              f"{size_text(envs.bytes)}, package caches {size_text(caches.bytes)} ({where}); a file shared by several "
              "is counted once, with the first that has it")
     return sizes, total
+
+
+def _standing(found, site) -> dict:
+    """Each personal environment's site version (envkit create --on): "current", "replaced" (the site publishes
+    another now; it keeps running on its own) or "removed"."""
+    import os
+
+    current = {f"site:{record.name}": record.prefix for record in site}
+    out = {}
+    for record in found:
+        on = record.on if isinstance(record.on, dict) else None
+        if on is not None:
+            prefix = str(on.get("prefix", ""))
+            out[record.name] = ("removed" if not os.path.isdir(prefix) else
+                                "current" if current.get(on.get("name")) == prefix else "replaced")
+    return out
 
 
 def _site_envs(dirs):
@@ -195,10 +213,18 @@ def run(
         Optional[List[str]], typer.Argument(metavar="-- CMD...", help="The command and its arguments.",
                                             show_default=False)
     ] = None,
+    no_fit_check: NoFitCheckOption = False,
+    apptainer: Annotated[bool, typer.Option("--apptainer", help="For an image: run in Apptainer instead (apptainer "
+                                            "exec --nv), in the SIF beside it (FILE without .sqfs, .sif: built from "
+                                            "envkit pack's --apptainer-def), the image bound at its path.")] = False,
+    manifests: ManifestsOption = None,
 ) -> None:
     """Run a command inside an environment, activated as `conda activate` or `source bin/activate` would do it.
 
-    Example: `envkit run torch-cu126 -- python train.py --epochs 3`. The exit code is the command's.
+    ENV may be an image `envkit pack` made, given as a path (./torch.sqfs): it is mounted at its path with
+    squashfuse (no root) for as long as the command runs, once its recorded fit is checked against this machine
+    (docs/travel.md). Example: `envkit run torch-cu126 -- python train.py --epochs 3`. The exit code is the
+    command's.
     """
     with reported_errors():
         import os
@@ -206,12 +232,19 @@ def run(
         from envkit.errors import BadInputError, EnvkitError
         from envkit.system.activation import activated_argv, activated_environ, check_command
 
-        record = find_record(env)  # no create of it going on or interrupted, and its directory holds it
         argv = list(command or [])
         if argv and argv[0] == "--":
             argv = argv[1:]
         if not argv:
             raise BadInputError("give the command to run after --", hint=f"e.g. envkit run {env} -- python -V")
+        if is_image(env):
+            from envkit.commands.images import run_image
+
+            raise typer.Exit(run_image(env, argv, not no_fit_check, manifests, apptainer))
+        if apptainer:
+            raise BadInputError("--apptainer runs an image (ENV as a path: ./torch.sqfs)",
+                                hint=f"Leave it out to run in {env}.")
+        record = find_record(env)  # no create of it going on or interrupted, and its directory holds it
         prefix = Path(record.prefix)
         if not (prefix / "bin").is_dir():  # (the directory is there and holds its record: find_record checked)
             from envkit.commands.recorded import remake_or_remove

@@ -10,14 +10,32 @@ from envkit.commands.targets import fleet_for, target_args, target_words
 from envkit.commands.options import TargetOptions
 
 
-def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[str], name: Optional[str],
-                     prefix: Optional[Path], build: Optional[str], python: Optional[str], backend: str, dry_run: bool,
-                     yes: bool, force: bool, json_output: bool, verify: bool, jupyter: bool, verbose: bool,
-                     probe_timeout: float, verify_on_node: bool) -> None:
-    """`envkit create --from-lock FILE`, given create's options: those that choose what to install (MANIFEST,
-    --build, --python, --jupyter, --backend) do not go with it."""
+def create_from_lock(path: Optional[Path], bundle: Optional[Path], target: TargetOptions, *,
+                     manifest: Optional[str], name: Optional[str], prefix: Optional[Path], build: Optional[str],
+                     python: Optional[str], backend: str, dry_run: bool, yes: bool, force: bool, json_output: bool,
+                     verify: bool, jupyter: bool, verbose: bool,
+                     probe_timeout: float, verify_on_node: bool, mirrors: tuple = ()) -> None:
+    """`envkit create --from-lock FILE` (or --from-bundle PATH), given create's options: those that choose what to
+    install (MANIFEST, --build, --python, --jupyter, --backend) do not go with it."""
     with reported_errors():
         import os
+
+        if bundle is not None:
+            from envkit.system.scratch import scratch_dir
+            from envkit.travel.bundle import check_bundle, open_bundle
+
+            if path is not None:
+                from envkit.errors import BadInputError
+
+                raise BadInputError("--from-bundle installs the bundle's own lock: leave out --from-lock")
+            with scratch_dir("bundle") as scratch:  # a tar unpacked for the install, removed after it
+                lock, mirrors = check_bundle(open_bundle(bundle, scratch), str(bundle))  # before anything is made
+                create_from_lock(lock, None, target, manifest=manifest, name=name, prefix=prefix, build=build,
+                                 python=python, backend=backend, dry_run=dry_run, yes=yes, force=force,
+                                 json_output=json_output, verify=verify, jupyter=jupyter, verbose=verbose,
+                                 probe_timeout=probe_timeout, verify_on_node=verify_on_node, mirrors=mirrors)
+            return
+        assert path is not None
 
         from envkit.errors import BadInputError
 
@@ -43,6 +61,10 @@ def create_from_lock(path: Path, target: TargetOptions, *, manifest: Optional[st
             check_verify_on_node(target, json_output, dry_run)
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
+        if mirrors:  # a bundle's: each locked URL sent to its file in the bundle
+            from envkit.travel.bundle import with_bundle
+
+            config = with_bundle(config, mirrors)
         directory = manifests_dir(target.manifests)
         the_lock = None if pylock else read_lock(path, dirs.cache)
         fleet = fleet_for(cached_catalog(directory, [], dirs.cache).tables, target)

@@ -16,7 +16,8 @@ SERVER_TIMEOUT = 600.0
 
 def jupyter(
     env: Annotated[Optional[str], typer.Argument(metavar="ENV", help="The environment to serve (`envkit envs` "
-                                                 "lists them).", show_default=False)] = None,
+                                                 "lists them), or an image (a path: ./torch.sqfs).",
+                                                 show_default=False)] = None,
     partition: Annotated[Optional[str], typer.Option("--partition", "-p", metavar="P", show_default=False,
                                                      help=PARTITION_HELP)] = None,
     gpus: GpusOption = None,
@@ -63,7 +64,9 @@ def jupyter(
         if env is None or partition is None:
             raise BadInputError("give the environment and the partition: envkit jupyter ENV -p P",
                                 hint="`envkit envs` lists the environments, `envkit site` the partitions.")
-        _start(env, partition, gpus, cpus, time, timeout, server_timeout, json_output, manifests, base)
+        from envkit.commands.images import as_argument
+
+        _start(as_argument(env), partition, gpus, cpus, time, timeout, server_timeout, json_output, manifests, base)
 
 
 def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, server_timeout: float,
@@ -76,7 +79,7 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
 
     record, spec, slurm = prepare(env, partition_spec, gpus, cpus, time, manifests, jj.JOB_NAME)
     prefix = Path(record.prefix)
-    program = jj.server_program(prefix)
+    program = jj.server_program(prefix) if "image" not in record.extra else _image_program(record)
     if program is None:
         import os
         import shutil
@@ -96,6 +99,17 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
 
     with interrupting_signals():  # a closed terminal or a `kill` while waiting cancels the job as Ctrl-C does
         _submit_and_wait(env, program, spec, slurm, base, timeout, server_timeout, json_output)
+
+
+def _image_program(record):
+    """The program of an image's environment that starts a Jupyter server, read from the image (not mounted)."""
+    import os
+
+    from envkit.slurm.jupyter_job import SERVER_PROGRAMS
+    from envkit.travel.opened import read_member
+
+    image = Path(record.extra["image"])
+    return next((name for name in SERVER_PROGRAMS if read_member(image, f"bin/{name}", os.environ) is not None), None)
 
 
 def _submit_and_wait(env: str, program: str, spec, slurm, base: Path, timeout: float, server_timeout: float,

@@ -27,7 +27,9 @@ ForceOption = Annotated[
 @with_options
 def lock(
     manifest: Annotated[
-        str, typer.Argument(metavar="MANIFEST", help="What to lock: torch, tensorflow, jax, mxnet (`envkit list`).",
+        str, typer.Argument(metavar="MANIFEST|ENV", help="What to lock: torch, tensorflow, jax, mxnet (`envkit "
+                            "list`); or an environment of yours (`envkit envs`): its build, for the machines it was "
+                            "made for, with the packages you added to it.",
                             autocompletion=completion.manifest_names)
     ],
     build: Annotated[
@@ -60,6 +62,10 @@ def lock(
     Examples: `envkit lock torch`, `envkit lock torch --machine a100-node.yaml -o torch-a100.lock.yml`,
     `envkit lock torch --partition gpu-4-a100`.
 
+    `envkit lock ENV` (an environment of yours, when no manifest has that name) locks its build anew for the
+    machines it was made for, with the packages you added to it as installed there: `create --from-lock` then makes
+    the whole working environment.
+
     Exit codes: 0 written, 1 the solve or the index failed, 2 bad input.
     """
     with reported_errors():
@@ -74,6 +80,17 @@ def lock(
         check_output(output, force=force, what="the lock")  # before the solve, not after it
         dirs = user_dirs()
         config = load_config(os.environ, dirs)
+        record = None
+        from envkit.catalog import manifest_names
+
+        if manifest not in manifest_names(manifests_dir(target.manifests)) and _an_environment(manifest, dirs):
+            from envkit.commands.recorded import find_record  # envkit lock ENV: its build, target and additions
+            from envkit.commands.targets import recorded_target
+
+            record = find_record(manifest)
+            target = target if not target.on_target else (recorded_target(record) or target)
+            target = target._replace(manifests=recorded_manifests(record, target.manifests))
+            manifest, build, python = record.manifest, build or record.build, python or record.python
         catalog = cached_catalog(manifests_dir(target.manifests), [manifest], dirs.cache)
         tables = catalog.tables
         request = parse_python_request(python, tables.python)
@@ -101,8 +118,25 @@ def lock(
                                          resolution=chosen.resolution),
                              config, cache.conda_packages, uv_binary(), os.environ,
                              installer_environ(os.environ, dirs, None, cache.root), warn=warn)
+            if record is not None and record.added:
+                from envkit.lockfile.export import with_additions
+
+                made = with_additions(made, record, config, uv_binary(),
+                                      installer_environ(os.environ, dirs, None, cache.root), tables.python.pypi_index)
         _write(made, output, force)
         _report(made, output, json_output, target_argv(target))
+
+
+def _an_environment(name: str, dirs) -> bool:
+    """Whether ``name``, which no manifest has, names an environment (the user's, or site:NAME) for `envkit lock ENV`;
+    a name that is neither goes on as a manifest's, and its error names the nearest manifest."""
+    import os
+
+    from envkit.commands.recorded import plain_name
+    from envkit.shared.layout import shared_name
+    from envkit.state.records import index_path
+
+    return shared_name(name) is not None or (plain_name(name) and os.path.lexists(index_path(dirs.records, name)))
 
 
 def _lock_format(value: str) -> str:
@@ -160,7 +194,13 @@ def export(
                     return (pip.index_url if pip and pip.index_url else None) or catalog.tables.python.pypi_index
             return None
 
-        made = export_lock(record, load_config(os.environ, dirs), uv_binary(), uv_environ(), index_of)
+        def default_index() -> str:
+            from envkit.catalog import load_tables
+
+            return load_tables(manifests_dir(manifests)).python.pypi_index
+
+        made = export_lock(record, load_config(os.environ, dirs), uv_binary(), uv_environ(), index_of,
+                           default_index() if record.added else None)
         if lock_format == "pylock":
             _write_pylock(made, output, force)
         else:

@@ -52,7 +52,8 @@ def module(
             raise BadInputError("--lmod and --tcl: give one of them (a modulefile has one syntax)")
         record = find_record(env)
         lua = lmod or (not tcl and bool(os.environ.get("LMOD_CMD")))
-        info = module_info(env, record, shared_info(record).get("publisher"), cuda=_looked_up_cuda(record))
+        cuda, rocm = _looked_up_runtime(record)
+        info = module_info(env, record, shared_info(record).get("publisher"), cuda=cuda, rocm=rocm)
         text = lua_text(info) if lua else tcl_text(info)
         if output is None:
             typer.echo(text, nl=False)
@@ -80,20 +81,20 @@ def module(
             typer.echo(loadable)
 
 
-def _looked_up_cuda(record) -> Optional[str]:
-    """The build's CUDA from the manifests, for a record made before records kept it (None: the record has it, or
-    the manifests no longer have its build)."""
-    if record.cuda is not None:
-        return None
+def _looked_up_runtime(record) -> tuple[Optional[str], Optional[str]]:
+    """The build's CUDA and ROCm release from the manifests, for a record made before records kept them ((None, None):
+    the record has them, or the manifests no longer have its build)."""
+    if record.cuda is not None or record.rocm is not None:
+        return None, None
     from envkit.commands.recorded import recorded_build, recorded_manifests
     from envkit.errors import EnvkitError
-    from envkit.state.records import build_cuda
+    from envkit.state.records import build_cuda, build_rocm
 
     try:
         build = recorded_build(record, recorded_manifests(record, None))[1]
     except EnvkitError:
-        return None
-    return build_cuda(build) if build is not None else None
+        return None, None
+    return (build_cuda(build), build_rocm(build)) if build is not None else (None, None)
 
 
 def register(app: typer.Typer) -> None:

@@ -106,7 +106,7 @@ def verify_on_node(env: Optional[str], prefix: Optional[Path], gpus: Optional[in
     if env is not None:
         # Here, not in a job on the node: exit 2 for a name envkit did not make, 1 for a create of it going on or
         # a directory that no longer holds it (a shared file system is assumed, as `envkit job` assumes it).
-        find_record(env)
+        find_record(env, images=True)
     else:  # as verify says it here, exit 2, not a job whose check did not run
         environment_python(Path(prefix))  # type: ignore[arg-type]
     slurm = Slurm()

@@ -30,10 +30,11 @@ class Prepared(NamedTuple):
 
 
 def prepare(env: str, partition_spec: str, gpus: Optional[int], cpus: Optional[int], time: Optional[str],
-            manifests: Optional[Path], job_name: str) -> Prepared:
+            manifests: Optional[Path], job_name: str, fit_check: bool = True) -> Prepared:
     """Everything checked before a job is asked for, in this order: the values (exit 2), the environment (exit 2
     when unknown), its fit with every node configuration of the partition (exit 1 with the reasons), GPUs there
-    (exit 1 for a partition without), Slurm on PATH and answering (exit 1)."""
+    (exit 1 for a partition without), Slurm on PATH and answering (exit 1). Not ``fit_check`` (an image run with
+    --no-fit-check): the image's recorded fit is neither read nor judged, and that is said."""
     from envkit.commands.slurm import _check_fit, _job_target
     from envkit.errors import EnvkitError
     from envkit.slurm.client import Slurm
@@ -43,13 +44,19 @@ def prepare(env: str, partition_spec: str, gpus: Optional[int], cpus: Optional[i
     spec = JobSpec(partition=partition, command=(), activate=(), gpus=gpus, cpus=cpus, time=time,
                    job_name=job_name, node=node)
     directives(spec)  # every value checked (exit 2) before anything is looked up or made
-    record = find_record(env)
+    record = find_record(env, images=True, fit_check=fit_check)
+    unchecked = not fit_check and "image" in record.extra
+    if unchecked:
+        from envkit.commands.images import say_unchecked
+
+        say_unchecked(record)
     site = current_site()
-    _, chosen = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), node)
+    _, chosen = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), node,
+                           judge=not unchecked)
     if not chosen:
         raise EnvkitError(f"partition {partition} has no GPUs (as the site file says)",
                           hint="Name a GPU partition: `envkit site` lists them.")
-    if not (Path(record.prefix) / "bin").is_dir():
+    if "image" not in record.extra and not (Path(record.prefix) / "bin").is_dir():  # (an image mounts on the node)
         raise EnvkitError(f"no environment at {record.prefix}", hint=remake_or_remove(record))
     slurm = Slurm()
     slurm.require_answer(f"no job can be asked of partition {partition}")

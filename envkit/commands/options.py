@@ -134,9 +134,10 @@ GpuArchOption = Annotated[
     Optional[List[str]],
     typer.Option(
         "--gpu-arch",
-        metavar="X.Y",
+        metavar="ARCH",
         help="Take the machine's GPUs to be one GPU per value, of this compute capability (e.g. --gpu-arch 7.0 "
-        "--gpu-arch 8.0 for a V100 and an A100). Repeatable.",
+        "--gpu-arch 8.0 for a V100 and an A100), or an AMD GPU of this gfx target (--gpu-arch gfx942). "
+        "Repeatable.",
         show_default=False,
     ),
 ]
@@ -154,7 +155,8 @@ TimeoutOption = Annotated[
     ),
 ]
 RunInArgument = Annotated[
-    str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them).",
+    str, typer.Argument(metavar="ENV", help="The environment to run in (`envkit envs` lists them), or an image "
+                        "`envkit pack` made, as a path (./torch.sqfs).",
                         autocompletion=completion.environment_names)
 ]
 EnvArgument = Annotated[

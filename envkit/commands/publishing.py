@@ -106,7 +106,9 @@ def staging(prepared, shared: SharedTarget, dirs):
             break
         version = f"{first}-{count}"
     prefix = shared.layout.prefix(shared.name, version)
-    prepared = dataclasses.replace(prepared, plan=dataclasses.replace(plan, prefix=prefix))
+    from envkit.backends.plan import relocated
+
+    prepared = dataclasses.replace(prepared, plan=relocated(plan, prefix))
     return prepared, UserDirs(config=dirs.config, data=run_mark(shared.layout, shared.name, version),
                               cache=dirs.cache), version
 

@@ -9,16 +9,26 @@ import typer
 from envkit.commands.places import manifests_dir, user_dirs
 
 
-def find_record(name: str, settled: bool = True, held: bool = True):
+def find_record(name: str, settled: bool = True, held: bool = True, images: bool = False, fit_check: bool = True):
     """The record of an environment envkit made, to act on its directory, or exit 2 naming the ones that exist.
     Every command that acts on a named environment goes through here, so all of them refuse (exit 1, saying why):
     ``settled``, a create run of it going on or interrupted; ``held``, a directory that no longer holds it (gone,
     another environment's, no envkit record in it: ownership.check_held). Only `envkit remove` asks for neither: it
-    settles the run first and forgets an entry whose directory is not its environment, leaving the directory."""
+    settles the run first and forgets an entry whose directory is not its environment, leaving the directory.
+    With ``images``, an image (a path, ./torch.sqfs) gives the record its fit holds (checked unless not
+    ``fit_check``), its prefix where it mounts and ``extra["image"]`` naming it; it is not mounted here."""
     from envkit.errors import UnknownNameError
     from envkit.shared.layout import shared_name
     from envkit.state import ownership, records
 
+    from envkit.travel.image import is_image_argument
+
+    if images and is_image_argument(name):  # an image `envkit pack` made: its record as recorded (not mounted)
+        import os
+
+        from envkit.travel.opened import open_image
+
+        return open_image(name, os.environ, fit_check).record
     dirs = user_dirs()
     if shared_name(name) is not None:  # site:NAME, the site's shared environment (envkit.shared)
         import os
@@ -30,13 +40,42 @@ def find_record(name: str, settled: bool = True, held: bool = True):
         from envkit.create.journal import check_settled
 
         check_settled(dirs.locks, name)
+        _settle_add(dirs, name)
     record = records.load(dirs.records, name) if plain_name(name) else None
     if record is not None and held:
         ownership.check_held(record)
+        if record.on:  # a personal environment: the site's version it stands on must still be there
+            _check_standing(record)
     if record is None:
         known = [r.name for r in records.load_all(dirs.records)]
         raise UnknownNameError(f"envkit made no environment named {name!r}", hint=known_names_hint(name, known))
     return record
+
+
+def _check_standing(record) -> None:
+    """EnvkitError (exit 1) when the site environment's version a personal environment stands on was removed."""
+    import os
+    import shlex
+
+    from envkit.errors import EnvkitError
+
+    on = record.on if isinstance(record.on, dict) else {}
+    if not os.path.isdir(str(on.get("prefix", ""))):
+        raise EnvkitError(f"{record.name} stands on {on.get('name')} version {on.get('version')}, which the site's "
+                          "admins have removed", hint=f"`envkit create --on {shlex.quote(str(on.get('name')))} --name "
+                          f"{record.name} --force` makes it again on the version published now (with your additions: "
+                          f"{', '.join(record.additions or []) or 'none'}).")
+
+
+def _settle_add(dirs, name: str) -> None:
+    """Put back what an `envkit add` of ``name`` that died left, before anything uses the environment."""
+    from envkit.create.add_journal import journal_path
+
+    if journal_path(dirs.locks, name).exists():
+        from envkit.create.add import settle
+
+        for note in settle(dirs, name):
+            typer.echo(f"envkit: {note}", err=True)
 
 
 def known_names_hint(name: str, known: list[str], shown: int = 12) -> str:

@@ -8,6 +8,7 @@ import typer
 from envkit.commands.output import print_json, reported_errors
 from envkit.commands.places import current_site, manifests_dir
 from envkit.commands.recorded import find_record, recorded_build, recorded_manifests
+from envkit.commands.images import NoFitCheckOption
 from envkit.commands.options import JsonOption, ManifestsOption, RunInArgument, seconds_between
 
 QueueTimeoutOption = Annotated[
@@ -140,6 +141,7 @@ def job(
                      "one task per node through srun, each starting the framework's distributed launch (PyTorch: "
                      "torchrun with a c10d rendezvous on the first node; TensorFlow: TF_CONFIG; JAX: "
                      "jax.distributed.initialize() reads Slurm's variables). P:NODE,... names them.")] = None,
+    no_fit_check: NoFitCheckOption = False,
 ) -> None:
     """Write (and with --submit, submit) an sbatch script that runs CMD in ENV on a node of partition P (on NODE
     with P:NODE, named as `envkit site` shows it).
@@ -152,9 +154,15 @@ def job(
     node and each starts the framework's own distributed launch, the rendezvous on the allocation's first node
     (docs/multi-node.md).
 
+    ENV may be an image `envkit pack` made (a path: ./torch.sqfs): its recorded fit is checked against the
+    partition here, and the job mounts it on the node (`envkit run FILE`), checked there again (docs/travel.md).
+
     Example: `envkit job torch-cu126 -p gpu-4-a100 --gpus 2 --cpus 6 --time 1:00:00 --submit -- python train.py`.
     """
     with reported_errors():
+        from envkit.commands.images import as_argument
+
+        env = as_argument(env)  # an image by its absolute path, for the node
         import sys
 
         from envkit.errors import BadInputError
@@ -178,14 +186,15 @@ def job(
         if not command:
             raise BadInputError("give the command the job runs after `--`", hint="For example: " + shlex.join(
                 ["envkit", "job", env, "--partition", partition_spec, "--", "python", "train.py"]))
-        record = find_record(env)
+        record = find_record(env, images=True, fit_check=not no_fit_check)
         site = current_site()
         fit = node
         if nodes is not None and node is not None:  # nodes the site file does not list: every configuration of P
             from envkit.commands.nodes_check import site_listed
 
             fit = node if site_listed(site, partition, node.split(",")) else None
-        framework, gpus = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), fit)
+        framework, gpus = _check_fit(record, site, partition, gpus, recorded_manifests(record, manifests), fit,
+                                     judge=not (no_fit_check and "image" in record.extra))
         if per_gpu and framework != "torch":
             raise BadInputError(f"--per-gpu starts one process per GPU with torchrun, which needs a PyTorch "
                                 f"environment; {env} has {framework or 'an unknown framework'}")
@@ -199,9 +208,10 @@ def job(
 
             node = slurm_target(site, partition, node, Slurm())
         spec = JobSpec(partition=partition, command=tuple(command), gpus=gpus, cpus=cpus, time=time,
-                       job_name=job_name if job_name is not None else env.replace(":", "-"),  # site:NAME: site-NAME
+                       job_name=job_name if job_name is not None else _default_job_name(env),
                        output=output, per_gpu=per_gpu,
-                       activate=(*python_module(sys.executable, "envkit", "run", env), "--"), node=node,
+                       activate=(*python_module(sys.executable, "envkit", "run",
+                                                *(["--no-fit-check"] if no_fit_check else []), env), "--"), node=node,
                        nodes=nodes or 1, framework=framework)
         script = sbatch_script(spec)
         if not submit:
@@ -225,6 +235,20 @@ def job(
         where = output_file(output, job_id, spec.job_name or env) if output else f"slurm-{job_id}.out"
         typer.echo(f"envkit: submitted job {job_id} to {f'node {node} of ' if node else ''}{partition}; its output "
                    f"goes to {where}; `squeue -j {job_id}` shows it", err=True)
+
+
+def _default_job_name(env: str) -> str:
+    """ENV as a job's name: site:NAME as site-NAME, an image by its file name without .sqfs."""
+    from envkit.commands.images import is_image
+
+    if is_image(env):
+        import re
+
+        name = Path(env).name
+        name = re.sub(r"[^A-Za-z0-9_.+-]", "-", name.rsplit(".", 1)[0] if name.endswith((".sqfs", ".squashfs"))
+                      else name)[:64]
+        return name if re.match(r"[A-Za-z0-9_]", name) else "envkit-image"
+    return env.replace(":", "-")
 
 
 def _job_target(spec: str) -> tuple[str, Optional[str]]:
@@ -253,10 +277,10 @@ def _check_output_directory(output: str) -> None:
 
 
 def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Optional[Path],
-               node: Optional[str] = None):
+               node: Optional[str] = None, judge: bool = True):
     """(the framework, the GPUs per node to ask for); EnvkitError (exit 1) with the reasons when the environment's
     build would not run on every node configuration of the partition (on ``node``, when one is named: exit 2 when
-    the site file does not have it)."""
+    the site file does not have it). Not ``judge``: the GPUs only."""
     from envkit.catalog import load_tables
     from envkit.errors import EnvkitError
     from envkit.pick.resolve import assess
@@ -270,6 +294,8 @@ def _check_fit(record, site, partition: str, gpus: Optional[int], manifests: Opt
         raise too_many_gpus(gpus, max(counts), partition, node)
     chosen = gpus if gpus is not None else (min(counts) or None)
     framework, build = recorded_build(record, manifests)
+    if not judge:  # an image run with --no-fit-check
+        return framework, chosen
     if build is None:
         typer.echo(f"envkit: warning: the build {record.build} of {record.name} is no longer in the manifests; "
                    f"its fit with {partition} is not checked", err=True)

@@ -11,7 +11,7 @@ def fleet_for(tables, target: TargetOptions):
     """The machines to resolve for (envkit.machines.fleet.Fleet): this one (detected), or the profiles and partition
     named, with the command-line overrides applied (to one machine only: they describe one)."""
     from envkit.machines.fleet import THIS_MACHINE, Fleet, Machine, fleet_of, load_profiles
-    from envkit.machines.profile import apply_overrides, parse_overrides
+    from envkit.machines.overrides import apply_overrides, parse_overrides
 
     overrides = parse_overrides(target.cuda, target.gpu_arch or ())
     if not target.elsewhere:
@@ -26,7 +26,8 @@ def fleet_for(tables, target: TargetOptions):
 
         # The driver and GPUs, then the system they run on (its C library; a WSL2 driver said to be Windows'; its
         # platform, and on a Jetson its L4T release, board and JetPack).
-        profile = with_system(detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout), Path("/proc"))
+        profile = with_system(detect_machine(tables.cuda, tables.gpu_names, timeout=target.timeout,
+                                             amd_table=tables.amd), Path("/proc"))
         profile = with_platform(profile, tables.cuda, tables.gpu_names)
         # Inside a Slurm job (or with CUDA_VISIBLE_DEVICES set): only the GPUs the job was given count.
         profile = apply_overrides(apply_job_context(profile, job_context(os.environ)), overrides)
@@ -44,6 +45,25 @@ def fleet_for(tables, target: TargetOptions):
         only = fleet.machines[0]
         fleet = Fleet((Machine(only.name, apply_overrides(only.profile, overrides), only.file),))
     return fleet
+
+
+def recorded_target(record) -> Optional[TargetOptions]:
+    """The options a record's target was named with (--machine, --partition, --cuda, --gpu-arch), as TargetOptions;
+    None for the machine it was made on, or a target whose options envkit cannot read back."""
+    from pathlib import Path
+
+    options = record.target_options()
+    if not options or len(options) % 2:
+        return None
+    values: dict[str, Any] = dict(machine=[], gpu_arch=[])
+    for flag, value in zip(options[::2], options[1::2]):
+        if flag in ("--machine", "--gpu-arch"):
+            values[flag[2:].replace("-", "_")].append(Path(value) if flag == "--machine" else value)
+        elif flag in ("--partition", "--cuda"):
+            values[flag[2:]] = value
+        else:
+            return None
+    return TargetOptions(**{key: value or None for key, value in values.items()})
 
 
 def partition_machines(spec: str):

@@ -155,7 +155,8 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
     with _judged_after(python_check, plan.backend):
         pause_at("stamped")
         plan = pins.pinned(progress)  # before any download: an index serving another build only is refused here
-        installer = _install_pip(plan, context, progress)
+        installer, added = _install_pip(plan, context, progress)
+    held = hold(plan)  # (again, after any additions: what they installed is not held, and changes nothing)
     python = python_of(plan.prefix)
     kernel = None
     if plan.jupyter:
@@ -177,7 +178,9 @@ def _build(prepared: Prepared, progress: Progress, checker: Checker, journal: Jo
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), machine=plan.profile.to_dict(),
         on_target=plan.on_target, installer=installer, kernel=kernel, target=plan.target,
         verify=_summary(report) if report is not None else None, run=journal.run, manifests=manifests,
+        held=held.pins(), additions=list(plan.additions) or None, added=added, on=plan.on,
         cuda=records.build_cuda(plan.build),
+        rocm=records.build_rocm(plan.build),
     )
     return record, report
 
@@ -217,16 +220,23 @@ class _Pins:
         return pinned
 
 
-def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[str]:
+def _install_pip(plan: Plan, context: Context, progress: Progress) -> tuple[Optional[str], Optional[dict]]:
     """The plan's pip steps, each package checked to be the build asked for; the installer that ran them (None: no
-    step)."""
+    step), and what the user's own packages installed (create --with: name -> version; None without them)."""
     python = python_of(plan.prefix)
-    installer = None
+    installer, added, before = None, None, None
     for step in plan.pip:
+        held = None
+        if step.constraints:  # the user's packages (create --with): after the build, which they must not move
+            from envkit.backends.held import installed
+
+            held, before = hold(plan), installed(plan.prefix)
+            step.wanted.write_text("".join(f"{line}\n" for line in step.packages), encoding="utf-8")
         installer = "uv" if uses_uv(context.tools.uv, plan.python) else "pip"
         with progress.step(f"Installing {step.purpose} with {installer} from {step.index_url}") as out:
             allowed = (step.index_url, step.find_links or "", *context.mirrors)
-            with _pausing_at_start("installing"), guarded(installer, allowed, context.environ) as proxy:
+            with _pausing_at_start("installing"), guarded(installer, allowed, context.environ) as proxy, \
+                    _refusing(held, plan):
                 run_step(pip_command(step, python, context.tools.uv, plan.python),
                          {**context.environ, **pip_environ(step, context.tools.uv, plan.python), **proxy}, out,
                          f"installing {', '.join(step.packages)} from {step.index_url} failed",
@@ -234,8 +244,40 @@ def _install_pip(plan: Plan, context: Context, progress: Progress) -> Optional[s
                               "and that it has these packages for this Python.",
                          terminal=progress.live and installer == "uv")  # uv's download bars, for the status line
             _check_builds(plan.prefix, step)
+        if before is not None and added is None:
+            from envkit.backends.held import installed
+            from envkit.create.add import added_now
+
+            added = added_now(None, before, installed(plan.prefix))
         pause_at("installed")
-    return installer
+    return installer, added
+
+
+@contextlib.contextmanager
+def _refusing(held, plan: Plan) -> Iterator[None]:
+    """The user's packages that the installer cannot fit beside the build (``held``): refused as `envkit add`
+    refuses them (envkit.backends.clash), the run undone."""
+    try:
+        yield
+    except InstallError as failed:
+        from envkit.backends.clash import refusal, unsatisfiable
+        from envkit.backends.requested import project_of
+
+        if held is None or not unsatisfiable(failed.tail):
+            raise
+        names = [name for line in plan.additions if (name := project_of(line))]
+        raise refusal(list(failed.tail), held, names, plan.build.id, ", ".join(plan.additions),
+                      outcome="nothing was made") from None
+
+
+def hold(plan: Plan):
+    """Hold the build just installed (envkit.backends.held): its constraints and the files that point every installer
+    at them (envkit.backends.guard). The Held."""
+    from envkit.backends.guard import guard_environment
+
+    named = plan.build.pip.packages if plan.build.pip is not None else ()
+    return guard_environment(plan.prefix, named, plan.companions, plan.kind, plan.name, plan.build.id,
+                             conda=plan.backend != "venv", framework=plan.manifest)
 
 
 @contextlib.contextmanager

@@ -16,22 +16,21 @@ the moment the backend is done until its record is written the prefix also carri
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import stat as stat_
-import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from envkit.create.journal_file import JournalFile, restore_json
 from envkit.create.jupyter import runs_in
 from envkit.create.leftovers import backend_made, stop_marked
 from envkit.create.lock import Busy, journal_path, name_lock, prefix_lock
 from envkit.errors import EnvkitError
 from envkit.state import ownership, records
 from envkit.state.testpause import fault_at, pause_at
-from envkit.system.process import start_time, stop_leftovers
+from envkit.system.process import stop_leftovers
 
 STAMP = "incomplete"
 
@@ -65,7 +64,7 @@ def aside_path(path: Path) -> Path:
 
 
 @dataclass
-class Journal:
+class Journal(JournalFile):
     path: Path
     name: str
     prefix: str
@@ -80,29 +79,6 @@ class Journal:
     empty_prefix: Optional[list[int]] = None  # [mode, uid, gid] of the empty directory removed from the prefix
     made: Optional[list[int]] = None  # [st_dev, st_ino] of the prefix the backend made, once seen
     committed: bool = False
-
-    def save(self, point: str = "journal") -> None:
-        """Write the journal (``point``: the step, for the test-only fault point); EnvkitError naming it when the
-        system refuses."""
-        with _SAVING:  # the prefix's watcher saves from its thread: each save writes all that was set before it
-            data = {k: v for k, v in asdict(self).items() if k != "path"}
-            try:
-                fault_at(point, self.path)
-            except OSError as error:
-                raise EnvkitError(f"cannot write {self.path}: {error.strerror}",
-                                  hint="envkit keeps its journal there: check that it can write there (permissions, "
-                                       "free space and inodes).") from None
-            records.write_json_atomic(self.path, data)
-
-    @classmethod
-    def load(cls, path: Path) -> Optional[Journal]:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(path=path, **{k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "path"})
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, TypeError):  # unreadable: nothing can be trusted in it
-            return cls(path=path, name="", prefix="")
 
     def move_aside(self, path: Path) -> None:
         aside = aside_path(path)
@@ -145,12 +121,6 @@ class Journal:
         stamp(prefix)
         self.stamped = True
         self.save("stamped")
-
-    def add_process(self, pgid: int) -> None:
-        started = start_time(pgid)
-        if started is not None:
-            self.processes.append([pgid, started])
-            self.save("process")
 
     def stop_processes(self) -> list[str]:
         """Stop what the run's installers left running (they run in their own sessions: a SIGKILL of envkit does
@@ -236,14 +206,7 @@ class Journal:
         if not self.name:
             return
         if self.old_record is not None:
-            path = records.index_path(records_dir, self.name)
-            try:
-                same = json.loads(path.read_text(encoding="utf-8")) == self.old_record
-            except (OSError, ValueError):
-                same = False
-            if not same:
-                fault_at("undo-record", path)
-                records.write_json_atomic(path, self.old_record)
+            restore_json(records.index_path(records_dir, self.name), self.old_record, "undo-record")
         elif prefix is not None:
             current = records.load_quietly(records_dir, self.name)
             if current is not None and current.prefix == self.prefix:
@@ -296,7 +259,6 @@ class Journal:
         return []
 
 
-_SAVING = threading.Lock()
 def empty_directory(path: Path) -> bool:
     """Whether ``path`` is a directory (not a link to one) with nothing in it."""
     return path.is_dir() and not path.is_symlink() and not any(path.iterdir())

@@ -43,6 +43,7 @@ class CreateRequest:
     # A venv's Python for the plan's version and platform: (the interpreter, None) or (None, why none will do);
     # None: the first one on this machine (a shared environment's must be one its users can run: envkit.shared.python)
     python_for: Optional[Callable[["Version", Optional[str]], tuple[Optional[Path], Optional[str]]]] = None
+    additions: tuple[str, ...] = ()  # the user's own packages (--with, -r: envkit.backends.requested), held build
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
     if backend_name == "conda" and request.prefix is None and name in ("base", "root"):
         raise BadInputError(f"{name!r} is the name of conda's own base environment", hint="Choose another --name.")
     prefix = usable_prefix(_location(request.prefix, backend_name, tools, config, dirs, name, environ), dirs, config)
-    pips = pip_parts(build, tables.python, config, request.jupyter)
+    pips = pip_parts(build, tables.python, config, request.jupyter, request.additions, prefix)
     conda_install = None
     if backend_name != "venv":
         conda_install = conda_part(build, candidate.python, tables.python, config, cuda_for_solve(profile, environ),
@@ -143,7 +144,8 @@ def prepare(request: CreateRequest, manifest: Manifest, tables: Tables, profile:
                 in_conda_envs=backend_name == "conda" and request.prefix is None,
                 gpu_unused=None if request.build_id else gpu_unused(resolution, profile),
                 unchecked=f"it is for {profile.platform} machines and this one is not: check it on one of them "
-                          f"(`envkit verify {name}` there)" if foreign and request.verify else "--no-verify")
+                          f"(`envkit verify {name}` there)" if foreign and request.verify else "--no-verify",
+                companions=manifest.companions, additions=request.additions)
     install_limits(environ)  # a bad ENVKIT_INSTALL_TIMEOUT is exit 2 here, before anything is made
     context, storage = storage_context(plan, tools, config, dirs, environ)
     return Prepared(plan=plan, backend=backend_for(backend_name, tools), context=context, storage=storage)

@@ -38,13 +38,17 @@ def _state(run: "Interrupted") -> str:
 
 
 def envs_json(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broken: Sequence[Unreadable] = (),
-              sizes: Optional[Mapping[str, "Usage"]] = None) -> list[dict[str, Any]]:
+              sizes: Optional[Mapping[str, "Usage"]] = None,
+              standing: Mapping[str, str] = {}) -> list[dict[str, Any]]:  # noqa: B006 (read only)
     """``sizes``: each environment's disk use, what it shares with the cache or another one counted once
-    (envkit.storage.usage); as "disk": {"bytes", "files"}."""
+    (envkit.storage.usage); as "disk": {"bytes", "files"}. ``standing``: a personal environment's site version
+    ("current", "replaced", "removed"), as "on": {..., "state"}."""
     states = {run.name: _state(run) for run in runs}
     out = []
     for record in found:
         entry = {**record.to_dict(), "exists": Path(record.prefix).is_dir(), "state": states.pop(record.name, "ready")}
+        if record.name in standing and isinstance(record.on, dict):
+            entry["on"] = {**record.on, "state": standing[record.name]}
         if sizes is not None and record.name in sizes:
             entry["disk"] = {"bytes": sizes[record.name].bytes, "files": sizes[record.name].files}
         problem = _not_held(record) if entry["state"] == "ready" else None
@@ -61,8 +65,10 @@ def envs_json(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
 
 
 def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broken: Sequence[Unreadable] = (),
-              sizes: Optional[Mapping[str, "Usage"]] = None, total: str = "") -> str:
-    """``sizes`` adds a SIZE column (envs_json); ``total``: the line that sums them up, with the caches."""
+              sizes: Optional[Mapping[str, "Usage"]] = None, total: str = "",
+              standing: Mapping[str, str] = {}) -> str:  # noqa: B006 (read only)
+    """``sizes`` adds a SIZE column (envs_json); ``total``: the line that sums them up, with the caches;
+    ``standing``: the personal environments' site versions (envs_json)."""
     if not found and not runs and not broken:
         return "No environments yet: `envkit create torch` makes one."
     states = {run.name: _state(run) for run in runs}
@@ -80,7 +86,8 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
             if where == record.prefix:
                 where = f"{record.prefix} (not {record.name}'s)"
             strays.append((record.name, record.prefix, problem))
-        lines.append((record.name, record.build, record.backend, record.python, check, record.created[:10], where))
+        build = record.build + (f" +{len(record.additions)}" if record.additions else "")
+        lines.append((record.name, build, record.backend, record.python, check, record.created[:10], where))
     for entry in broken:
         lines.append((entry.name, "-", "-", "-", states.pop(entry.name, UNREADABLE), "-", entry.prefix or "-"))
     for run in runs:
@@ -94,12 +101,24 @@ def envs_text(found: Sequence[Record], runs: Sequence["Interrupted"] = (), broke
                 for i, row in enumerate(rows)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     note = ""
+    if any(record.additions for record in found):
+        note += "\n+N: packages of your own added to the build, which stays held (`envkit envs --json` lists them)"
     if any(row[4].endswith("*") for row in rows[1:]):
         note = "\n* judged from the profiles of the machines it is for (its GPU part can only run there)"
     for run in runs:
         if not run.running:
             note += (f"\n{run.name}: its last `envkit create` was interrupted; the next create cleans up, or "
                      f"`envkit remove {run.name} --yes` deletes it.")
+    for record in found:
+        on = record.on if isinstance(record.on, dict) else None
+        if on is not None and record.name in standing:
+            said = {"current": "its current version", "replaced": "a version the site has since replaced: it keeps "
+                    "running on it", "removed": "a version the site has removed: it no longer runs"}[
+                        standing[record.name]]
+            note += f"\n{record.name}: on {on.get('name')} {on.get('version')}, {said}"
+            if standing[record.name] != "current":
+                note += (f"; `envkit create --on {on.get('name')} --name {record.name} --force` moves it to the "
+                         "current one")
     for name, prefix, problem in strays:
         if problem == GONE:
             note += f"\n{name}: {prefix} is gone; `envkit remove {name} --yes` forgets it."

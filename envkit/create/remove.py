@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Optional
 
+from envkit.create.add_journal import journal_path as adding_journal
 from envkit.create.journal import recover_name
 from envkit.create.jupyter import kernels_dir, remove_kernel
 from envkit.create.lock import name_lock
@@ -44,6 +45,7 @@ def remove_environment(name: str, dirs: UserDirs, environ: Mapping[str, str]) ->
             return done or None
         _delete(record.name, Path(record.prefix), record.kernel, environ, done)
         records.forget(dirs.records, record.name)
+        adding_journal(dirs.locks, record.name).unlink(missing_ok=True)  # an interrupted add's: nothing left to undo
         done.append(f"Forgot {record.name}.")
     return done
 
@@ -70,7 +72,7 @@ def _delete(name: str, prefix: Path, kernel: Optional[str], environ: Mapping[str
             os.unlink(prefix)
     except OSError as error:
         raise EnvkitError(f"cannot delete {prefix}: {error.strerror or error} ({error.filename or real})",
-                          hint="Fix the permissions there and run `envkit remove` again.") from None
+                          hint=f"Fix the permissions there and run `envkit remove {name} --yes` again.") from None
     done.append(f"Deleted {real} and the link {prefix} to it." if linked else f"Deleted {prefix}.")
 
 

@@ -55,6 +55,8 @@ def plan_text(prepared: Prepared, on_node: str = "") -> str:
             lines.append(f"  files:     {step.index_url}, in {step.find_links} (no index)")
             continue
         lines.append(f"  index:     {step.index_url} (the only index)")
+        if step.constraints:
+            lines.append(f"  held:      the build, as installed by the step before ({step.constraints[0]})")
         if step.find_links:
             lines.append(f"  links:     {step.find_links} (a page of wheel links, searched as well)")
     if prepared.storage is not None:

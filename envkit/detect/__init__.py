@@ -1,12 +1,15 @@
-"""Detection: what this machine's NVIDIA driver and GPUs are, asked of NVML, then /proc, then nvidia-smi.
+"""Detection: what this machine's NVIDIA driver and GPUs are, asked of NVML, then /proc, then nvidia-smi; and its
+AMD GPUs and amdgpu driver, read from the kernel's KFD topology in sysfs (envkit.detect.amd).
 
 Each probe returns a partial MachineProfile whose ``sources`` name the facts it found and whose ``notes`` say
-what failed. Probes run in that order until every fact is known, and each fact is taken from the first probe that
-gives it. A machine without an NVIDIA driver is a normal answer: no GPUs, no CUDA, and notes saying what was tried.
+what failed. The NVIDIA probes run in that order until every fact is known, and each fact is taken from the first
+probe that gives it. A machine without an NVIDIA driver is a normal answer: no GPUs, no CUDA, and notes saying what was
+tried; a machine without the KFD has no AMD GPU, and nothing is said of it. A machine with both is described as both.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
@@ -15,6 +18,7 @@ from envkit.detect.proc import probe_proc
 from envkit.detect.sources import DERIVED_CUDA, SMI, smi_missing
 from envkit.detect.timeout import ProbeTimeout, call_with_timeout
 from envkit.errors import ManifestError
+from envkit.machines.amd import EMPTY, AmdTable
 from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, Gpu, MachineProfile
 
 if TYPE_CHECKING:  # annotations only: detection that looks nothing up in the tables imports none of this
@@ -32,12 +36,15 @@ def detect_machine(
     nvml: Any = None,
     proc_root: Path = Path("/proc"),
     smi_command: str = "nvidia-smi",
+    amd_table: AmdTable = EMPTY,
+    sys_root: Optional[Path] = None,
 ) -> MachineProfile:
-    """Detect the driver and GPUs of this machine. Never raises for what the machine lacks, never needs root.
+    """Detect the drivers and GPUs of this machine. Never raises for what the machine lacks, never needs root.
 
-    ``timeout`` bounds each probe that can block: NVML, and nvidia-smi (all its runs together), so detection
-    takes at most about twice that. ``nvml`` replaces the pynvml module (tests); ``proc_root`` and
-    ``smi_command`` point the fallbacks elsewhere (tests).
+    ``timeout`` bounds each probe that can block: NVML, nvidia-smi (all its runs together), and the AMD probe (the
+    KFD's files and amd-smi or rocm-smi together), so detection takes at most about three times that. ``nvml``
+    replaces the pynvml module (tests); ``proc_root``, ``smi_command`` and ``sys_root`` point the probes elsewhere
+    (tests; ``sys_root`` defaults to /sys, or to what envkit's tests name in $ENVKIT_TEST_SYSFS).
     """
     found = [_guarded("NVML", lambda: call_with_timeout(lambda: probe_nvml(gpu_names, nvml), timeout))]
     profile = merge_probes(found, cuda_table)
@@ -55,7 +62,23 @@ def detect_machine(
             )
         )
         profile = merge_probes(found, cuda_table)
-    return profile
+    return with_amd(profile, _guarded("AMD", lambda: _probe_amd(amd_table, sys_root, proc_root, timeout)))
+
+
+def _probe_amd(table: AmdTable, sys_root: Optional[Path], proc_root: Path, timeout: float) -> MachineProfile:
+    from envkit.detect.amd import probe_amd, sysfs_root
+
+    root = sys_root if sys_root is not None else sysfs_root(os.environ)
+    # The KFD's files are read in a thread that is abandoned if sysfs hangs; amd-smi has its own limit inside.
+    return call_with_timeout(lambda: probe_amd(root, table, proc_root, timeout), timeout * 2)
+
+
+def with_amd(profile: MachineProfile, amd: MachineProfile) -> MachineProfile:
+    """The NVIDIA probes' profile with the AMD probe's GPUs, driver, sources and notes added: a machine with both
+    kinds of GPU is described as both."""
+    return profile._replace(gpus=profile.gpus + amd.gpus, amdgpu=amd.amdgpu, sources={**profile.sources,
+                                                                                     **amd.sources},
+                            notes=profile.notes + amd.notes)
 
 
 def _probe_smi(gpu_names: GpuNameTable, *, command: str, timeout: float, want_cuda: bool) -> MachineProfile:

@@ -28,8 +28,9 @@ _PIP_INSTALLERS = ("uv", "pip")
 
 
 def export_lock(record: records.Record, config: Config, uv: Path, environ: Mapping[str, str],
-                index_of: Callable[[records.Record], Optional[str]]) -> LockFile:
-    """``index_of`` gives the upstream index of the environment's build (None when unknown)."""
+                index_of: Callable[[records.Record], Optional[str]], default_index: Optional[str] = None) -> LockFile:
+    """``index_of`` gives the upstream index of the environment's build (None when unknown); ``default_index``: the
+    upstream default index (PyPI), which the user's own additions came from (the record's ``added``)."""
     check_held(record)  # (as every command that acts on a named environment's directory)
     prefix = Path(record.prefix)
     platform = record_platform(record)
@@ -46,11 +47,17 @@ def export_lock(record: records.Record, config: Config, uv: Path, environ: Mappi
                                      url=upstream_url(direct[0], config), sha256=direct[1]))
         else:
             missing.append(f"{name}=={version}")
+    added = {_norm(name): version for name, version in (record.added or {}).items()}
+    theirs = [pin for pin in missing if added.get(_norm(pin.split("==")[0])) == pin.split("==", 1)[1]]
+    if theirs and default_index is not None:  # the user's own additions: from the default index, as add took them
+        pip += _pin_from_index(theirs, record, config, uv, environ, lambda _: default_index, platform)
+        missing = [pin for pin in missing if pin not in theirs]
     if missing:
         pip += _pin_from_index(missing, record, config, uv, environ, index_of, platform)
     custom = dict(saved.custom) if saved else {}
     custom.update({model.MANIFEST: record.manifest, model.BUILD: record.build, model.PYTHON: record.python,
                    model.TARGET: f"exported from {record.name}"})
+    custom.update(additions_fact(record))
     channels = tuple(dict.fromkeys(p.url.rsplit("/", 2)[0] for p in conda))
     return LockFile(packages=tuple(conda + pip), platforms=(platform,), channels=channels, content_hash={platform: ""},
                     custom=custom, created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
@@ -60,6 +67,27 @@ def record_platform(record: records.Record) -> str:
     """The platform an environment was made for: its record's profile's (linux-64 where it says none)."""
     said = record.machine.get("platform") if isinstance(record.machine, dict) else None
     return said if isinstance(said, str) else PLATFORM
+def with_additions(lock: LockFile, record: records.Record, config: Config, uv: Path, environ: Mapping[str, str],
+                   default_index: str) -> LockFile:
+    """``lock`` (of the record's build) with the packages the user added to the environment, as installed there,
+    pinned from the default index they came from; where one of them is also in the lock (a dependency an addition
+    needed newer), the addition's version wins, as in the environment."""
+    pins = [f"{name}=={version}" for name, version in (record.added or {}).items() if isinstance(version, str)]
+    if not pins:
+        return lock
+    added = _pin_from_index(pins, record, config, uv, environ, lambda _: default_index, record_platform(record))
+    names = {_norm(package.name) for package in added}
+    kept = tuple(p for p in lock.packages if p.manager != "pip" or _norm(p.name) not in names)
+    from dataclasses import replace
+
+    return replace(lock, packages=kept + tuple(added), custom={**lock.custom, **additions_fact(record)})
+
+
+def additions_fact(record: records.Record) -> dict[str, str]:
+    """The lock's fact of the packages the user added (one per line), so that create --from-lock records them and
+    `envkit upgrade` of that environment keeps them; none without additions."""
+    lines = [line for line in record.additions or () if isinstance(line, str)]
+    return {model.ADDITIONS: "\n".join(lines)} if lines else {}
 
 
 def installed_distributions(prefix: Path) -> list[tuple[str, str, Optional[tuple[str, str]]]]:
@@ -147,7 +175,8 @@ def _pin_from_index(pins: list[str], record: records.Record, config: Config, uv:
         raise EnvkitError(f"cannot tell where {', '.join(pins)} came from: the build {record.build} is not in the "
                           "manifests any more", hint="Point --manifests at the manifests it was made from.")
     python = ".".join(record.python.split(".")[:2])
-    return lock_pip(pins, fetch_url(index, config, "index"), python, config, uv, environ, platform=platform)
+    return lock_pip(pins, fetch_url(index, config, "index"), python, config, uv, environ, exact=True,
+                    platform=platform)
 
 
 def _saved_lock(prefix: Path, python: str, platform: str) -> Optional[LockFile]:

@@ -174,7 +174,8 @@ def prepare_from_lock(request: FromLock, lock: LockFile, manifest_of: Callable[[
                 prefix=prefix, python=python, backend=LockedCondaBackend.name if conda else LockedVenvBackend.name,
                 backend_reason=f"installs {request.path.name} exactly: every file hash-checked, no solve",
                 conda=conda_plan, pip=steps, jupyter=False, verify=verify, profile=target.profile,
-                on_target=target.on_target, unchecked=unchecked)
+                on_target=target.on_target, unchecked=unchecked,
+                additions=tuple(filter(None, (lock.fact(model.ADDITIONS) or "").splitlines())))
     install_limits(environ)  # a bad ENVKIT_INSTALL_TIMEOUT is exit 2 here, before anything is made
     context, storage = storage_context(plan, tools, config, dirs, environ)
     mirrors = tuple(m.target for m in config.mirrors)

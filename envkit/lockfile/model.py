@@ -24,6 +24,7 @@ CUDA_ARCH = "envkit.cuda_arch"  # the __cuda_arch the solve saw: the lowest comp
 INDEX_URL = "envkit.index_url"  # the upstream index of the pip part
 FIND_LINKS = "envkit.find_links"  # and its page of links, for the builds that have one (PyTorch 1.x)
 PYTHON = "envkit.python"  # X.Y
+ADDITIONS = "envkit.additions"  # the packages the user added (envkit add, create --with), one per line
 ENVKIT_VERSION = "envkit.version"
 
 

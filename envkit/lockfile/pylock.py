@@ -21,12 +21,14 @@ _TIMEOUT_S = 600.0
 
 
 def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Config, uv: Path,
-             environ: Mapping[str, str], find_links: Optional[str] = None,
+             environ: Mapping[str, str], find_links: Optional[str] = None, exact: bool = False,
              upstream: bool = True, platform: str = PLATFORM) -> list[LockedPackage]:
     """Resolve ``packages`` from ``index_url`` (already mirrored) only, plus the ``find_links`` page of the builds that
-    have one, for CPython ``python`` (X.Y) on ``platform`` (linux-aarch64 from an x86_64 login node too). Each wheel's
-    URL is its upstream one (ConfigError where a mirror's cannot be mapped back: envkit.lockfile.urls), unless
-    ``upstream`` is False (a check that a build resolves writes no lock, and keeps the URLs uv gave)."""
+    have one, for CPython ``python`` (X.Y) on ``platform`` (linux-aarch64 from an x86_64 login node too). ``exact``:
+    the packages are every one wanted, pinned (an environment as installed): their dependencies are not resolved
+    again. Each wheel's URL is its upstream one (ConfigError where a mirror's cannot be mapped back:
+    envkit.lockfile.urls), unless ``upstream`` is False (a check that a build resolves writes no lock, and keeps the
+    URLs uv gave)."""
     from envkit.system.egress import guarded
     from envkit.system.process import run_captured
     from envkit.system.scratch import scratch_dir
@@ -38,7 +40,8 @@ def lock_pip(packages: Sequence[str], index_url: str, python: str, config: Confi
         output = Path(scratch) / "pylock.toml"
         argv = [str(uv), "pip", "compile", "--quiet", "--format", "pylock.toml", "--python-version", python,
                 "--python-platform", uv_platform(platform), *_url_args("--index-url", index_url),
-                *_url_args("--find-links", find_links), "--no-header", "--python", sys.executable,
+                *_url_args("--find-links", find_links), "--no-header", *(["--no-deps"] if exact else []),
+                "--python", sys.executable,
                 "-o", str(output), "--", str(requirements)]
         secret = {name: url for name, url in (("UV_INDEX_URL", index_url), ("UV_FIND_LINKS", find_links))
                   if url and has_credentials(url)}  # in uv's environment, never its argv (everyone's `ps`)

@@ -96,6 +96,8 @@ def profile_key(profile: MachineProfile) -> Hashable:
         profile.platform,
         str(profile.l4t) if profile.l4t else None,
         tuple((g.name, str(g.compute_capability) if g.compute_capability else None) for g in profile.gpus),
+        str(profile.amdgpu) if profile.amdgpu else None,  # (AMD GPUs: an AMD GPU's target is its arch)
+        tuple(g.gfx for g in profile.gpus if g.is_amd),
     )
 
 

@@ -1,4 +1,4 @@
-"""The machine profile: what a machine's NVIDIA driver and GPUs can run.
+"""The machine profile: what a machine's GPU drivers and GPUs can run (NVIDIA's, AMD's, or both).
 
 One shape serves three purposes: ``envkit detect --json`` prints it, a profile file (another machine, a Slurm
 partition) is read back from it, and resolution takes it as input. The file contract::
@@ -8,12 +8,17 @@ partition) is read back from it, and resolution takes it as input. The file cont
     cuda_driver: "12.4"            # highest CUDA the driver supports; absent or null without an NVIDIA driver
     libc: "glibc 2.28"             # optional: the C library (a build whose wheels need a newer glibc is refused);
                                    # absent or null: unknown, and no build is refused for it
+    amdgpu: "6.12.12"              # optional: the AMD GPU kernel driver's version, or "kernel 6.8.0-45-generic"
+                                   # for the kernel's own amdgpu (AMD GPUs only)
     platform: linux-aarch64        # optional: conda's name of the platform (linux-64, linux-aarch64); absent: linux-64
     l4t: "36.4.4"                  # a Jetson only: its Linux for Tegra release (needs platform linux-aarch64)
     gpus:                          # empty list when there is no GPU
       - name: NVIDIA GeForce RTX 2070
         compute_capability: "7.5"  # null when unknown (detect could not tell; pass --gpu-arch)
         memory_mib: 8192           # optional
+      - name: AMD Instinct MI300X  # an AMD GPU says its vendor and its gfx target instead
+        vendor: amd
+        gfx: gfx942                # null when unknown (pass --gpu-arch gfxNNNN)
     # detect also writes (and a file may keep) each GPU's index and source, and the profile's sources and notes.
 
 Any other key is an error, so that a typo (``gpu:``) cannot turn a GPU machine into one without GPUs. Versions are
@@ -23,44 +28,61 @@ quoted: unquoted, YAML reads ``cuda_driver: 12.10`` as the number 12.1.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional
 
 from envkit.errors import ProfileError
+from envkit.machines.amd import AMD, NVIDIA, VENDORS, AmdgpuDriver
 from envkit.text.jsonout import KEY as VERSION_KEY, version_problem
 from envkit.machines.platforms import DEFAULT_PLATFORM, LINUX_AARCH64, platform_problem
-from envkit.versions import ComputeCapability, CudaVersion, DriverVersion, GlibcVersion, L4tVersion, quote_it
+from envkit.versions import (ComputeCapability, CudaVersion, DriverVersion, GlibcVersion, L4tVersion, parse_gfx,
+                             quote_it)
 
 # Keys of MachineProfile.sources: which probe (or file, or option) gave each fact.
 DRIVER_VERSION = "driver_version"
 CUDA_DRIVER = "cuda_driver"
 GPUS = "gpus"
 LIBC = "libc"
+AMDGPU = "amdgpu"  # the AMD GPU kernel driver
+AMD_GPUS = "amd_gpus"  # the probe that listed the AMD GPUs (GPUS: the NVIDIA ones)
 GLIBC = "glibc"  # the C library envkit knows the versions of (manylinux wheels name the glibc they need)
 PLATFORM = "platform"  # conda's name of the machine's platform (envkit.machines.platforms)
 L4T = "l4t"  # a Jetson's Linux for Tegra release
 
 
 class Gpu(NamedTuple):
-    """One GPU as detected or described: its index, name, compute capability and memory."""
+    """One GPU as detected or described: its index, name, compute capability (NVIDIA) or gfx target (AMD), memory."""
 
-    index: int
+    index: int  # NVIDIA's: as NVML numbers them; AMD's: as HIP numbers them (KFD's GPU nodes in order)
     name: str
-    compute_capability: Optional[ComputeCapability]  # None: no probe could tell
+    compute_capability: Optional[ComputeCapability]  # None: no probe could tell (always, for an AMD GPU)
     memory_mib: Optional[int] = None
     source: str = ""
     # Only NVML tells these; they say which GPUs a CUDA_VISIBLE_DEVICES of UUIDs names (envkit.slurm.job_context).
     # Facts of this machine's GPUs, not of a kind of machine: never saved nor compared.
     uuid: Optional[str] = None  # "GPU-..."
     mig_uuids: tuple[str, ...] = ()  # its MIG devices' "MIG-..." when MIG mode is on
+    vendor: str = NVIDIA  # or AMD
+    gfx: Optional[str] = None  # an AMD GPU's target, "gfx942"; None: unknown (or an NVIDIA GPU)
+
+    @property
+    def is_amd(self) -> bool:
+        return self.vendor == AMD
+
+    @property
+    def arch(self) -> Optional[str]:
+        """What decides which code runs on it: "sm_80" or "gfx942"; None when unknown."""
+        if self.is_amd:
+            return self.gfx
+        return self.compute_capability.sm if self.compute_capability else None
 
     @property
     def description(self) -> str:
-        arch = self.compute_capability.sm if self.compute_capability else "unknown architecture"
-        return f"{self.name} ({arch})"
+        unknown = "unknown gfx target" if self.is_amd else "unknown architecture"
+        return f"{self.name} ({self.arch or unknown})"
 
     @property
     def label(self) -> str:
-        return f"GPU {self.index}, {self.description}"
+        return f"{'AMD GPU' if self.is_amd else 'GPU'} {self.index}, {self.description}"
 
 
 class MachineProfile(NamedTuple):
@@ -77,6 +99,15 @@ class MachineProfile(NamedTuple):
     # the check tells GPUs hidden from a machine without any. A fact of this process, not of the machine: never saved.
     hidden_gpus: tuple[Gpu, ...] = ()
     glibc: Optional[GlibcVersion] = None  # the machine's C library when it is glibc; None: unknown (or another one)
+    amdgpu: Optional[AmdgpuDriver] = None  # the AMD GPU kernel driver; None: none found (or not known)
+
+    @property
+    def nvidia_gpus(self) -> tuple[Gpu, ...]:
+        return tuple(gpu for gpu in self.gpus if not gpu.is_amd)
+
+    @property
+    def amd_gpus(self) -> tuple[Gpu, ...]:
+        return tuple(gpu for gpu in self.gpus if gpu.is_amd)
     platform: str = DEFAULT_PLATFORM  # linux-64 or linux-aarch64 (envkit.machines.platforms)
     l4t: Optional[L4tVersion] = None  # a Jetson's Linux for Tegra release; None: not a Jetson
 
@@ -103,9 +134,11 @@ class MachineProfile(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         """The ``envkit detect --json`` form, readable again by :func:`profile_from_dict`. ``libc`` only when known:
-        a profile without it reads as before (and in an envkit from before it); so are ``platform`` (only when not
-        linux-64) and ``l4t``."""
+        a profile without it reads as before (and in an envkit from before it); so do ``amdgpu``, ``platform`` (only
+        when not linux-64) and ``l4t``."""
         known = {LIBC: self.libc} if self.libc is not None else {}
+        if self.amdgpu is not None:
+            known[AMDGPU] = str(self.amdgpu)
         if self.platform != DEFAULT_PLATFORM:
             known[PLATFORM] = self.platform
         if self.l4t is not None:
@@ -127,18 +160,16 @@ class MachineProfile(NamedTuple):
 
 
 def _gpu_dict(gpu: Gpu) -> dict[str, Any]:
-    return {
-        "index": gpu.index,
-        "name": gpu.name,
-        "compute_capability": str(gpu.compute_capability) if gpu.compute_capability else None,
-        "memory_mib": gpu.memory_mib,
-        "source": gpu.source,
-    }
+    """An NVIDIA GPU as before AMD GPUs were known; an AMD one says its vendor and its gfx target instead of a
+    compute capability."""
+    arch = {"vendor": AMD, "gfx": gpu.gfx} if gpu.is_amd else {
+        "compute_capability": str(gpu.compute_capability) if gpu.compute_capability else None}
+    return {"index": gpu.index, "name": gpu.name, **arch, "memory_mib": gpu.memory_mib, "source": gpu.source}
 
 
 # The keys of a profile and of its GPUs: what to_dict writes (detect --json, records, the site file).
-PROFILE_KEYS = ("name", "driver_version", "cuda_driver", LIBC, PLATFORM, L4T, "gpus", "sources", "notes")
-GPU_KEYS = ("index", "name", "compute_capability", "memory_mib", "source")
+PROFILE_KEYS = ("name", "driver_version", "cuda_driver", LIBC, AMDGPU, PLATFORM, L4T, "gpus", "sources", "notes")
+GPU_KEYS = ("index", "name", "compute_capability", "vendor", "gfx", "memory_mib", "source")
 # Bounds no real GPU comes near, so that a typo or a corrupt file is not planned with: 16 TiB is over 50 times the
 # largest GPU memory of 2026 (288 GB), and no node has a thousand GPUs (envkit job --gpus takes at most 1024).
 MAX_MEMORY_MIB = 1 << 24
@@ -206,6 +237,7 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     cuda = data.get("cuda_driver")
     cuda_driver = None if cuda is None else _parse_version(origin, "cuda_driver", CudaVersion.parse, cuda)
     glibc = _parse_field(origin, LIBC, parse_libc, data[LIBC]) if data.get(LIBC) is not None else None
+    amdgpu = _parse_field(origin, AMDGPU, AmdgpuDriver.parse, data[AMDGPU]) if data.get(AMDGPU) is not None else None
     platform, l4t = _platform(data, origin)
     raw_gpus = data.get("gpus", [])
     if raw_gpus is None:
@@ -216,14 +248,17 @@ def profile_from_dict(data: Any, origin: str) -> MachineProfile:
     _check_provenance(data, origin)
     source = f"file {origin}"
     sources = {key: source for key, value in ((DRIVER_VERSION, driver_version), (CUDA_DRIVER, cuda_driver),
-                                              (LIBC, glibc), (PLATFORM, data.get(PLATFORM)), (L4T, l4t)) if value}
-    if gpus:
+                                              (LIBC, glibc), (AMDGPU, amdgpu), (PLATFORM, data.get(PLATFORM)),
+                                              (L4T, l4t)) if value}
+    if any(not gpu.is_amd for gpu in gpus):
         sources[GPUS] = source
+    if any(gpu.is_amd for gpu in gpus):
+        sources[AMD_GPUS] = source
     notes = (f"file {origin}: {len(hidden_gpus)} GPU(s) that CUDA_VISIBLE_DEVICES hid where it was printed are not "
              f"counted ({', '.join(gpu.name for gpu in hidden_gpus)}): list them under 'gpus' to judge them too",
              ) if hidden_gpus else ()
     return MachineProfile(gpus=gpus, cuda_driver=cuda_driver, driver_version=driver_version, name=name,
-                          sources=sources, notes=notes, glibc=glibc, platform=platform, l4t=l4t)
+                          sources=sources, notes=notes, glibc=glibc, amdgpu=amdgpu, platform=platform, l4t=l4t)
 
 
 def _platform(data: Mapping, origin: str) -> tuple[str, Optional[L4tVersion]]:
@@ -279,13 +314,17 @@ def _gpu_from_dict(entry: Any, position: int, origin: str, key: str = "gpus") ->
     name = entry.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ProfileError(f"machine profile {origin}: {where}.name: {not_text(name) or 'missing or not text'}")
-    if "compute_capability" not in entry:
+    vendor, gfx = _vendor_and_gfx(entry, origin, where)
+    if vendor == AMD:
+        capability = None
+    elif "compute_capability" not in entry:
         raise ProfileError(f"machine profile {origin}: {where}.compute_capability: missing (e.g. '7.5')")
-    # An explicit null is what detect prints for a GPU no probe could place; resolution then asks for --gpu-arch.
-    raw_capability = entry["compute_capability"]
-    capability = None if raw_capability is None else _parse_version(
-        origin, f"{where}.compute_capability", ComputeCapability.parse, raw_capability
-    )
+    else:
+        # An explicit null is what detect prints for a GPU no probe could place; resolution then asks for --gpu-arch.
+        raw_capability = entry["compute_capability"]
+        capability = None if raw_capability is None else _parse_version(
+            origin, f"{where}.compute_capability", ComputeCapability.parse, raw_capability
+        )
     memory = entry.get("memory_mib")
     if memory is not None and not _whole_number(memory, MAX_MEMORY_MIB):
         raise ProfileError(f"machine profile {origin}: {where}.memory_mib: expected a whole number of MiB up to "
@@ -300,7 +339,28 @@ def _gpu_from_dict(entry: Any, position: int, origin: str, key: str = "gpus") ->
     from envkit.text.terminal import printable
 
     return Gpu(index=index, name=printable(name.strip()), compute_capability=capability, memory_mib=memory,
-               source=f"file {origin}")
+               source=f"file {origin}", vendor=vendor, gfx=gfx)
+
+
+def _vendor_and_gfx(entry: Mapping, origin: str, where: str) -> tuple[str, Optional[str]]:
+    """A GPU entry's vendor (absent: NVIDIA, as every profile before AMD GPUs) and an AMD GPU's gfx target: required
+    (null when unknown), and an AMD GPU has no compute capability, nor an NVIDIA one a gfx target."""
+    vendor = entry.get("vendor", NVIDIA)
+    if vendor not in VENDORS:
+        raise ProfileError(f"machine profile {origin}: {where}.vendor: {vendor!r} is not one of {', '.join(VENDORS)}")
+    if vendor == NVIDIA:
+        if entry.get("gfx") is not None:
+            raise ProfileError(f"machine profile {origin}: {where}.gfx: an NVIDIA GPU has no gfx target (an AMD GPU "
+                               "says vendor: amd)")
+        return vendor, None
+    if entry.get("compute_capability") is not None:
+        raise ProfileError(f"machine profile {origin}: {where}.compute_capability: an AMD GPU has a gfx target "
+                           "instead ('gfx942')")
+    if "gfx" not in entry:
+        raise ProfileError(f"machine profile {origin}: {where}.gfx: missing (e.g. 'gfx942'; null when unknown)")
+    if entry["gfx"] is None:
+        return vendor, None
+    return vendor, _parse_field(origin, f"{where}.gfx", parse_gfx, entry["gfx"])
 
 
 _SAVE_HINT = ("Save a machine's profile with `envkit detect --json > FILE` on it, and give that FILE (or a directory "
@@ -329,58 +389,3 @@ def read_profile(path: Path, cache_dir: Optional[Path] = None) -> MachineProfile
             raise ProfileError(f"machine profile {path} is not valid YAML or JSON: {exc}") from None
 
     return profile_from_dict(cached(cache_dir, "yaml", [path], ("state/yamltext.py",), parse), str(path))
-
-
-class Overrides(NamedTuple):
-    """``--cuda X.Y`` and ``--gpu-arch X.Y`` (repeatable), parsed before any probe runs."""
-
-    cuda: Optional[CudaVersion] = None
-    gpu_archs: tuple[ComputeCapability, ...] = ()
-
-
-def parse_overrides(cuda: Optional[str] = None, gpu_archs: Sequence[str] = ()) -> Overrides:
-    try:
-        cuda_driver = CudaVersion.parse(cuda) if cuda is not None else None
-    except ValueError as exc:
-        raise ProfileError(f"--cuda: {exc}") from None
-    archs = []
-    for value in gpu_archs:
-        try:
-            arch = ComputeCapability.parse(value)
-        except ValueError as exc:
-            raise ProfileError(f"--gpu-arch: {exc}") from None
-        if arch.major < 1:
-            raise ProfileError(f"--gpu-arch {value}: no GPU has compute capability {value}",
-                               hint="Give a real one, e.g. 8.0 for an A100 (`envkit detect` on the GPU node says).")
-        archs.append(arch)
-    return Overrides(cuda=cuda_driver, gpu_archs=tuple(archs))
-
-
-def apply_overrides(profile: MachineProfile, overrides: Overrides) -> MachineProfile:
-    """Apply the overrides to a profile.
-
-    ``--cuda`` replaces the driver's CUDA; the driver version is then unknown (its floor is taken from the CUDA
-    table). ``--gpu-arch`` makes the machine one GPU per value: where the count matches the detected GPUs, their
-    names and memory are kept, otherwise the GPUs are named after the option.
-    """
-    sources = dict(profile.sources)
-    notes = list(profile.notes)
-    if overrides.cuda is not None:
-        sources[CUDA_DRIVER] = "--cuda option"
-        sources.pop(DRIVER_VERSION, None)
-        profile = profile._replace(cuda_driver=overrides.cuda, driver_version=None)
-    archs = overrides.gpu_archs
-    if archs:
-        keep_names = len(archs) == len(profile.gpus)
-        gpus = tuple(
-            profile.gpus[i]._replace(compute_capability=arch, source="--gpu-arch option")
-            if keep_names
-            else Gpu(index=i, name="GPU from --gpu-arch", compute_capability=arch,
-                     source="--gpu-arch option")
-            for i, arch in enumerate(archs)
-        )
-        sources[GPUS] = "--gpu-arch option"
-        profile = profile._replace(gpus=gpus, hidden_gpus=())  # the option describes the whole machine
-        if profile.cuda_driver is None:
-            notes.append("--gpu-arch gives GPUs but nothing gives the driver's CUDA: add --cuda X.Y")
-    return profile._replace(sources=sources, notes=tuple(notes))

@@ -36,12 +36,14 @@ class Validation:
 def validate_directory(directory: Path) -> Validation:
     """Every table and manifest of ``directory``, parsed and cross-checked. A missing directory raises
     BadInputError; everything else is a Problem in the result."""
-    from envkit.catalog.load import TABLE_FILES, manifest_names
+    from envkit.catalog.layout import table_paths
+    from envkit.catalog.load import manifest_names
 
     names = manifest_names(directory)
     problems: list[Problem] = []
     sources: dict[str, SourceFile] = {}
-    for file_name in (*TABLE_FILES, *(f"{name}.yaml" for name in names)):
+    tables_files = tuple(path.name for path in table_paths(directory))  # rocm.yaml too, where the directory has it
+    for file_name in (*tables_files, *(f"{name}.yaml" for name in names)):
         source = _read(directory / file_name, problems)
         if source is not None:
             sources[file_name] = source
@@ -57,7 +59,7 @@ def validate_directory(directory: Path) -> Validation:
         from envkit.maintain.consistency import check_consistency
 
         problems += check_consistency(tables, manifests, sources)
-    files = tuple(str(directory / f) for f in (*TABLE_FILES, *(f"{name}.yaml" for name in names)))
+    files = tuple(str(directory / f) for f in (*tables_files, *(f"{name}.yaml" for name in names)))
     waiting = () if tables is not None else (Problem(str(directory), None, None, None, "the manifests were not "
                                                      "checked: they are judged against the tables, fix those first"),)
     return Validation(directory=directory, files=files, manifests=manifests,
@@ -87,7 +89,7 @@ def _read(path: Path, problems: list[Problem]) -> Optional[SourceFile]:
 
 
 def _tables(sources: dict[str, SourceFile], problems: list[Problem]) -> Optional[Tables]:
-    from envkit.catalog.load import CUDA_TABLE, GPU_TABLE, PYTHON_TABLE
+    from envkit.catalog.load import CUDA_TABLE, GPU_TABLE, PYTHON_TABLE, ROCM_TABLE
     from envkit.catalog.tables import parse_cuda_table, parse_python_table
     from envkit.machines.gpu_names import parse_gpu_names
 
@@ -99,7 +101,14 @@ def _tables(sources: dict[str, SourceFile], problems: list[Problem]) -> Optional
             parsed[file_name] = _attempt(source, lambda: parse(source.data, str(source.path)), problems)
     if any(parsed.get(name) is None for name in (CUDA_TABLE, PYTHON_TABLE, GPU_TABLE)):
         return None
-    return Tables(cuda=parsed[CUDA_TABLE], python=parsed[PYTHON_TABLE], gpu_names=parsed[GPU_TABLE])
+    tables = Tables(cuda=parsed[CUDA_TABLE], python=parsed[PYTHON_TABLE], gpu_names=parsed[GPU_TABLE])
+    rocm = sources.get(ROCM_TABLE)
+    if rocm is None:
+        return tables
+    from envkit.catalog.rocm_table import parse_rocm_table
+
+    amd = _attempt(rocm, lambda: parse_rocm_table(rocm.data, str(rocm.path)), problems)
+    return tables._replace(amd=amd) if amd is not None else None
 
 
 def _manifest(name: str, source: SourceFile, tables: Tables, problems: list[Problem]) -> Optional[Manifest]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from envkit.machines.platforms import DEFAULT_PLATFORM, PLATFORMS
-from envkit.machines.profile import CUDA_DRIVER, DRIVER_VERSION, GPUS, L4T, LIBC, PLATFORM, Gpu, MachineProfile
+from envkit.machines.profile import (AMD_GPUS, AMDGPU, CUDA_DRIVER, DRIVER_VERSION, GPUS, L4T, LIBC, PLATFORM, Gpu,
+                                     MachineProfile)
 from envkit.pick.resolve import Candidate, Resolution, passed_over
 
 
@@ -15,16 +16,23 @@ def profile_text(profile: MachineProfile) -> str:
     lines = []
     if profile.name:
         lines.append(f"Machine: {profile.name}")
+    amd = profile.amd_gpus
     if profile.cuda_driver is None:
-        lines.append("No NVIDIA driver found: this machine can run CPU builds only.")
+        lines.append("No NVIDIA driver found." if amd else "No NVIDIA driver found: this machine can run CPU builds "
+                     "only.")
     else:
         driver = f"{profile.driver_version} ({sources.get(DRIVER_VERSION, '?')})" if profile.driver_version else "unknown"
         lines.append(f"NVIDIA driver: {driver}")
         lines.append(f"Highest CUDA the driver supports: {profile.cuda_driver} ({sources.get(CUDA_DRIVER, '?')})")
-    if profile.gpus:
+    if profile.nvidia_gpus:
         lines.append(f"GPUs ({sources.get(GPUS, '?')}):")
-        lines.extend(_gpu_line(gpu) for gpu in profile.gpus)
-    elif profile.cuda_driver is not None:
+        lines.extend(_gpu_line(gpu) for gpu in profile.nvidia_gpus)
+    if amd:
+        driver = f"{profile.amdgpu} ({sources.get(AMDGPU, '?')})" if profile.amdgpu else "unknown"
+        lines.append(f"AMD GPU driver (amdgpu): {driver}")
+        lines.append(f"AMD GPUs ({sources.get(AMD_GPUS, '?')}):")
+        lines.extend(_gpu_line(gpu) for gpu in amd)
+    elif not profile.gpus and profile.cuda_driver is not None:
         lines.append("GPUs: none visible" if profile.hidden_gpus else "GPUs: none")
     if profile.hidden_gpus:
         lines.append("Hidden by CUDA_VISIBLE_DEVICES (not counted):")
@@ -42,9 +50,11 @@ def profile_text(profile: MachineProfile) -> str:
 
 
 def _gpu_line(gpu: Gpu) -> str:
+    memory = f", {gpu.memory_mib} MiB" if gpu.memory_mib is not None else ""
+    if gpu.is_amd:
+        return f"  AMD GPU {gpu.index}: {gpu.name}, {gpu.gfx or 'gfx target unknown'}{memory}"
     capability = (f"compute capability {gpu.compute_capability} ({gpu.compute_capability.sm})"
                   if gpu.compute_capability else "compute capability unknown")
-    memory = f", {gpu.memory_mib} MiB" if gpu.memory_mib is not None else ""
     return f"  GPU {gpu.index}: {gpu.name}, {capability}{memory}"
 
 
@@ -52,10 +62,13 @@ def machine_line(profile: MachineProfile) -> str:
     """One line naming the machine a listing was resolved for."""
     label = f"{profile.name}: " if profile.name else ""
     if profile.cuda_driver is None:
-        driver = "no NVIDIA driver"
+        driver = "no NVIDIA driver" if not profile.amd_gpus else ""
     else:
         version = f"driver {profile.driver_version}, " if profile.driver_version else ""
         driver = f"{version}CUDA {profile.cuda_driver} ({profile.sources.get(CUDA_DRIVER, '?')})"
+    if profile.amd_gpus:
+        amdgpu = f"amdgpu {profile.amdgpu}" if profile.amdgpu else "amdgpu driver unknown"
+        driver = f"{driver}, {amdgpu}" if driver else amdgpu
     hidden = f" ({len(profile.hidden_gpus)} hidden by CUDA_VISIBLE_DEVICES)" if profile.hidden_gpus else ""
     if profile.platform != DEFAULT_PLATFORM or profile.l4t is not None:  # linux-64, the default, goes unsaid
         driver = f"{profile.platform}{f' (Jetson, L4T {profile.l4t})' if profile.l4t else ''}, {driver}"
@@ -98,7 +111,10 @@ def manifest_block(resolution: Resolution, profile: MachineProfile, show_all: bo
 
     manifest = resolution.manifest
     lines = [f"{manifest.name}: {manifest.summary}"]
-    unused = gpu_unused(resolution, profile)
+    from envkit.pick.rocm import left_unused
+
+    unused = gpu_unused(resolution, profile) or (left_unused(resolution.selected.build, profile)
+                                                 if resolution.selected else None)
     if unused:
         lines.append(f"  Warning: {unused}.")
     if manifest.retired:
@@ -145,7 +161,7 @@ def _cells(candidate: Candidate) -> list[str]:
         build.id,
         str(build.version),
         build.variant,
-        str(build.cuda) if build.cuda else "-",
+        str(build.cuda) if build.cuda else f"ROCm {build.rocm}" if build.rocm else "-",
         str(candidate.python) if candidate.python else "-",
     ]
 
@@ -155,6 +171,8 @@ def _notes(candidate: Candidate) -> list[str]:
         return [f"no: {reason}" for reason in candidate.reasons] or ["no"]
     if not candidate.build.is_gpu:
         return ["CPU only"]
+    if candidate.build.is_rocm:  # what was judged of the driver, then of the GPUs
+        return list(candidate.reasons[:1]) or ["runs on every AMD GPU"]
     if candidate.native:
         return ["the driver runs its CUDA"]
     return ["runs through CUDA minor-version compatibility (an older driver of the same CUDA major)"]
@@ -199,6 +217,7 @@ def candidate_json(candidate: Candidate) -> dict[str, Any]:
         "version": str(build.version),
         "variant": build.variant,
         "cuda": str(build.cuda) if build.cuda else None,
+        "rocm": str(build.rocm) if build.rocm else None,
         "compatible": candidate.compatible,
         "native": candidate.native,
         "python": str(candidate.python) if candidate.python else None,

@@ -1,6 +1,7 @@
 """Which builds of a manifest run on a machine, and which one to pick. Pure functions: no I/O.
 
-A GPU build is compatible only when (1) the driver supports its CUDA, natively or through CUDA minor-version
+A CUDA build judges the machine's NVIDIA GPUs, a ROCm build its AMD GPUs (envkit.pick.rocm); a machine with both is
+judged as both, and the pick is the build that uses the most GPUs. A CUDA build is compatible only when (1) the driver supports its CUDA, natively or through CUDA minor-version
 compatibility (then only from ready-made SASS: an older driver cannot JIT-compile a newer toolkit's PTX), and every
 library it bundles runs on that driver, (2) EVERY GPU is covered by its SASS (same major, lower-or-equal minor) or PTX
 (lower-or-equal arch), (3) it publishes a Python envkit can provide, and (4) its packages install on the machine's
@@ -19,6 +20,8 @@ from envkit.catalog.model import ArchSet, Build, Manifest, PythonTable, Tables
 from envkit.errors import BadInputError
 from envkit.machines.profile import Gpu, MachineProfile
 from envkit.pick.platform import platform_problem
+from envkit.pick.gpu_groups import gpu_group, groups
+from envkit.pick.rocm import rocm_verdict
 from envkit.versions import ComputeCapability, CudaVersion
 
 if TYPE_CHECKING:
@@ -40,6 +43,8 @@ class Candidate(NamedTuple):
     native: Optional[bool]  # True: the driver runs the build's CUDA as is; False: only via minor-version compat
     python: Optional[Version]  # the Python the environment would get
     reasons: tuple[str, ...]
+    gpus_used: int = 0  # how many of the machine's GPUs the build uses, when it fits (on a machine of both vendors,
+    # a CUDA build uses the NVIDIA ones and a ROCm build the AMD ones: the pick uses the most)
 
 
 class Resolution(NamedTuple):
@@ -93,13 +98,16 @@ def rank(candidates: Iterable[Candidate], has_gpus: bool, confirmed_first: bool 
     whose facts the manifest's authors could confirm before one with an ``unconfirmed`` note, whatever their versions
     (a reported build may not exist: it is picked only when named with --build, or once `envkit manifests check` has
     listed it and its note is gone); then the newest framework version; then a build the driver runs natively before
-    one needing minor-version compatibility; then the newest CUDA. Stable sorts, least important key first. Without
+    one needing minor-version compatibility; then the newest CUDA. Before all of these but the first two, the build
+    that uses the most GPUs (only a machine with both NVIDIA and AMD GPUs has builds that differ in it). Stable sorts,
+    least important key first. Without
     ``confirmed_first``, the order the pick would have without that rule (:func:`passed_over`)."""
     ordered = sorted(candidates, key=lambda c: c.build.cuda or (0, 0), reverse=True)
     ordered.sort(key=lambda c: c.native is False)
     ordered.sort(key=lambda c: c.build.version, reverse=True)
     if confirmed_first:
         ordered.sort(key=lambda c: c.build.unconfirmed is not None)
+    ordered.sort(key=lambda c: -c.gpus_used)
     ordered.sort(key=lambda c: has_gpus and not c.build.is_gpu)
     ordered.sort(key=lambda c: not c.compatible)
     return ordered
@@ -135,11 +143,16 @@ def assess(build: Build, profile: MachineProfile, tables: Tables, request: Reque
             reasons.append("CPU only: does not use the GPUs")
         return Candidate(build, not common, None, python, tuple(reasons))
 
-    assert build.cuda is not None and build.arch is not None  # guaranteed by the catalog for GPU builds
+    if build.is_rocm:
+        verdict = rocm_verdict(build, profile, tables, common)
+        return Candidate(build, verdict.compatible, None, python, verdict.reasons, verdict.gpus_used)
+    assert build.cuda is not None and build.arch is not None  # guaranteed by the catalog for CUDA builds
     native, driver_ok, driver_reason = _driver(build, profile, tables)
     impossible = before_first_driver(profile, tables)
-    if not profile.gpus or impossible:  # one plain reason: the driver does not matter without a (real) GPU
-        problems = list(impossible) or ["needs an NVIDIA GPU; the machine has none"]
+    nvidia = profile.nvidia_gpus
+    if not nvidia or impossible:  # one plain reason: the driver does not matter without a (real) GPU
+        none = "the machine's GPUs are AMD: a CUDA build cannot use them" if profile.gpus else "the machine has none"
+        problems = list(impossible) or [f"needs an NVIDIA GPU; {none}"]
         return Candidate(build, False, native, python, tuple(problems + common))
     if not driver_ok:
         driver_reason += beyond_last_driver(cuda=build.cuda, gpus=profile.gpus, tables=tables)
@@ -151,11 +164,14 @@ def assess(build: Build, profile: MachineProfile, tables: Tables, request: Reque
     # Only a driver that runs the build through minor-version compatibility limits it to ready-made GPU code; a
     # driver too old for the build at all is reported as such, and the GPUs are judged as a new driver would run it.
     minor_compat = driver_ok and native is False
-    for gpus, verdict, ok in _coverage(build, profile.gpus, sass_only=minor_compat):
-        (notes if ok else problems).append(f"{_gpu_group(gpus)}: {verdict}")
+    for gpus, verdict, ok in _coverage(build, nvidia, sass_only=minor_compat):
+        (notes if ok else problems).append(f"{gpu_group(gpus)}: {verdict}")
+    if profile.amd_gpus and not problems:
+        notes.append(f"{gpu_group(profile.amd_gpus)}: not used by a CUDA build")
     problems += common
     compatible = not problems
-    return Candidate(build, compatible, native, python, tuple(notes if compatible else problems))
+    return Candidate(build, compatible, native, python, tuple(notes if compatible else problems),
+                     len(nvidia) if compatible else 0)
 
 
 # --- the driver -------------------------------------------------------------------------------------------------
@@ -287,7 +303,7 @@ def _coverage(build: Build, gpus: Sequence[Gpu], sass_only: bool) -> list[tuple[
     assert build.arch is not None and build.cuda is not None
     arch, cuda = build.arch, build.cuda
     out = []
-    for group in _groups(gpus):
+    for group in groups(gpus):
         capability = group[0].compute_capability
         if capability is None:
             out.append((group, "compute capability unknown; pass --gpu-arch X.Y", False))
@@ -336,32 +352,6 @@ def describe_arch(arch: ArchSet, missing: Optional[ComputeCapability] = None) ->
     if missing is not None and arch.sass and missing > arch.sass[-1] and not arch.ptx:
         return f"{arch.sass[0].sm} to {arch.sass[-1].sm} and no PTX for newer GPUs"
     return (", ".join(s.sm for s in arch.sass) or "no SASS") + ptx
-
-
-def _groups(gpus: Sequence[Gpu]) -> list[list[Gpu]]:
-    groups: dict[tuple[str, Optional[ComputeCapability]], list[Gpu]] = {}
-    for gpu in gpus:
-        groups.setdefault((gpu.name, gpu.compute_capability), []).append(gpu)
-    return list(groups.values())
-
-
-def _gpu_group(gpus: Sequence[Gpu]) -> str:
-    if len(gpus) == 1:
-        return gpus[0].label
-    return f"GPUs {_index_ranges([g.index for g in gpus])}, {gpus[0].description}"
-
-
-def _index_ranges(indices: Sequence[int]) -> str:
-    parts: list[str] = []
-    start = previous = indices[0]
-    for index in [*indices[1:], None]:
-        if index is not None and index == previous + 1:
-            previous = index
-            continue
-        parts.append(str(start) if start == previous else f"{start}-{previous}")
-        if index is not None:
-            start = previous = index
-    return ", ".join(parts)
 
 
 # --- Python -----------------------------------------------------------------------------------------------------

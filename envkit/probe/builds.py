@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple, Optional, Sequence
 
 from envkit.catalog.model import Build, Manifest, Tables
+from envkit.machines.amd import AMD
 from envkit.machines.fleet import Fleet
 from envkit.machines.profile import CUDA_DRIVER, GPUS, Gpu, MachineProfile
 from envkit.pick.fleet_resolve import Group, resolve_fleet
 from envkit.pick.resolve import Candidate, Resolution, resolve
 from envkit.probe.result import ProbeResult
-from envkit.versions import ComputeCapability, CudaVersion
+from envkit.versions import ComputeCapability, CudaVersion, RocmVersion
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,13 @@ def installed_build(manifest: Manifest, probe: ProbeResult) -> Optional[Build]:
     line = [b for b in manifest.builds if installed.release[: len(b.version.release)] == b.version.release]
     if not probe.gpu_build:
         return next((b for b in line if not b.is_gpu), None)
+    if probe.hip:  # a ROCm build: its index's variant is its local version (2.14.0+rocm7.2), else its HIP's release
+        rocm = [b for b in line if b.is_rocm]
+        hip = parse_rocm(probe.hip)
+        return next((b for b in rocm if b.variant == installed.local), None) or next(
+            (b for b in rocm if b.rocm == hip), None)
     cuda = parse_cuda(probe.cuda)
-    gpu = [b for b in line if b.is_gpu]
+    gpu = [b for b in line if b.cuda is not None]
     if cuda is None:
         return gpu[0] if len(gpu) == 1 else None
     for match in (
@@ -76,6 +82,16 @@ def installed_build(manifest: Manifest, probe: ProbeResult) -> Optional[Build]:
             same = [b for b in found if b.pip is not None and b.pip.local_version == (installed.local or "")]
             return (same or found)[0]
     return None
+
+
+def parse_rocm(text: Optional[str]) -> Optional[RocmVersion]:
+    """torch.version.hip ('7.2.53211', '6.4.43484-123eb5128') -> its ROCm release (7.2); anything else -> None."""
+    if not text:
+        return None
+    try:
+        return RocmVersion.parse(".".join(text.strip().split("-")[0].split(".")[:2]))
+    except ValueError:
+        return None
 
 
 def companions_of(build: Optional[Build], manifest: Optional[Manifest],
@@ -147,16 +163,20 @@ def observed_profile(profile: MachineProfile, probe: ProbeResult, driver_cuda: O
         profile = profile._replace(cuda_driver=driver_cuda, driver_version=None)
     started = parse_cuda(probe.cuda) if probe.gpu_build and probe.devices else None
     guess_cuda = profile.cuda_driver is None and driver_cuda is None and started is not None
-    seen = [d for d in probe.devices if d.compute_capability]
+    seen = [d for d in probe.devices if d.compute_capability or d.gfx]
     if not profile.gpus and seen:
         gpus = []
         for device in seen:
+            name = device.name or f"GPU {device.index}"
+            if device.gfx:  # an AMD GPU, as a ROCm build saw it
+                gpus.append(Gpu(index=device.index, name=name, compute_capability=None, source="the probe",
+                                vendor=AMD, gfx=device.gfx))
+                continue
             try:
                 capability = ComputeCapability.parse(device.compute_capability or "")
             except ValueError:
                 continue
-            gpus.append(Gpu(index=device.index, name=device.name or f"GPU {device.index}",
-                            compute_capability=capability, source="the probe"))
+            gpus.append(Gpu(index=device.index, name=name, compute_capability=capability, source="the probe"))
         if gpus:
             sources[GPUS] = "the probe"
             profile = profile._replace(gpus=tuple(gpus))

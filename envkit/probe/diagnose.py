@@ -40,6 +40,7 @@ class DeviceVerdict:
     compute_capability: Optional[str]
     ok: bool
     detail: str
+    gfx: Optional[str] = None  # an AMD GPU's target
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,7 @@ def _create_phrase(facts: Facts) -> str:
 def _devices(facts: Facts) -> tuple[DeviceVerdict, ...]:
     probe = facts.probe
     if not probe.imported:
-        return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), False, "not checked")
+        return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), False, "not checked", g.gfx)
                      for g in facts.profile.gpus)
     if not facts.on_target:
         return _static_devices(facts)
@@ -199,7 +200,8 @@ def _devices(facts: Facts) -> tuple[DeviceVerdict, ...]:
     if not facts.gpus_wanted:
         return ()
     why = f"not visible to {facts.framework}" if facts.gpu_build else "not used by a CPU-only build"
-    return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), False, why) for g in facts.profile.gpus)
+    return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), False, why, g.gfx)
+                 for g in facts.profile.gpus)
 
 
 def _seen_device(facts: Facts, device: ProbeDevice) -> DeviceVerdict:
@@ -212,7 +214,7 @@ def _seen_device(facts: Facts, device: ProbeDevice) -> DeviceVerdict:
         name = name or gpus[device.index].name
         capability = capability or cc_text(gpus[device.index].compute_capability)
     return DeviceVerdict(device.index, name or f"GPU {device.index}", capability, device.ok,
-                         _device_detail(device.checks))
+                         _device_detail(device.checks), device.gfx)
 
 
 def _static_devices(facts: Facts) -> tuple[DeviceVerdict, ...]:
@@ -220,7 +222,7 @@ def _static_devices(facts: Facts) -> tuple[DeviceVerdict, ...]:
     gpus = facts.profile.gpus
     if not facts.gpu_build:
         unused = "not used by a CPU-only build"
-        return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), False, unused)
+        return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), False, unused, g.gfx)
                      for g in gpus) if facts.gpus_wanted else ()
     if facts.installed is not None and facts.tables is not None:
         from envkit.pick.resolve import assess
@@ -229,14 +231,15 @@ def _static_devices(facts: Facts) -> tuple[DeviceVerdict, ...]:
         runs = candidate.compatible
         detail = ("the build can run on it: its CUDA and GPU code fit (a GPU of the machine described, not run from "
                   "here)" if runs else f"the build cannot run on it: {'; '.join(candidate.reasons)}")
-        return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), runs, detail) for g in gpus)
+        return tuple(DeviceVerdict(g.index, g.name, cc_text(g.compute_capability), runs, detail, g.gfx) for g in gpus)
     arch = tuple(facts.probe.arch_list)
     out = []
     for gpu in gpus:
-        covered = covers(arch, cc_text(gpu.compute_capability))
+        covered = covers(arch, cc_text(gpu.compute_capability), gpu.gfx)
         detail = {True: "the build has kernels for it", False: "the build has no kernels for it",
                   None: "unknown: the build did not report its GPU code"}[covered]
-        out.append(DeviceVerdict(gpu.index, gpu.name, cc_text(gpu.compute_capability), covered is True, detail))
+        out.append(DeviceVerdict(gpu.index, gpu.name, cc_text(gpu.compute_capability), covered is True, detail,
+                                 gpu.gfx))
     return tuple(out)
 
 

@@ -59,12 +59,16 @@ class Facts:
             yield "the CPU", check
         for device in self.probe.devices:
             for check in device.checks:
-                yield device_label(device.index, device.name, device.compute_capability), check
+                yield device_label(device.index, device.name, device.compute_capability, device.gfx), check
 
 
-def covers(arch: Sequence[str], capability: Optional[str]) -> Optional[bool]:
+def covers(arch: Sequence[str], capability: Optional[str], gfx: Optional[str] = None) -> Optional[bool]:
     """Whether GPU code named like 'sm_80' / 'compute_90' (a framework's arch list) runs on this capability, by
-    resolution's own rule; None: unknown."""
+    resolution's own rule; for an AMD GPU (``gfx``), whether its exact target is in the list ('gfx90a', or
+    'gfx90a:xnack-' as some builds name it); None: unknown."""
+    if gfx is not None:
+        targets = {entry.strip().split(":")[0] for entry in arch if entry.strip().startswith("gfx")}
+        return (gfx in targets) if targets else None
     if not arch or not capability:
         return None
     try:
@@ -88,7 +92,10 @@ def cc_text(capability: Optional[ComputeCapability]) -> Optional[str]:
     return str(capability) if capability is not None else None
 
 
-def device_label(index: Optional[int], name: Optional[str], capability: Optional[str]) -> str:
+def device_label(index: Optional[int], name: Optional[str], capability: Optional[str],
+                 gfx: Optional[str] = None) -> str:
+    if gfx is not None:  # an AMD GPU, as a ROCm build saw it
+        return f"AMD GPU {index}, {name or 'unnamed'} ({gfx})"
     arch = ""
     if capability:
         try:

@@ -28,6 +28,10 @@ DRIVER_TOO_OLD = (
 )
 NO_KERNEL = (
     r"no kernel image is available for execution on the device",
+    # ROCm's: HIP has no code object for the GPU's target (the build's gfx list lacks it)
+    r"HIP error: invalid device function",
+    r"hipErrorNoBinaryForGpu",
+    r"hipErrorInvalidDeviceFunction",
     r"with CUDA capability sm_[0-9]+ is not compatible with the current PyTorch installation",
     r"CUDA_ERROR_NO_BINARY_FOR_GPU",
     r"cudaErrorNoKernelImageForDevice",
@@ -202,47 +206,6 @@ def cpu_build(f: Facts) -> Iterable[Mapping[str, Any]]:
     yield {"evidence": evidence, "gpus": f"{machine} {gpus_text(gpus)}" if gpus else "a GPU"}
 
 
-# Where the CPU build a plain `pip install` gives on aarch64 comes from, and where the CUDA one is.
-_AARCH64_CPU = {
-    "torch": ("PyPI", "PyPI's aarch64 torch was the CPU build (pytorch/pytorch#160162, #168065): the CUDA one is on "
-                      "PyTorch's CUDA index (download.pytorch.org/whl/cu128 and later), as envkit installs it."),
-    "tensorflow": ("PyPI", "PyPI's aarch64 TensorFlow has no CUDA at all (tensorflow/tensorflow#121157): on a Jetson "
-                           "NVIDIA's Jetson build has it; elsewhere TensorFlow runs on the CPU only."),
-}
-
-
-def _aarch64(f: Facts) -> bool:
-    return f.probe.machine == "aarch64" or f.profile.platform == "linux-aarch64"
-
-
-def cpu_wheel_on_aarch64(f: Facts) -> Iterable[Mapping[str, Any]]:
-    """A CPU-only torch or TensorFlow on an aarch64 GPU machine: what `pip install torch` gives there."""
-    if f.framework not in _AARCH64_CPU or not _aarch64(f):
-        return
-    for fields in cpu_build(f):
-        where, instead = _AARCH64_CPU[f.framework]
-        yield {**fields, "where": where, "instead": instead}
-
-
-def generic_cuda_on_jetson(f: Facts) -> Iterable[Mapping[str, Any]]:
-    """An ordinary aarch64 CUDA build on a Jetson whose JetPack runs only builds made for Jetson (before JetPack 7):
-    the manifests' build it is, or a version with PyTorch's CUDA label (2.8.0+cu128) where it is none of theirs."""
-    if f.profile.l4t is None or not f.probe.imported or not f.gpu_build or f.tables is None:
-        return
-    jetpack = f.tables.cuda.jetpack_for(f.profile.l4t)
-    if jetpack is not None and jetpack.sbsa:
-        return
-    if f.installed is not None:
-        generic = not f.installed.is_jetson
-        evidence = f" ({f.installed.id} of envkit's manifests)"
-    else:
-        generic = bool(re.search(r"\+cu[0-9]+$", f.probe.version or ""))
-        evidence = " (its version carries PyTorch's CUDA label)"
-    if generic:
-        said = jetpack.describe(f.profile.l4t) if jetpack else f"L4T {f.profile.l4t}"
-        yield {"evidence": evidence if generic else "", "jetpack": said}
-
-
 def _looked_for_gpus(f: Facts) -> bool:
     """Whether the probe got as far as asking a GPU build for its GPUs, on the machine being judged."""
     return f.on_target and f.probe.imported and f.gpu_build and f.probe.probe_error is None
@@ -282,13 +245,18 @@ def gpus_partly_hidden(f: Facts) -> Iterable[Mapping[str, Any]]:
         yield {"value": value, "seen": f.seen, "total": gpus_text(total)}
 
 
+def _driven(f: Facts) -> tuple:
+    """The machine's GPUs the probed build drives: the AMD ones for a ROCm build, the NVIDIA ones otherwise."""
+    return f.profile.amd_gpus if f.probe.hip else f.profile.nvidia_gpus
+
+
 def no_gpu_here(f: Facts) -> Iterable[Mapping[str, Any]]:
-    if _no_gpu_visible(f) and not f.profile.gpus:
-        yield {}
+    if _no_gpu_visible(f) and not _driven(f):
+        yield {"vendor": "an AMD GPU (it is a ROCm build)" if f.probe.hip else "an NVIDIA GPU"}
 
 
 def gpus_not_seen(f: Facts) -> Iterable[Mapping[str, Any]]:
-    total = len(f.profile.gpus)
+    total = len(_driven(f))
     value = f.env.get("CUDA_VISIBLE_DEVICES")
     explained = value is not None and (f.seen > 0 or hides_all(value, _all_gpus(f)))  # a part, or none, on purpose
     if _looked_for_gpus(f) and f.seen < total and not explained:
@@ -300,7 +268,8 @@ def gpus_not_seen(f: Facts) -> Iterable[Mapping[str, Any]]:
 def no_kernels(f: Facts) -> Iterable[Mapping[str, Any]]:
     if not f.probe.imported or not f.gpu_build:
         return
-    arch = tuple(f.probe.arch_list) or (arch_strings(f.installed.arch) if f.installed and f.installed.arch else ())
+    arch = tuple(f.probe.arch_list) or (arch_strings(f.installed.arch) if f.installed and f.installed.arch else ()) \
+        or (f.installed.gfx if f.installed else ())
     carries = ", ".join(arch) or "no list of its GPU code"
     if f.on_target and not f.probe.devices and _gpu_part_failed(f):
         # The framework saw no GPU at all: the machine's GPUs, judged by the build's GPU code.
@@ -311,16 +280,16 @@ def no_kernels(f: Facts) -> Iterable[Mapping[str, Any]]:
     elif f.on_target:
         said = search(NO_KERNEL, f.probe.texts()) is not None
         for device in f.probe.devices:
-            covered = covers(arch, device.compute_capability)
+            covered = covers(arch, device.compute_capability, device.gfx)
             failed_checks = any(c.error is not None and search(NO_KERNEL, [c.error.text]) for c in device.checks)
             if covered is False or failed_checks or (said and covered is None and not device.ok):
-                yield {"gpu": device_label(device.index, device.name, device.compute_capability),
+                yield {"gpu": device_label(device.index, device.name, device.compute_capability, device.gfx),
                        "carries": carries}
     elif f.installed is None:
         for gpu in f.profile.gpus:
             capability = str(gpu.compute_capability) if gpu.compute_capability else None
-            if covers(arch, capability) is False:
-                yield {"gpu": device_label(gpu.index, gpu.name, capability), "carries": carries}
+            if covers(arch, capability, gpu.gfx) is False:
+                yield {"gpu": device_label(gpu.index, gpu.name, capability, gpu.gfx), "carries": carries}
 
 
 def check_errors(patterns: Sequence[str]) -> Matcher:

@@ -21,7 +21,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "version": report.version,
         "cuda": report.cuda,
         "devices": [
-            {"index": d.index, "name": d.name, "compute_capability": d.compute_capability, "ok": d.ok,
+            {"index": d.index, "name": d.name, "compute_capability": d.compute_capability, "gfx": d.gfx, "ok": d.ok,
              "detail": d.detail}
             for d in report.devices
         ],
@@ -54,6 +54,7 @@ def _probe_json(probe: ProbeResult) -> dict[str, Any]:
         "package": ({"version": probe.package_version, "cuda": probe.package_cuda}
                     if probe.package_version or probe.package_cuda else None),  # a framework that cannot be imported
         "gpu_build": probe.gpu_build,
+        "hip": probe.hip,
         "cudnn": probe.cudnn,
         "gpu_available": probe.gpu_available,
         "device_count": probe.device_count,
@@ -131,8 +132,10 @@ def report_text(report: Report) -> str:
     if probe.cpu_checks:
         lines.append(f"  CPU: {_checks_text(probe.cpu_checks)}")
     for device in report.devices:
-        arch = f", compute capability {device.compute_capability}" if device.compute_capability else ""
-        lines.append(f"  GPU {device.index}: {device.name}{arch}: {'ok' if device.ok else 'FAIL'} ({device.detail})")
+        arch = f", {device.gfx}" if device.gfx else (
+            f", compute capability {device.compute_capability}" if device.compute_capability else "")
+        kind = "AMD GPU" if device.gfx else "GPU"
+        lines.append(f"  {kind} {device.index}: {device.name}{arch}: {'ok' if device.ok else 'FAIL'} ({device.detail})")
     lines += _extras_text(probe)
     verdict = "PASS" if report.ok else "FAIL"
     subject = f"{report.framework} {report.version}" if probe.imported else (report.framework or "the environment")

@@ -60,6 +60,7 @@ class ProbeDevice:
     compute_capability: Optional[str]
     memory_mib: Optional[int] = None
     checks: tuple[Check, ...] = ()
+    gfx: Optional[str] = None  # an AMD GPU's target (HIP's gcnArchName without its features), in a ROCm build
 
     @property
     def ok(self) -> bool:
@@ -141,6 +142,7 @@ class ProbeResult:
     package_cuda: Optional[str] = None
     gpu_build: Optional[bool] = None
     cuda: Optional[str] = None
+    hip: Optional[str] = None  # a ROCm build's HIP version (torch.version.hip): its GPUs are AMD's
     cudnn: Optional[str] = None
     gpu_available: Optional[bool] = None
     device_count: Optional[int] = None
@@ -238,6 +240,7 @@ def _from_report(data: Mapping[str, Any], base: dict[str, Any]) -> ProbeResult:
         package_cuda=_opt_str(package.get("cuda")),
         gpu_build=_opt_bool(data.get("gpu_build")),
         cuda=_opt_str(data.get("cuda")),
+        hip=_opt_str(data.get("hip")),
         cudnn=_opt_str(data.get("cudnn")),
         gpu_available=_opt_bool(data.get("gpu_available")),
         device_count=_opt_int(data.get("device_count")),
@@ -335,6 +338,7 @@ def _device(value: Any, position: int) -> ProbeDevice:
         compute_capability=_opt_str(value.get("compute_capability")),
         memory_mib=_opt_int(value.get("memory_mib")),
         checks=tuple(_check(c) for c in _list(value.get("checks"))),
+        gfx=_opt_str(value.get("gfx")),
     )
 
 

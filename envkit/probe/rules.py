@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envkit.probe import matchers as m
+from envkit.probe import matchers as m, platform_matchers as pm
 from envkit.probe.matchers import Matcher
 
 
@@ -59,13 +59,17 @@ RULES: tuple[Rule, ...] = (
     Rule("driver-too-old", "the NVIDIA driver is too old for this build: it supports {have}, the build needs {need}",
          "Use a build that runs on this driver: {create}{update}", m.driver_too_old),
     Rule("cpu-wheel-on-aarch64", "{subject} is a CPU-only build ({evidence}), what {where} gives on aarch64: it "
-         "cannot use {gpus}", "{instead} {create}", m.cpu_wheel_on_aarch64),
+         "cannot use {gpus}", "{instead} {create}", pm.cpu_wheel_on_aarch64),
+    Rule("kfd-access", "this user cannot open /dev/kfd, the AMD GPUs' compute device ({why}): ROCm sees no GPU",
+         "Ask the machine's admin to add you to the group that owns /dev/kfd and /dev/dri/renderD* (`ls -l /dev/kfd` "
+         "shows it: usually `render`, on older systems `video`), then log in again; a ROCm build needs no other "
+         "change.", pm.kfd_access, outside_the_build=True),
     Rule("cpu-build", "{subject} is a CPU-only build ({evidence}): it cannot use {gpus}",
          "Install a GPU build: {create}", m.cpu_build, unless=("cpu-wheel-on-aarch64",)),
     Rule("generic-cuda-on-jetson", "{subject} is a generic aarch64 CUDA build{evidence}: its CUDA libraries are for "
          "server ARM (Grace, GB10), not for this Jetson's integrated GPU under {jetpack}",
          "Install a build made for Jetson (from NVIDIA's or the Jetson AI Lab's index for this JetPack): {create}",
-         m.generic_cuda_on_jetson),
+         pm.generic_cuda_on_jetson),
     Rule("no-kernels", "this build has no kernels for {gpu}: it carries {carries}",
          "Use a build that has them: {create}", m.no_kernels, unless=("driver-too-old",)),
     Rule("slurm-no-gpu", "this Slurm job ({job}) has no GPU: {framework} sees none",
@@ -77,14 +81,14 @@ RULES: tuple[Rule, ...] = (
          unless=("driver-too-old", "slurm-no-gpu"), outside_the_build=True),
     Rule("gpus-partly-hidden", "CUDA_VISIBLE_DEVICES={value!r} shows {framework} {seen} of this machine's {total}",
          "Only those were checked; unset CUDA_VISIBLE_DEVICES to check them all.", m.gpus_partly_hidden, failed=False),
-    Rule("no-gpu-here", "this {framework} build needs an NVIDIA GPU, and this machine has none that works",
+    Rule("no-gpu-here", "this {framework} build needs {vendor}, and this machine has none that works",
          "Run the check on a GPU node, or judge this environment for one from here with --machine FILE (`envkit "
          "detect --json` saved there). For CPU work here: {create}", m.no_gpu_here,
-         unless=("driver-too-old", "slurm-no-gpu", "gpus-hidden")),
+         unless=("driver-too-old", "kfd-access", "slurm-no-gpu", "gpus-hidden")),
     Rule("gpus-not-seen", "{framework} sees {seen} of this machine's {total}.{error}",
          "Look at `nvidia-smi`: a GPU in an error state, in MIG mode or in exclusive use by another process is not "
          "offered to new processes.", m.gpus_not_seen,
-         unless=("driver-too-old", "no-kernels", "slurm-no-gpu", "gpus-hidden", "no-gpu-here"),
+         unless=("driver-too-old", "kfd-access", "no-kernels", "slurm-no-gpu", "gpus-hidden", "no-gpu-here"),
          outside_the_build=True),
     Rule("gpu-out-of-memory", "{where} ran out of memory during {check}: {error}",
          "Other processes hold its memory: see `nvidia-smi`, and rerun when it is free.",

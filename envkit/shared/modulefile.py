@@ -3,13 +3,15 @@ for Environment Modules (4.1 or later: ``pushenv``; Lmod reads it too).
 
 A modulefile sets what the environment's own activation sets and nothing else: its ``bin`` first on PATH, and
 VIRTUAL_ENV (a venv) or CONDA_PREFIX and CONDA_DEFAULT_ENV (a conda environment), plus ENVKIT_MODULE_BIN, the PATH
-entry it added. `module unload` takes exactly that back, whatever the file says by then:
+entry it added, and, for an environment that holds its build (envkit.backends.guard), its constraints file first in
+UV_CONSTRAINT and PIP_CONSTRAINT (the user's own stay after it). `module unload` takes exactly that back, whatever the
+file says by then:
 
 - the variables are pushed (``pushenv``): a VIRTUAL_ENV set before the load is set again by the unload (except where
   Lmod reads the Tcl file, whose ``pushenv`` is broken: it reads the Lua file envkit publishes beside it);
-- the PATH entry the unload removes, and the prefix it pops, are the ones the load added (ENVKIT_MODULE_BIN), so a
-  module loaded from a version the admins have since replaced (the file now names the new one) leaves nothing of
-  the old behind;
+- the PATH entry the unload removes, the prefix it pops and the constraints file it takes out of the lists are the
+  ones the load added (ENVKIT_MODULE_BIN), so a module loaded from a version the admins have since replaced (the
+  file now names the new one) leaves nothing of the old behind;
 - where the user had the environment's ``bin`` on PATH before the load, the load adds it spelled ``BIN/../bin``
   (the same directory; a module system would merge two equal entries and unload both, or move the user's): the
   unload removes that one, and the user's stays where it was.
@@ -28,6 +30,10 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 from envkit.state.records import NO_CUDA as CPU
 
 FAMILY = "envkit"
+# The variables through which pip and uv hold an environment's build (envkit.backends.guard), each a list of files
+# separated by spaces: the environment's constraints go first, what the user set stays after them.
+HELD_BY = ("UV_CONSTRAINT", "PIP_CONSTRAINT")
+HELD_FILE = "/.envkit/constraints.txt"  # in the prefix (envkit.backends.guard.constraints_path)
 
 
 class ModuleInfo(NamedTuple):
@@ -39,6 +45,7 @@ class ModuleInfo(NamedTuple):
     conda_name: str  # CONDA_DEFAULT_ENV for a conda environment
     whatis: tuple[str, ...]  # one line each: `module whatis`
     help: tuple[str, ...]  # `module help`
+    constraints: str = ""  # the environment's held build (envkit.backends.guard), prepended to UV_/PIP_CONSTRAINT
 
     def variables(self) -> list[tuple[str, Optional[str]]]:
         """(name, value) of each variable it pushes; None: the prefix (in the file, the one the load added)."""
@@ -103,6 +110,9 @@ def lua_text(info: ModuleInfo) -> str:
               f"setenv({lua_string(BIN_VARIABLE)}, bin)"]
     lines += [f"pushenv({lua_string(key)}, {'prefix' if value is None else lua_string(value)})"
               for key, value in info.variables()]
+    # the held build's constraints (the load's prefix: the unload takes back the file it added), first
+    lines += [f"prepend_path({lua_string(key)}, prefix .. {lua_string(HELD_FILE)}, \" \")" for key in HELD_BY
+              if info.constraints]
     return "\n".join(lines) + "\n"
 
 
@@ -148,6 +158,8 @@ def tcl_text(info: ModuleInfo) -> str:
               # unload would set it again: there, setenv (Lmod takes the Lua modulefile beside this one anyway)
               'if {[info exists ::ModuleTool] && $::ModuleTool eq "Lmod"} { set push setenv } else { set push pushenv }']
     lines += [f"$push {key} {'$prefix' if value is None else tcl_string(value)}" for key, value in info.variables()]
+    lines += [f"prepend-path --delim \" \" {key} \"$prefix{HELD_FILE}\"" for key in HELD_BY  # (no quoting needed)
+              if info.constraints]
     return "\n".join(lines) + "\n"
 
 
@@ -198,19 +210,28 @@ def check_words(verify: Optional[dict[str, Any]]) -> str:
     return f"{result} {verify.get('time', '?')}{where}"
 
 
-def module_info(name: str, record: Any, publisher: Optional[str] = None, cuda: Optional[str] = None) -> ModuleInfo:
-    """The modulefile's contents for a record (envkit.state.records.Record) of the environment named ``name``. Its CUDA is
-    the build's as the record keeps it (``cuda``: the caller's, for a record made before records kept it)."""
-    cuda = cuda or record.cuda
-    said = f"CUDA {cuda}" if cuda and cuda != CPU else "no CUDA" if cuda == CPU else "CUDA unknown"
+def module_info(name: str, record: Any, publisher: Optional[str] = None, cuda: Optional[str] = None,
+                rocm: Optional[str] = None) -> ModuleInfo:
+    """The modulefile's contents for a record (envkit.state.records.Record) of the environment named ``name``. Its CUDA,
+    or a ROCm build's ROCm release, is the build's as the record keeps it (``cuda``, ``rocm``: the caller's, for a
+    record made before records kept them)."""
+    cuda, rocm = cuda or record.cuda, rocm or record.rocm
+    if rocm:
+        said, runtime = f"ROCm {rocm}, for AMD GPUs", f"ROCm: {rocm} (AMD GPUs)"
+    else:
+        said = f"CUDA {cuda}" if cuda and cuda != CPU else "no CUDA" if cuda == CPU else "CUDA unknown"
+        runtime = f"CUDA: {cuda_words(cuda)}"
     build = f"{record.manifest} build {record.build} ({said}), Python {record.python}"
     fits = fits_words(record.target, record.machine)
     check = check_words(record.verify)
-    whatis = (f"Name: {name}", f"Description: {build}", f"CUDA: {cuda_words(cuda)}", f"Fits: {fits}",
-              f"Last check: {check}")
+    whatis = (f"Name: {name}", f"Description: {build}", runtime, f"Fits: {fits}", f"Last check: {check}")
     help_lines = [f"{name}: {build}", f"Made for {fits}; last check: {check}.", f"Prefix: {record.prefix}"]
     if publisher:
         help_lines.append(f"Published by {publisher}.")
     help_lines.append(f"Inside it, as with `envkit run {name} -- CMD`: python, pip and the environment's commands.")
+    constraints = ""
+    if getattr(record, "held", None) and not any(char.isspace() for char in record.prefix):
+        constraints = record.prefix.rstrip("/") + HELD_FILE
+        help_lines.append(f"pip and uv pip install hold its build: {constraints}.")
     return ModuleInfo(name=name, prefix=record.prefix, kind=record.kind, conda_name=record.name,
-                      whatis=whatis, help=tuple(help_lines))
+                      whatis=whatis, help=tuple(help_lines), constraints=constraints)

@@ -110,9 +110,12 @@ def tunnel_command(port: int, node_address: str, user: str, login_host: str) -> 
     return shlex.join(["ssh", "-N", "-L", f"{port}:{node_address}:{port}", f"{user}@{login_host}"])
 
 
+SERVER_PROGRAMS = ("jupyter-lab", "jupyter-server")  # what starts a Jupyter server, JupyterLab's first
+
+
 def server_program(prefix: Path) -> Optional[str]:
     """The environment's program that starts a Jupyter server (JupyterLab's first), or None when it has none."""
-    for name in ("jupyter-lab", "jupyter-server"):
+    for name in SERVER_PROGRAMS:
         if (prefix / "bin" / name).is_file():
             return name
     return None

@@ -104,7 +104,7 @@ def sbatch_script(spec: JobSpec) -> str:
     lines += [f"#SBATCH --{key}={value}" for key, value in directives(spec)]
     lines += [
         "",
-        "# Written by envkit job. The environment is activated as `envkit run` does; the command runs inside it.",
+        "# Written by envkit job. The environment is activated as envkit run does it; the command runs inside it.",
         "set -euo pipefail",
         'export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"',
     ]

@@ -99,7 +99,8 @@ def _survey_partition(slurm: Slurm, info: PartitionInfo, all_nodes: bool, timeou
         if profile is not None:
             members = () if all_nodes else configuration_members(info, row)
             nodes.append(SiteNode(node=row.node, count=count, profile=profile, members=members))
-            say(info.name, f"{row.node}: {len(profile.gpus)} GPU(s), CUDA {profile.cuda_driver or 'none'}")
+            amd = f", amdgpu {profile.amdgpu or 'unknown'}" if profile.amd_gpus else ""
+            say(info.name, f"{row.node}: {len(profile.gpus)} GPU(s), CUDA {profile.cuda_driver or 'none'}{amd}")
         else:
             unreachable.append((row.node, reason or "unknown"))
             say(info.name, f"{row.node}: not reached: {reason}")

@@ -33,6 +33,7 @@ LIMITS = {
     "manifest": 4 << 20,
     "lock file": 64 << 20,
     "record": 4 << 20,
+    "requirements file": 4 << 20,  # envkit add -r, create -r: a requirements.txt is a few KB
     "conda-meta record": 256 << 20,  # a package's file list: tens of MB for the largest (CUDA toolkits)
     "package metadata": 16 << 20,  # a .dist-info's METADATA (its long description), INSTALLER, direct_url.json
 }

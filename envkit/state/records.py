@@ -44,6 +44,11 @@ class Record:
     run: Optional[str] = None  # the id of the create run that made it (its journal's)
     manifests: Optional[str] = None  # the manifests directory it was made from (absolute); None: the shipped one
     cuda: Optional[str] = None  # the build's CUDA as its manifest gives it ("12.0"); "none": a CPU build; None: unknown
+    held: Optional[list[str]] = None  # the build's packages held exactly (torch==2.13.0+cu126): envkit.backends.held
+    additions: Optional[list[str]] = None  # the packages the user added (envkit add, create --with), as asked
+    added: Optional[dict[str, str]] = None  # what those installed, name -> version (from the default index)
+    on: Optional[dict[str, Any]] = None  # a personal environment: the site environment it stands on (create --on)
+    rocm: Optional[str] = None  # a ROCm build's ROCm release as its manifest gives it ("6.4"); None: not one, or unknown
     schema: int = SCHEMA
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -100,6 +105,11 @@ def build_cuda(build: Any) -> Optional[str]:
     return NO_CUDA if build.variant == "cpu" else None
 
 
+def build_rocm(build: Any) -> Optional[str]:
+    """What a record keeps of a ROCm build's ROCm release (its manifest's ``rocm``); None for any other build."""
+    return str(build.rocm) if build.rocm is not None else None
+
+
 def name_for_machine(manifest: str, machine: str) -> str:
     """The name of ``manifest``'s environment for ``machine`` (a fleet's group, named after its first machine):
     MANIFEST-MACHINE with what a name cannot hold made '-' (and '..' one '.'), at most 64 characters."""
@@ -129,9 +139,12 @@ _FIELD_TYPES: dict[str, tuple[type, str]] = {
     "manifest": (str, "text"), "build": (str, "text"), "python": (str, "text"), "created": (str, "text"),
     "machine": (dict, "a mapping"), "on_target": (bool, "true or false"), "installer": (str, "text"),
     "kernel": (str, "text"), "verify": (dict, "a mapping"), "target": (dict, "a mapping"), "run": (str, "text"),
-    "manifests": (str, "text"), "cuda": (str, "text"), "schema": (int, "a number"), "extra": (dict, "a mapping"),
+    "manifests": (str, "text"), "cuda": (str, "text"), "rocm": (str, "text"), "schema": (int, "a number"),
+    "extra": (dict, "a mapping"), "held": (list, "a list"), "additions": (list, "a list"), "on": (dict, "a mapping"),
+    "added": (dict, "a mapping"),
 }
-_OPTIONAL = ("installer", "kernel", "verify", "target", "run", "manifests", "cuda")
+_OPTIONAL = ("installer", "kernel", "verify", "target", "run", "manifests", "cuda", "rocm", "held", "additions", "on",
+             "added")
 
 
 def record_from_dict(data: Any, origin: str) -> Record:

@@ -30,7 +30,25 @@ def activated_environ(prefix: Path, kind: str, name: str, environ: Mapping[str, 
     else:
         out["CONDA_PREFIX"] = str(prefix)
         out["CONDA_DEFAULT_ENV"] = name
+    _hold(prefix, out)
     return out
+
+
+HELD_BY = ("UV_CONSTRAINT", "PIP_CONSTRAINT")  # lists of files separated by spaces, as pip and uv read them
+
+
+def _hold(prefix: Path, environ: dict[str, str]) -> None:
+    """The environment's held build (its constraints, envkit.backends.guard) first in UV_CONSTRAINT and
+    PIP_CONSTRAINT, what the user set after it: `pip install` and `uv pip install` run in it cannot replace the
+    build. A path with whitespace cannot be named there (both split on it): pip.conf alone holds then."""
+    from envkit.state.records import RECORD_DIR
+
+    held = prefix / RECORD_DIR / "constraints.txt"
+    if any(char.isspace() for char in str(held)) or not held.is_file():
+        return
+    for variable in HELD_BY:
+        kept = [entry for entry in environ.get(variable, "").split() if entry != str(held)]
+        environ[variable] = " ".join([str(held), *kept])
 
 
 def check_command(command: str, path: str, env: str) -> None:

@@ -8,17 +8,21 @@ in place on purpose: envkit's installers must not see them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import pytest
 
 from support.fixtures import pypi_server  # noqa: F401 (a fixture)
+from support.next_steps import check_pasted
+from support.paused import wait_until_paused
 from support.pypi_index import IndexServer
 from support.stand_ins import stand_in_files
 from support.wheels import build_wheel
@@ -58,8 +62,11 @@ class Home:
 
     def envkit(self, *args: str, env: Optional[Mapping[str, str]] = None, timeout: float = 300,
                stdin: Optional[str] = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True,
-                              env={**self.env, **(env or {})}, timeout=timeout, cwd=self.root, input=stdin)
+        environment = {**self.env, **(env or {})}
+        done = subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True,
+                              env=environment, timeout=timeout, cwd=self.root, input=stdin)
+        check_pasted(args, done.stdout + done.stderr, environment, self.root)
+        return done
 
     def popen(self, *args: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "envkit", *args], stdout=subprocess.PIPE,
@@ -82,7 +89,11 @@ class Home:
 
 @pytest.fixture
 def home(tmp_path: Path) -> Home:
-    root = tmp_path / "home"
+    return make_home(tmp_path / "home")
+
+
+def make_home(root: Path) -> Home:
+    """A private home at ``root`` (the ``home`` fixture's; a module's own, for tests that share one environment)."""
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True)
     sudo_log = root / "sudo-calls.log"
@@ -105,6 +116,27 @@ def home(tmp_path: Path) -> Home:
     config = root / "envkit.yaml"
     config.write_text("# no mirrors: tests that fetch write theirs\n", encoding="utf-8")
     return Home(root=root, env=env, config=config, sudo_log=sudo_log)
+
+
+@contextlib.contextmanager
+def held_at(home: Home, args: Sequence[str], step: str, env: Mapping[str, str] = {}  # noqa: B006 (read only)
+            ) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """`envkit ARGS...` started and held at ``step`` (envkit/state/testpause.py): (the process, the file whose
+    removal lets it go on). Ctrl-C reaches it as a terminal delivers it; it is killed if the block leaves it
+    running."""
+    marker = home.root / "paused"
+    marker.unlink(missing_ok=True)
+    environ = {**home.env, **env, "ENVKIT_TEST_PAUSE_AT": step, "ENVKIT_TEST_PAUSE_FILE": str(marker)}
+    process = subprocess.Popen([sys.executable, "-m", "envkit", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=environ, cwd=home.root,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        wait_until_paused(process, marker, step)
+        yield process, marker
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)
 
 
 def fake_torch_files(version: str, cuda: Optional[str]) -> dict[str, str]:
@@ -214,6 +246,13 @@ def fake_tensorflow_files(version: str, cuda: Optional[str]) -> dict[str, str]:
     }
 
 
+def conda_python_metadata(name: str, version: str) -> dict[str, str]:
+    """The Python metadata a conda package of a Python library carries (pip and uv see it; its INSTALLER: conda)."""
+    dist_info = f"{SITE_PACKAGES}/{name}-{version}.dist-info"
+    return {f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+            f"{dist_info}/INSTALLER": "conda\n", f"{dist_info}/RECORD": ""}
+
+
 @pytest.fixture(scope="session")
 def legacy_channel(tmp_path_factory) -> Path:
     """A local conda channel: a working python (this interpreter), a stand-in pip, cudatoolkit 10.1 (needs
@@ -230,7 +269,9 @@ def legacy_channel(tmp_path_factory) -> Path:
     })
     python_range = f"python >={PYTHON},<{sys.version_info[0]}.{sys.version_info[1] + 1}"
     build_package(root, "tensorflow-gpu", "2.4.1", depends=("cudatoolkit >=10.1,<10.2", python_range, "__cuda >=10.1"),
-                  files={f"{SITE_PACKAGES}/{path}": text for path, text in fake_tensorflow_files("2.4.1", "10.1").items()})
+                  files={**{f"{SITE_PACKAGES}/{path}": text
+                            for path, text in fake_tensorflow_files("2.4.1", "10.1").items()},
+                         **conda_python_metadata("tensorflow", "2.4.1")})
     index_channel(root)
     return root
 

@@ -12,15 +12,12 @@ import contextlib
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors, fake_torch_files
-from support.paused import wait_until_paused
+from conftest import CU126, GTX1080TI, LEGACY_BUILD, Home, conda_mirrors, fake_torch_files, held_at
 from support.pypi_index import IndexServer
 from support.wheels import build_wheel
 from test_create_conda import no_conda
@@ -70,23 +67,10 @@ class Target:
         assert process.returncode == (-sig if sig == signal.SIGKILL else 128 + sig), err
         return err
 
-    @contextlib.contextmanager
-    def held_at(self, step: str, *extra: str) -> Iterator[tuple[subprocess.Popen, Path]]:
+    def held_at(self, step: str, *extra: str) -> contextlib.AbstractContextManager[tuple[subprocess.Popen, Path]]:
         """`envkit create` started and held at ``step``: (the process, the file whose removal lets it go on). It is
         killed if the block leaves it running."""
-        marker = self.home.root / "paused"
-        marker.unlink(missing_ok=True)
-        env = {**self.home.env, **self.env, "ENVKIT_TEST_PAUSE_AT": step, "ENVKIT_TEST_PAUSE_FILE": str(marker)}
-        process = subprocess.Popen([sys.executable, "-m", "envkit", "create", *self.args, "--yes", *extra],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                   cwd=self.home.root, preexec_fn=_default_sigint)
-        try:
-            wait_until_paused(process, marker, step)
-            yield process, marker
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate(timeout=30)
+        return held_at(self.home, ["create", *self.args, "--yes", *extra], step, self.env)
 
     def beside(self) -> list[str]:
         """What is in the environments directory: the prefix and any set-aside copy."""
@@ -97,11 +81,6 @@ class Target:
         done = self.envkit("envs", "--json")
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)["environments"]
-
-
-def _default_sigint() -> None:
-    """Ctrl-C as a terminal delivers it: a shell running the tests in the background leaves SIGINT ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _running_in(prefix: Path) -> list[str]:

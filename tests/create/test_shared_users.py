@@ -39,9 +39,10 @@ CREATE = ("create", "torch", "--build", "torch-2.13-cu126", "--python", PYTHON, 
 
 class Site:
     def __init__(self, root: Path, python: Path, private: Path, admin, admin2, user, shared: Path, configs: dict,
-                 gid: int):
+                 gid: int, server: IndexServer = None):
         self.root, self.python, self.private, self.shared = root, python, private, shared
         self.admin, self.admin2, self.user, self.configs, self.gid = admin, admin2, user, configs, gid
+        self.server = server
 
     def python_of(self, who) -> Path:
         """The admin runs envkit on their own Python (in their 0700 home, first on their PATH, as pyenv puts it)."""
@@ -115,7 +116,7 @@ def site(pypi_server_module, torch_wheels, tmp_path_factory):
             private = unix_users.private_python(admin, python)
         except RuntimeError as error:
             _unavailable(str(error))
-        yield Site(root, python, private, admin, admin2, user, shared, configs, made["group"])
+        yield Site(root, python, private, admin, admin2, user, shared, configs, made["group"], server)
 
 
 @pytest.fixture(scope="module")
@@ -341,3 +342,45 @@ def test_a_replacement_leaves_a_running_process_of_the_old_version_running(publi
     assert digest(old) == before
     ran = published.envkit(published.user, "run", "site:torch", "--", "python", "-c", "import sys; print(sys.prefix)")
     assert ran.stdout.strip() == str(new)
+
+
+def test_a_user_stands_a_personal_environment_on_the_site_and_keeps_it_across_a_replacement(site: Site):
+    """issue 42 item 5: the user's own small environment on the admin's site:labtorch, with a package of their own,
+    the site's environment untouched; after the admin publishes a new version the user's keeps running on its
+    own, and `envkit envs` says it was replaced."""
+    from support.wheels import build_wheel
+
+    modulepath = str(site.shared / "modulefiles")
+    published = site.envkit(site.admin, *CREATE, "--name", "labtorch", MODULEPATH=modulepath)
+    assert published.returncode == 0, published.stderr
+    old = Path(json.loads((site.shared / "records" / "labtorch.json").read_text())["prefix"])
+    before = digest(old)
+    wheels = site.root / "user-wheels"
+    small = build_wheel(wheels, "small", "1.0", files={"small.py": "ANSWER = 42\n"})
+    for path in (wheels, small):
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    server = site.server
+    server.add_index("/pypi/simple", [small])
+    config = site.root / f"{site.user.name}-mirrors.yaml"
+    config.write_text(json.dumps({"shared": str(site.shared),
+                                  "mirrors": {"https://pypi.org/simple": f"{server.url}/pypi/simple"}}))
+    os.chmod(config, 0o644)
+    mine = {"ENVKIT_CONFIG": str(config)}
+    made = site.envkit(site.user, "create", "--on", "site:labtorch", "--name", "mywork", "--with", "small", "--yes",
+                       **mine)
+    assert made.returncode == 0, made.stderr
+    code = "import torch, small, os; print(os.path.dirname(torch.__file__), small.ANSWER)"
+    ran = site.envkit(site.user, "run", "mywork", "--", "python", "-c", code, **mine)
+    assert ran.returncode == 0 and ran.stdout.split() == [str(old / "lib" / f"python{PYTHON}" / "site-packages" /
+                                                            "torch"), "42"], ran.stdout + ran.stderr
+    prefix = site.user.home / ".local" / "share" / "envkit" / "envs" / "mywork"
+    assert all(os.stat(p).st_uid == site.user.uid for p in [prefix, *prefix.rglob("*")] if not p.is_symlink())
+    assert digest(old) == before  # the site's environment: not one byte changed by the user's
+
+    replaced = site.envkit(site.admin, *CREATE, "--name", "labtorch", "--force", MODULEPATH=modulepath)
+    assert replaced.returncode == 0, replaced.stderr
+    ran = site.envkit(site.user, "run", "mywork", "--", "python", "-c", code, **mine)
+    assert ran.returncode == 0 and ran.stdout.split()[0].startswith(str(old)), ran.stdout + ran.stderr
+    [entry] = [e for e in json.loads(site.envkit(site.user, "envs", "--json", **mine).stdout)["environments"]
+               if e["name"] == "mywork"]
+    assert entry["on"]["state"] == "replaced" and entry["on"]["prefix"] == str(old)

@@ -16,6 +16,7 @@ from envkit.probe.runner import ProbeOptions, run_probe
 from envkit.probe.zipapp import cached_program
 from envkit.slurm.job_context import apply_job_context, job_context
 from envkit.state.userdirs import user_dirs
+from support.next_steps import check_pasted
 
 HERE = Path(__file__).parent
 FAKES = HERE / "fakes"
@@ -68,5 +69,7 @@ def envkit(*args: str, env: Optional[Mapping[str, str]] = None, timeout: float =
                    if not k.startswith("ENVKIT_") and k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_VISIBLE_DEVICES",
                                                                 "SLURM_JOB_ID")}
     environment.update(env or {})
-    return subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=environment,
+    done = subprocess.run([sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=environment,
                           timeout=timeout, cwd=cwd or REPO)
+    check_pasted(args, done.stdout + done.stderr, environment, cwd or REPO)
+    return done

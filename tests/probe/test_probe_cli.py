@@ -24,9 +24,9 @@ def test_a_working_environment_passes(fake_env, this_machine):
     assert REQUIRED_KEYS <= set(data)
     assert (data["ok"], data["framework"], data["version"], data["cuda"]) == (True, "torch", "2.5.1+cu121", "12.1")
     assert data["devices"] == [
-        {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "ok": True,
+        {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "gfx": None, "ok": True,
          "detail": "matmul ok, conv2d ok"},
-        {"index": 1, "name": "Tesla V100-SXM2-32GB", "compute_capability": "7.0", "ok": True,
+        {"index": 1, "name": "Tesla V100-SXM2-32GB", "compute_capability": "7.0", "gfx": None, "ok": True,
          "detail": "matmul ok, conv2d ok"},
     ]
     assert data["diagnosis"] == [] and data["next"] is None

@@ -57,6 +57,10 @@ CASES = {
     "torch-2.11.0-cu130-h100-captured-cvd-empty": ("h100-cuda130", True, ["gpus-hidden"], False),
     "torch-2.11.0-cu130-h100-captured-cvd-1": ("h100-cuda130", True, ["gpus-hidden"], False),
     "jax-0.11.2-cu13-h100-captured-cvd-empty": ("h100-cuda130", True, ["gpus-hidden"], False),
+    # ROCm builds (AMD GPUs): the probe's output on the stand-in ROCm torch (see data/README.md).
+    "torch-2.14.0-rocm7.2-mi300x-pass": ("mi300x-x8-amdgpu6.12", True, [], True),
+    "torch-2.9.1-rocm6.4-gfx1032-no-binary": ("rx6650xt-gfx1032-kernel-driver", True, ["no-kernels"], False),
+    "torch-2.14.0-rocm7.2-no-kfd-access": ("mi300x-x8-amdgpu6.12", True, ["kfd-access"], False),
     # Captured on the project's CPU machine (issue 39): the real torch 2.13.0+cpu beside PyPI's torchvision 0.29.1.
     "torch-2.13.0-cpu-torchvision-0.29.1-captured": ("no-gpu", True, ["companion-broken", "companion-missing"],
                                                      False),
@@ -101,8 +105,9 @@ def test_recorded_outputs_have_the_probes_format():
     from envkit.probe.program import main as script
 
     keys = set(script.new_report("torch", {"multi_gpu": False, "bench": False}))
-    # added by the tensorflow / jax / mxnet probes; companions by the torch probe (and for the companions asked)
-    per_framework = {"build_info", "distributions", "backend", "companions"}
+    # added by the tensorflow / jax / mxnet probes; companions by the torch probe (and for the companions asked), hip
+    # by the torch probe since it knows ROCm builds
+    per_framework = {"build_info", "distributions", "backend", "companions", "hip"}
     files = sorted(DATA.glob("*.json"))
     assert {f.stem for f in files} == set(CASES)
     newer = {"machine"}  # (issue 43) a key the real H100 captures, printed by an older probe, do not have

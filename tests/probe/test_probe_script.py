@@ -160,7 +160,7 @@ def test_the_report_has_one_format(fake_env):
     env = fake_env({"torch": {"gpus": [A100]}})
     data = raw_probe(env.python, "torch")
     assert data["probe_format"] == 1 and data["requested"] == "torch" and data["installed"] == ["torch"]
-    assert set(data["environment"]) >= {"CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID"}
+    assert set(data["environment"]) >= {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "SLURM_JOB_ID"}
     assert data["devices"][0]["checks"][0]["name"] == "matmul"
 
 

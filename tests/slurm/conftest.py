@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from support import fake_nvml
+from support.amd_sysfs import MI300X, make_sysfs
 from support.slurm_cluster import SlurmCluster, install_debian_packages, missing_programs, slurm_required
 
 # What the stand-in NVML answers on each node (the login node, outside a job, has no driver).
@@ -60,6 +61,10 @@ def slurm(tmp_path_factory) -> Iterator[Site]:
     nodes_dir = root / "nvml-nodes"
     for node, (driver, cuda, gpus) in NODE_GPUS.items():
         fake_nvml.write_node(nodes_dir, node, driver, cuda, gpus)
+    # The AMD node's sysfs (envkit reads $ENVKIT_TEST_SYSFS/$SLURMD_NODENAME there; the other nodes, and the login
+    # node, find no KFD in $ENVKIT_TEST_SYSFS itself): two MI300X and the amdgpu driver of ROCm 6.4.
+    sysfs = root / "sysfs"
+    make_sysfs(sysfs / "gpu-m1", [MI300X, MI300X])
     cluster = SlurmCluster(root / "cluster")
     atexit.register(cluster.stop)  # a safety net: the finalizer below stops it in every ordinary case
     try:
@@ -72,6 +77,7 @@ def slurm(tmp_path_factory) -> Iterator[Site]:
     env = cluster.env()
     env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(lib.parent), env.get("LD_LIBRARY_PATH")]))
     env["FAKE_NVML_DIR"] = str(nodes_dir)
+    env["ENVKIT_TEST_SYSFS"] = str(sysfs)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.pop("SLURMD_NODENAME", None)
     try:

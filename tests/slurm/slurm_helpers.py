@@ -7,11 +7,15 @@ import sys
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from support.next_steps import check_pasted
+
 
 def user_env(site, tmp_path: Path, **extra: str) -> dict[str, str]:
     """The cluster's client environment with private user dirs and site file under ``tmp_path``."""
     env = {k: v for k, v in site.env.items() if not k.startswith(("ENVKIT_", "SLURM_JOB")) and k not in (
         "VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_VISIBLE_DEVICES")}
+    if "ENVKIT_TEST_SYSFS" in site.env:  # the AMD node's sysfs (kept: the other ENVKIT_ settings are the user's)
+        env["ENVKIT_TEST_SYSFS"] = site.env["ENVKIT_TEST_SYSFS"]
     env.update({
         "HOME": str(tmp_path / "home"),
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
@@ -25,8 +29,10 @@ def user_env(site, tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def envkit(*args: str, env: Mapping[str, str], timeout: float = 180,
            cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envkit", *args], env=dict(env), capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "envkit", *args], env=dict(env), capture_output=True, text=True,
                           timeout=timeout, cwd=cwd)
+    check_pasted(args, done.stdout + done.stderr, env, cwd)
+    return done
 
 
 FAKES = Path(__file__).resolve().parent.parent / "probe" / "fakes"

@@ -23,7 +23,7 @@ def test_survey_writes_every_gpu_partition_from_its_nodes(slurm_site, tmp_path):
     assert "closed: NOT surveyed: partition is down" in done.stdout
     assert "no partition could be surveyed" not in done.stderr
     site = load_site(tmp_path / "site.yaml")
-    assert set(site.partitions) == {"part-a", "part-v", "mixed", "closed"}  # cpu has no GRES gpu
+    assert set(site.partitions) == {"part-a", "part-v", "mixed", "part-amd", "closed"}  # cpu has no GRES gpu
     [a_node] = site.partitions["part-a"].nodes
     assert (a_node.node, a_node.count) == ("gpu-a1", 2)
     assert a_node.members == ("gpu-a1", "gpu-a2")  # what P:NODE takes: gpu-a2 too, merged into gpu-a1's entry

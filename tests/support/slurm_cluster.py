@@ -19,7 +19,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 DEBIAN_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "scontrol", "scancel", "squeue")
@@ -36,16 +36,19 @@ class Node:
 
 
 # gpu-a1 and gpu-a2 share a configuration (A100 x2), gpu-v1 differs (V100 x1): the mixed partition is heterogeneous.
+# gpu-m1 has two AMD GPUs (GRES gpu:mi300x:2; its KFD topology is a fake sysfs of real MI300X files, per node).
 DEFAULT_NODES = (
     Node("gpu-a1", 2, "a100", "a100"),
     Node("gpu-a2", 2, "a100", "a100"),
     Node("gpu-v1", 1, "v100", "v100"),
+    Node("gpu-m1", 2, "mi300x", "mi300x"),
     Node("cpu-1", 0, "", "cpu"),
 )
 DEFAULT_PARTITIONS = {
     "part-a": ("gpu-a1", "gpu-a2"),
     "part-v": ("gpu-v1",),
     "mixed": ("gpu-a1", "gpu-a2", "gpu-v1"),
+    "part-amd": ("gpu-m1",),
     "cpu": ("cpu-1",),
 }
 DOWN_PARTITION = "closed"  # State=DOWN: jobs are accepted and never start (the timeout path)
@@ -57,24 +60,26 @@ def slurm_required(environ: Mapping[str, str]) -> bool:
     return environ.get("CI", "").lower() == "true" or environ.get("ENVKIT_TEST_REQUIRE_SLURM") == "1"
 
 
-def missing_programs() -> list[str]:
-    return [name for name in PROGRAMS if shutil.which(name) is None]
+def missing_programs(programs: Sequence[str] = PROGRAMS) -> list[str]:
+    return [name for name in programs if shutil.which(name) is None]
 
 
-def install_debian_packages() -> Optional[str]:
-    """apt-get install the Slurm and munge packages (root only). None on success, else why it could not."""
+def install_debian_packages(packages: Sequence[str] = DEBIAN_PACKAGES, programs: Sequence[str] = PROGRAMS,
+                            what: str = "Slurm") -> Optional[str]:
+    """apt-get install the Slurm and munge packages (or ``packages``, which give ``programs``; root only). None on
+    success, else why it could not."""
     if os.geteuid() != 0:
-        return "Slurm is not installed and installing it needs root (apt-get install -y " + " ".join(
-            DEBIAN_PACKAGES) + ")"
+        return f"{what} is not installed and installing it needs root (apt-get install -y " + " ".join(
+            packages) + ")"
     if shutil.which("apt-get") is None:
-        return "Slurm is not installed and there is no apt-get to install it with"
+        return f"{what} is not installed and there is no apt-get to install it with"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for argv in (["apt-get", "update"],
-                 ["apt-get", "install", "-y", "--no-install-recommends", *DEBIAN_PACKAGES]):
+                 ["apt-get", "install", "-y", "--no-install-recommends", *packages]):
         done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             return f"{' '.join(argv)} failed: {done.stderr.strip()[-500:]}"
-    missing = missing_programs()
+    missing = missing_programs(programs)
     return f"still missing after apt-get: {', '.join(missing)}" if missing else None
 
 

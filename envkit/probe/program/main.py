@@ -24,6 +24,7 @@ PROBES = {"torch": probe_torch, "tensorflow": probe_tensorflow, "jax": probe_jax
 # Environment variables that explain what a framework sees (passed through by envkit's runner).
 ENVIRONMENT_KEYS = (
     "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH",
+    "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
     "SLURM_JOB_ID", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE",
 )
 

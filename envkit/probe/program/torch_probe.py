@@ -23,7 +23,10 @@ def probe_torch(report, recorder, options):
     version = getattr(torch, "version", None)
     cuda = getattr(version, "cuda", None)
     report["cuda"] = str(cuda) if cuda else None
-    report["gpu_build"] = bool(cuda)
+    # A ROCm build says its HIP in torch.version.hip ("7.2.53211") and has no CUDA; torch.cuda drives its AMD GPUs.
+    hip = getattr(version, "hip", None)
+    report["hip"] = str(hip) if hip else None
+    report["gpu_build"] = bool(cuda or hip)
     report["cudnn"] = recorder.guarded("torch.backends.cudnn.version", lambda: as_text(torch.backends.cudnn.version()))
     available = bool(recorder.guarded("torch.cuda.is_available", torch.cuda.is_available, False))
     report["gpu_available"] = available
@@ -33,12 +36,12 @@ def probe_torch(report, recorder, options):
     # check reads what the build carries from its manifest, as for any probe that cannot tell.
     get_arch_list = getattr(torch.cuda, "get_arch_list", None)
     arch = (recorder.guarded("torch.cuda.get_arch_list", get_arch_list, []) or []) if get_arch_list else []
-    if not arch and cuda:
+    if not arch and (cuda or hip):
         # get_arch_list() is empty whenever CUDA cannot start; the build still knows what it carries.
         flags = getattr(getattr(torch, "_C", None), "_cuda_getArchFlags", None)
         arch = (recorder.guarded("torch._C._cuda_getArchFlags", flags) or "").split() if flags else []
     report["arch_list"] = [str(a) for a in arch]
-    if cuda and not available:
+    if (cuda or hip) and not available:
         # is_available() only warns; initialising CUDA raises the error that says why (driver too old, ...).
         recorder.guarded("torch.cuda.init", torch.cuda.init)
 
@@ -70,12 +73,16 @@ def probe_torch(report, recorder, options):
         report["devices"].append(device)
         device["name"] = recorder.guarded("torch.cuda.get_device_name(%d)" % index,
                                           lambda: str(torch.cuda.get_device_name(index)))
-        capability = recorder.guarded("torch.cuda.get_device_capability(%d)" % index,
-                                      lambda: torch.cuda.get_device_capability(index))
-        if capability:
-            device["compute_capability"] = "%d.%d" % tuple(capability)
         properties = recorder.guarded("torch.cuda.get_device_properties(%d)" % index,
                                       lambda: torch.cuda.get_device_properties(index))
+        if hip:  # an AMD GPU: its target ("gfx90a:sramecc+:xnack-"), not a compute capability
+            arch_name = getattr(properties, "gcnArchName", None)
+            device["gfx"] = str(arch_name).split(":")[0] if arch_name else None
+        else:
+            capability = recorder.guarded("torch.cuda.get_device_capability(%d)" % index,
+                                          lambda: torch.cuda.get_device_capability(index))
+            if capability:
+                device["compute_capability"] = "%d.%d" % tuple(capability)
         memory = getattr(properties, "total_memory", None)
         device["memory_mib"] = int(memory) // 2 ** 20 if memory else None
         where = "cuda:%d" % index

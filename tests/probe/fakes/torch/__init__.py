@@ -1,6 +1,8 @@
 """Stand-in for PyTorch (see fakearray.py). Switches, under "torch" in fake_config.json:
 
-version, cuda (None: a CPU build), cudnn, gpus [{name, capability: [major, minor], memory}], arch_list,
+version, cuda (None: a CPU build), hip (a ROCm build: its HIP version, with cuda None), cudnn, gpus [{name,
+capability: [major, minor], memory}] (a ROCm build's: {name, gfx: "gfx90a:sramecc+:xnack-", memory}), arch_list,
+no_kfd (a ROCm build on a machine whose /dev/kfd this user may not open: HIP's message, no GPU),
 driver_found (e.g. 11020: the driver is too old), wrong_results [GPU indices], oom [GPU indices],
 import_error ("numpy2", "missing-library", "exit"), hang ("is_available", "import"), stdout_noise, nccl,
 before_1_6 (the API of torch < 1.6: no torch.cuda.get_arch_list, no torch._C._cuda_getArchFlags).
@@ -39,9 +41,16 @@ if _failure == "exit":
 __version__ = _cfg.get("version", "2.5.1+cu121")
 float32 = "float32"
 float16 = "float16"
-version = types.SimpleNamespace(cuda=_cfg.get("cuda", "12.1"), hip=None)
-_GPUS = _cfg.get("gpus", [])
+version = types.SimpleNamespace(cuda=_cfg.get("cuda", "12.1"), hip=_cfg.get("hip"))
+if version.hip:
+    version.cuda = None  # a ROCm build has no CUDA
+_GPUS = [] if _cfg.get("no_kfd") else _cfg.get("gpus", [])
 _ARCH = _cfg.get("arch_list", ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"])
+# What HIP prints when /dev/kfd cannot be opened (the user is not in the render group), and when a GPU's target has no
+# code in the build (ROCm's "no kernel image" is HIP's invalid device function / hipErrorNoBinaryForGpu).
+_NO_KFD = "Unable to open /dev/kfd read-write: Permission denied"
+_NO_BINARY = ("HIP error: invalid device function\nHIP kernel errors might be asynchronously reported at some other API "
+              "call, so the stacktrace below might be incorrect.")
 _DRIVER = ("The NVIDIA driver on your system is too old (found version %d). Please update your GPU driver by "
            "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
            "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with your "
@@ -65,8 +74,12 @@ def _visible():
     return out
 
 
+def _built_for_gpus():
+    return bool(version.cuda or version.hip)
+
+
 def _usable():
-    return bool(version.cuda) and not _cfg.get("driver_found") and bool(_visible())
+    return _built_for_gpus() and not _cfg.get("driver_found") and bool(_visible())
 
 
 def _gpu(index):
@@ -74,6 +87,8 @@ def _gpu(index):
     if index >= len(gpus):
         raise RuntimeError("CUDA error: invalid device ordinal")
     gpu = gpus[index]
+    if version.hip:
+        return gpu
     capability = tuple(gpu["capability"])
     if not fakearray.covered(_ARCH, capability) and index not in _warned:
         _warned.add(index)
@@ -89,7 +104,10 @@ class _Cuda(object):
     def is_available():
         if _cfg.get("hang") == "is_available":
             time.sleep(3600)
-        if not version.cuda:
+        if _cfg.get("no_kfd"):
+            sys.stderr.write(_NO_KFD + "\n")
+            return False
+        if not _built_for_gpus():
             return False
         if _cfg.get("driver_found"):
             warnings.warn("CUDA initialization: " + _DRIVER % _cfg["driver_found"], UserWarning)
@@ -102,7 +120,9 @@ class _Cuda(object):
 
     @staticmethod
     def init():
-        if not version.cuda:
+        if _cfg.get("no_kfd"):
+            raise RuntimeError("No HIP GPUs are available")
+        if not _built_for_gpus():
             raise AssertionError("Torch not compiled with CUDA enabled")
         if _cfg.get("driver_found"):
             raise RuntimeError(_DRIVER % _cfg["driver_found"])
@@ -124,7 +144,8 @@ class _Cuda(object):
     @staticmethod
     def get_device_properties(index=0):
         gpu = _gpu(index)
-        return types.SimpleNamespace(name=gpu["name"], total_memory=gpu.get("memory", 16 * 2 ** 30))
+        return types.SimpleNamespace(name=gpu["name"], total_memory=gpu.get("memory", 16 * 2 ** 30),
+                                     gcnArchName=gpu.get("gfx"))
 
     @staticmethod
     def synchronize(index=None):
@@ -159,7 +180,7 @@ class Tensor(object):
     def to(self, device):
         device = str(device)
         if device.startswith("cuda"):
-            if not version.cuda:
+            if not _built_for_gpus():
                 raise AssertionError("Torch not compiled with CUDA enabled")
             if _cfg.get("driver_found"):
                 raise RuntimeError(_DRIVER % _cfg["driver_found"])
@@ -211,7 +232,10 @@ def _gpu_effects(t, values):
     if index is None:
         return values
     gpu = _gpu(index)
-    if not fakearray.covered(_ARCH, tuple(gpu["capability"])):
+    if version.hip:
+        if gpu["gfx"].split(":")[0] not in _ARCH:
+            raise RuntimeError(_NO_BINARY)
+    elif not fakearray.covered(_ARCH, tuple(gpu["capability"])):
         raise RuntimeError(_NO_KERNEL)
     if index in _cfg.get("oom", []):
         raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB (GPU %d; 79.15 GiB total capacity; "
