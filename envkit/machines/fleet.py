@@ -191,7 +191,7 @@ def _directory(files: list[Path], cache_dir: Optional[Path]) -> list[Machine]:
 # The code that makes a directory's Machines from its files: every envkit module that loading them imports, the
 # cache's own included (tests/test_filecache.py checks), so that a fix to any of them is a miss.
 PROFILES_CODE = ("machines/__init__.py", "machines/fleet.py", "machines/profile.py", "machines/platforms.py",
-                 "versions.py", "errors.py",
+                 "machines/amd.py", "versions.py", "errors.py",
                  "state/__init__.py", "state/yamltext.py", "state/filecache.py", "state/files.py", "text/__init__.py",
                  "text/words.py", "text/terminal.py", "text/jsonout.py")
 
