@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from envkit.commands.images import NoFitCheckOption
 from envkit.commands.output import print_json, reported_errors
 from envkit.commands.places import user_dirs
 from envkit.commands.on_node import PARTITION_HELP, CpusOption, GpusOption, QueueOption, TimeOption
@@ -34,6 +35,7 @@ def jupyter(
                                                 show_default=False)] = None,
     json_output: JsonOption = False,
     manifests: ManifestsOption = None,
+    no_fit_check: NoFitCheckOption = False,
 ) -> None:
     """Start JupyterLab from ENV on a node of partition P in a batch job, and print its URL and the ssh tunnel.
 
@@ -66,18 +68,19 @@ def jupyter(
                                 hint="`envkit envs` lists the environments, `envkit site` the partitions.")
         from envkit.commands.images import as_argument
 
-        _start(as_argument(env), partition, gpus, cpus, time, timeout, server_timeout, json_output, manifests, base)
+        _start(as_argument(env), partition, gpus, cpus, time, timeout, server_timeout, json_output, manifests, base,
+               fit_check=not no_fit_check)
 
 
 def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, server_timeout: float,
-           json_output: bool, manifests, base: Path) -> None:
+           json_output: bool, manifests, base: Path, fit_check: bool = True) -> None:
     import shlex
 
     from envkit.commands.on_node import prepare
     from envkit.errors import EnvkitError
     from envkit.slurm import jupyter_job as jj
 
-    record, spec, slurm = prepare(env, partition_spec, gpus, cpus, time, manifests, jj.JOB_NAME)
+    record, spec, slurm = prepare(env, partition_spec, gpus, cpus, time, manifests, jj.JOB_NAME, fit_check)
     prefix = Path(record.prefix)
     program = jj.server_program(prefix) if "image" not in record.extra else _image_program(record)
     if program is None:
@@ -98,7 +101,7 @@ def _start(env: str, partition_spec: str, gpus, cpus, time, timeout: float, serv
     from envkit.system.signals import interrupting_signals
 
     with interrupting_signals():  # a closed terminal or a `kill` while waiting cancels the job as Ctrl-C does
-        _submit_and_wait(env, program, spec, slurm, base, timeout, server_timeout, json_output)
+        _submit_and_wait(env, program, spec, slurm, base, timeout, server_timeout, json_output, not fit_check)
 
 
 def _image_program(record):
@@ -113,7 +116,7 @@ def _image_program(record):
 
 
 def _submit_and_wait(env: str, program: str, spec, slurm, base: Path, timeout: float, server_timeout: float,
-                     json_output: bool) -> None:
+                     json_output: bool, unchecked: bool = False) -> None:
     import getpass
     import os
     import socket
@@ -131,7 +134,7 @@ def _submit_and_wait(env: str, program: str, spec, slurm, base: Path, timeout: f
         spec = replace(spec, output=str(directory / jj.LOG_FILE))
         job = jj.JupyterJob(directives=tuple(directives(spec)), directory=directory,
                             envkit=tuple(python_module(sys.executable, "envkit")), env=env, server=program,
-                            root=os.geteuid() == 0)
+                            root=os.geteuid() == 0, unchecked=unchecked)
         script = jj.jupyter_script(job)
         mask = os.umask(0o077)  # sbatch passes it on (SLURM_UMASK): what the job writes is the user's alone
         try:

@@ -44,6 +44,7 @@ class JupyterJob:
     server: str  # the program of the environment that starts the server (jupyter-lab or jupyter-server)
     check: bool = True  # run `envkit verify ENV --on-node` first
     root: bool = False  # the user is root: Jupyter refuses to run as root without --allow-root
+    unchecked: bool = False  # an image started with --no-fit-check: the node's run and check skip its fit too
 
 
 class Connection(NamedTuple):
@@ -56,7 +57,8 @@ class Connection(NamedTuple):
 def jupyter_script(job: JupyterJob) -> str:
     """The whole script, ending with a newline. Pure: the same job gives the same text; no secret is in it."""
     q = shlex.quote
-    run = " ".join(q(part) for part in (*job.envkit, "run", job.env, "--"))
+    unchecked = ("--no-fit-check",) if job.unchecked else ()
+    run = " ".join(q(part) for part in (*job.envkit, "run", *unchecked, job.env, "--"))
     server = [job.server, "--no-browser", '--ip="$addr"', '--port="$port"', "--ServerApp.port_retries=0"]
     if job.root:
         server.append("--allow-root")
@@ -75,7 +77,7 @@ def jupyter_script(job: JupyterJob) -> str:
         '[ -n "$addr" ] || addr="$(hostname -i | cut -d " " -f 1)"',
     ]
     if job.check:
-        verify = " ".join(q(part) for part in (*job.envkit, "verify", job.env, "--on-node"))
+        verify = " ".join(q(part) for part in (*job.envkit, "verify", *unchecked, job.env, "--on-node"))
         lines += [f'{verify} > "$dir/{CHECK_FILE}" 2>&1',
                   f'echo "$?" > "$dir/{CHECK_STATUS_FILE}"']
     lines += [

@@ -38,6 +38,10 @@ def test_the_script_reads_the_token_from_its_file_and_quotes_every_path():
     assert '--ip="$addr" --port="$port" --ServerApp.port_retries=0' in start and "--allow-root" not in start
     assert "--allow-root" in jupyter_script(_job(root=True))
     assert "verify" not in jupyter_script(_job(check=False))
+    unchecked = jupyter_script(_job(unchecked=True)).splitlines()  # an image with --no-fit-check: the node skips it
+    assert "/opt/py/bin/python -m envkit verify --no-fit-check torch-a --on-node > \"$dir/check.txt\" 2>&1" in unchecked
+    assert any(line.strip().startswith("/opt/py/bin/python -m envkit run --no-fit-check torch-a -- jupyter-lab")
+               for line in unchecked)
     assert jupyter_script(_job()) == script  # pure
 
 

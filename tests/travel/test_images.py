@@ -244,18 +244,19 @@ def test_jupyter_finds_the_server_program_inside_an_image_without_mounting_it(pa
     assert not mounted_here(tmp_path)
 
 
+@pytest.mark.parametrize("command", ["shell", "jupyter"])
 def test_shell_refuses_a_partition_the_image_does_not_fit_unless_no_fit_check_which_says_what_it_skips(
-        packer, image, tmp_path):
+        packer, image, tmp_path, command):
     site = tmp_path / "site.yaml"
     site.write_text(SITE)
     tools = tmp_path / "bin"  # unsquashfs (the fit is read from the image), and no Slurm: nothing is asked of one
     tools.mkdir()
     (tools / "unsquashfs").symlink_to("/usr/bin/unsquashfs")
     env = {"ENVKIT_SITE": str(site), "PATH": str(tools)}
-    said = refused(packer.envkit("shell", str(image), "-p", "part-v", env=env), "would not run on partition part-v",
+    said = refused(packer.envkit(command, str(image), "-p", "part-v", env=env), "would not run on partition part-v",
                    code=1)
     assert "needs driver CUDA >= 12.6" in said
-    unchecked = packer.envkit("shell", "--no-fit-check", str(image), "-p", "part-v", env=env)
+    unchecked = packer.envkit(command, "--no-fit-check", str(image), "-p", "part-v", env=env)
     assert unchecked.returncode == 1, unchecked.stderr  # past the fit: stopped where Slurm is asked for the job
     assert "would not run" not in unchecked.stderr and "sinfo" in unchecked.stderr, unchecked.stderr
     assert f"--no-fit-check: the fit {image} records is neither read nor checked" in unchecked.stderr
