@@ -386,7 +386,7 @@ def test_a_mistyped_manifest_is_said_before_the_machines_are_read(tmp_path):
 def test_every_value_a_command_takes_is_named_in_its_help_not_by_a_python_type():
     """Help names what each option takes (SECONDS, N, DIR, ...) and each argument by its metavar, with a type
     column a user can read: never typer's `<float>`, `<int range>`, or a parser function's name (`<path_value>`)."""
-    from tests.test_readme import envkit_command
+    from support.cli_tree import envkit_command
 
     def params(command, path=("envkit",)):
         for param in command.params:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.test_readme import envkit_command
+from support.cli_tree import envkit_command
 
 WIDTH = 80
 HELP_COLUMN_AT_MOST = 40  # the options' help starts by this column: at least 38 characters a line

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from support.cli_tree import envkit_command
+
 REPO = Path(__file__).parent.parent
 
 
@@ -99,21 +101,6 @@ def test_fenced_commands_are_the_envkit_lines_of_code_blocks_cut_where_the_shell
             "```\nenvkit run site:torch -- python -c \"import torch; print(1)\"\n```\n")
     assert fenced_commands(text) == ["envkit detect --json", "envkit list torch",
                                      "envkit run site:torch -- python -c 'import torch; print(1)'"]
-
-
-def envkit_command():
-    """The click command of envkit with every group registered (a fresh app: envkit.cli's own stays untouched)."""
-    import typer
-    import typer.main
-
-    from envkit.cli import _main, groups_for, reflow_help
-
-    app = typer.Typer(context_settings={"help_option_names": ["-h", "--help"]})
-    app.callback()(_main)
-    for group in groups_for(["--help"]):
-        group.register(app)
-    reflow_help(app)
-    return typer.main.get_command(app)
 
 
 def help_texts(command, path=("envkit",)):

@@ -138,17 +138,9 @@ _TREE: list = []
 
 
 def _tree():
-    """envkit's whole command line, every group registered (envkit.cli registers only the one a command names)."""
+    """envkit's whole command line, built once (envkit.cli registers only the group a command names)."""
     if not _TREE:
-        from importlib import import_module
+        from support.cli_tree import envkit_command
 
-        import typer
-
-        from envkit.cli import COMMAND_GROUPS, app
-
-        whole = typer.Typer(context_settings=app.info.context_settings)
-        whole.registered_callback = app.registered_callback
-        for group, _ in COMMAND_GROUPS:
-            import_module(f"envkit.commands.{group}").register(whole)
-        _TREE.append(typer.main.get_command(whole))
+        _TREE.append(envkit_command())
     return _TREE[0]
